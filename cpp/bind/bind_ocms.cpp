@@ -1,0 +1,113 @@
+// OCMS+RR bindings: hashing, client perturbation, randomized response, match counting.
+#include <pybind11/stl.h>
+
+#include "common.hpp"
+#include "ldpfast/ocms.hpp"
+
+namespace ldpfast::bind {
+
+void register_ocms(py::module_& m) {
+  m.def("ocms_hash", [](const FieldSpec& field, const py::handle& a0_obj, const py::handle& a1_obj,
+                        const py::handle& x_obj, std::uint64_t modulus, int threads) {
+    auto a0 = checked_array<std::uint64_t>(a0_obj, "a0");
+    auto a1 = checked_array<std::uint64_t>(a1_obj, "a1");
+    auto x = checked_array<std::uint64_t>(x_obj, "x");
+    check_same_length(a0.size(), a1.size(), "a1");
+    check_same_length(a0.size(), x.size(), "x");
+    if (modulus < 1) throw py::value_error("m must be >= 1");
+    py::array_t<std::uint64_t> out(x.size());
+    const auto* pa0 = a0.data(); const auto* pa1 = a1.data(); const auto* px = x.data();
+    auto* po = out.mutable_data();
+    const std::size_t n = static_cast<std::size_t>(x.size());
+    {
+      py::gil_scoped_release release;
+      ocms_hash(field, pa0, pa1, px, n, modulus, po, threads);
+    }
+    return out;
+  }, py::arg("field"), py::arg("a0"), py::arg("a1"), py::arg("x"), py::arg("m"), py::arg("threads") = 0,
+     "h(x) = ((a0 + a1 x) in field) mod m, elementwise. Inputs must be field elements.");
+
+  m.def("ocms_perturb", [](const FieldSpec& field, const py::bytes& key, const py::handle& x_obj,
+                           std::uint64_t modulus, std::uint64_t flip_threshold, int threads) {
+    auto x = checked_array<std::uint64_t>(x_obj, "x");
+    if (modulus < 2) throw py::value_error("m must be >= 2");
+    const RngKey k = key_from_bytes(key);
+    const std::size_t n = static_cast<std::size_t>(x.size());
+    py::array_t<std::uint64_t> z(n), a0(n), a1(n);
+    const auto* px = x.data();
+    auto* pz = z.mutable_data(); auto* pa0 = a0.mutable_data(); auto* pa1 = a1.mutable_data();
+    {
+      py::gil_scoped_release release;
+      ocms_perturb(field, k, px, n, modulus, flip_threshold, pz, pa0, pa1, threads);
+    }
+    return py::make_tuple(z, a0, a1);
+  }, py::arg("field"), py::arg("key"), py::arg("x"), py::arg("m"), py::arg("flip_threshold"),
+     py::arg("threads") = 0,
+     "OCMS+RR client reports (z, a0, a1) for values x; flips with probability flip_threshold / 2^64.");
+
+  m.def("randomized_response", [](const py::bytes& key, const py::handle& y_obj, std::uint64_t modulus,
+                                  std::uint64_t flip_threshold, int threads) {
+    auto y = checked_array<std::uint64_t>(y_obj, "y");
+    if (modulus < 2) throw py::value_error("m must be >= 2");
+    const RngKey k = key_from_bytes(key);
+    const std::size_t n = static_cast<std::size_t>(y.size());
+    py::array_t<std::uint64_t> out(n);
+    const auto* py_ = y.data();
+    auto* po = out.mutable_data();
+    {
+      py::gil_scoped_release release;
+      randomized_response(k, py_, n, modulus, flip_threshold, po, threads);
+    }
+    return out;
+  }, py::arg("key"), py::arg("y"), py::arg("m"), py::arg("flip_threshold"), py::arg("threads") = 0,
+     "k-ary randomized response on [0, m), batched; y must be < m.");
+
+  m.def("ocms_count_range", [](const FieldSpec& field, const py::handle& z_obj, const py::handle& a0_obj,
+                               const py::handle& a1_obj, std::uint64_t modulus, std::uint64_t x_begin,
+                               const py::handle& counts_obj, int threads) {
+    auto z = checked_array<std::uint64_t>(z_obj, "z");
+    auto a0 = checked_array<std::uint64_t>(a0_obj, "a0");
+    auto a1 = checked_array<std::uint64_t>(a1_obj, "a1");
+    auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
+    check_same_length(z.size(), a0.size(), "a0");
+    check_same_length(z.size(), a1.size(), "a1");
+    if (modulus < 2) throw py::value_error("m must be >= 2");
+    const auto* pz = z.data(); const auto* pa0 = a0.data(); const auto* pa1 = a1.data();
+    auto* pc = counts.mutable_data();
+    const std::size_t n = static_cast<std::size_t>(z.size());
+    const std::size_t nx = static_cast<std::size_t>(counts.size());
+    {
+      py::gil_scoped_release release;
+      ocms_count_range(field, pz, pa0, pa1, n, modulus, x_begin, nx, pc, threads);
+    }
+  }, py::arg("field"), py::arg("z"), py::arg("a0"), py::arg("a1"), py::arg("m"), py::arg("x_begin"),
+     py::arg("counts"), py::arg("threads") = 0,
+     "counts[j] += #{i : h_i(x_begin + j) == z[i]} in place.");
+
+  m.def("ocms_count_list", [](const FieldSpec& field, const py::handle& z_obj, const py::handle& a0_obj,
+                              const py::handle& a1_obj, std::uint64_t modulus, const py::handle& xs_obj,
+                              const py::handle& counts_obj, int threads) {
+    auto z = checked_array<std::uint64_t>(z_obj, "z");
+    auto a0 = checked_array<std::uint64_t>(a0_obj, "a0");
+    auto a1 = checked_array<std::uint64_t>(a1_obj, "a1");
+    auto xs = checked_array<std::uint64_t>(xs_obj, "candidates");
+    auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
+    check_same_length(z.size(), a0.size(), "a0");
+    check_same_length(z.size(), a1.size(), "a1");
+    check_same_length(xs.size(), counts.size(), "counts");
+    if (modulus < 2) throw py::value_error("m must be >= 2");
+    const auto* pz = z.data(); const auto* pa0 = a0.data(); const auto* pa1 = a1.data();
+    const auto* px = xs.data();
+    auto* pc = counts.mutable_data();
+    const std::size_t n = static_cast<std::size_t>(z.size());
+    const std::size_t nx = static_cast<std::size_t>(xs.size());
+    {
+      py::gil_scoped_release release;
+      ocms_count_list(field, pz, pa0, pa1, n, modulus, px, nx, pc, threads);
+    }
+  }, py::arg("field"), py::arg("z"), py::arg("a0"), py::arg("a1"), py::arg("m"), py::arg("candidates"),
+     py::arg("counts"), py::arg("threads") = 0,
+     "counts[j] += #{i : h_i(candidates[j]) == z[i]} in place.");
+}
+
+}  // namespace ldpfast::bind

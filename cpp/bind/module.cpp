@@ -1,0 +1,9 @@
+#include "common.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "ldpfast C++ core: field hashing, randomized response, FWHT, server aggregation";
+  ldpfast::bind::register_core(m);
+  ldpfast::bind::register_ocms(m);
+  ldpfast::bind::register_hadamard(m);
+  ldpfast::bind::register_privsketch(m);
+}

@@ -1,0 +1,68 @@
+"""ldpfast: frequency estimation and heavy hitters under local differential privacy.
+
+Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms`,
+:mod:`ldpfast.hadamard`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
+:mod:`ldpfast.privsketch`; shared pieces in :mod:`ldpfast.kernels`,
+:mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict, List
+
+from . import _core, errors
+
+__version__ = "0.1.0"
+
+_SUBMODULES = frozenset({
+    "ocms", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
+    "metrics", "datasets", "cli", "dask", "aggregate", "wire",
+})
+
+__all__ = ["backend_info", "set_backend", "set_num_threads", "errors", *sorted(_SUBMODULES)]
+
+
+def backend_info() -> Dict[str, Any]:
+    """Which kernel copy runs and what this build and CPU offer.
+
+    Returns a dict with ``active`` (``"scalar"``, ``"avx2"`` or ``"avx512"``; forced with
+    the ``LDPFAST_ISA`` environment variable or :func:`set_backend`), ``supported`` (what
+    this CPU runs), ``compiled`` (what this build contains) and ``threads`` (the default
+    thread count for server-side aggregation; ``LDPFAST_NUM_THREADS`` overrides it).
+    """
+    return {
+        "active": _core.active_backend(),
+        "supported": list(_core.supported_backends()),
+        "compiled": list(_core.compiled_backends()),
+        "threads": _core.get_num_threads(),
+    }
+
+
+def set_backend(name: str) -> None:
+    """Switch every kernel to the copy compiled for ``name`` (process-wide)."""
+    if name not in _core.compiled_backends():
+        raise errors.ParameterError(
+            f"backend must be one of {list(_core.compiled_backends())}, got {name!r}")
+    if name not in _core.supported_backends():
+        raise errors.ParameterError(f"backend {name!r} is not supported by this CPU")
+    _core.set_backend(name)
+
+
+def set_num_threads(threads: int) -> None:
+    """Default number of threads for server-side aggregation (0 = automatic)."""
+    if not isinstance(threads, int) or threads < 0:
+        raise errors.ParameterError(f"threads must be a non-negative int, got {threads!r}")
+    _core.set_num_threads(threads)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'ldpfast' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | _SUBMODULES)

@@ -1,0 +1,34 @@
+"""Exceptions raised by ldpfast.
+
+Every message names the offending parameter, the constraint it breaks and the value
+received, e.g. ``epsilon must be finite and in (0, 700], got -1.0``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
+           "DTypeError"]
+
+
+class LdpfastError(Exception):
+    """Base class of ldpfast's own errors."""
+
+
+class ParameterError(LdpfastError, ValueError):
+    """A protocol parameter is invalid (out of range, wrong kind, inconsistent)."""
+
+
+class ReportError(LdpfastError, ValueError):
+    """A batch of reports is malformed; the aggregator that rejected it is unchanged."""
+
+
+class IncompatibleError(LdpfastError, ValueError):
+    """Two objects with different parameters were combined (e.g. merging aggregators)."""
+
+
+class FormatError(LdpfastError, ValueError):
+    """Serialized bytes are corrupt, of an unknown version, or of another protocol."""
+
+
+class DTypeError(LdpfastError, TypeError):
+    """An array has a type that cannot be used without an unsafe conversion."""
