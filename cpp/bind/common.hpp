@@ -57,6 +57,7 @@ inline void check_same_length(py::ssize_t expected, py::ssize_t got, const char*
 RngKey key_from_bytes(const py::bytes& key);
 
 void register_core(py::module_& m);
+void register_fwht(py::module_& m);
 void register_ocms(py::module_& m);
 void register_hadamard(py::module_& m);
 void register_privsketch(py::module_& m);

@@ -1,0 +1,3 @@
+"""field kernels (see ldpfast.kernels)."""
+
+__all__: list = []

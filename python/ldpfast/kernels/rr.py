@@ -1,0 +1,3 @@
+"""rr kernels (see ldpfast.kernels)."""
+
+__all__: list = []

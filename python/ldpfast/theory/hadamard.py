@@ -1,0 +1,3 @@
+"""Theory for the hadamard family."""
+
+__all__: list = []

@@ -1,0 +1,3 @@
+"""Theory for the ocms family."""
+
+__all__: list = []

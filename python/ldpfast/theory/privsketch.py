@@ -1,0 +1,3 @@
+"""Theory for the privsketch family."""
+
+__all__: list = []
