@@ -23,7 +23,8 @@ import numpy as np
 
 from .errors import FormatError, IncompatibleError, ReportError
 
-__all__ = ["Params", "Reports", "Aggregator", "FORMAT_MAGIC", "FORMAT_VERSION"]
+__all__ = ["Params", "Reports", "Aggregator", "Protocol", "register_protocol", "protocols",
+           "FORMAT_MAGIC", "FORMAT_VERSION"]
 
 FORMAT_MAGIC = b"LDPFAGG\x00"
 FORMAT_VERSION = 1
@@ -194,3 +195,40 @@ class Aggregator:
         return self.params == other.params and all(np.array_equal(a[k], b[k]) for k in a)
 
     __hash__ = None  # mutable
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """The classes of one protocol, found by its id (used by the Dask, Parquet and
+    command-line layers to handle any protocol generically)."""
+
+    id: str
+    params: type
+    reports: type
+    aggregator: type
+    client: type
+
+
+_REGISTRY: Dict[str, Protocol] = {}
+
+
+def register_protocol(protocol: Protocol) -> Protocol:
+    """Called once by each protocol module at import."""
+    for cls in (protocol.params, protocol.reports, protocol.aggregator):
+        if getattr(cls, "protocol", protocol.id) != protocol.id:
+            raise ValueError(f"{cls.__name__}.protocol != {protocol.id!r}")
+    _REGISTRY[protocol.id] = protocol
+    return protocol
+
+
+def protocols() -> Dict[str, Protocol]:
+    """Every registered protocol, importing all protocol modules first."""
+    import importlib
+
+    for module in ("ocms", "hadamard", "hadaoracle", "hadaheavy", "privsketch"):
+        try:
+            importlib.import_module(f"ldpfast.{module}")
+        except ModuleNotFoundError as exc:  # a family not built into this version
+            if exc.name != f"ldpfast.{module}":
+                raise
+    return dict(_REGISTRY)

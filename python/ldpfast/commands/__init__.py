@@ -1,0 +1,1 @@
+"""Subcommands of the ldpfast command line (see ldpfast.cli)."""
