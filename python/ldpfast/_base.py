@@ -7,6 +7,25 @@
   associative and commutative. An empty aggregator is the merge identity; ``update``
   validates a whole batch before touching the state; ``to_bytes``/``from_bytes`` (also
   used by pickle) write a versioned, checksummed container.
+
+Aggregator byte layout (format version 1, all integers little-endian)::
+
+    magic      8 bytes  b"LDPFAGG\0"
+    version    u16      FORMAT_VERSION
+    hlen       u32      length of the header
+    header     hlen     UTF-8 JSON {"fingerprint", "params", "protocol"} (sorted keys)
+    count      u32      number of state arrays
+    count x    u16 nlen, u64 size, name (nlen bytes, UTF-8), .npy image (size bytes)
+    crc32      u32      zlib.crc32 of everything before it
+
+Every malformed input (truncated, corrupted, wrong protocol, unknown version, state that
+does not fit the parameters) raises :class:`~ldpfast.errors.FormatError`.
+
+Optional hooks a protocol may provide (the Arrow, wire, Dask and command-line layers use
+them generically): ``Reports.from_columns`` (build a batch from named arrays, converting
+dtypes), ``Reports.wire_fields`` (per-report bit widths, see :mod:`ldpfast.wire`),
+``Aggregator._validate`` (checks a batch without touching the state) and
+``Protocol.example`` (a small seeded example used by the contract tests).
 """
 
 from __future__ import annotations
@@ -17,20 +36,22 @@ import io
 import json
 import struct
 import zlib
-from typing import Any, ClassVar, Dict, Mapping, Type, TypeVar
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
 import numpy as np
 
-from .errors import FormatError, IncompatibleError, ReportError
+from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError, ReportError
 
 __all__ = ["Params", "Reports", "Aggregator", "Protocol", "register_protocol", "protocols",
-           "FORMAT_MAGIC", "FORMAT_VERSION"]
+           "protocol", "params_from_json", "load_aggregator", "read_header", "FORMAT_MAGIC",
+           "FORMAT_VERSION"]
 
 FORMAT_MAGIC = b"LDPFAGG\x00"
 FORMAT_VERSION = 1
 
 P = TypeVar("P", bound="Params")
 A = TypeVar("A", bound="Aggregator")
+R = TypeVar("R", bound="Reports")
 
 
 def _jsonable(value: Any) -> Any:
@@ -69,6 +90,42 @@ class Params:
         """sha256 (hex) of the canonical JSON form: equal parameters, equal fingerprint."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
+    @classmethod
+    def from_json(cls: Type[P], text: str) -> P:
+        """Inverse of :meth:`to_json`; the stored protocol id must be this class's.
+
+        Raises:
+            FormatError: the text is not the JSON written by ``to_json`` or names
+                another protocol.
+        """
+        protocol_id, data = _parse_params_json(text)
+        if protocol_id != cls.protocol:
+            raise FormatError(f"params JSON is for protocol {protocol_id!r}, not {cls.protocol!r}")
+        return cls.from_dict(data)
+
+
+def _parse_params_json(text: str) -> Tuple[str, Dict[str, Any]]:
+    try:
+        doc = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise FormatError(f"params JSON is not valid JSON: {exc}") from None
+    if (not isinstance(doc, dict) or not isinstance(doc.get("protocol"), str)
+            or not isinstance(doc.get("params"), dict)):
+        raise FormatError('params JSON must be an object {"protocol": str, "params": {...}} '
+                          "as written by Params.to_json()")
+    return doc["protocol"], doc["params"]
+
+
+def params_from_json(text: str) -> Params:
+    """Parameters of any registered protocol from the JSON written by ``Params.to_json()``.
+
+    Raises:
+        FormatError: malformed JSON or an unknown protocol id.
+        ParameterError: the stored values are rejected by the protocol's validation.
+    """
+    protocol_id, data = _parse_params_json(text)
+    return protocol(protocol_id).params.from_dict(data)
+
 
 class Reports:
     """Mixin for report batches: a dataclass whose fields are equal-length numpy columns."""
@@ -86,6 +143,53 @@ class Reports:
         lengths = {name: len(col) for name, col in self.columns().items()}
         if len(set(lengths.values())) > 1:
             raise ReportError(f"report columns must have equal lengths, got {lengths}")
+
+    @classmethod
+    def column_names(cls) -> List[str]:
+        """The column names, in declaration order."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_columns(cls: Type[R], columns: Mapping[str, Any], params: Optional[Params] = None) -> R:
+        """A batch from named array-likes (e.g. Arrow, pandas or decoded wire columns).
+
+        The default passes ``columns`` to the constructor, which checks dtypes; protocols
+        whose columns may arrive in another integer type override this to convert safely.
+
+        Raises:
+            ReportError: a column is missing or unexpected.
+        """
+        names = cls.column_names()
+        missing = [n for n in names if n not in columns]
+        extra = [n for n in columns if n not in names]
+        if missing or extra:
+            raise ReportError(f"{cls.__name__} columns must be {names}, "
+                              f"missing {missing}, unexpected {extra}")
+        return cls(**{n: np.asarray(columns[n]) for n in names})
+
+    @classmethod
+    def wire_fields(cls, params: Params) -> Sequence[Tuple[Any, ...]]:
+        """Per-report fields of the compact wire encoding (see :mod:`ldpfast.wire`):
+        ``[(column, bits)]`` for unsigned columns with values in ``[0, 2**bits)``, or
+        ``(column, bits, codebook)`` for a column whose values are the entries of
+        ``codebook`` (sent as the index). Protocols that support :mod:`ldpfast.wire`
+        override this with the bit counts their paper states for one report."""
+        raise NotImplementedError(f"{cls.__name__} does not define a wire encoding (wire_fields)")
+
+    def to_arrow(self, params: Optional[Params] = None):
+        """This batch as a ``pyarrow.Table`` whose schema metadata names the protocol and,
+        when ``params`` is given, the parameters (see :mod:`ldpfast.arrow`)."""
+        from . import arrow
+
+        return arrow.to_arrow(self, params)
+
+    @classmethod
+    def from_arrow(cls: Type[R], table: Any, params: Optional[Params] = None) -> R:
+        """A batch from a ``pyarrow.Table``/``RecordBatch``; validates the protocol id and,
+        when both are known, the parameter fingerprint (see :mod:`ldpfast.arrow`)."""
+        from . import arrow
+
+        return arrow.from_arrow(table, params, reports_type=cls)
 
 
 class Aggregator:
@@ -139,7 +243,9 @@ class Aggregator:
         buf.write(struct.pack("<I", len(state)))
         for name in sorted(state):
             raw = io.BytesIO()
-            np.save(raw, np.ascontiguousarray(state[name]), allow_pickle=False)
+            array = np.asarray(state[name])
+            np.save(raw, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")),
+                    allow_pickle=False)
             encoded = name.encode()
             buf.write(struct.pack("<HQ", len(encoded), raw.tell()))
             buf.write(encoded)
@@ -149,40 +255,44 @@ class Aggregator:
 
     @classmethod
     def from_bytes(cls: Type[A], blob: bytes) -> A:
-        blob = bytes(blob)
-        if len(blob) < len(FORMAT_MAGIC) + 10 or not blob.startswith(FORMAT_MAGIC):
-            raise FormatError("not an ldpfast aggregator (bad magic)")
-        body, (crc,) = blob[:-4], struct.unpack("<I", blob[-4:])
-        if zlib.crc32(body) != crc:
-            raise FormatError("aggregator bytes are corrupt (checksum mismatch)")
-        pos = len(FORMAT_MAGIC)
-        version, header_len = struct.unpack_from("<HI", body, pos)
-        pos += 6
-        if version != FORMAT_VERSION:
-            raise FormatError(f"unsupported aggregator format version {version} (this build reads {FORMAT_VERSION})")
-        header = json.loads(body[pos:pos + header_len])
-        pos += header_len
-        if header["protocol"] != cls.protocol:
+        """Inverse of :meth:`to_bytes`. On the base class ``Aggregator`` itself, returns an
+        aggregator of whichever registered protocol the bytes hold.
+
+        Raises:
+            FormatError: the bytes are truncated, corrupt, of another format version or
+                protocol, or hold state that does not fit their parameters.
+        """
+        header, arrays = _parse_container(blob)
+        if cls.protocol and header["protocol"] != cls.protocol:
             raise FormatError(f"bytes hold a {header['protocol']!r} aggregator, not {cls.protocol!r}")
-        params = cls.params_type.from_dict(header["params"])
+        target = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
+        try:
+            params = target.params_type.from_dict(header["params"])
+        except (LdpfastError, TypeError, ValueError) as exc:
+            raise FormatError(f"stored parameters are invalid: {exc}") from None
         if params.fingerprint != header["fingerprint"]:
             raise FormatError("parameter fingerprint does not match the stored parameters")
-        (count,) = struct.unpack_from("<I", body, pos)
-        pos += 4
         state = {}
-        for _ in range(count):
-            name_len, size = struct.unpack_from("<HQ", body, pos)
-            pos += 10
-            name = body[pos:pos + name_len].decode()
-            pos += name_len
-            state[name] = np.load(io.BytesIO(body[pos:pos + size]), allow_pickle=False)
-            pos += size
-        agg = cls(params)
+        for name, image in arrays:
+            if name in state:
+                raise FormatError(f"state array {name!r} is stored twice")
+            try:
+                state[name] = np.load(io.BytesIO(image), allow_pickle=False)
+            except (ValueError, OSError, EOFError) as exc:
+                raise FormatError(f"state array {name!r} is not a valid .npy image: {exc}") from None
+        agg = target(params)
         expected = agg._state()
-        if set(state) != set(expected) or any(
-                state[k].shape != expected[k].shape or state[k].dtype != expected[k].dtype for k in state):
-            raise FormatError("stored state does not match the parameters")
-        agg._set_state(state)
+        if set(state) != set(expected):
+            raise FormatError(f"stored state arrays {sorted(state)} do not match the parameters, "
+                              f"which need {sorted(expected)}")
+        for k in state:
+            want = np.asarray(expected[k])
+            if state[k].shape != want.shape or state[k].dtype.newbyteorder("=") != want.dtype.newbyteorder("="):
+                raise FormatError(
+                    f"state array {k!r} has shape {state[k].shape} and dtype {state[k].dtype}; "
+                    f"the parameters need {want.shape} and {want.dtype}")
+        agg._set_state({k: np.ascontiguousarray(v, dtype=np.asarray(expected[k]).dtype)
+                        for k, v in state.items()})
         return agg
 
     def __reduce__(self):
@@ -197,6 +307,99 @@ class Aggregator:
     __hash__ = None  # mutable
 
 
+_MAX_STATE_ARRAYS = 1024
+
+
+class _Cursor:
+    """Bounds-checked reads from a byte string (every failure is a FormatError)."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes, pos: int = 0):
+        self.data, self.pos = data, pos
+
+    def take(self, size: int, what: str) -> bytes:
+        if size < 0 or self.pos + size > len(self.data):
+            raise FormatError(f"aggregator bytes are truncated (reading {what}: need {size} bytes "
+                              f"at offset {self.pos}, {len(self.data) - self.pos} left)")
+        chunk = self.data[self.pos:self.pos + size]
+        self.pos += size
+        return chunk
+
+    def unpack(self, fmt: str, what: str) -> Tuple[int, ...]:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))
+
+
+def _parse_header(cur: _Cursor) -> Dict[str, Any]:
+    (version,) = cur.unpack("<H", "format version")
+    if version != FORMAT_VERSION:
+        raise FormatError(f"unsupported aggregator format version {version} "
+                          f"(this build reads {FORMAT_VERSION})")
+    (header_len,) = cur.unpack("<I", "header length")
+    raw = cur.take(header_len, "header")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FormatError(f"aggregator header is not valid JSON: {exc}") from None
+    if (not isinstance(header, dict) or not isinstance(header.get("protocol"), str)
+            or not isinstance(header.get("params"), dict)
+            or not isinstance(header.get("fingerprint"), str)):
+        raise FormatError("aggregator header must hold 'protocol', 'params' and 'fingerprint'")
+    return header
+
+
+def _parse_container(blob: bytes) -> Tuple[Dict[str, Any], List[Tuple[str, bytes]]]:
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise FormatError(f"aggregator bytes must be bytes-like, got {type(blob).__name__}")
+    blob = bytes(blob)
+    if not blob.startswith(FORMAT_MAGIC):
+        raise FormatError("not an ldpfast aggregator (bad magic)")
+    if len(blob) < len(FORMAT_MAGIC) + 4:
+        raise FormatError("aggregator bytes are truncated (no checksum)")
+    body, (crc,) = blob[:-4], struct.unpack("<I", blob[-4:])
+    cur = _Cursor(body, len(FORMAT_MAGIC))
+    # The version is checked before the checksum so that a future format (which may
+    # checksum differently) is reported as such rather than as corruption.
+    if len(body) >= cur.pos + 2:
+        (version,) = struct.unpack_from("<H", body, cur.pos)
+        if version != FORMAT_VERSION and zlib.crc32(body) != crc:
+            raise FormatError(f"unsupported aggregator format version {version} "
+                              f"(this build reads {FORMAT_VERSION}), or corrupt bytes")
+    if zlib.crc32(body) != crc:
+        raise FormatError("aggregator bytes are corrupt (checksum mismatch)")
+    header = _parse_header(cur)
+    (count,) = cur.unpack("<I", "array count")
+    if count > _MAX_STATE_ARRAYS:
+        raise FormatError(f"aggregator bytes declare {count} state arrays (at most {_MAX_STATE_ARRAYS})")
+    arrays = []
+    for _ in range(count):
+        name_len, size = cur.unpack("<HQ", "array entry")
+        try:
+            name = cur.take(name_len, "array name").decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("state array name is not UTF-8") from None
+        arrays.append((name, cur.take(size, f"array {name!r}")))
+    if cur.pos != len(body):
+        raise FormatError(f"aggregator bytes have {len(body) - cur.pos} unexpected trailing bytes")
+    return header, arrays
+
+
+def read_header(blob: bytes) -> Dict[str, Any]:
+    """The header of serialized aggregator bytes, checked (magic, version, checksum):
+    ``{"protocol": str, "params": dict, "fingerprint": str}``.
+
+    Raises:
+        FormatError: as :meth:`Aggregator.from_bytes`.
+    """
+    return _parse_container(blob)[0]
+
+
+def load_aggregator(blob: bytes) -> "Aggregator":
+    """The aggregator of whichever registered protocol ``blob`` holds (see
+    :meth:`Aggregator.from_bytes`)."""
+    return Aggregator.from_bytes(blob)
+
+
 @dataclasses.dataclass(frozen=True)
 class Protocol:
     """The classes of one protocol, found by its id (used by the Dask, Parquet and
@@ -207,6 +410,9 @@ class Protocol:
     reports: type
     aggregator: type
     client: type
+    #: Optional ``() -> (params, values)``: small parameters and client inputs (what
+    #: ``client(params, rng=seed).perturb`` accepts) used by the generic contract tests.
+    example: Optional[Callable[[], Tuple[Params, Any]]] = None
 
 
 _REGISTRY: Dict[str, Protocol] = {}
@@ -225,10 +431,29 @@ def protocols() -> Dict[str, Protocol]:
     """Every registered protocol, importing all protocol modules first."""
     import importlib
 
-    for module in ("ocms", "hadamard", "hadaoracle", "hadaheavy", "privsketch"):
+    for module in ("ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch"):
         try:
             importlib.import_module(f"ldpfast.{module}")
         except ModuleNotFoundError as exc:  # a family not built into this version
             if exc.name != f"ldpfast.{module}":
                 raise
     return dict(_REGISTRY)
+
+
+def protocol(protocol_id: str) -> Protocol:
+    """The registered protocol with id ``protocol_id``.
+
+    Raises:
+        ParameterError: no such protocol in this build (the message lists the known ids).
+    """
+    known = protocols()
+    if protocol_id not in known:
+        raise ParameterError(f"protocol must be one of {sorted(known)}, got {protocol_id!r}")
+    return known[protocol_id]
+
+
+def protocol_or_format_error(protocol_id: str) -> Protocol:
+    try:
+        return protocol(protocol_id)
+    except ParameterError as exc:
+        raise FormatError(f"serialized data names an unknown protocol: {exc}") from None

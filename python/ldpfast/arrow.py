@@ -1,0 +1,213 @@
+"""Report batches as Apache Arrow tables and Parquet files, for any registered protocol.
+
+A table written here carries, in its schema metadata, the protocol id, the canonical
+parameter JSON (``Params.to_json()``), the parameter fingerprint and a layout version,
+so a reader checks that it reads reports of the protocol and parameters it expects:
+
+=========================  ===============================================
+``ldpfast.protocol``       protocol id, e.g. ``"ocms"``
+``ldpfast.params``         ``Params.to_json()`` (absent if not given)
+``ldpfast.fingerprint``    ``Params.fingerprint`` (absent if not given)
+``ldpfast.reports``        layout version of this metadata (``"1"``)
+=========================  ===============================================
+
+Columns are the fields of the protocol's ``Reports`` dataclass, in order, with the
+numpy dtypes of the batch. ``pyarrow`` is optional: install ``ldpfast[arrow]``.
+
+Example::
+
+    lf.arrow.write_parquet(reports, "day1.parquet", params)
+    params, reports = lf.arrow.read_parquet("day1.parquet")
+    server = lf.ocms.Server(params).update(reports)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, Optional, Tuple, Type
+
+import numpy as np
+
+from ._base import Params, Reports, params_from_json, protocol_or_format_error
+from .errors import FormatError, IncompatibleError, ParameterError
+
+__all__ = ["to_arrow", "from_arrow", "write_parquet", "read_parquet", "iter_parquet",
+           "read_parquet_params", "METADATA_VERSION"]
+
+METADATA_VERSION = "1"
+_KEY_PROTOCOL = b"ldpfast.protocol"
+_KEY_PARAMS = b"ldpfast.params"
+_KEY_FINGERPRINT = b"ldpfast.fingerprint"
+_KEY_VERSION = b"ldpfast.reports"
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+    except ImportError:  # pragma: no cover - exercised only without pyarrow
+        raise ImportError("ldpfast's Arrow/Parquet support needs pyarrow: "
+                          "pip install 'ldpfast[arrow]' (or pip install pyarrow)") from None
+    return pyarrow
+
+
+def _metadata(reports_type: Type[Reports], params: Optional[Params]) -> Dict[bytes, bytes]:
+    meta = {_KEY_PROTOCOL: reports_type.protocol.encode(), _KEY_VERSION: METADATA_VERSION.encode()}
+    if params is not None:
+        if params.protocol != reports_type.protocol:
+            raise IncompatibleError(f"params are for protocol {params.protocol!r}, reports for "
+                                    f"{reports_type.protocol!r}")
+        meta[_KEY_PARAMS] = params.to_json().encode()
+        meta[_KEY_FINGERPRINT] = params.fingerprint.encode()
+    return meta
+
+
+def to_arrow(reports: Reports, params: Optional[Params] = None):
+    """``reports`` as a ``pyarrow.Table`` (zero-copy for numeric columns).
+
+    Args:
+        reports: a batch of any protocol.
+        params: the parameters the reports were made with; stored in the schema metadata
+            so readers can validate them. Recommended.
+
+    Raises:
+        IncompatibleError: ``params`` belong to another protocol.
+        ImportError: pyarrow is not installed.
+    """
+    pa = _pyarrow()
+    if not isinstance(reports, Reports):
+        raise ParameterError(f"reports must be an ldpfast Reports batch, got {type(reports).__name__}")
+    columns = reports.columns()
+    table = pa.table({name: pa.array(np.ascontiguousarray(col)) for name, col in columns.items()})
+    return table.replace_schema_metadata(_metadata(type(reports), params))
+
+
+def _table_params(meta: Dict[bytes, bytes], params: Optional[Params]) -> Tuple[str, Optional[Params]]:
+    """Protocol id and parameters of a table's metadata, checked against ``params``."""
+    if _KEY_PROTOCOL not in meta:
+        raise FormatError("Arrow data has no ldpfast metadata (was it written by ldpfast.arrow?)")
+    version = meta.get(_KEY_VERSION, b"").decode()
+    if version != METADATA_VERSION:
+        raise FormatError(f"unsupported ldpfast report metadata version {version!r} "
+                          f"(this build reads {METADATA_VERSION!r})")
+    protocol_id = meta[_KEY_PROTOCOL].decode()
+    stored = None
+    if _KEY_PARAMS in meta:
+        stored = params_from_json(meta[_KEY_PARAMS].decode())
+        if stored.protocol != protocol_id:
+            raise FormatError(f"metadata names protocol {protocol_id!r} but parameters of "
+                              f"{stored.protocol!r}")
+        if meta.get(_KEY_FINGERPRINT, b"").decode() != stored.fingerprint:
+            raise FormatError("stored parameter fingerprint does not match the stored parameters")
+    if params is not None:
+        if params.protocol != protocol_id:
+            raise IncompatibleError(f"data holds {protocol_id!r} reports, expected {params.protocol!r}")
+        if stored is not None and stored != params:
+            raise IncompatibleError(f"reports were made with different parameters: stored {stored}, "
+                                    f"expected {params}")
+        stored = params
+    return protocol_id, stored
+
+
+def from_arrow(table: Any, params: Optional[Params] = None,
+               reports_type: Optional[Type[Reports]] = None) -> Reports:
+    """A Reports batch from a ``pyarrow.Table`` or ``RecordBatch`` written by :func:`to_arrow`.
+
+    Args:
+        table: the Arrow data; its metadata must name the protocol.
+        params: expected parameters; if the data stores parameters they must be equal.
+        reports_type: expected Reports class (``Reports.from_arrow`` passes its own).
+
+    Raises:
+        FormatError: no or malformed ldpfast metadata, or columns of the wrong names/types.
+        IncompatibleError: the data is of another protocol or other parameters.
+        ReportError: the protocol's Reports class rejects the columns.
+    """
+    pa = _pyarrow()
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise ParameterError(f"table must be a pyarrow Table or RecordBatch, got {type(table).__name__}")
+    protocol_id, stored = _table_params(table.schema.metadata or {}, params)
+    if reports_type is None:
+        reports_type = protocol_or_format_error(protocol_id).reports
+    elif reports_type.protocol != protocol_id:
+        raise IncompatibleError(f"data holds {protocol_id!r} reports, not {reports_type.protocol!r}")
+    names = reports_type.column_names()
+    if table.column_names != names:
+        raise FormatError(f"{reports_type.__name__} columns must be {names}, got {table.column_names}")
+    columns = {}
+    for name in names:
+        column = table.column(name)
+        if column.null_count:
+            raise FormatError(f"report column {name!r} has {column.null_count} missing values")
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+                or pa.types.is_boolean(column.type)):
+            raise FormatError(f"report column {name!r} has Arrow type {column.type}, not a number")
+        chunk = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        columns[name] = chunk.to_numpy(zero_copy_only=False)
+    return reports_type.from_columns(columns, stored)
+
+
+def write_parquet(reports: Reports, path: "os.PathLike[str] | str", params: Params, *,
+                  row_group_size: int = 1 << 20, compression: str = "zstd") -> None:
+    """Write a batch to a Parquet file whose metadata records the protocol and parameters.
+
+    The file is written to ``path + ".tmp"`` and renamed, so a reader never sees a
+    partial file under ``path``.
+    """
+    pq = _parquet()
+    table = to_arrow(reports, params)
+    tmp = f"{os.fspath(path)}.tmp"
+    pq.write_table(table, tmp, row_group_size=row_group_size, compression=compression)
+    os.replace(tmp, path)
+
+
+def _parquet():
+    _pyarrow()
+    import pyarrow.parquet as pq
+
+    return pq
+
+
+def _open(path, params: Optional[Params]):
+    pq = _parquet()
+    try:
+        handle = pq.ParquetFile(path)
+    except (OSError, ValueError) as exc:
+        raise FormatError(f"{os.fspath(path)} is not a readable Parquet file: {exc}") from None
+    protocol_id, stored = _table_params(handle.schema_arrow.metadata or {}, params)
+    if stored is None:
+        raise FormatError(f"{os.fspath(path)} does not record its parameters; "
+                          "write it with ldpfast.arrow.write_parquet(reports, path, params)")
+    return handle, stored
+
+
+def read_parquet_params(path, params: Optional[Params] = None) -> Params:
+    """The parameters recorded in a Parquet file (checked against ``params`` if given)."""
+    return _open(path, params)[1]
+
+
+def read_parquet(path, params: Optional[Params] = None) -> Tuple[Params, Reports]:
+    """Read a Parquet file written by :func:`write_parquet`.
+
+    Returns:
+        ``(params, reports)``: the recorded parameters and the whole batch.
+
+    Raises:
+        FormatError: not such a file, or its metadata/columns are invalid.
+        IncompatibleError: ``params`` given and different from the recorded ones.
+    """
+    handle, stored = _open(path, params)
+    table = handle.read()
+    return stored, from_arrow(table, stored)
+
+
+def iter_parquet(path, params: Optional[Params] = None,
+                 batch_rows: int = 1 << 20) -> Iterator[Tuple[Params, Reports]]:
+    """Stream a Parquet file written by :func:`write_parquet` in batches of at most
+    ``batch_rows`` reports (bounded memory for large files); yields ``(params, reports)``."""
+    handle, stored = _open(path, params)
+    reports_type = protocol_or_format_error(stored.protocol).reports
+    for batch in handle.iter_batches(batch_size=batch_rows):
+        table = _pyarrow().Table.from_batches([batch]).replace_schema_metadata(handle.schema_arrow.metadata)
+        yield stored, from_arrow(table, stored, reports_type=reports_type)
