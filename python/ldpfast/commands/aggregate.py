@@ -1,0 +1,217 @@
+"""``ldpfast aggregate``: resumable aggregation of a directory of Parquet report files.
+
+Files (``*.parquet`` in ``--reports``, written by :func:`ldpfast.arrow.write_parquet`)
+are ingested in sorted name order. After each file the aggregator state and the list of
+finished files are checkpointed to ``--state`` atomically (temporary file, fsync,
+``os.replace``, fsync of the directory), so a run that is killed at any point resumes
+from the last finished file and ends with the same bytes as an uninterrupted run.
+
+Checkpoint layout (little-endian)::
+
+    magic b"LDPFCKP\\0" | u16 version | u32 hlen | header JSON (hlen bytes) |
+    u64 alen | aggregator bytes (alen, see ldpfast._base) | u32 crc32 of all before
+
+The header holds the protocol id, the parameter fingerprint and ``done``: the finished
+files as ``{"name", "size"}`` in ingestion order. On resume ``done`` must be a prefix of
+the current sorted file list with the same sizes (files already ingested must not change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import struct
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from .._base import Aggregator, Params, params_from_json, protocol
+from ..errors import FormatError, IncompatibleError, ParameterError
+
+HELP = "aggregate a directory of Parquet report files, resumably (checkpoint after each file)"
+
+CHECKPOINT_MAGIC = b"LDPFCKP\x00"
+CHECKPOINT_VERSION = 1
+
+# Test hooks (used by tests/test_aggregate_cli.py to kill a run at a precise point):
+#   LDPFAST_AGGREGATE_PAUSE_AFTER=k   after checkpointing the k-th file, print
+#                                     "ldpfast-aggregate: paused after k" and sleep.
+#   LDPFAST_AGGREGATE_KILL_IN_CHECKPOINT=k  while writing the k-th checkpoint, SIGKILL
+#                                     this process after the temporary file is written
+#                                     and before it replaces the state.
+_PAUSE_ENV = "LDPFAST_AGGREGATE_PAUSE_AFTER"
+_KILL_ENV = "LDPFAST_AGGREGATE_KILL_IN_CHECKPOINT"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reports", required=True, type=Path,
+                        help="directory of *.parquet report files (ingested in sorted name order)")
+    parser.add_argument("--state", required=True, type=Path,
+                        help="checkpoint file; created if missing, resumed from if present")
+    parser.add_argument("--params", type=Path, default=None,
+                        help="parameters as JSON (Params.to_json()); default: those recorded "
+                             "in the first Parquet file. Every file must record these parameters")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="also write the final aggregator bytes (Aggregator.to_bytes) here")
+    parser.add_argument("--write-params", type=Path, default=None,
+                        help="write the parameters used (Params.to_json()) to this file")
+    parser.add_argument("--batch-rows", type=int, default=1 << 20,
+                        help="rows read at a time from a file (bounds memory; default 1048576)")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, before_replace=None) -> None:
+    """Write ``data`` to ``path`` so that ``path`` always holds either the old or the new
+    contents: temporary file in the same directory, fsync, rename, fsync the directory."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if before_replace is not None:
+        before_replace()
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def encode_checkpoint(agg: Aggregator, done: List[Dict[str, Any]]) -> bytes:
+    header = json.dumps({"protocol": agg.protocol, "fingerprint": agg.params.fingerprint,
+                         "done": done}, sort_keys=True, separators=(",", ":")).encode()
+    blob = agg.to_bytes()
+    body = b"".join([CHECKPOINT_MAGIC, struct.pack("<HI", CHECKPOINT_VERSION, len(header)), header,
+                     struct.pack("<Q", len(blob)), blob])
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def decode_checkpoint(data: bytes) -> Tuple[Aggregator, List[Dict[str, Any]]]:
+    """The aggregator and finished-file list of a checkpoint (FormatError if invalid)."""
+    fixed = len(CHECKPOINT_MAGIC) + 6
+    if not data.startswith(CHECKPOINT_MAGIC) or len(data) < fixed + 12:
+        raise FormatError("not an ldpfast aggregate checkpoint (bad magic or truncated)")
+    body, (crc,) = data[:-4], struct.unpack("<I", data[-4:])
+    if zlib.crc32(body) != crc:
+        raise FormatError("checkpoint is corrupt (checksum mismatch)")
+    version, hlen = struct.unpack_from("<HI", body, len(CHECKPOINT_MAGIC))
+    if version != CHECKPOINT_VERSION:
+        raise FormatError(f"unsupported checkpoint version {version} (this build reads {CHECKPOINT_VERSION})")
+    if fixed + hlen + 8 > len(body):
+        raise FormatError("checkpoint is truncated (header)")
+    try:
+        header = json.loads(body[fixed:fixed + hlen])
+    except ValueError as exc:
+        raise FormatError(f"checkpoint header is not valid JSON: {exc}") from None
+    (alen,) = struct.unpack_from("<Q", body, fixed + hlen)
+    start = fixed + hlen + 8
+    if start + alen != len(body):
+        raise FormatError("checkpoint is truncated or has trailing bytes (aggregator)")
+    agg = Aggregator.from_bytes(body[start:])
+    done = header.get("done") if isinstance(header, dict) else None
+    if (not isinstance(done, list) or header.get("protocol") != agg.protocol
+            or header.get("fingerprint") != agg.params.fingerprint
+            or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
+                       and isinstance(e.get("size"), int) for e in done)):
+        raise FormatError("checkpoint header does not match its aggregator")
+    return agg, done
+
+
+def _load_params(args: argparse.Namespace, files: List[Path]) -> Params:
+    if args.params is not None:
+        try:
+            text = args.params.read_text()
+        except OSError as exc:
+            raise ParameterError(f"--params: cannot read {args.params}: {exc}") from None
+        return params_from_json(text)
+    if not files:
+        raise ParameterError(f"--params is required: no *.parquet files in {args.reports}")
+    from ..arrow import read_parquet_params
+
+    return read_parquet_params(files[0])
+
+
+def _resume(state: Path, params: Params, files: List[Path]) -> Tuple[Aggregator, List[Dict[str, Any]]]:
+    if not state.exists():
+        return protocol(params.protocol).aggregator(params), []
+    agg, done = decode_checkpoint(state.read_bytes())
+    if agg.params != params:
+        raise IncompatibleError(f"--state {state} holds an aggregator with parameters {agg.params}, "
+                                f"not {params}")
+    if len(done) > len(files):
+        raise IncompatibleError(f"--state {state} records {len(done)} finished files but "
+                                f"{len(files)} are present")
+    for entry, path in zip(done, files):
+        if entry["name"] != path.name or entry["size"] != path.stat().st_size:
+            raise IncompatibleError(
+                f"--state {state} records {entry['name']!r} ({entry['size']} bytes) as finished, but "
+                f"the sorted file list has {path.name!r} ({path.stat().st_size} bytes) there; "
+                "files already ingested must not be changed, removed or sorted before them")
+    return agg, done
+
+
+@contextlib.contextmanager
+def _exclusive(state: Path):
+    lock_path = state.with_name(f".{state.name}.lock")
+    with open(lock_path, "a") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ParameterError(f"--state {state} is in use by another ldpfast aggregate run") from None
+        yield
+
+
+def _hook(name: str) -> Optional[int]:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..arrow import iter_parquet
+
+    if args.batch_rows < 1:
+        raise ParameterError(f"--batch-rows must be >= 1, got {args.batch_rows}")
+    if not args.reports.is_dir():
+        raise ParameterError(f"--reports must be a directory, got {args.reports}")
+    files = sorted(args.reports.glob("*.parquet"), key=lambda p: p.name)
+    params = _load_params(args, files)
+    if args.write_params is not None:
+        atomic_write(args.write_params, params.to_json().encode())
+    pause_after, kill_at = _hook(_PAUSE_ENV), _hook(_KILL_ENV)
+    with _exclusive(args.state):
+        agg, done = _resume(args.state, params, files)
+        resumed = len(done)
+        started = time.perf_counter()
+        reports = 0
+        for path in files[len(done):]:
+            for _, batch in iter_parquet(path, params, batch_rows=args.batch_rows):
+                agg.update(batch)
+                reports += len(batch)
+            done.append({"name": path.name, "size": path.stat().st_size})
+            kill = None
+            if kill_at == len(done):
+                def kill():
+                    os.kill(os.getpid(), signal.SIGKILL)
+            atomic_write(args.state, encode_checkpoint(agg, done), before_replace=kill)
+            if pause_after == len(done):
+                print(f"ldpfast-aggregate: paused after {len(done)}", flush=True)
+                while True:
+                    time.sleep(60)
+        if args.output is not None:
+            atomic_write(args.output, agg.to_bytes())
+        elapsed = time.perf_counter() - started
+    print(json.dumps({"protocol": params.protocol, "fingerprint": params.fingerprint,
+                      "files": len(files), "resumed_from": resumed, "ingested_files": len(files) - resumed,
+                      "ingested_reports": reports, "seconds": round(elapsed, 3),
+                      "state": str(args.state)}), file=sys.stdout)
+    return 0
