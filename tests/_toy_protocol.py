@@ -82,6 +82,7 @@ class ToyServer(Aggregator):
     def _validate(self, reports: ToyReports) -> None:
         if not isinstance(reports, ToyReports):
             raise ReportError(f"reports must be ToyReports, got {type(reports).__name__}")
+        reports._check_lengths()
         if len(reports) and int(reports.y.max()) >= self.params.m:
             raise ReportError(f"y must be < m={self.params.m}, got {int(reports.y.max())}")
         if not np.isin(reports.s, (-1, 1)).all():
