@@ -277,23 +277,29 @@ class Aggregator:
             if name in state:
                 raise FormatError(f"state array {name!r} is stored twice")
             try:
-                state[name] = np.load(io.BytesIO(image), allow_pickle=False)
+                array = np.load(io.BytesIO(image), allow_pickle=False)
             except (ValueError, OSError, EOFError) as exc:
                 raise FormatError(f"state array {name!r} is not a valid .npy image: {exc}") from None
+            state[name] = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
         agg = target(params)
-        expected = agg._state()
+        agg._check_state(state)
+        agg._set_state(state)
+        return agg
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        """Raise FormatError unless ``state`` (read by ``from_bytes``) fits this aggregator.
+        The default wants the names, shapes and dtypes of an empty aggregator's state;
+        aggregators whose state size varies (e.g. kept reports) override it."""
+        expected = self._state()
         if set(state) != set(expected):
             raise FormatError(f"stored state arrays {sorted(state)} do not match the parameters, "
                               f"which need {sorted(expected)}")
         for k in state:
             want = np.asarray(expected[k])
-            if state[k].shape != want.shape or state[k].dtype.newbyteorder("=") != want.dtype.newbyteorder("="):
+            if state[k].shape != want.shape or state[k].dtype != want.dtype:
                 raise FormatError(
                     f"state array {k!r} has shape {state[k].shape} and dtype {state[k].dtype}; "
                     f"the parameters need {want.shape} and {want.dtype}")
-        agg._set_state({k: np.ascontiguousarray(v, dtype=np.asarray(expected[k]).dtype)
-                        for k, v in state.items()})
-        return agg
 
     def __reduce__(self):
         return (type(self).from_bytes, (self.to_bytes(),))
