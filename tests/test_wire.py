@@ -10,9 +10,31 @@ from ldpfast import wire
 from ldpfast._base import protocols
 from ldpfast.errors import IncompatibleError, ReportError
 
-#: protocol id -> (params factory, expected bits per report as the paper states it).
-#: Filled for the families present on this branch.
-PAPER_BITS = {}
+def _family_cases(only=None):
+    """(case id, params factory, bits per report as the paper counts them)."""
+    known = protocols()
+    cases = []
+
+    def add(case_id, pid, make, bits):
+        if pid in known and (only is None or pid in only):
+            cases.append(pytest.param(make, bits, id=case_id))
+
+    # SPEC 6 checkable facts ([PAN] 2.4): (d, eps) = (1e5, 3), m = 5 -> 37 bits with a compact
+    # field, 131 with PRIME; (1e6, 1), m = 3 -> 42 vs 130.
+    add("ocms-compact-1e5", "ocms", lambda: known["ocms"].params.optimal(epsilon=3, d=10**5, field="compact"), 37)
+    add("ocms-prime-1e5", "ocms", lambda: known["ocms"].params.optimal(epsilon=3, d=10**5), 131)
+    add("ocms-compact-1e6", "ocms", lambda: known["ocms"].params.optimal(epsilon=1, d=10**6, field="compact"), 42)
+    add("ocms-prime-1e6", "ocms", lambda: known["ocms"].params.optimal(epsilon=1, d=10**6), 130)
+    add("ocms-binary", "ocms", lambda: known["ocms"].params.optimal(epsilon=1, d=1000, field="binary"), 2 * 10 + 2)
+    add("grr", "grr", lambda: known["grr"].params(epsilon=1.0, d=1000), 10)             # ceil(log2 d)
+    add("hrr", "hrr", lambda: known["hrr"].params(epsilon=1.0, d=1000), 10 + 1)         # row of D=1024 + 1 bit
+    add("he", "he", lambda: known["he"].params(epsilon=1.0, d=1000), 10 + 1)            # Hsize = 1024
+    add("cmshe", "cmshe", lambda: known["cmshe"].params(epsilon=1.0, d=1000, k=16, m=64, hash_seed=1),
+        4 + 7 + 1)                                                                      # j, row of 128, bit
+    add("rhr", "rhr", lambda: known["rhr"].params(epsilon=2.0, d=1000), 3 + 8)          # b = 3, Hsize = 256
+    add("olh", "olh", lambda: known["olh"].params(epsilon=1.0, d=1000), 2 + 2 * 64)     # g = 4
+    return cases or [pytest.param(None, None, marks=pytest.mark.skip(
+        reason="no protocol family is merged on this branch"))]
 
 
 def _reference_pack(values_by_field, widths):
@@ -92,18 +114,48 @@ def test_values_that_do_not_fit_are_rejected_on_encode():
         wire.encode(params, toy.ToyReports(y=np.array([1, 2], np.uint64), s=np.array([1, 0], np.int8)))
 
 
-@pytest.mark.parametrize("pid", sorted(PAPER_BITS) or [pytest.param("none", marks=pytest.mark.skip(
-    reason="no protocol family with a wire encoding is merged on this branch"))])
-def test_report_bits_are_the_papers(pid):
-    make, expected = PAPER_BITS[pid]
+@pytest.mark.parametrize("make, expected", _family_cases())
+def test_report_bits_are_the_papers_and_round_trip(make, expected):
     params = make()
     assert wire.report_bits(params) == expected
-    proto = protocols()[pid]
-    values = np.arange(200) % getattr(params, "d", 2)
+    if hasattr(params, "communication_bits"):
+        assert params.communication_bits == expected
+    proto = protocols()[params.protocol]
+    values = np.arange(300) % params.d
     reports = proto.client(params, rng=3).perturb(values)
-    back = wire.decode(params, wire.encode(params, reports), len(reports))
-    for name, column in reports.columns().items():
-        np.testing.assert_array_equal(getattr(back, name), column)
-    agg_a = proto.aggregator(params).update(reports)
-    agg_b = proto.aggregator(params).update(wire.decode_each(params, wire.encode_each(params, reports)))
-    assert agg_a.to_bytes() == agg_b.to_bytes()
+    blob = wire.encode(params, reports)
+    assert len(blob) == (expected * len(reports) + 7) // 8
+    for back in (wire.decode(params, blob, len(reports)),
+                 wire.decode_each(params, wire.encode_each(params, reports))):
+        for name, column in reports.columns().items():
+            got = getattr(back, name)
+            assert got.dtype == column.dtype
+            np.testing.assert_array_equal(got, column)
+        assert proto.aggregator(params).update(back).to_bytes() == \
+            proto.aggregator(params).update(reports).to_bytes()
+
+
+@pytest.mark.parametrize("make, expected", _family_cases(only=("ocms", "grr", "olh")))
+def test_out_of_range_fields_are_rejected_by_the_protocol(make, expected):
+    """A value that fits its bit width but not the parameters (e.g. z = m when m is not
+    a power of two) must not decode."""
+    params = make()
+    spec = wire.fields(params)
+    proto = protocols()[params.protocol]
+    reports = proto.client(params, rng=4).perturb(np.arange(8) % params.d)
+    ranges = {"z": getattr(params, "m", getattr(params, "g", None)), "y": getattr(params, "d", None),
+              "a0": getattr(params, "field_size", 2**64 - 59), "a1": getattr(params, "field_size", 2**64 - 59)}
+    tested = 0
+    for field in spec:
+        limit = ranges.get(field.column)
+        if field.codebook is not None or limit is None or limit >= 1 << field.bits:
+            continue
+        columns = {k: v.copy() for k, v in reports.columns().items()}
+        columns[field.column][3] = limit
+        bad = type(reports).from_columns(columns)
+        blob = wire.encode(params, bad)
+        with pytest.raises(ReportError):
+            wire.decode(params, blob, len(bad))
+        tested += 1
+    if not tested:
+        pytest.skip(f"every field of {params.protocol!r} uses its full bit range")

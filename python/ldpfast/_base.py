@@ -171,9 +171,10 @@ class Reports:
     def wire_fields(cls, params: Params) -> Sequence[Tuple[Any, ...]]:
         """Per-report fields of the compact wire encoding (see :mod:`ldpfast.wire`):
         ``[(column, bits)]`` for unsigned columns with values in ``[0, 2**bits)``, or
-        ``(column, bits, codebook)`` for a column whose values are the entries of
-        ``codebook`` (sent as the index). Protocols that support :mod:`ldpfast.wire`
-        override this with the bit counts their paper states for one report."""
+        ``(column, bits, codebook[, dtype])`` for a column whose values are the entries of
+        ``codebook`` (sent as the index); ``dtype`` is the decoded column's numpy dtype.
+        Protocols that support :mod:`ldpfast.wire` override this with the bit counts
+        their paper states for one report."""
         raise NotImplementedError(f"{cls.__name__} does not define a wire encoding (wire_fields)")
 
     def to_arrow(self, params: Optional[Params] = None):

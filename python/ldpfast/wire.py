@@ -20,28 +20,34 @@ range or codebook, and then runs the protocol's own batch validation, so anythin
 decodes is a batch the aggregator accepts.
 
 Adding the wire encoding to a protocol: implement ``wire_fields`` as a classmethod on its
-``Reports`` class, e.g.::
+``Reports`` class, returning :class:`WireField` tuples ``(column, bits[, codebook[,
+dtype]])``, e.g.::
 
     @classmethod
     def wire_fields(cls, params):
         return [("z", bits_for(params.m)), ("a0", bits_for(params.field_size)),
                 ("a1", bits_for(params.field_size))]
 
-Fields are at most 64 bits wide (columns are numpy integer arrays).
+(or, from outside the class, :func:`register_fields`). The families of this version
+(``ocms``, ``grr``, ``hrr``, ``he``, ``cmshe``, ``rhr``, ``olh``) are declared in this
+module. Fields are at most 64 bits wide (columns are numpy integer arrays).
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ._base import Params, Reports, protocol
+from ._base import Reports as _Reports
 from .errors import IncompatibleError, ReportError
 
-__all__ = ["bits_for", "report_bits", "fields", "encode", "decode", "encode_each", "decode_each"]
+__all__ = ["WireField", "bits_for", "report_bits", "fields", "register_fields", "encode", "decode",
+           "encode_each", "decode_each"]
 
 _CHUNK = 1 << 16  # reports packed per step (bounds the temporary bit matrix)
+_base_wire_fields = _Reports.wire_fields.__func__
 
 
 def bits_for(size: int) -> int:
@@ -52,36 +58,99 @@ def bits_for(size: int) -> int:
     return (size - 1).bit_length()
 
 
-def fields(params: Params) -> List[Tuple[str, int, Any]]:
-    """The normalized wire fields of one report: ``[(column, bits, codebook or None)]``."""
+class WireField(NamedTuple):
+    """One field of a report: ``column`` sent in ``bits`` bits. With a ``codebook`` the
+    value must be one of its entries and the index is sent. ``dtype`` is the column's
+    numpy dtype after decoding (default: the codebook's, else uint64)."""
+
+    column: str
+    bits: int
+    codebook: Optional[Tuple[int, ...]] = None
+    dtype: Optional[str] = None
+
+
+def _ceil_log2(value: int) -> int:
+    return (int(value) - 1).bit_length()
+
+
+# Bit counts for the families whose Reports classes do not (yet) define ``wire_fields``,
+# as the papers count one report (SPEC sections 2.4, 2.7, 3.2). A protocol's own
+# ``Reports.wire_fields`` takes precedence over this table.
+_SIGN = (-1, 1)
+_BUILTIN: Dict[str, Callable[[Params], Sequence[WireField]]] = {
+    # [PAN] 2.4: 2 ceil(log2 pH) + ceil(log2 m).
+    "ocms": lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
+                       WireField("a1", bits_for(p.field_size))],
+    # k-ary RR: ceil(log2 d).
+    "grr": lambda p: [WireField("y", bits_for(p.d))],
+    # [WW] Fact 2.1: one bit, plus the Hadamard row when the client draws it.
+    "hrr": lambda p: [WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32"),
+                      WireField("bits", 1, _SIGN, "int8")],
+    "he": lambda p: [WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32"),
+                     WireField("bits", 1, _SIGN, "int8")],
+    # Apple CMS+HE: the hash index, the row and one bit.
+    "cmshe": lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
+                        WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32"),
+                        WireField("bits", 1, _SIGN, "int8")],
+    # RHR: b-bit symbol and the row.
+    "rhr": lambda p: [WireField("z", p.b, dtype="uint32"),
+                      WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32")],
+    # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
+    "olh": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
+}
+
+
+def register_fields(protocol_id: str, fields_of: Callable[[Params], Sequence[Any]]) -> None:
+    """Declare the wire fields of a protocol from outside its Reports class (the class's
+    own ``wire_fields`` still takes precedence)."""
+    _BUILTIN[protocol_id] = fields_of
+
+
+def fields(params: Params) -> List[WireField]:
+    """The wire fields of one report of the protocol ``params`` belong to, checked.
+
+    Raises:
+        NotImplementedError: the protocol has no wire encoding.
+    """
     reports_type = protocol(params.protocol).reports
+    own = getattr(reports_type.wire_fields, "__func__", None) is not _base_wire_fields
+    if own:
+        declared = reports_type.wire_fields(params)
+    elif params.protocol in _BUILTIN:
+        declared = _BUILTIN[params.protocol](params)
+    else:
+        raise NotImplementedError(f"protocol {params.protocol!r} has no wire encoding: define "
+                                  f"{reports_type.__name__}.wire_fields (see ldpfast.wire)")
     out = []
     names = reports_type.column_names()
-    for spec in reports_type.wire_fields(params):
-        name, bits = spec[0], int(spec[1])
-        codebook = None if len(spec) < 3 or spec[2] is None else np.asarray(spec[2])
+    for spec in declared:
+        field = WireField(*spec)
+        name, bits = field.column, int(field.bits)
+        codebook = None if field.codebook is None else tuple(int(v) for v in field.codebook)
+        dtype = field.dtype or ("int64" if codebook is not None else "uint64")
         if name not in names:
-            raise ValueError(f"{reports_type.__name__}.wire_fields names unknown column {name!r}")
+            raise ValueError(f"wire fields of {params.protocol!r} name unknown column {name!r}")
         if not 0 <= bits <= 64:
             raise ValueError(f"wire field {name!r} must be 0..64 bits, got {bits}")
         if codebook is not None and len(codebook) > (1 << bits):
             raise ValueError(f"wire field {name!r}: {len(codebook)} codebook entries need more "
                              f"than {bits} bits")
-        out.append((name, bits, codebook))
-    if sorted(f[0] for f in out) != sorted(names):
-        raise ValueError(f"{reports_type.__name__}.wire_fields must cover the columns {names} once each")
+        out.append(WireField(name, bits, codebook, np.dtype(dtype).name))
+    if sorted(f.column for f in out) != sorted(names):
+        raise ValueError(f"wire fields of {params.protocol!r} must cover the columns {names} once each")
     return out
 
 
 def report_bits(params: Params) -> int:
     """Bits in one report of the protocol ``params`` belong to."""
-    return sum(bits for _, bits, _ in fields(params))
+    return sum(f.bits for f in fields(params))
 
 
 def _to_codes(name: str, column: np.ndarray, bits: int, codebook) -> np.ndarray:
     """The unsigned field values of a column (validated to fit ``bits``)."""
     column = np.asarray(column)
     if codebook is not None:
+        codebook = np.asarray(codebook, dtype=np.int64)
         order = np.argsort(codebook, kind="stable")
         ranks = np.searchsorted(codebook[order], column)
         ranks = np.minimum(ranks, len(codebook) - 1)
@@ -121,7 +190,7 @@ def _codes_of(params: Params, reports: Reports):
         raise IncompatibleError(f"reports are {reports.protocol!r}, params are {params.protocol!r}")
     spec = fields(params)
     columns = reports.columns()
-    codes = [_to_codes(name, columns[name], bits, cb) for name, bits, cb in spec]
+    codes = [_to_codes(f.column, columns[f.column], f.bits, f.codebook) for f in spec]
     return spec, codes
 
 
@@ -132,7 +201,7 @@ def encode(params: Params, reports: Reports) -> bytes:
         ReportError: a value does not fit its field.
     """
     spec, codes = _codes_of(params, reports)
-    widths = [bits for _, bits, _ in spec]
+    widths = [f.bits for f in spec]
     n = len(reports)
     out = []
     for start in range(0, n, _CHUNK):  # _CHUNK is a multiple of 8: chunks end on a byte
@@ -141,11 +210,11 @@ def encode(params: Params, reports: Reports) -> bytes:
     return b"".join(out)
 
 
-def _columns_from_bits(spec, bitmat: np.ndarray) -> dict:
+def _columns_from_bits(spec: Sequence[WireField], bitmat: np.ndarray) -> dict:
     columns = {}
     offset = 0
     n = bitmat.shape[0]
-    for name, bits, codebook in spec:
+    for name, bits, codebook, dtype in spec:
         padded = np.zeros((n, 64), np.uint8)
         padded[:, 64 - bits:] = bitmat[:, offset:offset + bits]
         offset += bits
@@ -155,19 +224,22 @@ def _columns_from_bits(spec, bitmat: np.ndarray) -> dict:
                 i = int(np.argmax(values >= len(codebook)))
                 raise ReportError(f"wire field {name!r} holds code {values[i]} at report {i}, "
                                   f"but its codebook has {len(codebook)} entries")
-            values = codebook[values.astype(np.intp)]
-        columns[name] = values
+            columns[name] = np.asarray(codebook, dtype=dtype)[values.astype(np.intp)]
+        else:
+            columns[name] = values.astype(dtype)  # fits: values < 2**bits, checked by fields()
     return columns
 
 
 def _finish(params: Params, columns: dict) -> Reports:
+    """Build the batch and run the protocol's own validation on it."""
     proto = protocol(params.protocol)
-    reports_type = proto.reports
-    names = reports_type.column_names()
-    reports = reports_type.from_columns({n: columns[n] for n in names}, params)
-    validate = getattr(proto.aggregator, "_validate", None)
-    if validate is not None:
-        validate(proto.aggregator(params), reports)
+    reports = proto.reports.from_columns({n: columns[n] for n in proto.reports.column_names()}, params)
+    if callable(getattr(reports, "validate", None)):
+        reports.validate(params)
+    elif callable(getattr(proto.aggregator, "_validate", None)):
+        proto.aggregator(params)._validate(reports)
+    else:  # the aggregator's update validates the whole batch before counting
+        proto.aggregator(params).update(reports)
     return reports
 
 
@@ -178,7 +250,7 @@ def decode(params: Params, blob: bytes, n: int) -> Reports:
         ReportError: wrong length, non-zero padding, or values the protocol rejects.
     """
     spec = fields(params)
-    total = sum(bits for _, bits, _ in spec)
+    total = sum(f.bits for f in spec)
     n = int(n)
     if n < 0:
         raise ReportError(f"n must be >= 0, got {n}")
@@ -194,15 +266,16 @@ def decode(params: Params, blob: bytes, n: int) -> Reports:
         first = start * total // 8
         bits = np.unpackbits(raw[first:first + (count * total + 7) // 8])[:count * total]
         parts.append(_columns_from_bits(spec, bits.reshape(count, total)))
-    columns = {name: np.concatenate([p[name] for p in parts]) if parts else
-               _columns_from_bits(spec, np.zeros((0, total), np.uint8))[name] for name, _, _ in spec}
+    if not parts:
+        parts = [_columns_from_bits(spec, np.zeros((0, total), np.uint8))]
+    columns = {f.column: np.concatenate([p[f.column] for p in parts]) for f in spec}
     return _finish(params, columns)
 
 
 def encode_each(params: Params, reports: Reports) -> List[bytes]:
     """One message per report, ``ceil(report_bits(params)/8)`` bytes each."""
     spec, codes = _codes_of(params, reports)
-    widths = [bits for _, bits, _ in spec]
+    widths = [f.bits for f in spec]
     total = sum(widths)
     size = (total + 7) // 8
     n = len(reports)
@@ -224,7 +297,7 @@ def decode_each(params: Params, messages: Sequence[bytes]) -> Reports:
             values the protocol rejects (the index of the first bad message is named).
     """
     spec = fields(params)
-    total = sum(bits for _, bits, _ in spec)
+    total = sum(f.bits for f in spec)
     size = (total + 7) // 8
     for i, message in enumerate(messages):
         if len(message) != size:
