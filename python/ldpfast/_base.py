@@ -281,7 +281,7 @@ class Aggregator:
                 array = np.load(io.BytesIO(image), allow_pickle=False)
             except (ValueError, OSError, EOFError) as exc:
                 raise FormatError(f"state array {name!r} is not a valid .npy image: {exc}") from None
-            state[name] = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
+            state[name] = _native(array)
         agg = target(params)
         agg._check_state(state)
         agg._set_state(state)
@@ -315,6 +315,16 @@ class Aggregator:
 
 
 _MAX_STATE_ARRAYS = 1024
+
+
+def _native(array: np.ndarray) -> np.ndarray:
+    """``array`` contiguous, in native byte order, with numpy's canonical dtype object
+    (the C++ bindings compare dtypes by identity; ``np.load`` builds new dtype objects)."""
+    dtype = array.dtype.newbyteorder("=")
+    if dtype.kind in "biufc":
+        dtype = np.dtype(dtype.char)
+    array = np.ascontiguousarray(array, dtype=dtype)
+    return array if array.dtype is dtype else array.view(dtype)
 
 
 class _Cursor:
