@@ -32,12 +32,13 @@ Needs ``dask`` (and ``distributed`` for a cluster): install ``ldpfast[dask]``.
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from ._base import Aggregator, Params, Protocol, Reports, protocol
+from ._base import Aggregator, Params, Protocol, Reports, _native, protocol
 from .errors import IncompatibleError, ParameterError
 
 __all__ = ["aggregate", "aggregate_bag", "aggregate_dataframe", "aggregate_parquet",
@@ -52,8 +53,23 @@ def _dask():
     return dask
 
 
+def _canonical(batch: Reports) -> Reports:
+    """``batch`` with numpy's canonical dtype objects. Arrays that were pickled (sent to a
+    worker process) carry equal but distinct dtype objects, which the C++ bindings
+    (compared by identity) reject; this relabels them without copying."""
+    out = copy.copy(batch)
+    for name, column in batch.columns().items():
+        setattr(out, name, _native(np.asarray(column)))
+    return out
+
+
 def _batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Reports]:
     """The Reports batches held by one partition (see module docstring)."""
+    for batch in _raw_batches(proto, params, partition):
+        yield _canonical(batch)
+
+
+def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Reports]:
     if isinstance(partition, Reports):
         yield partition
         return
@@ -75,7 +91,7 @@ def _batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Report
         if records:
             yield _records_to_batch(proto, params, names, records)
             records = []
-        yield from _batches(proto, params, element)
+        yield from _raw_batches(proto, params, element)
     if records:
         yield _records_to_batch(proto, params, names, records)
 
@@ -88,78 +104,93 @@ def _records_to_batch(proto: Protocol, params: Params, names: Sequence[str], rec
     return proto.reports.from_columns(columns, params)
 
 
-def aggregate_partition(params: Params, partition: Any) -> bytes:
-    """Fold one partition into an empty aggregator; returns its bytes."""
-    proto = protocol(params.protocol)
-    agg = proto.aggregator(params)
-    for batch in _batches(proto, params, partition):
+def _zero(kind: type, zero: bytes) -> Aggregator:
+    return kind.from_bytes(zero)
+
+
+def aggregate_partition(kind: type, zero: bytes, partition: Any) -> bytes:
+    """Fold one partition into a copy of the empty aggregator ``zero`` (its bytes; ``kind``
+    is its class); returns the partial aggregator's bytes."""
+    agg = _zero(kind, zero)
+    proto = protocol(agg.params.protocol)
+    for batch in _batches(proto, agg.params, partition):
         agg.update(batch)
     return agg.to_bytes()
 
 
-def aggregate_files(params: Params, paths: Sequence[str], batch_rows: int = 1 << 20) -> bytes:
+def aggregate_files(kind: type, zero: bytes, paths: Sequence[str], batch_rows: int = 1 << 20) -> bytes:
     """Fold Parquet files written by :func:`ldpfast.arrow.write_parquet` (streamed in
-    batches of ``batch_rows``) into an empty aggregator; returns its bytes. Each file must
-    record exactly ``params``."""
+    batches of ``batch_rows``) into a copy of the empty aggregator ``zero``; returns the
+    partial aggregator's bytes. Each file must record exactly the aggregator's parameters."""
     from .arrow import iter_parquet
 
-    proto = protocol(params.protocol)
-    agg = proto.aggregator(params)
+    agg = _zero(kind, zero)
     for path in paths:
-        for _, batch in iter_parquet(path, params, batch_rows=batch_rows):
+        for _, batch in iter_parquet(path, agg.params, batch_rows=batch_rows):
             agg.update(batch)
     return agg.to_bytes()
 
 
-def merge_partials(*blobs: bytes) -> bytes:
-    """Merge serialized partial aggregators (all of the same parameters) into one."""
+def merge_partials(kind: type, *blobs: bytes) -> bytes:
+    """Merge serialized partial aggregators of class ``kind`` (equal parameters) into one."""
     if not blobs:
         raise ParameterError("merge_partials needs at least one partial aggregator")
-    total = Aggregator.from_bytes(blobs[0])
+    total = kind.from_bytes(blobs[0])
     for blob in blobs[1:]:
-        total.merge(type(total).from_bytes(blob))
+        total.merge(kind.from_bytes(blob))
     return total.to_bytes()
 
 
-def tree_reduce(partials: Sequence[Any], split_every: int = 8) -> Any:
-    """Merge delayed partial-aggregator bytes in a tree of fan-in ``split_every``;
-    returns one delayed bytes object."""
+def tree_reduce(kind: type, partials: Sequence[Any], split_every: int = 8) -> Any:
+    """Merge delayed partial-aggregator bytes in a tree of fan-in ``split_every``, keeping
+    the partitions' order; returns one delayed bytes object."""
     dask = _dask()
-    if split_every < 2:
-        raise ParameterError(f"split_every must be >= 2, got {split_every}")
+    if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
+        raise ParameterError(f"split_every must be an int >= 2, got {split_every!r}")
     level = list(partials)
     while len(level) > 1:
-        level = [dask.delayed(merge_partials, pure=True)(*level[i:i + split_every])
+        level = [dask.delayed(merge_partials, pure=True)(kind, *level[i:i + split_every])
                  for i in range(0, len(level), split_every)]
     return level[0]
 
 
-def _finish(params: Params, partials: List[Any], split_every: int, compute: bool, **compute_kwargs):
+def _finish(kind: type, zero: bytes, partials: List[Any], split_every: int, compute: bool,
+            **compute_kwargs):
     dask = _dask()
-    proto = protocol(params.protocol)
     if not partials:
-        partials = [dask.delayed(proto.aggregator(params).to_bytes())]
-    root = tree_reduce(partials, split_every)
+        partials = [dask.delayed(zero)]
+    root = tree_reduce(kind, partials, split_every)
     if not compute:
         return root
     (blob,) = dask.compute(root, **compute_kwargs)
-    return proto.aggregator.from_bytes(blob)
+    return kind.from_bytes(blob)
 
 
-def _check_params(params: Params) -> Params:
-    if not isinstance(params, Params):
-        raise ParameterError(f"params must be an ldpfast Params object, got {type(params).__name__}")
-    protocol(params.protocol)
-    return params
+def _zero_of(params_or_zero: Any):
+    """(aggregator class, bytes of the empty aggregator) for Params or an empty aggregator."""
+    if isinstance(params_or_zero, Aggregator):
+        kind, zero = type(params_or_zero), params_or_zero.to_bytes()
+        # Every partition starts from a copy, so it must be the merge identity: x + x == x.
+        if kind.from_bytes(zero).merge(kind.from_bytes(zero)).to_bytes() != zero:
+            raise ParameterError("the aggregator to start from must be empty (it is copied into "
+                                 "every partition); merge partial results afterwards instead")
+        return kind, zero
+    if not isinstance(params_or_zero, Params):
+        raise ParameterError("params must be ldpfast Params or an empty aggregator, got "
+                             f"{type(params_or_zero).__name__}")
+    kind = protocol(params_or_zero.protocol).aggregator
+    return kind, kind(params_or_zero).to_bytes()
 
 
-def aggregate_bag(bag: Any, params: Params, *, split_every: int = 8, compute: bool = True,
+def aggregate_bag(bag: Any, params: Any, *, split_every: int = 8, compute: bool = True,
                   **compute_kwargs) -> Aggregator:
     """Aggregate a ``dask.bag.Bag`` of reports (see module docstring for element kinds).
 
     Args:
         bag: the reports.
-        params: the protocol parameters the reports were made with.
+        params: the parameters the reports were made with, or an empty aggregator to
+            start from (e.g. ``ocms.Server(params, candidates=...)``); every partition is
+            folded into a copy of it.
         split_every: fan-in of the merge tree.
         compute: False returns the delayed final bytes instead of computing them.
         compute_kwargs: passed to ``dask.compute`` (e.g. ``scheduler=``).
@@ -168,34 +199,35 @@ def aggregate_bag(bag: Any, params: Params, *, split_every: int = 8, compute: bo
         The final aggregator (call ``estimate`` on it).
     """
     dask = _dask()
-    _check_params(params)
-    partials = [dask.delayed(aggregate_partition, pure=True)(params, part) for part in bag.to_delayed()]
-    return _finish(params, partials, split_every, compute, **compute_kwargs)
+    kind, zero = _zero_of(params)
+    partials = [dask.delayed(aggregate_partition, pure=True)(kind, zero, part) for part in bag.to_delayed()]
+    return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
 
 
-def aggregate_dataframe(df: Any, params: Params, *, split_every: int = 8, compute: bool = True,
+def aggregate_dataframe(df: Any, params: Any, *, split_every: int = 8, compute: bool = True,
                         **compute_kwargs) -> Aggregator:
     """Aggregate a ``dask.dataframe.DataFrame`` whose columns are the report columns
     (e.g. ``dask.dataframe.read_parquet`` of files written by :mod:`ldpfast.arrow`).
     Arguments as :func:`aggregate_bag`."""
     dask = _dask()
-    _check_params(params)
-    names = protocol(params.protocol).reports.column_names()
+    kind, zero = _zero_of(params)
+    names = protocol(kind.protocol).reports.column_names()
     if list(df.columns) != names:
         raise IncompatibleError(f"dataframe columns must be {names}, got {list(df.columns)}")
-    partials = [dask.delayed(aggregate_partition, pure=True)(params, part) for part in df.to_delayed()]
-    return _finish(params, partials, split_every, compute, **compute_kwargs)
+    partials = [dask.delayed(aggregate_partition, pure=True)(kind, zero, part) for part in df.to_delayed()]
+    return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
 
 
-def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Optional[Params] = None, *,
+def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Any = None, *,
                       files_per_task: int = 1, split_every: int = 8, batch_rows: int = 1 << 20,
                       compute: bool = True, **compute_kwargs) -> Aggregator:
     """Aggregate Parquet files written by :func:`ldpfast.arrow.write_parquet`.
 
     Args:
-        paths: the files; each becomes part of one task (``files_per_task`` per task).
-        params: expected parameters; None takes them from the first file. Every file's
-            recorded parameters must equal them.
+        paths: the files, in order; ``files_per_task`` consecutive files per task.
+        params: expected parameters (or an empty aggregator, as in :func:`aggregate_bag`);
+            None takes the parameters recorded in the first file. Every file's recorded
+            parameters must equal them.
         batch_rows: rows read at a time inside a task (bounds worker memory).
         Other arguments as :func:`aggregate_bag`.
     """
@@ -207,15 +239,15 @@ def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Optiona
         if not paths:
             raise ParameterError("aggregate_parquet needs params when paths is empty")
         params = read_parquet_params(paths[0])
-    _check_params(params)
-    if files_per_task < 1:
-        raise ParameterError(f"files_per_task must be >= 1, got {files_per_task}")
-    partials = [dask.delayed(aggregate_files, pure=True)(params, paths[i:i + files_per_task], batch_rows)
+    kind, zero = _zero_of(params)
+    if isinstance(files_per_task, bool) or not isinstance(files_per_task, int) or files_per_task < 1:
+        raise ParameterError(f"files_per_task must be an int >= 1, got {files_per_task!r}")
+    partials = [dask.delayed(aggregate_files, pure=True)(kind, zero, paths[i:i + files_per_task], batch_rows)
                 for i in range(0, len(paths), files_per_task)]
-    return _finish(params, partials, split_every, compute, **compute_kwargs)
+    return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
 
 
-def aggregate(collection: Any, params: Optional[Params] = None, **kwargs) -> Aggregator:
+def aggregate(collection: Any, params: Any = None, **kwargs) -> Aggregator:
     """Dispatch on the collection: a Dask Bag, a Dask DataFrame, or a list of Parquet
     paths (see :func:`aggregate_bag`, :func:`aggregate_dataframe`, :func:`aggregate_parquet`)."""
     if isinstance(collection, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) for p in collection):
