@@ -8,13 +8,17 @@ the harness itself is exercised.
 
 import copy
 import dataclasses
+import hashlib
+import json
 import pickle
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import _toy_protocol  # noqa: F401  (registers "toy-count")
-from ldpfast._base import Aggregator, load_aggregator, protocols, read_header
+from ldpfast._base import Aggregator, load_aggregator, params_from_json, protocols, read_header
 from ldpfast.errors import FormatError, IncompatibleError, ReportError
 
 SEED = 20261121
@@ -204,3 +208,53 @@ def test_rejected_batch_leaves_the_aggregator_unchanged(case):
         with pytest.raises(ReportError):
             agg.update(bad)
         assert agg.to_bytes() == before
+
+
+# -- golden files of the byte format (written once by tests/golden/make_golden.py) --------
+GOLDEN = Path(__file__).resolve().parent / "golden"
+MANIFEST = json.loads((GOLDEN / "MANIFEST.json").read_text())
+
+
+def _golden_cases():
+    registered = protocols()
+    return [pytest.param(case, id=case, marks=() if entry["protocol"] in registered else
+                         pytest.mark.skip(reason=f"protocol {entry['protocol']!r} not in this build"))
+            for case, entry in sorted(MANIFEST.items())]
+
+
+@pytest.mark.parametrize("case_id", _golden_cases())
+def test_golden_files_keep_loading_and_estimating(case_id):
+    """The committed bytes of format version 1 must load, re-serialize byte for byte and
+    estimate the same values. The state is integral and must match exactly; estimates go
+    through floating-point debiasing, whose last bits may legitimately differ between
+    numpy versions or kernels, hence the 1e-12 relative tolerance."""
+    entry = MANIFEST[case_id]
+    blob = (GOLDEN / f"{case_id}.bin").read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == entry["sha256"]
+    agg = load_aggregator(blob)
+    assert type(agg) is protocols()[entry["protocol"]].aggregator
+    assert agg.params == params_from_json(entry["params"])
+    assert agg.to_bytes() == blob
+    expected = np.load(GOLDEN / f"{case_id}.estimate.npy", allow_pickle=False)
+    np.testing.assert_allclose(agg.estimate(), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_every_registered_protocol_has_a_golden_file():
+    missing = sorted(set(protocols()) - {e["protocol"] for e in MANIFEST.values()}
+                     - {_toy_protocol.PROTOCOL_ID})
+    if missing:
+        pytest.skip(f"no golden file yet for {missing}: run tests/golden/make_golden.py "
+                    "after adding them to its table")
+
+
+def test_future_format_versions_are_refused_by_name():
+    params, values = _toy_protocol._example()
+    blob = bytearray(_toy_protocol.ToyServer(params).update(
+        _toy_protocol.ToyClient(params, rng=1).perturb(values)).to_bytes())
+    blob[8:10] = (2).to_bytes(2, "little")
+    body = bytes(blob[:-4])
+    resealed = body + zlib.crc32(body).to_bytes(4, "little")
+    with pytest.raises(FormatError, match="unsupported aggregator format version 2"):
+        Aggregator.from_bytes(resealed)
+    with pytest.raises(FormatError, match="version 2 .*or corrupt"):
+        Aggregator.from_bytes(bytes(blob))
