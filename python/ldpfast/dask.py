@@ -158,7 +158,7 @@ def _finish(kind: type, zero: bytes, partials: List[Any], split_every: int, comp
             **compute_kwargs):
     dask = _dask()
     if not partials:
-        partials = [dask.delayed(zero)]
+        partials = [zero]
     root = tree_reduce(kind, partials, split_every)
     if not compute:
         return root
@@ -200,6 +200,7 @@ def aggregate_bag(bag: Any, params: Any, *, split_every: int = 8, compute: bool 
     """
     dask = _dask()
     kind, zero = _zero_of(params)
+    zero = dask.delayed(zero, pure=True)  # one graph node shared by every task
     partials = [dask.delayed(aggregate_partition, pure=True)(kind, zero, part) for part in bag.to_delayed()]
     return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
 
@@ -214,6 +215,7 @@ def aggregate_dataframe(df: Any, params: Any, *, split_every: int = 8, compute: 
     names = protocol(kind.protocol).reports.column_names()
     if list(df.columns) != names:
         raise IncompatibleError(f"dataframe columns must be {names}, got {list(df.columns)}")
+    zero = dask.delayed(zero, pure=True)
     partials = [dask.delayed(aggregate_partition, pure=True)(kind, zero, part) for part in df.to_delayed()]
     return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
 
@@ -242,6 +244,7 @@ def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Any = N
     kind, zero = _zero_of(params)
     if isinstance(files_per_task, bool) or not isinstance(files_per_task, int) or files_per_task < 1:
         raise ParameterError(f"files_per_task must be an int >= 1, got {files_per_task!r}")
+    zero = dask.delayed(zero, pure=True)
     partials = [dask.delayed(aggregate_files, pure=True)(kind, zero, paths[i:i + files_per_task], batch_rows)
                 for i in range(0, len(paths), files_per_task)]
     return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
