@@ -14,9 +14,13 @@ The contract that makes this exact (the same as for Spark, see docs/spark.md):
 Because the state is integral, the final bytes are identical to single-process
 aggregation for every partitioning, order and tree shape.
 
-Partitions may hold ``Reports`` batches, ``pyarrow`` Tables/RecordBatches written by
-:mod:`ldpfast.arrow`, pandas DataFrames with the report columns, or one report per
-element as a dict ``{column: value}`` or a tuple in column order.
+Partitions may hold ``Reports`` batches, ``pyarrow`` Tables/RecordBatches (validated
+against their ldpfast metadata when they carry it, as written by :mod:`ldpfast.arrow`),
+pandas DataFrames with the report columns, or one report per element as a dict
+``{column: value}`` or a tuple in column order.
+
+:func:`aggregate_partition` and :func:`merge_partials` do not need Dask: they are the
+two halves of the contract for any engine (see docs/spark.md for Spark).
 
 Example::
 
@@ -39,7 +43,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from ._base import Aggregator, Params, Protocol, Reports, _native, protocol
-from .errors import IncompatibleError, ParameterError
+from .errors import IncompatibleError, ParameterError, ReportError
 
 __all__ = ["aggregate", "aggregate_bag", "aggregate_dataframe", "aggregate_parquet",
            "aggregate_partition", "aggregate_files", "merge_partials", "tree_reduce"]
@@ -75,11 +79,16 @@ def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Re
         return
     kind = type(partition).__module__.split(".")[0]
     if kind == "pyarrow":
-        yield proto.reports.from_arrow(partition, params)
+        if partition.schema.metadata and b"ldpfast.protocol" in partition.schema.metadata:
+            yield proto.reports.from_arrow(partition, params)  # validated against the metadata
+        else:  # e.g. Spark's mapInArrow batches: the columns alone, checked by the protocol
+            yield proto.reports.from_columns(_typed(params, {
+                name: partition.column(name).to_numpy(zero_copy_only=False)
+                for name in partition.schema.names}), params)
         return
     if kind == "pandas":
         yield proto.reports.from_columns(
-            {name: partition[name].to_numpy() for name in partition.columns}, params)
+            _typed(params, {name: partition[name].to_numpy() for name in partition.columns}), params)
         return
     names = proto.reports.column_names()
     records: List[Any] = []
@@ -94,6 +103,31 @@ def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Re
         yield from _raw_batches(proto, params, element)
     if records:
         yield _records_to_batch(proto, params, names, records)
+
+
+def _typed(params: Params, columns: dict) -> dict:
+    """Columns converted to the protocol's report dtypes (as its wire fields declare them)
+    when they arrive in another integer type, e.g. uint32 read back as int64 by engines
+    without unsigned types. Values that do not fit raise ReportError; nothing wraps."""
+    from . import wire
+
+    try:
+        dtypes = {f.column: np.dtype(f.dtype) for f in wire.fields(params)}
+    except NotImplementedError:
+        return columns
+    out = dict(columns)
+    for name, target in dtypes.items():
+        column = np.asarray(out.get(name)) if name in out else None
+        if column is None or column.dtype == target or column.dtype.kind not in "iu":
+            continue
+        if column.size:
+            info = np.iinfo(target)
+            low, high = int(column.min()), int(column.max())
+            if low < info.min or high > info.max:
+                raise ReportError(f"report column {name!r} must fit {target.name}, got values in "
+                                  f"[{low}, {high}]")
+        out[name] = column.astype(target)
+    return out
 
 
 def _records_to_batch(proto: Protocol, params: Params, names: Sequence[str], records: list) -> Reports:
