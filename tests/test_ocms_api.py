@@ -34,6 +34,8 @@ def test_reports_convert_python_ints_without_loss():
     r = ocms.Reports(z=[1, 0], a0=[2**64 - 1, 5], a1=np.array([3, 4], dtype=np.int32))
     assert r.a0.dtype == np.uint64 and int(r.a0[0]) == 2**64 - 1
     assert r.a1.tolist() == [3, 4] and len(r) == 2
+    objects = ocms.Reports(z=np.array([1, 2], dtype=object), a0=np.array([2**64 - 2, 0], dtype=object), a1=[1, 1])
+    assert objects.a0.tolist() == [2**64 - 2, 0]
     single = ocms.Reports(z=1, a0=2, a1=3)
     assert len(single) == 1 and single == ocms.Reports(z=[1], a0=[2], a1=[3])
 

@@ -67,7 +67,7 @@ def uint64_column(value, name: str, error: type = ReportError) -> np.ndarray:
     naming ``name`` and the offending value. A contiguous uint64 array is used as is
     (not copied)."""
     if isinstance(value, np.ndarray):
-        arr = value
+        arr = _python_ints(value, name, error) if value.dtype == object and value.ndim == 1 else value
     elif isinstance(value, (bool, np.bool_)):
         raise error(f"{name} must be integers, got {value!r}")
     elif isinstance(value, (int, np.integer)):
@@ -247,6 +247,7 @@ class Params(_base.Params):
                 ``"binary"``: ``GF(2^l)`` with ``l = ceil(log2 max(d+1, 5m))``.
             a_range, use_m_prime: see the class attributes.
         """
+        d = _theory._positive_int(d, "d", 1)
         m = hash_range(epsilon, d, mode, f_star)
         if field not in ("paper", "compact", "binary"):
             raise ParameterError(f"field must be 'paper', 'compact' or 'binary', got {field!r}")
