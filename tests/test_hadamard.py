@@ -255,7 +255,7 @@ def test_hrr_counts_and_candidates():
     full = server.estimate()
     np.testing.assert_allclose(server.estimate(np.array([3, 999])), full[[3, 999]])
     np.testing.assert_allclose(server.estimate(counts=True), full * server.n)
-    assert server.hadamard_size if hasattr(server, "hadamard_size") else params.hadamard_size == 1024
+    assert params.hadamard_size == 1024 and server.z.shape == (1024,) and not server.z.flags.writeable
 
 
 # -- HE vs CMS+HE vs RHR on [PAN]'s Zipf data -----------------------------------------

@@ -121,10 +121,10 @@ def test_median_error_tail_within_stated_probability():
     lib_bound, lib_beta = th.hadaoracle_error_bound(eps, n, k, m)
     exceed_cheb = np.zeros(len(xs), int)
     exceed_lib = np.zeros(len(xs), int)
-    client = O.Client(O.Params(epsilon=eps, d=d, k=k, m=m, hash_seed=0), rng=3)
+    keys = np.random.default_rng(3)  # one seeded key stream for all runs' clients
     for i in range(runs):
         params = O.Params(epsilon=eps, d=d, k=k, m=m, hash_seed=1 + i)  # fresh hash functions per run
-        client.params = params
+        client = O.Client(params, rng=keys)
         err = np.abs(O.Server(params).update(client.perturb(values)).estimate(xs, counts=True) - truth)
         exceed_cheb += err > np.array(cheb_bounds)
         exceed_lib += err > lib_bound
