@@ -28,13 +28,13 @@ def planted(seed: int, n: int, d: int):
     return values, dict(zip(uniq.tolist(), cnt.tolist()))
 
 
-def run(params, values, truth, seed, common_tau):
+def run(params, values, truth, seed, common_tau, method="fwht"):
     t0 = time.perf_counter()
     reports = HH.Client(params, rng=seed).perturb(values)
     t1 = time.perf_counter()
     server = HH.Server(params).update(reports)
     t2 = time.perf_counter()
-    hh = server.heavy_hitters()
+    hh = server.heavy_hitters(method=method)
     t3 = time.perf_counter()
     heavy = {x for x, c in truth.items() if c >= params.tau}
     found = set(hh.items.tolist())
@@ -66,14 +66,17 @@ def main() -> None:
     for seed in range(1, args.seeds + 1):
         values, truth = planted(seed, args.n, d)
         common_tau = HH.Params.create(args.epsilon, d, args.n, args.beta).tau
-        for name, factory in (("HadaHeavy", HH.Params.create), ("TreeHist", HH.Params.treehist)):
+        for name, factory, method in (("HadaHeavy", HH.Params.create, "fwht"),
+                                      ("TreeHist", HH.Params.treehist, "fwht"),
+                                      ("TH-noFWHT", HH.Params.treehist, "direct")):
             params = factory(args.epsilon, d, args.n, args.beta, hash_seed=seed)
-            r = run(params, values, truth, 100 + seed, common_tau)
+            r = run(params, values, truth, 100 + seed, common_tau, method)
             print(f"{name:10s} {seed:4d} {r['client']:9.3f} {r['ingest']:9.4f} {r['search']:9.3f} {r['recall']:7.2f} {r['recall_common']:9.2f} "
                   f"{r['precision']:9.2f} {r['outputs']:7d} {r['heavy']:5d} {r['max_err']:9.0f} {params.delta:9.0f} "
                   f"{r['examined']:9d}")
     print("recall: share of items with c(x) >= tau (the algorithm's own) found; rec@HHtau: share found of the\n"
-          "items above HadaHeavy's tau; precision: share of outputs with c(x) >= tau - 2 Delta.")
+          "items above HadaHeavy's tau; precision: share of outputs with c(x) >= tau - 2 Delta.\n"
+          "TreeHist = HadaHeavy with b = 1 (HadaOracle levels); TH-noFWHT queries its level oracles without the FWHT.")
 
 
 if __name__ == "__main__":

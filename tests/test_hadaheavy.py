@@ -137,3 +137,14 @@ def test_rejected_batch_merge_serialization():
     assert HH.Server(params, threads=1).update(reports) == HH.Server(params, threads=3).update(reports)
     with pytest.raises(IncompatibleError):
         whole.merge(HH.Server(HH.Params.create(epsilon=1.0, d=2**32, n=10_000, hash_seed=4)))
+
+
+def test_direct_level_oracle_gives_the_same_output():
+    values, _ = planted(6, n=100_000, d=2**20)
+    for params in (HH.Params.treehist(epsilon=4.0, d=2**20, n=100_000, hash_seed=6),
+                   HH.Params.create(epsilon=4.0, d=2**20, n=100_000, hash_seed=6)):
+        server = HH.Server(params).update(HH.Client(params, rng=8).perturb(values))
+        a, b = server.heavy_hitters(), server.heavy_hitters(method="direct")
+        np.testing.assert_array_equal(a.items, b.items)
+        np.testing.assert_array_equal(a.counts, b.counts)
+        assert len(a) >= 1

@@ -227,3 +227,13 @@ def test_merge_serialization_and_threads():
     assert O.Params.from_dict(params.to_dict()) == params
     with pytest.raises(IncompatibleError):
         whole.merge(O.Server(O.Params.create(epsilon=1.0, d=2**32, n=100_000, hash_seed=13)))
+
+
+def test_direct_query_without_fwht_is_identical():
+    params = O.Params.create(epsilon=1.0, d=2**30, n=50_000, hash_seed=21)
+    values = np.random.default_rng(9).integers(0, 2**30, 50_000, dtype=np.uint64)
+    server = O.Server(params).update(O.Client(params, rng=1).perturb(values))
+    xs = np.concatenate([values[:200], np.arange(50, dtype=np.uint64)])
+    np.testing.assert_array_equal(server.estimate(xs, method="direct"), server.estimate(xs))
+    with pytest.raises(ParameterError, match="method"):
+        server.estimate(xs, method="naive")
