@@ -159,7 +159,7 @@ def test_subset_scaling_and_collision_correction():
 def test_assign_partitions():
     params = O.Params(epsilon=1.0, d=100, k=7, m=16, partition="permutation", hash_seed=1)
     server = O.Server(params)
-    groups, rows = server.assign(1000, rng=3, partition="permutation")
+    groups, rows = server.assign(1000, rng=3)  # the parameters' partition: permutation
     sizes = np.bincount(groups, minlength=7)
     assert sizes.min() >= 1000 // 7 and sizes.max() <= -(-1000 // 7) and sizes.sum() == 1000
     assert rows.dtype == np.uint32 and rows.max() < 16
