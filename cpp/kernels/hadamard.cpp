@@ -77,7 +77,7 @@ std::size_t first_invalid(const std::uint32_t* group, const std::uint32_t* row, 
 
 // Random increments into a table that may exceed the L2 cache: prefetch the cell a fixed
 // distance ahead so several misses are in flight.
-constexpr std::size_t kPrefetchDistance = 16;
+constexpr std::size_t kPrefetchDistance = 64;
 
 template <class T>
 void accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,

@@ -56,13 +56,14 @@ void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, c
                          std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells,
                          std::int64_t* z, int threads) {
   const auto& k = hadamard_kernels_active();
-  // A private table costs O(n_cells) to clear and reduce: give each worker at least
-  // n_cells / 2 reports, and fall back to one direct pass for small batches.
+  // Private int32 tables are half the size of z (cache-friendlier) but cost O(n_cells) to
+  // clear and reduce: use them once each worker gets at least n_cells / 2 reports, and a
+  // direct pass into z for small batches.
   const std::size_t per_worker = std::max<std::size_t>(n_cells / 2, 1 << 15);
   std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
                                               n / per_worker);
   workers = std::min(workers, kPartialBudgetCells / std::max<std::size_t>(n_cells, 1));
-  if (workers <= 1) {
+  if (workers == 0) {
     k.accumulate64(group, row, bits, 0, n, cell_base, z);
     return;
   }

@@ -329,17 +329,20 @@ class LayoutServer(Aggregator):
         gen = KeySource(rng).generator()
         return gen.integers(0, int(layout.rows[0]), size=n, dtype=np.uint64).astype(np.uint32)
 
-    def assign(self, n: int, rng: RngLike = None, partition: str = "independent") -> Tuple[np.ndarray, np.ndarray]:
+    def assign(self, n: int, rng: RngLike = None, partition: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Server-assigned ``(groups, rows)`` for ``n`` users of a multi-group protocol.
 
         ``partition="independent"``: each user draws a level uniformly, then a group of
         that level uniformly ([WW] section 3.1). ``"permutation"``: a uniformly random
         permutation of the users is cut into consecutive blocks, one per level (sizes
         ``floor``/``ceil`` of ``n/levels``), each cut again into one block per group.
-        Rows are uniform on each group's Hadamard size. Pass the result to
+        Rows are uniform on each group's Hadamard size. ``partition`` defaults to the
+        parameters' (``"independent"`` when they have none). Pass the result to
         ``Client.perturb(values, groups=..., rows=...)``."""
         layout = self.params.layout()
         n = check_int("n", n, 0)
+        if partition is None:
+            partition = getattr(self.params, "partition", "independent")
         check_choice("partition", partition, ("independent", "permutation"))
         gen = KeySource(rng).generator()
         first = layout.level_first.astype(np.int64)
