@@ -13,7 +13,8 @@ import numpy as np
 __all__ = [
     "privsketch_flip_probability", "privsketch_nosmp_flip_probability", "multi_pcms_mean_flip_probability",
     "multi_pcms_min_flip_probability", "privsketch_variance", "privsketch_centred_variance",
-    "privsketch_nosmp_variance", "privsketch_ldp_variance", "bloom_false_positive_rate",
+    "privsketch_nosmp_variance", "privsketch_ldp_variance", "multi_pcms_mean_variance", "ps_olh_variance",
+    "bloom_false_positive_rate",
 ]
 
 
@@ -87,8 +88,34 @@ def privsketch_ldp_variance(epsilon: float, n: float, fbar=0.0, fbar_sq=None, M:
     return (M * _rr_bit_variance(epsilon) + M * fbar - fbar_sq) / n
 
 
+def multi_pcms_mean_variance(epsilon: float, n: float, fbar=0.0, fbar_sq=None, M: int = 128, K: int = 4):
+    """Var of the uncorrected Multi-PCMS-Mean estimate: ``[V + fbar - mean_i fbar_i^2]/n`` with
+    ``V = e^{eps/M}/(e^{eps/M}-1)^2`` (the decoded bit's RR variance) and ``fbar_i`` the share
+    of user i's K cells of x that are 1; it is unbiased for ``fbar``. ``fbar_sq`` defaults
+    to ``fbar``."""
+    _check(epsilon, K, M, n)
+    fbar = np.asarray(fbar, dtype=np.float64)
+    fbar_sq = fbar if fbar_sq is None else np.asarray(fbar_sq, dtype=np.float64)
+    return (_rr_bit_variance(epsilon / M) + fbar - fbar_sq) / n
+
+
+def ps_olh_variance(epsilon: float, n: float, f=0.0, pad_len: int = 1, g: int = 0):
+    """Var of the PS-OLH estimate ``l chat/n`` of an item with frequency ``f`` when every
+    holder's set has at most ``pad_len = l`` items (then it is unbiased for ``f``), with
+    ideal pairwise-independent hashing (``g`` default ``round(e^eps)+1``):
+    ``l^2 g^2 [f a(1-a) + (1-f) b(1-b)] / (n (p g - 1)^2)``, ``b = 1/g``,
+    ``a = b + (p - b)/l``, ``p = e^eps/(e^eps + g - 1)``."""
+    _check(epsilon, 1, 1, n)
+    g = g or int(round(math.exp(epsilon))) + 1
+    p = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
+    f = np.asarray(f, dtype=np.float64)
+    b = 1.0 / g
+    a = b + (p - b) / pad_len
+    return pad_len ** 2 * g ** 2 * (f * a * (1 - a) + (1 - f) * b * (1 - b)) / (n * (p * g - 1) ** 2)
+
+
 def bloom_false_positive_rate(L, K: int = 4, M: int = 128):
     """Probability that a non-member looks present in the count-min of a user with ``L``
     items (ideal random hashing): ``(1 - (1 - 1/M)^L)^K`` (SPEC 5.4)."""
     L = np.asarray(L, dtype=np.float64)
-    return -np.expm1(L * math.log1p(-1.0 / M)) ** K
+    return (-np.expm1(L * math.log1p(-1.0 / M))) ** K
