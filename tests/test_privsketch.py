@@ -151,7 +151,7 @@ def test_decode_first_equals_brute_force(backend, K, M, threads):
 def test_estimators_from_counts():
     params = ps.Params.create(epsilon=2.0, d=5, K=2, M=4, seed=13)
     server = ps.Server(params)
-    server._set_state({"n": np.array([10]), "pos": np.array([3, 0, 1, 0, 2]), "neg": np.array([1, 0, 0, 2, 2]),
+    server._set_state({"n": np.array([10]), "bits": np.array([0, 10]), "pos": np.array([3, 0, 1, 0, 2]), "neg": np.array([1, 0, 0, 2, 2]),
                        "tracked": np.ones(5, dtype=np.uint8)})
     c = (np.exp(2) + 1) / np.expm1(2)
     pos, neg = np.array([3, 0, 1, 0, 2.]), np.array([1, 0, 0, 2, 2.])
@@ -308,3 +308,22 @@ def test_protocols_registered():
     reg = protocols()
     for pid in ("privsketch", "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean", "multi-pcms-min", "ps-olh"):
         assert pid in reg
+
+
+def test_bloom_diagnostics_estimate_the_fill():
+    # Every user holds the same 20 items: the sketch fill is exact; eps = 700 never flips.
+    params = ps.Params.create(epsilon=700.0, d=100, K=4, M=32, seed=31)
+    items = list(range(20))
+    fill = py_sketch(params, items).mean()
+    server = ps.Server(params).update(ps.Client(params, rng=32).perturb([items] * 20000))
+    diag = server.diagnostics()
+    # Each report's bit is X at a uniform cell: Binomial(20000, fill)/20000, z = 5.3.
+    assert abs(diag["mean_fill"] - fill) < 5.3 * np.sqrt(fill * (1 - fill) / 20000)
+    assert diag["false_positive_rate"] == pytest.approx(diag["mean_fill"] ** 4)
+    nosmp = ps.NoSmpParams(**{f: getattr(params, f) for f in ("epsilon", "d", "K", "M", "hash_a0", "hash_a1")})
+    full = ps.NoSmpServer(nosmp).update(ps.NoSmpClient(nosmp, rng=33).perturb([items] * 50))
+    # noSmp flips each of the 50 * 128 cells with eps/KM = 5.47: the debiased mean has
+    # variance V/6400 with V = e^x/(e^x - 1)^2 (SPEC 1.2); z = 5.3.
+    x = 700.0 / 128
+    sd = np.sqrt(np.exp(x) / np.expm1(x) ** 2 / 6400)
+    assert abs(full.diagnostics()["mean_fill"] - fill) < 5.3 * sd

@@ -449,7 +449,8 @@ class _TrackedServer(Aggregator):
     set when reports arrive (the per-user side information cannot be stored), so the set is
     fixed at construction; it is part of the state (``tracked`` mask) and must match for a
     merge. State: ``n`` (reports), ``pos``/``neg`` (per item of ``[0, d)``: decoded +1 and -1
-    bits; zero for untracked items)."""
+    bits; zero for untracked items) and ``bits`` (numbers of +1 and -1 bits received in all,
+    for diagnostics)."""
 
     def __init__(self, params, candidates=None, threads: int = 0):
         super().__init__(params)
@@ -460,6 +461,7 @@ class _TrackedServer(Aggregator):
             tracked[:] = 0
             tracked[_candidate_array(candidates, d)] = 1
         self._n = np.zeros(1, dtype=np.int64)
+        self._bits = np.zeros(2, dtype=np.int64)
         self._pos = np.zeros(d, dtype=np.int64)
         self._neg = np.zeros(d, dtype=np.int64)
         self._set_tracked(tracked)
@@ -470,10 +472,10 @@ class _TrackedServer(Aggregator):
         self._index_ready = False
 
     def _state(self) -> Dict[str, np.ndarray]:
-        return {"n": self._n, "pos": self._pos, "neg": self._neg, "tracked": self._tracked}
+        return {"n": self._n, "bits": self._bits, "pos": self._pos, "neg": self._neg, "tracked": self._tracked}
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._n, self._pos, self._neg = state["n"], state["pos"], state["neg"]
+        self._n, self._bits, self._pos, self._neg = state["n"], state["bits"], state["pos"], state["neg"]
         if not np.array_equal(state["tracked"], self._tracked):
             self._set_tracked(state["tracked"])
 
@@ -484,6 +486,7 @@ class _TrackedServer(Aggregator):
         if type(other) is not type(self) or other.params != self.params:
             return super().merge(other)
         self._n = self._n + other._n
+        self._bits = self._bits + other._bits
         self._pos = self._pos + other._pos
         self._neg = self._neg + other._neg
         return self
@@ -509,8 +512,9 @@ class _TrackedServer(Aggregator):
                                  f"item {missing} is not")
         return cand
 
-    def _commit(self, n_reports: int, pos: np.ndarray, neg: np.ndarray) -> None:
+    def _commit(self, n_reports: int, pos: np.ndarray, neg: np.ndarray, ups: int = 0, downs: int = 0) -> None:
         self._n = self._n + n_reports
+        self._bits = self._bits + np.array([ups, downs], dtype=np.int64)
         self._pos = self._pos.copy()
         self._neg = self._neg.copy()
         self._pos[self._cand] += pos
@@ -563,8 +567,32 @@ class Server(_TrackedServer):
         pos, neg, bad = self._decode(reports)
         if bad < len(reports):
             raise ReportError(f"order of report {bad} is not a permutation of [0, K*M={self.params.K * self.params.M})")
-        self._commit(len(reports), pos, neg)
+        bits = reports.bits if hasattr(reports, "bits") else reports.bit
+        ups = int(np.count_nonzero(bits > 0))
+        self._commit(len(reports), pos, neg, ups, bits.size - ups)
         return self
+
+    def diagnostics(self) -> Dict[str, float]:
+        """Bloom-bias diagnostics (SPEC 5.4 item 4): ``mean_fill``, an unbiased estimate of
+        the average share of 1-cells in the users' sketches (from the received bits of
+        uniformly placed cells), and ``false_positive_rate`` = ``mean_fill ** K``,
+        approximately the chance that a non-member looks present in a user's count-min
+        (a lower bound by Jensen's inequality when fills vary between users), so
+        ``ftilde(x) - f(x)`` is about ``(1 - f(x)) * false_positive_rate``."""
+        if self.n == 0:
+            raise ReportError("diagnostics need at least one report (n = 0)")
+        p = self.params
+        ups, downs = (float(v) for v in self._bits)
+        cells = self._cells_per_report()
+        c = self._bit_constant()
+        fill = (c * (ups - downs) + (ups + downs)) / (2.0 * self.n * cells)
+        return {"n": self.n, "mean_fill": fill, "false_positive_rate": max(fill, 0.0) ** p.K}
+
+    def _cells_per_report(self) -> int:
+        return 1
+
+    def _bit_constant(self) -> float:
+        return _c_eps(self.params.epsilon)
 
     def estimate(self, candidates=None, estimator: str = "r2") -> np.ndarray:
         """Frequencies (fractions of users) of ``candidates`` (default: every tracked item).
@@ -598,6 +626,12 @@ class NoSmpServer(Server):
         p = self.params
         bits = reports.bits.reshape(len(reports), p.K * p.M)
         return _core.privsketch_decode_full(p.K, p.M, reports.order, bits, self._cand_cells, self.threads)
+
+    def _cells_per_report(self) -> int:
+        return self.params.K * self.params.M
+
+    def _bit_constant(self) -> float:
+        return _c_eps(self.params.epsilon / (self.params.K * self.params.M))
 
     def estimate(self, candidates=None) -> np.ndarray:
         """``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
