@@ -58,7 +58,8 @@ def run_protocols(data, eps, seed, threads):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ps.PrivacyWarning)
             client = client_cls(params, rng=seed + 1, threads=threads)
-        server = server_cls(params, threads=threads).update(client.perturb(data))
+        kwargs = {"threads": threads} if server_cls in (ps.Server, ps.NoSmpServer) else {}
+        server = server_cls(params, **kwargs).update(client.perturb(data))
         return server
 
     timed("PrivSketch", lambda: sketch(ps.Params, ps.Client, ps.Server).estimate())

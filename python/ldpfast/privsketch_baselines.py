@@ -82,9 +82,8 @@ class _TableServer(Aggregator):
     """State: ``sums`` (K x M, sum of the +-1 bits received per cell), ``rows`` (K, users
     per row) and ``n``."""
 
-    def __init__(self, params, threads: int = 0):
+    def __init__(self, params):
         super().__init__(params)
-        self.threads = _check_int("threads", threads, 0)
         self._n = np.zeros(1, dtype=np.int64)
         self._rows = np.zeros(params.K, dtype=np.int64)
         self._sums = np.zeros((params.K, params.M), dtype=np.int64)
