@@ -58,10 +58,8 @@ MAX_EPSILON = 700.0
 
 class PrivacyWarning(UserWarning):
     """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
-    ordering matrix). Shown every time (``warnings`` "always" filter) unless filtered."""
-
-
-warnings.simplefilter("always", PrivacyWarning)
+    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
+    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""
 
 _NOT_LDP = (
     "{name} reports are NOT eps-LDP: the ordering matrix O reveals which sketch cells are 1 "
