@@ -9,8 +9,10 @@ the harness itself is exercised.
 import copy
 import dataclasses
 import hashlib
+import inspect
 import json
 import pickle
+import warnings
 import zlib
 from pathlib import Path
 
@@ -50,7 +52,36 @@ EXAMPLES = {
                                 _values(300)), None),
     "rhr": ("rhr", lambda: (_family("rhr", "params")(epsilon=2.0, d=300), _values(300)), None),
     "olh": ("olh", lambda: (_family("olh", "params")(epsilon=1.0, d=300), _values(300, n=1500)), None),
+    "privsketch": ("privsketch", lambda: (_family("privsketch", "params").create(
+        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
+    "privsketch-nosmp": ("privsketch-nosmp", lambda: (_family("privsketch-nosmp", "params").create(
+        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
+    "privsketch-ldp": ("privsketch-ldp", lambda: (_family("privsketch-ldp", "params").create(
+        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
+    "multi-pcms-mean": ("multi-pcms-mean", lambda: (_family("multi-pcms-mean", "params").create(
+        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
+    "multi-pcms-min": ("multi-pcms-min", lambda: (_family("multi-pcms-min", "params").create(
+        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
+    "ps-olh": ("ps-olh", lambda: (_family("ps-olh", "params")(epsilon=2.0, d=60, pad_len=3), _sets(60)), None),
+    "hadaoracle": ("hadaoracle", lambda: (_family("hadaoracle", "params").create(
+        epsilon=2.0, d=1000, n=4000, hash_seed=3), _values(1000)), None),
+    "hadaheavy": ("hadaheavy", lambda: (_family("hadaheavy", "params").create(
+        epsilon=2.0, d=1024, n=4000, hash_seed=3), _values(1024)), None),
 }
+
+
+def _estimate(agg):
+    """``estimate()``, or for aggregators that need candidates, the first 64 values."""
+    first = next(iter(inspect.signature(agg.estimate).parameters.values()), None)
+    if first is not None and first.default is inspect.Parameter.empty:
+        return agg.estimate(np.arange(min(agg.params.d, 64)))
+    return agg.estimate()
+
+
+def _sets(d, n=800, seed=2):
+    """Set-valued client inputs: n users holding 0..4 distinct items of [0, d)."""
+    rng = np.random.default_rng(seed)
+    return [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
 
 
 def _cases():
@@ -78,7 +109,9 @@ def case(request):
     pid, make, zero = request.param
     proto = protocols()[pid]
     params, values = make()
-    reports = proto.client(params, rng=SEED).perturb(values)
+    with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
+        warnings.simplefilter("ignore")
+        reports = proto.client(params, rng=SEED).perturb(values)
     n = len(reports)
     cuts = [0, n // 5, n // 2, n]
     parts = [_slice(reports, cuts[i], cuts[i + 1]) for i in range(3)]
@@ -163,7 +196,7 @@ def test_bytes_and_pickle_round_trip(case):
         assert type(restored) is proto.aggregator
         assert restored == agg
         assert restored.to_bytes() == blob
-        np.testing.assert_array_equal(restored.estimate(), agg.estimate())
+        np.testing.assert_array_equal(_estimate(restored), _estimate(agg))
     header = read_header(blob)
     assert header["protocol"] == proto.id and header["fingerprint"] == params.fingerprint
 
@@ -201,13 +234,30 @@ def test_rejected_batch_leaves_the_aggregator_unchanged(case):
             with pytest.raises(ReportError):
                 agg.update(bad)
             assert agg.to_bytes() == before, f"state changed by a batch with bad {name!r}"
-    if len(b.column_names()) > 1:  # a batch with columns of unequal lengths
-        bad = copy.copy(b)
-        first = b.column_names()[0]
-        setattr(bad, first, getattr(b, first)[:-1])
-        with pytest.raises(ReportError):
-            agg.update(bad)
-        assert agg.to_bytes() == before
+
+
+#: Aggregators that do not check column lengths before using a batch (known contract
+#: violations, reported to their owners): they raise numpy/C++ errors instead of ReportError.
+NO_LENGTH_CHECK = {pid: "update() does not call Reports._check_lengths(): unequal columns raise "
+                        "ValueError/IndexError, not ReportError"
+                   for pid in ("privsketch", "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean",
+                               "ps-olh")}
+
+
+def test_batch_with_unequal_columns_is_rejected(case, request):
+    proto, params, reports, (a, b, _c), _, zero = case
+    if len(b.column_names()) < 2:
+        pytest.skip("a single column cannot have unequal lengths")
+    if proto.id in NO_LENGTH_CHECK:
+        request.applymarker(pytest.mark.xfail(reason=NO_LENGTH_CHECK[proto.id], strict=True))
+    agg = _agg(case, a)
+    before = agg.to_bytes()
+    bad = copy.copy(b)
+    first = b.column_names()[0]
+    setattr(bad, first, getattr(b, first)[:-1])
+    with pytest.raises(ReportError):
+        agg.update(bad)
+    assert agg.to_bytes() == before
 
 
 # -- golden files of the byte format (written once by tests/golden/make_golden.py) --------
@@ -236,7 +286,7 @@ def test_golden_files_keep_loading_and_estimating(case_id):
     assert agg.params == params_from_json(entry["params"])
     assert agg.to_bytes() == blob
     expected = np.load(GOLDEN / f"{case_id}.estimate.npy", allow_pickle=False)
-    np.testing.assert_allclose(agg.estimate(), expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(_estimate(agg), expected, rtol=1e-12, atol=1e-15)
 
 
 def test_every_registered_protocol_has_a_golden_file():

@@ -10,6 +10,14 @@ from ldpfast import wire
 from ldpfast._base import protocols
 from ldpfast.errors import IncompatibleError, ReportError
 
+SET_VALUED = {"ps-olh", "privsketch-ldp"}
+
+
+def _inputs(params, values):
+    """Client inputs: the values, or one single-item set per user for set-valued protocols."""
+    return [[int(v)] for v in values] if params.protocol in SET_VALUED else values
+
+
 def _family_cases(only=None):
     """(case id, params factory, bits per report as the paper counts them)."""
     known = protocols()
@@ -33,6 +41,13 @@ def _family_cases(only=None):
         4 + 7 + 1)                                                                      # j, row of 128, bit
     add("rhr", "rhr", lambda: known["rhr"].params(epsilon=2.0, d=1000), 3 + 8)          # b = 3, Hsize = 256
     add("olh", "olh", lambda: known["olh"].params(epsilon=1.0, d=1000), 2 + 2 * 64)     # g = 4
+    add("hadaoracle", "hadaoracle", lambda: known["hadaoracle"].params(epsilon=2.0, d=1000, k=9, m=64,
+                                                                        hash_seed=3), 4 + 6 + 1)
+    add("hadaheavy", "hadaheavy", lambda: known["hadaheavy"].params(
+        epsilon=2.0, d=1024, b=2, k=5, m=64, delta=10.0, tau=30.0, hash_seed=3), 5 + 6 + 1)  # t=5 levels
+    add("ps-olh", "ps-olh", lambda: known["ps-olh"].params(epsilon=1.0, d=1000, pad_len=2), 2 + 2 * 64)
+    add("privsketch-ldp", "privsketch-ldp", lambda: known["privsketch-ldp"].params.create(
+        epsilon=1.0, d=1000, K=4, M=128, seed=1), 2 + 7 + 1)                           # k, m, bit
     return cases or [pytest.param(None, None, marks=pytest.mark.skip(
         reason="no protocol family is merged on this branch"))]
 
@@ -121,8 +136,7 @@ def test_report_bits_are_the_papers_and_round_trip(make, expected):
     if hasattr(params, "communication_bits"):
         assert params.communication_bits == expected
     proto = protocols()[params.protocol]
-    values = np.arange(300) % params.d
-    reports = proto.client(params, rng=3).perturb(values)
+    reports = proto.client(params, rng=3).perturb(_inputs(params, np.arange(300) % params.d))
     blob = wire.encode(params, reports)
     assert len(blob) == (expected * len(reports) + 7) // 8
     for back in (wire.decode(params, blob, len(reports)),
@@ -135,14 +149,14 @@ def test_report_bits_are_the_papers_and_round_trip(make, expected):
             proto.aggregator(params).update(reports).to_bytes()
 
 
-@pytest.mark.parametrize("make, expected", _family_cases(only=("ocms", "grr", "olh")))
+@pytest.mark.parametrize("make, expected", _family_cases(only=("ocms", "grr", "olh", "ps-olh")))
 def test_out_of_range_fields_are_rejected_by_the_protocol(make, expected):
     """A value that fits its bit width but not the parameters (e.g. z = m when m is not
     a power of two) must not decode."""
     params = make()
     spec = wire.fields(params)
     proto = protocols()[params.protocol]
-    reports = proto.client(params, rng=4).perturb(np.arange(8) % params.d)
+    reports = proto.client(params, rng=4).perturb(_inputs(params, np.arange(8) % params.d))
     ranges = {"z": getattr(params, "m", getattr(params, "g", None)), "y": getattr(params, "d", None),
               "a0": getattr(params, "field_size", 2**64 - 59), "a1": getattr(params, "field_size", 2**64 - 59)}
     tested = 0

@@ -12,7 +12,9 @@ so a reader checks that it reads reports of the protocol and parameters it expec
 =========================  ===============================================
 
 Columns are the fields of the protocol's ``Reports`` dataclass, in order, with the
-numpy dtypes of the batch. ``pyarrow`` is optional: install ``ldpfast[arrow]``.
+numpy dtypes of the batch. A column with more than one dimension per report (e.g.
+PrivSketch's ordering matrices) is a fixed-size list per report, its per-report shape
+recorded in the field metadata (``ldpfast.shape``, JSON). ``pyarrow`` is optional: install ``ldpfast[arrow]``.
 
 Example::
 
@@ -23,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Iterator, Optional, Tuple, Type
 
@@ -39,6 +42,7 @@ _KEY_PROTOCOL = b"ldpfast.protocol"
 _KEY_PARAMS = b"ldpfast.params"
 _KEY_FINGERPRINT = b"ldpfast.fingerprint"
 _KEY_VERSION = b"ldpfast.reports"
+_KEY_SHAPE = b"ldpfast.shape"  # field metadata of multi-dimensional columns
 
 
 def _pyarrow():
@@ -76,9 +80,20 @@ def to_arrow(reports: Reports, params: Optional[Params] = None):
     pa = _pyarrow()
     if not isinstance(reports, Reports):
         raise ParameterError(f"reports must be an ldpfast Reports batch, got {type(reports).__name__}")
-    columns = reports.columns()
-    table = pa.table({name: pa.array(np.ascontiguousarray(col)) for name, col in columns.items()})
-    return table.replace_schema_metadata(_metadata(type(reports), params))
+    arrays, fields = [], []
+    for name, col in reports.columns().items():
+        col = np.ascontiguousarray(col)
+        if col.ndim == 1:
+            arrays.append(pa.array(col))
+            fields.append(pa.field(name, arrays[-1].type, nullable=False))
+        else:  # one fixed-size list per report; the trailing shape goes in the field metadata
+            inner = col.shape[1:]
+            size = int(np.prod(inner))
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(col.reshape(-1)), size))
+            fields.append(pa.field(name, arrays[-1].type, nullable=False,
+                                   metadata={_KEY_SHAPE: json.dumps(list(inner)).encode()}))
+    schema = pa.schema(fields, metadata=_metadata(type(reports), params))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _table_params(meta: Dict[bytes, bytes], params: Optional[Params]) -> Tuple[str, Optional[Params]]:
@@ -140,12 +155,31 @@ def from_arrow(table: Any, params: Optional[Params] = None,
         column = table.column(name)
         if column.null_count:
             raise FormatError(f"report column {name!r} has {column.null_count} missing values")
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
-                or pa.types.is_boolean(column.type)):
-            raise FormatError(f"report column {name!r} has Arrow type {column.type}, not a number")
         chunk = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-        columns[name] = chunk.to_numpy(zero_copy_only=False)
+        if pa.types.is_fixed_size_list(column.type):
+            field = table.schema.field(name)
+            try:
+                inner = tuple(json.loads((field.metadata or {})[_KEY_SHAPE]))
+            except (KeyError, ValueError):
+                raise FormatError(f"report column {name!r} is a list without its ldpfast shape") from None
+            if int(np.prod(inner)) != column.type.list_size:
+                raise FormatError(f"report column {name!r}: shape {inner} does not match list size "
+                                  f"{column.type.list_size}")
+            values = chunk.flatten()
+            if values.null_count:
+                raise FormatError(f"report column {name!r} has missing values")
+            _check_numeric(name, values.type, pa)
+            columns[name] = values.to_numpy(zero_copy_only=False).reshape((len(chunk),) + inner)
+        else:
+            _check_numeric(name, column.type, pa)
+            columns[name] = chunk.to_numpy(zero_copy_only=False)
     return reports_type.from_columns(columns, stored)
+
+
+def _check_numeric(name: str, arrow_type, pa) -> None:
+    if not (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+            or pa.types.is_boolean(arrow_type)):
+        raise FormatError(f"report column {name!r} has Arrow type {arrow_type}, not a number")
 
 
 def write_parquet(reports: Reports, path: "os.PathLike[str] | str", params: Params, *,

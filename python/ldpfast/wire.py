@@ -29,8 +29,10 @@ dtype]])``, e.g.::
                 ("a1", bits_for(params.field_size))]
 
 (or, from outside the class, :func:`register_fields`). The families of this version
-(``ocms``, ``grr``, ``hrr``, ``he``, ``cmshe``, ``rhr``, ``olh``) are declared in this
-module. Fields are at most 64 bits wide (columns are numpy integer arrays).
+(``ocms``, ``grr``, ``hrr``, ``he``, ``cmshe``, ``rhr``, ``olh``, ``hadaoracle``,
+``hadaheavy``, ``ps-olh``, ``privsketch-ldp``) are declared in this module; PrivSketch,
+its noSmp variant and Multi-PCMS send multi-dimensional columns (sketches, ordering
+matrices) and have no wire encoding. Fields are at most 64 bits wide (columns are numpy integer arrays).
 """
 
 from __future__ import annotations
@@ -97,6 +99,22 @@ _BUILTIN: Dict[str, Callable[[Params], Sequence[WireField]]] = {
                       WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32")],
     # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
     "olh": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
+    # HadaOracle / HadaHeavy ([WW] Alg. 1, section 4): the subset j, the Hadamard row r and
+    # one bit. When the server assigns (j, r), only the bit has to travel (1 bit, [WW]).
+    "hadaoracle": lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
+                             WireField("rows", bits_for(p.m), dtype="uint32"),
+                             WireField("bits", 1, _SIGN, "int8")],
+    "hadaheavy": lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
+                            WireField("rows", bits_for(p.m), dtype="uint32"),
+                            WireField("bits", 1, _SIGN, "int8")],
+    # PS-OLH ([PS] baseline): OLH over F_pH after padding and sampling.
+    "ps-olh": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+                         WireField("a1", bits_for(p.field_size))],
+    # LDP-safe PrivSketch variant: the sampled cell (k, m) and one bit. (PrivSketch itself
+    # also sends a K x M ordering matrix, a multi-dimensional column: no wire encoding.)
+    "privsketch-ldp": lambda p: [WireField("k", bits_for(p.K), dtype="uint16"),
+                                 WireField("m", bits_for(p.M), dtype="uint16"),
+                                 WireField("bit", 1, _SIGN, "int8")],
 }
 
 
