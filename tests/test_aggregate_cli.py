@@ -142,3 +142,39 @@ def test_resume_refuses_changed_inputs_params_and_corrupt_state(reports_dir, tmp
         decode_checkpoint(bytes(blob))
     with pytest.raises(FormatError):
         decode_checkpoint(bytes(blob[:20]))
+
+
+def test_init_aggregator_with_options(tmp_path):
+    """OCMS streaming match counts: the candidates come from --init; a resumed run must use
+    the same --init."""
+    from ldpfast._base import protocols
+
+    proto = protocols().get("ocms")
+    if proto is None:
+        pytest.skip("OCMS is not merged on this branch")
+    params = proto.params.optimal(epsilon=2.0, d=500)
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    candidates = np.arange(0, 500, 25)
+    expected = proto.aggregator(params, candidates=candidates)
+    for i in range(3):
+        batch = proto.client(params, rng=i).perturb(np.random.default_rng(i).integers(0, 500, size=400))
+        arrow.write_parquet(batch, folder / f"{i}.parquet", params)
+        expected.update(batch)
+    init = tmp_path / "zero.bin"
+    init.write_bytes(proto.aggregator(params, candidates=candidates).to_bytes())
+    state, output = tmp_path / "s.ckpt", tmp_path / "agg.bin"
+    killed = _cli(["--init", init, "--reports", folder, "--state", state, "--output", output],
+                  LDPFAST_AGGREGATE_KILL_IN_CHECKPOINT=2)
+    assert killed.returncode == -signal.SIGKILL
+    other = tmp_path / "other.bin"
+    other.write_bytes(proto.aggregator(params, candidates=candidates[:-1]).to_bytes())
+    out = _cli(["--init", other, "--reports", folder, "--state", state])
+    assert out.returncode == 2 and "does not match --init" in out.stderr
+    out = _cli(["--init", init, "--reports", folder, "--state", state, "--output", output])
+    assert out.returncode == 0, out.stderr
+    assert output.read_bytes() == expected.to_bytes()
+    nonempty = tmp_path / "nonempty.bin"
+    nonempty.write_bytes(expected.to_bytes())
+    out = _cli(["--init", nonempty, "--reports", folder, "--state", tmp_path / "fresh.ckpt"])
+    assert out.returncode == 2 and "empty aggregator" in out.stderr

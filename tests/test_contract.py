@@ -308,3 +308,21 @@ def test_future_format_versions_are_refused_by_name():
         Aggregator.from_bytes(resealed)
     with pytest.raises(FormatError, match="version 2 .*or corrupt"):
         Aggregator.from_bytes(bytes(blob))
+
+
+def test_reports_round_trip_through_parquet(case, tmp_path):
+    """Every protocol's report batches survive Arrow/Parquet (multi-dimensional columns
+    included) and aggregate to the same bytes."""
+    pytest.importorskip("pyarrow")
+    from ldpfast import arrow
+
+    proto, params, reports, _, _, zero = case
+    path = tmp_path / "r.parquet"
+    arrow.write_parquet(reports, path, params, row_group_size=500)
+    got_params, got = arrow.read_parquet(path)
+    assert got_params == params and type(got) is type(reports)
+    for name, column in reports.columns().items():
+        assert getattr(got, name).dtype == column.dtype
+        np.testing.assert_array_equal(getattr(got, name), column)
+    streamed = _agg(case, *(batch for _, batch in arrow.iter_parquet(path, batch_rows=700)))
+    assert streamed.to_bytes() == _agg(case, reports).to_bytes()

@@ -55,8 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", required=True, type=Path,
                         help="checkpoint file; created if missing, resumed from if present")
     parser.add_argument("--params", type=Path, default=None,
-                        help="parameters as JSON (Params.to_json()); default: those recorded "
-                             "in the first Parquet file. Every file must record these parameters")
+                        help="parameters as JSON (Params.to_json()); default: those of --init, "
+                             "else those recorded in the first Parquet file. Every file must "
+                             "record these parameters")
+    parser.add_argument("--init", type=Path, default=None,
+                        help="empty aggregator bytes (Aggregator.to_bytes) to start from, for "
+                             "aggregators with options, e.g. ocms.Server(params, candidates=...)")
     parser.add_argument("--output", type=Path, default=None,
                         help="also write the final aggregator bytes (Aggregator.to_bytes) here")
     parser.add_argument("--write-params", type=Path, default=None,
@@ -128,6 +132,11 @@ def decode_checkpoint(data: bytes) -> Tuple[Aggregator, List[Dict[str, Any]]]:
 
 
 def _load_params(args: argparse.Namespace, files: List[Path]) -> Params:
+    if args.params is None and args.init is not None:
+        try:
+            return Aggregator.from_bytes(args.init.read_bytes()).params
+        except OSError as exc:
+            raise ParameterError(f"--init: cannot read {args.init}: {exc}") from None
     if args.params is not None:
         try:
             text = args.params.read_text()
@@ -141,13 +150,33 @@ def _load_params(args: argparse.Namespace, files: List[Path]) -> Params:
     return read_parquet_params(files[0])
 
 
-def _resume(state: Path, params: Params, files: List[Path]) -> Tuple[Aggregator, List[Dict[str, Any]]]:
+def _initial(args: argparse.Namespace, params: Params) -> Aggregator:
+    if args.init is None:
+        return protocol(params.protocol).aggregator(params)
+    try:
+        blob = args.init.read_bytes()
+    except OSError as exc:
+        raise ParameterError(f"--init: cannot read {args.init}: {exc}") from None
+    agg = Aggregator.from_bytes(blob)
+    if agg.params != params:
+        raise IncompatibleError(f"--init holds an aggregator with parameters {agg.params}, not {params}")
+    if type(agg).from_bytes(blob).merge(type(agg).from_bytes(blob)).to_bytes() != blob:
+        raise ParameterError("--init must hold an empty aggregator (it already has reports)")
+    return agg
+
+
+def _resume(state: Path, initial: Aggregator, files: List[Path]) -> Tuple[Aggregator, List[Dict[str, Any]]]:
+    params = initial.params
     if not state.exists():
-        return protocol(params.protocol).aggregator(params), []
+        return initial, []
     agg, done = decode_checkpoint(state.read_bytes())
     if agg.params != params:
         raise IncompatibleError(f"--state {state} holds an aggregator with parameters {agg.params}, "
                                 f"not {params}")
+    try:  # e.g. OCMS candidates: merging the initial aggregator checks its options match
+        type(agg).from_bytes(agg.to_bytes()).merge(initial)
+    except IncompatibleError as exc:
+        raise IncompatibleError(f"--state {state} does not match --init: {exc}") from None
     if len(done) > len(files):
         raise IncompatibleError(f"--state {state} records {len(done)} finished files but "
                                 f"{len(files)} are present")
@@ -189,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         atomic_write(args.write_params, params.to_json().encode())
     pause_after, kill_at = _hook(_PAUSE_ENV), _hook(_KILL_ENV)
     with _exclusive(args.state):
-        agg, done = _resume(args.state, params, files)
+        agg, done = _resume(args.state, _initial(args, params), files)
         resumed = len(done)
         started = time.perf_counter()
         reports = 0
