@@ -326,3 +326,29 @@ def test_reports_round_trip_through_parquet(case, tmp_path):
         np.testing.assert_array_equal(getattr(got, name), column)
     streamed = _agg(case, *(batch for _, batch in arrow.iter_parquet(path, batch_rows=700)))
     assert streamed.to_bytes() == _agg(case, reports).to_bytes()
+
+
+def test_resealed_tampering_raises_only_format_error(case):
+    """Bytes changed and re-checksummed (so the CRC passes) must either load or raise
+    FormatError: never struct.error, KeyError, UnicodeDecodeError or a numpy error."""
+    proto, params, reports, _, _, zero = case
+    blob = _agg(case, reports).to_bytes()
+    rng = np.random.default_rng(SEED + 1)
+    # The structure: version, header length and JSON, then per array its entry (name
+    # length, size, name) and .npy header; plus a few payload bytes.
+    header_end = 14 + int.from_bytes(blob[10:14], "little") + 4
+    positions = set(range(8, header_end + 2))
+    start = blob.find(b"\x93NUMPY")
+    while start >= 0:
+        positions |= set(range(max(header_end, start - 24), min(len(blob) - 4, start + 128), 3))
+        start = blob.find(b"\x93NUMPY", start + 1)
+    positions |= set(rng.integers(8, len(blob) - 4, 20).tolist())
+    for pos in sorted(positions):
+        for flip in (1, 0x80):
+            body = bytearray(blob[:-4])
+            body[pos] ^= flip
+            resealed = bytes(body) + zlib.crc32(body).to_bytes(4, "little")
+            try:
+                proto.aggregator.from_bytes(resealed)
+            except FormatError:
+                pass

@@ -269,19 +269,15 @@ class Aggregator:
         target = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
         try:
             params = target.params_type.from_dict(header["params"])
-        except (LdpfastError, TypeError, ValueError) as exc:
-            raise FormatError(f"stored parameters are invalid: {exc}") from None
+        except Exception as exc:  # the stored values are untrusted: any rejection is a format error
+            raise FormatError(f"stored parameters are invalid: {exc!r}") from None
         if params.fingerprint != header["fingerprint"]:
             raise FormatError("parameter fingerprint does not match the stored parameters")
         state = {}
         for name, image in arrays:
             if name in state:
                 raise FormatError(f"state array {name!r} is stored twice")
-            try:
-                array = np.load(io.BytesIO(image), allow_pickle=False)
-            except (ValueError, OSError, EOFError) as exc:
-                raise FormatError(f"state array {name!r} is not a valid .npy image: {exc}") from None
-            state[name] = _native(array)
+            state[name] = _native(_read_npy(name, image))
         agg = target(params)
         agg._check_state(state)
         agg._set_state(state)
@@ -327,15 +323,37 @@ def _native(array: np.ndarray) -> np.ndarray:
     return array if array.dtype is dtype else array.view(dtype)
 
 
+def _read_npy(name: str, image: memoryview) -> np.ndarray:
+    """A writable copy of the array in a .npy image, with its declared size checked
+    against the bytes present (no pickled objects)."""
+    fmt = np.lib.format
+    head = io.BytesIO(bytes(image[:min(len(image), 1 << 16)]))
+    try:
+        version = fmt.read_magic(head)
+        reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, fortran, dtype = reader(head)
+    except Exception as exc:  # numpy's header parser raises many types on malformed input
+        raise FormatError(f"state array {name!r} is not a valid .npy image: {exc!r}") from None
+    if dtype.hasobject:
+        raise FormatError(f"state array {name!r} holds Python objects, which are not allowed")
+    count = int(np.prod(shape, dtype=object))
+    offset = head.tell()
+    if len(image) - offset != count * dtype.itemsize:
+        raise FormatError(f"state array {name!r} declares shape {shape} of {dtype} "
+                          f"({count * dtype.itemsize} bytes) but holds {len(image) - offset}")
+    flat = np.frombuffer(image, dtype=dtype, count=count, offset=offset)
+    return flat.reshape(shape, order="F" if fortran else "C").copy(order="C")
+
+
 class _Cursor:
     """Bounds-checked reads from a byte string (every failure is a FormatError)."""
 
     __slots__ = ("data", "pos")
 
-    def __init__(self, data: bytes, pos: int = 0):
+    def __init__(self, data: memoryview, pos: int = 0):
         self.data, self.pos = data, pos
 
-    def take(self, size: int, what: str) -> bytes:
+    def take(self, size: int, what: str) -> memoryview:
         if size < 0 or self.pos + size > len(self.data):
             raise FormatError(f"aggregator bytes are truncated (reading {what}: need {size} bytes "
                               f"at offset {self.pos}, {len(self.data) - self.pos} left)")
@@ -353,7 +371,7 @@ def _parse_header(cur: _Cursor) -> Dict[str, Any]:
         raise FormatError(f"unsupported aggregator format version {version} "
                           f"(this build reads {FORMAT_VERSION})")
     (header_len,) = cur.unpack("<I", "header length")
-    raw = cur.take(header_len, "header")
+    raw = bytes(cur.take(header_len, "header"))
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -365,24 +383,25 @@ def _parse_header(cur: _Cursor) -> Dict[str, Any]:
     return header
 
 
-def _parse_container(blob: bytes) -> Tuple[Dict[str, Any], List[Tuple[str, bytes]]]:
+def _parse_container(blob: bytes) -> Tuple[Dict[str, Any], List[Tuple[str, memoryview]]]:
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise FormatError(f"aggregator bytes must be bytes-like, got {type(blob).__name__}")
-    blob = bytes(blob)
-    if not blob.startswith(FORMAT_MAGIC):
+    blob = memoryview(blob).cast("B")  # no copies of large states while parsing
+    if bytes(blob[:len(FORMAT_MAGIC)]) != FORMAT_MAGIC:
         raise FormatError("not an ldpfast aggregator (bad magic)")
     if len(blob) < len(FORMAT_MAGIC) + 4:
         raise FormatError("aggregator bytes are truncated (no checksum)")
     body, (crc,) = blob[:-4], struct.unpack("<I", blob[-4:])
     cur = _Cursor(body, len(FORMAT_MAGIC))
+    intact = zlib.crc32(body) == crc
     # The version is checked before the checksum so that a future format (which may
     # checksum differently) is reported as such rather than as corruption.
     if len(body) >= cur.pos + 2:
         (version,) = struct.unpack_from("<H", body, cur.pos)
-        if version != FORMAT_VERSION and zlib.crc32(body) != crc:
+        if version != FORMAT_VERSION and not intact:
             raise FormatError(f"unsupported aggregator format version {version} "
                               f"(this build reads {FORMAT_VERSION}), or corrupt bytes")
-    if zlib.crc32(body) != crc:
+    if not intact:
         raise FormatError("aggregator bytes are corrupt (checksum mismatch)")
     header = _parse_header(cur)
     (count,) = cur.unpack("<I", "array count")
@@ -392,7 +411,7 @@ def _parse_container(blob: bytes) -> Tuple[Dict[str, Any], List[Tuple[str, bytes
     for _ in range(count):
         name_len, size = cur.unpack("<HQ", "array entry")
         try:
-            name = cur.take(name_len, "array name").decode("utf-8")
+            name = bytes(cur.take(name_len, "array name")).decode("utf-8")
         except UnicodeDecodeError:
             raise FormatError("state array name is not UTF-8") from None
         arrays.append((name, cur.take(size, f"array {name!r}")))
