@@ -29,6 +29,8 @@ import numpy as np
 
 
 def _write(folder: Path, proto, params, n: int, files: int, seed: int, d: int) -> list:
+    import pyarrow.parquet as pq
+
     from ldpfast import arrow
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -41,8 +43,6 @@ def _write(folder: Path, proto, params, n: int, files: int, seed: int, d: int) -
         path = folder / f"part-{i:04d}.parquet"
         done = 0
         writer = None
-        import pyarrow.parquet as pq
-
         while done < count:  # bounded memory: 5e6 reports at a time
             step = min(5_000_000, count - done)
             values = np.minimum(rng.zipf(1.2, size=step) - 1, d - 1)

@@ -40,7 +40,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError, ReportError
+from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 
 __all__ = ["Params", "Reports", "Aggregator", "Protocol", "register_protocol", "protocols",
            "protocol", "params_from_json", "load_aggregator", "read_header", "FORMAT_MAGIC",

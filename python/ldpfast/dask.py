@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Iterable, Iterator, List, Sequence
 
 import numpy as np
 
