@@ -128,3 +128,28 @@ def test_argument_checks():
         ldask.aggregate(object(), params)
     with pytest.raises(ParameterError, match="files_per_task"):
         ldask.aggregate_parquet([], params, files_per_task=0)
+
+
+def test_engine_neutral_halves_accept_plain_arrow_and_pandas(hrr_case):
+    """What Spark's mapInArrow hands over: Arrow batches without ldpfast metadata, with
+    unsigned columns widened to int64. They are converted back with range checks."""
+    pa = pytest.importorskip("pyarrow")
+    pd = pytest.importorskip("pandas")
+    from ldpfast.errors import ReportError
+
+    proto, params, reports, expected = hrr_case
+    zero = proto.aggregator(params).to_bytes()
+    widened = [pa.RecordBatch.from_pydict({"rows": part.rows.astype(np.int64), "bits": part.bits})
+               for part in _slices(reports, [1000, 2000])]
+    blob = ldask.aggregate_partition(proto.aggregator, zero, widened)
+    assert blob == expected
+    frame = pd.DataFrame({"rows": reports.rows.astype(np.int64), "bits": reports.bits})
+    assert ldask.aggregate_partition(proto.aggregator, zero, frame) == expected
+    halves = [ldask.aggregate_partition(proto.aggregator, zero, [part]) for part in _slices(reports, [1234])]
+    assert ldask.merge_partials(proto.aggregator, *halves) == expected
+    negative = pa.RecordBatch.from_pydict({"rows": np.array([-1, 2], np.int64), "bits": np.array([1, 1], np.int8)})
+    with pytest.raises(ReportError, match="must fit uint32"):
+        ldask.aggregate_partition(proto.aggregator, zero, [negative])
+    too_big = pa.RecordBatch.from_pydict({"rows": np.array([5000, 2], np.int64), "bits": np.array([1, 1], np.int8)})
+    with pytest.raises(ReportError, match="row 5000 is out of range"):
+        ldask.aggregate_partition(proto.aggregator, zero, [too_big])

@@ -14,6 +14,11 @@ Checkpoint layout (little-endian)::
 The header holds the protocol id, the parameter fingerprint and ``done``: the finished
 files as ``{"name", "size"}`` in ingestion order. On resume ``done`` must be a prefix of
 the current sorted file list with the same sizes (files already ingested must not change).
+
+Each checkpoint rewrites the whole state. That is cheap for count-based aggregators
+(HRR, GRR, HadaOracle, OCMS with ``--init`` candidates, ...); aggregators that keep the
+reports (OCMS without candidates, OLH) grow with the input, so prefer few large files or
+a candidate set for them.
 """
 
 from __future__ import annotations
