@@ -116,6 +116,11 @@ static inline std::uint64_t fast_mod(std::uint64_t v, const FastMod& f) {
   return r >= f.m ? r - f.m : r;
 }
 
+// Classes with member functions live in an anonymous namespace: kernel files compile
+// this header once per ISA, and inline members with external linkage would let the
+// linker pick one ISA's copy for all of them.
+namespace {
+
 // Per-report hash state: the field value of a0 + a1 x for any x in the field.
 struct FieldHasher {
   const FieldSpec& field;
@@ -131,5 +136,7 @@ struct FieldHasher {
     return add_mod(product, a0, field.prime.p);
   }
 };
+
+}  // namespace
 
 }  // namespace ldpfast
