@@ -63,7 +63,9 @@ DecodePlan plan_decode(std::size_t n, std::size_t x_count, int threads) {
   tasks = std::min<std::size_t>(tasks, std::max<double>(1.0, pairs / kMinPairsPerTask));
   if (tasks <= 1) return DecodePlan{x_count, n};
   const std::size_t chunks = std::min(tasks, ceil_div(x_count, kMinCandidateChunk));
-  std::size_t blocks = std::min(ceil_div(tasks, chunks), ceil_div(n, kMinReportBlock));
+  // Split reports (which costs partial count arrays) only when candidate chunks alone
+  // cannot keep every worker busy.
+  std::size_t blocks = chunks >= workers ? 1 : std::min(ceil_div(tasks, chunks), ceil_div(n, kMinReportBlock));
   blocks = std::max<std::size_t>(1, std::min(blocks, kMaxPartialEntries / std::max<std::size_t>(1, x_count)));
   return DecodePlan{ceil_div(x_count, chunks), ceil_div(n, blocks)};
 }
