@@ -323,6 +323,85 @@ void count_range(const FieldSpec& field, const u64* z, const u64* a0, const u64*
   }
 }
 
+// count_list over one candidate tile, prime field: per pair one Montgomery product and
+// one Barrett reduction.
+#if defined(__AVX512F__)
+
+// High 64 bits of the 64x64-bit products, from four 32x32-bit products.
+inline __m512i mulhi_epu64(__m512i a, __m512i b) {
+  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFLL);
+  const __m512i a_hi = _mm512_srli_epi64(a, 32), b_hi = _mm512_srli_epi64(b, 32);
+  const __m512i ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, b_hi);
+  const __m512i hl = _mm512_mul_epu32(a_hi, b), hh = _mm512_mul_epu32(a_hi, b_hi);
+  const __m512i mid = _mm512_add_epi64(_mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, low32)),
+                                       _mm512_and_si512(hl, low32));
+  return _mm512_add_epi64(_mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32)),
+                          _mm512_add_epi64(_mm512_srli_epi64(hl, 32), _mm512_srli_epi64(mid, 32)));
+}
+
+void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
+                      std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
+  constexpr std::size_t kBlock = 256;
+  u64 a1_mont[kBlock];
+  const __m512i P = _mm512_set1_epi64(static_cast<long long>(f.p));
+  const __m512i PINV = _mm512_set1_epi64(static_cast<long long>(f.pinv));
+  const __m512i M = _mm512_set1_epi64(static_cast<long long>(fm.m));
+  const __m512i MU = _mm512_set1_epi64(static_cast<long long>(fm.mu));
+  const std::size_t full = x_count / 8 * 8;
+  for (std::size_t rb = 0; rb < n; rb += kBlock) {
+    const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
+    for (std::size_t i = 0; i < nb; ++i) a1_mont[i] = to_montgomery(a1[rb + i], f);
+    for (std::size_t j = 0; j < full; j += 8) {
+      const __m512i x = _mm512_loadu_si512(xs + j);
+      __m512i cnt = _mm512_loadu_si512(counts + j);
+      for (std::size_t i = 0; i < nb; ++i) {
+        const __m512i a = _mm512_set1_epi64(static_cast<long long>(a1_mont[i]));
+        // Montgomery: t = a x, q = t_lo p^-1, v = t_hi - (q p)_hi (+ p on borrow).
+        const __m512i t_hi = mulhi_epu64(a, x);
+        const __m512i q = _mm512_mullo_epi64(_mm512_mullo_epi64(a, x), PINV);
+        const __m512i qp_hi = mulhi_epu64(q, P);
+        __m512i v = _mm512_sub_epi64(t_hi, qp_hi);
+        v = _mm512_mask_add_epi64(v, _mm512_cmplt_epu64_mask(t_hi, qp_hi), v, P);
+        // + a0 mod p.
+        const __m512i s = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
+        const __mmask8 over = _mm512_cmplt_epu64_mask(s, v) | _mm512_cmpge_epu64_mask(s, P);
+        v = _mm512_mask_sub_epi64(s, over, s, P);
+        // Barrett mod m; the remainder is < 2m, and min() undoes a wrapped subtraction.
+        __m512i r = _mm512_sub_epi64(v, _mm512_mullo_epi64(mulhi_epu64(v, MU), M));
+        r = _mm512_min_epu64(r, _mm512_sub_epi64(r, M));
+        const __mmask8 hit = _mm512_cmpeq_epu64_mask(r, _mm512_set1_epi64(static_cast<long long>(z[rb + i])));
+        cnt = _mm512_mask_sub_epi64(cnt, hit, cnt, _mm512_set1_epi64(-1));
+      }
+      _mm512_storeu_si512(counts + j, cnt);
+    }
+    for (std::size_t i = 0; i < nb; ++i)
+      for (std::size_t j = full; j < x_count; ++j)
+        counts[j] += fast_mod(prime_value(f, a0[rb + i], a1_mont[i], xs[j]), fm) == z[rb + i];
+  }
+}
+
+#else
+
+void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
+                      std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
+  std::size_t i = 0;
+  for (; i + 2 <= n; i += 2) {  // two reports per pass over the tile: independent chains
+    const u64 z0 = z[i], z1 = z[i + 1], b0 = a0[i], b1 = a0[i + 1];
+    const u64 m0 = to_montgomery(a1[i], f), m1 = to_montgomery(a1[i + 1], f);
+    for (std::size_t j = 0; j < x_count; ++j) {
+      const u64 x = xs[j];
+      counts[j] += static_cast<u64>(fast_mod(prime_value(f, b0, m0, x), fm) == z0) +
+                   static_cast<u64>(fast_mod(prime_value(f, b1, m1, x), fm) == z1);
+    }
+  }
+  for (; i < n; ++i) {
+    const u64 zi = z[i], b0 = a0[i], m0 = to_montgomery(a1[i], f);
+    for (std::size_t j = 0; j < x_count; ++j) counts[j] += fast_mod(prime_value(f, b0, m0, xs[j]), fm) == zi;
+  }
+}
+
+#endif
+
 void count_list(const FieldSpec& field, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
                 const u64* xs, std::size_t x_count, u64* counts) {
   const FastMod fm = make_fast_mod(m);
@@ -337,21 +416,7 @@ void count_list(const FieldSpec& field, const u64* z, const u64* a0, const u64* 
       }
       continue;
     }
-    const PrimeField& f = field.prime;
-    std::size_t i = 0;
-    for (; i + 2 <= n; i += 2) {  // two reports per pass over the tile: independent chains
-      const u64 z0 = z[i], z1 = z[i + 1], b0 = a0[i], b1 = a0[i + 1];
-      const u64 m0 = to_montgomery(a1[i], f), m1 = to_montgomery(a1[i + 1], f);
-      for (std::size_t j = 0; j < tn; ++j) {
-        const u64 x = tx[j];
-        tc[j] += static_cast<u64>(fast_mod(prime_value(f, b0, m0, x), fm) == z0) +
-                 static_cast<u64>(fast_mod(prime_value(f, b1, m1, x), fm) == z1);
-      }
-    }
-    for (; i < n; ++i) {
-      const u64 zi = z[i], b0 = a0[i], m0 = to_montgomery(a1[i], f);
-      for (std::size_t j = 0; j < tn; ++j) tc[j] += fast_mod(prime_value(f, b0, m0, tx[j]), fm) == zi;
-    }
+    count_list_prime(field.prime, fm, z, a0, a1, n, tx, tn, tc);
   }
 }
 
