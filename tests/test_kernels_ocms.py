@@ -294,3 +294,24 @@ def test_binding_rejects_non_field_inputs():
         _core.randomized_response(KEY, u64([0, 5]), 5, 0)
     with pytest.raises(TypeError, match="z must have dtype uint64"):
         _core.ocms_count_range(field, np.zeros(2, np.int64), ok, ok, 5, 0, np.zeros(3, np.uint64))
+
+
+@pytest.mark.parametrize("l,x_begin,x_count,m", [
+    (16, 0, 2**16, 5),             # whole field, aligned blocks
+    (20, 1000, 9000, 7),           # partial blocks at both ends (one short, one long)
+    (64, 2**64 - 5000, 5000, 2**63 + 9),
+    (32, 2**31 - 3000, 7000, 16),  # m a power of two
+])
+def test_count_range_gf_blocks_match_direct(backend, l, x_begin, x_count, m):
+    """The Gray-code block walk of GF(2^l) against count_list's direct evaluation."""
+    rng = np.random.default_rng(l)
+    field, z, a0, a1 = random_reports(rng, "binary", l, 37, m, x_begin, x_count)
+    ranged = np.zeros(x_count, dtype=np.uint64)
+    _core.ocms_count_range(field, z, a0, a1, m, x_begin, ranged)
+    listed = np.zeros(x_count, dtype=np.uint64)
+    _core.ocms_count_list(field, z, a0, a1, m, np.arange(x_begin, x_begin + x_count, dtype=np.uint64), listed)
+    np.testing.assert_array_equal(ranged, listed)
+    assert ranged.sum() >= 37 // 2 - 10
+    pick = np.array([0, x_count // 3, x_count - 1])
+    np.testing.assert_array_equal(ranged[pick], counts_ref("binary", l, z, a0, a1, m,
+                                                            np.arange(x_begin, x_begin + x_count)[pick]))

@@ -122,6 +122,108 @@ void lane_start(const RangeBlock& b, std::size_t i, const PrimeField& f, const F
   }
 }
 
+#if defined(__AVX512F__)
+// High 64 bits of the 64x64-bit products, from four 32x32-bit products.
+inline __m512i mulhi_epu64(__m512i a, __m512i b) {
+  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFLL);
+  const __m512i a_hi = _mm512_srli_epi64(a, 32), b_hi = _mm512_srli_epi64(b, 32);
+  const __m512i ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, b_hi);
+  const __m512i hl = _mm512_mul_epu32(a_hi, b), hh = _mm512_mul_epu32(a_hi, b_hi);
+  const __m512i mid = _mm512_add_epi64(_mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, low32)),
+                                       _mm512_and_si512(hl, low32));
+  return _mm512_add_epi64(_mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32)),
+                          _mm512_add_epi64(_mm512_srli_epi64(hl, 32), _mm512_srli_epi64(mid, 32)));
+}
+
+// v mod m for 8 lanes (Barrett with mu = floor(2^64 / m); see FastMod).
+inline __m512i fast_mod_epu64(__m512i v, __m512i m, __m512i mu) {
+  const __m512i r = _mm512_sub_epi64(v, _mm512_mullo_epi64(mulhi_epu64(v, mu), m));
+  return _mm512_min_epu64(r, _mm512_sub_epi64(r, m));  // r < 2m; a wrapped r - m is larger
+}
+#endif
+
+// ---------------------------------------------------------------------------------------
+// GF(2^l) count_range. Inside an aligned block of kTile candidates, x = base ^ j, so
+// v(x) = (a1 base ^ a0) ^ a1 j is linear in j over GF(2): walking j in Gray-code order
+// changes a1 j by one precomputed a1 2^b per step, and no carry-less product is needed
+// per pair. Partial blocks at the ends, and fields smaller than a block, are evaluated
+// directly.
+constexpr int kTileBits = 12;
+static_assert(std::size_t{1} << kTileBits == kTile, "kTile must be 2^kTileBits");
+
+void count_direct_gf(const BinaryField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
+                     std::size_t n, u64 x_begin, std::size_t x_count, u64* counts) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const u64 zi = z[i], a0i = a0[i], a1i = a1[i];
+    for (std::size_t j = 0; j < x_count; ++j) counts[j] += fast_mod(gf_mul(a1i, x_begin + j, f) ^ a0i, fm) == zi;
+  }
+}
+
+// tile[j] += #{i : h_i(base ^ j) == z[i]} for all j < kTile.
+void count_block_gf(const BinaryField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
+                    std::size_t n, u64 base, u64* tile) {
+#if defined(__AVX512F__)
+  constexpr int kStepBits = kTileBits - 3;  // lanes cover the low 3 bits of j
+  const __m512i M = _mm512_set1_epi64(static_cast<long long>(fm.m));
+  const __m512i MU = _mm512_set1_epi64(static_cast<long long>(fm.mu));
+  for (std::size_t i = 0; i < n; ++i) {
+    alignas(64) u64 lane[8];
+    const u64 start = gf_mul(a1[i], base, f) ^ a0[i];
+    for (u64 j = 0; j < 8; ++j) lane[j] = start ^ gf_mul(a1[i], j, f);
+    u64 step[kStepBits];
+    for (int b = 0; b < kStepBits; ++b) step[b] = gf_mul(a1[i], u64{8} << b, f);
+    const __m512i L = _mm512_load_si512(lane);
+    const __m512i Z = _mm512_set1_epi64(static_cast<long long>(z[i]));
+    const __m512i one = _mm512_set1_epi64(1);
+    u64 w = 0;  // a1 * 8 gray(k)
+    for (std::size_t k = 0; k < (kTile >> 3); ++k) {
+      const std::size_t slot = (k ^ (k >> 1)) << 3;
+      const __m512i r = fast_mod_epu64(_mm512_xor_si512(L, _mm512_set1_epi64(static_cast<long long>(w))), M, MU);
+      __m512i* t = reinterpret_cast<__m512i*>(tile + slot);
+      _mm512_store_si512(t, _mm512_mask_add_epi64(_mm512_load_si512(t), _mm512_cmpeq_epu64_mask(r, Z),
+                                                  _mm512_load_si512(t), one));
+      w ^= step[__builtin_ctzll(k + 1) < kStepBits ? __builtin_ctzll(k + 1) : 0];
+    }
+  }
+#else
+  for (std::size_t i = 0; i < n; ++i) {
+    u64 step[kTileBits];
+    for (int b = 0; b < kTileBits; ++b) step[b] = gf_mul(a1[i], u64{1} << b, f);
+    const u64 zi = z[i];
+    u64 v = gf_mul(a1[i], base, f) ^ a0[i];  // value at j = gray(k)
+    for (std::size_t k = 0; k < kTile; ++k) {
+      tile[k ^ (k >> 1)] += fast_mod(v, fm) == zi;
+      v ^= step[__builtin_ctzll(k + 1) < kTileBits ? __builtin_ctzll(k + 1) : 0];
+    }
+  }
+#endif
+}
+
+void count_range_gf(const BinaryField& f, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
+                    u64 x_begin, std::size_t x_count, u64* counts) {
+  const FastMod fm = make_fast_mod(m);
+  if (f.l < 16) {
+    count_direct_gf(f, fm, z, a0, a1, n, x_begin, x_count, counts);
+    return;
+  }
+  alignas(64) u64 tile[kTile];
+  std::size_t done = 0;
+  while (done < x_count) {
+    const u64 x = x_begin + done;
+    const u64 base = x & ~static_cast<u64>(kTile - 1);
+    const std::size_t lo = static_cast<std::size_t>(x - base);
+    const std::size_t hi = x_count - done < kTile - lo ? lo + (x_count - done) : kTile;
+    if (hi - lo < kTile / 4) {  // a short piece: direct evaluation is cheaper
+      count_direct_gf(f, fm, z, a0, a1, n, x, hi - lo, counts + done);
+    } else {
+      for (std::size_t j = 0; j < kTile; ++j) tile[j] = 0;
+      count_block_gf(f, fm, z, a0, a1, n, base, tile);
+      for (std::size_t j = lo; j < hi; ++j) counts[done + j - lo] += tile[j];
+    }
+    done += hi - lo;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // The walk of kGroup reports over `steps` vectors of candidates, per ISA.
 
@@ -311,33 +413,12 @@ void count_range(const FieldSpec& field, const u64* z, const u64* a0, const u64*
     }
     return;
   }
-  // GF(2^l): one carry-less product per pair, Barrett reduction mod m.
-  const FastMod fm = make_fast_mod(m);
-  for (std::size_t t0 = 0; t0 < x_count; t0 += kTile) {
-    const std::size_t tn = x_count - t0 < kTile ? x_count - t0 : kTile;
-    for (std::size_t i = 0; i < n; ++i) {
-      const u64 zi = z[i], a0i = a0[i], a1i = a1[i];
-      for (std::size_t j = 0; j < tn; ++j)
-        counts[t0 + j] += fast_mod(gf_mul(a1i, x_begin + t0 + j, field.gf) ^ a0i, fm) == zi;
-    }
-  }
+  count_range_gf(field.gf, z, a0, a1, n, m, x_begin, x_count, counts);
 }
 
 // count_list over one candidate tile, prime field: per pair one Montgomery product and
 // one Barrett reduction.
 #if defined(__AVX512F__)
-
-// High 64 bits of the 64x64-bit products, from four 32x32-bit products.
-inline __m512i mulhi_epu64(__m512i a, __m512i b) {
-  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFLL);
-  const __m512i a_hi = _mm512_srli_epi64(a, 32), b_hi = _mm512_srli_epi64(b, 32);
-  const __m512i ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, b_hi);
-  const __m512i hl = _mm512_mul_epu32(a_hi, b), hh = _mm512_mul_epu32(a_hi, b_hi);
-  const __m512i mid = _mm512_add_epi64(_mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, low32)),
-                                       _mm512_and_si512(hl, low32));
-  return _mm512_add_epi64(_mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32)),
-                          _mm512_add_epi64(_mm512_srli_epi64(hl, 32), _mm512_srli_epi64(mid, 32)));
-}
 
 void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
                       std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
@@ -366,9 +447,7 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
         const __m512i s = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
         const __mmask8 over = _mm512_cmplt_epu64_mask(s, v) | _mm512_cmpge_epu64_mask(s, P);
         v = _mm512_mask_sub_epi64(s, over, s, P);
-        // Barrett mod m; the remainder is < 2m, and min() undoes a wrapped subtraction.
-        __m512i r = _mm512_sub_epi64(v, _mm512_mullo_epi64(mulhi_epu64(v, MU), M));
-        r = _mm512_min_epu64(r, _mm512_sub_epi64(r, M));
+        const __m512i r = fast_mod_epu64(v, M, MU);
         const __mmask8 hit = _mm512_cmpeq_epu64_mask(r, _mm512_set1_epi64(static_cast<long long>(z[rb + i])));
         cnt = _mm512_mask_sub_epi64(cnt, hit, cnt, _mm512_set1_epi64(-1));
       }
