@@ -51,9 +51,10 @@ struct Walk {
   u64 dwrap;    // (step - p) mod m
 };
 
-Walk make_walk(u64 a1, u64 stride, const PrimeField& f, const FastMod& fm, u64 p_mod_m) {
+// a1_mont is a1 in Montgomery form; dwrap is unused (and may wrap) when m > 2^63.
+Walk make_walk(u64 a1_mont, u64 stride, const PrimeField& f, const FastMod& fm, u64 p_mod_m) {
   Walk w;
-  w.step = static_cast<u64>(static_cast<u128>(a1 % f.p) * stride % f.p);
+  w.step = mont_redc(static_cast<u128>(a1_mont) * stride, f);
   w.wrap_at = f.p - w.step;
   w.dstep = fast_mod(w.step, fm);
   w.dwrap = w.dstep >= p_mod_m ? w.dstep - p_mod_m : w.dstep + (fm.m - p_mod_m);
@@ -92,8 +93,8 @@ void prepare_block(RangeBlock& b, const PrimeField& f, const FastMod& fm, u64 p_
     b.z[i] = z[i];
     b.a0[i] = a0[i];
     b.a1_mont[i] = to_montgomery(a1[i], f);
-    b.unit[i] = make_walk(a1[i], 1, f, fm, p_mod_m);
-    b.lanes[i] = make_walk(a1[i], kLanes, f, fm, p_mod_m);
+    b.unit[i] = make_walk(b.a1_mont[i], 1, f, fm, p_mod_m);
+    b.lanes[i] = make_walk(b.a1_mont[i], kLanes, f, fm, p_mod_m);
   }
   b.count = (n + kGroup - 1) / kGroup * kGroup;
   for (std::size_t i = n; i < b.count; ++i) {
@@ -339,7 +340,7 @@ template <bool kLargeM>
 void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u64* a1, std::size_t n,
                        u64 m, u64 x_begin, std::size_t x_count, u64* counts) {
   const FastMod fm = make_fast_mod(m);
-  const u64 p_mod_m = kLargeM ? 0 : fast_mod(f.p, fm);
+  const u64 p_mod_m = fast_mod(f.p, fm);
   RangeBlock block;
   alignas(64) TileCounter tile[kTile];
   alignas(64) u64 v0[kGroup][kLanes];
