@@ -313,22 +313,30 @@ void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], con
 template <bool kLargeM>
 void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes],
                 u64 m, std::size_t steps, TileCounter* tile) {
-  u64 v[kGroup], r[kGroup];
+  // Constants copied to locals: tile stores could otherwise alias them.
+  u64 v[kGroup], r[kGroup], step[kGroup], wrap_at[kGroup], dstep[kGroup], dwrap[kGroup], z[kGroup];
   for (std::size_t k = 0; k < kGroup; ++k) {
+    const Walk& w = b.lanes[g + k];
     v[k] = v0[k][0];
     r[k] = r0[k][0];
+    step[k] = w.step;
+    wrap_at[k] = w.wrap_at;
+    dstep[k] = w.dstep;
+    dwrap[k] = w.dwrap;
+    z[k] = b.z[g + k];
   }
   for (std::size_t s = 0; s < steps; ++s) {
     TileCounter hits = 0;
     for (std::size_t k = 0; k < kGroup; ++k) {
-      const Walk& w = b.lanes[g + k];
+      const bool wrap = v[k] >= wrap_at[k];
       if (kLargeM) {
-        hits += reduce_large(v[k], m) == b.z[g + k];
-        v[k] = v[k] >= w.wrap_at ? v[k] - w.wrap_at : v[k] + w.step;
+        hits += reduce_large(v[k], m) == z[k];
       } else {
-        hits += r[k] == b.z[g + k];
-        advance(v[k], r[k], w, m);
+        hits += r[k] == z[k];
+        const u64 t = r[k] + (wrap ? dwrap[k] : dstep[k]);
+        r[k] = t >= m ? t - m : t;
       }
+      v[k] = wrap ? v[k] - wrap_at[k] : v[k] + step[k];
     }
     tile[s] += hits;
   }
