@@ -411,20 +411,6 @@ void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_
   });
 }
 
-void count_range(const FieldSpec& field, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
-                 u64 x_begin, std::size_t x_count, u64* counts) {
-  if (n == 0 || x_count == 0) return;
-  if (!field.binary) {
-    if (m > (u64{1} << 63)) {
-      count_range_prime<true>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
-    } else {
-      count_range_prime<false>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
-    }
-    return;
-  }
-  count_range_gf(field.gf, z, a0, a1, n, m, x_begin, x_count, counts);
-}
-
 // count_list over one candidate tile, prime field: per pair one Montgomery product and
 // one Barrett reduction.
 #if defined(__AVX512F__)
@@ -437,13 +423,13 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
   const __m512i PINV = _mm512_set1_epi64(static_cast<long long>(f.pinv));
   const __m512i M = _mm512_set1_epi64(static_cast<long long>(fm.m));
   const __m512i MU = _mm512_set1_epi64(static_cast<long long>(fm.mu));
-  const std::size_t full = x_count / 8 * 8;
   for (std::size_t rb = 0; rb < n; rb += kBlock) {
     const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
     for (std::size_t i = 0; i < nb; ++i) a1_mont[i] = to_montgomery(a1[rb + i], f);
-    for (std::size_t j = 0; j < full; j += 8) {
-      const __m512i x = _mm512_loadu_si512(xs + j);
-      __m512i cnt = _mm512_loadu_si512(counts + j);
+    for (std::size_t j = 0; j < x_count; j += 8) {
+      const __mmask8 live = x_count - j >= 8 ? 0xFF : static_cast<__mmask8>((1u << (x_count - j)) - 1);
+      const __m512i x = _mm512_maskz_loadu_epi64(live, xs + j);  // dead lanes compute x = 0, never stored
+      __m512i cnt = _mm512_maskz_loadu_epi64(live, counts + j);
       for (std::size_t i = 0; i < nb; ++i) {
         const __m512i a = _mm512_set1_epi64(static_cast<long long>(a1_mont[i]));
         // Montgomery: t = a x, q = t_lo p^-1, v = t_hi - (q p)_hi (+ p on borrow).
@@ -460,11 +446,8 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
         const __mmask8 hit = _mm512_cmpeq_epu64_mask(r, _mm512_set1_epi64(static_cast<long long>(z[rb + i])));
         cnt = _mm512_mask_sub_epi64(cnt, hit, cnt, _mm512_set1_epi64(-1));
       }
-      _mm512_storeu_si512(counts + j, cnt);
+      _mm512_mask_storeu_epi64(counts + j, live, cnt);
     }
-    for (std::size_t i = 0; i < nb; ++i)
-      for (std::size_t j = full; j < x_count; ++j)
-        counts[j] += fast_mod(prime_value(f, a0[rb + i], a1_mont[i], xs[j]), fm) == z[rb + i];
   }
 }
 
@@ -489,6 +472,33 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
 }
 
 #endif
+
+// Below this many candidates count_range evaluates each pair directly.
+#if defined(__AVX512F__)
+constexpr std::size_t kWalkMinCandidates = 32;
+#else
+constexpr std::size_t kWalkMinCandidates = 8;
+#endif
+
+void count_range(const FieldSpec& field, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
+                 u64 x_begin, std::size_t x_count, u64* counts) {
+  if (n == 0 || x_count == 0) return;
+  if (!field.binary) {
+    if (x_count < kWalkMinCandidates) {  // too short to pay for the walk's per-report setup
+      u64 xs[kWalkMinCandidates];
+      for (std::size_t j = 0; j < x_count; ++j) xs[j] = x_begin + j;
+      count_list_prime(field.prime, make_fast_mod(m), z, a0, a1, n, xs, x_count, counts);
+      return;
+    }
+    if (m > (u64{1} << 63)) {
+      count_range_prime<true>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
+    } else {
+      count_range_prime<false>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
+    }
+    return;
+  }
+  count_range_gf(field.gf, z, a0, a1, n, m, x_begin, x_count, counts);
+}
 
 void count_list(const FieldSpec& field, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
                 const u64* xs, std::size_t x_count, u64* counts) {
