@@ -1,28 +1,301 @@
 // Fast Walsh-Hadamard transform, compiled once per ISA (see dispatch.hpp).
+//
+// Schedule for a row of length n (W = lanes per vector, K = vectors per register block):
+//  * n < W: plain butterflies.
+//  * W <= n <= K * W: one pass entirely in registers: the log2(W) stages inside each
+//    vector use lane permutes, the log2(n / W) stages across vectors whole-vector adds.
+//  * larger n: view the row as R x C (R <= K rows of length C), transform each row
+//    recursively (depth first, so each row is finished while it is still in cache),
+//    then apply the log2(R) stages across rows in one pass over the columns, R vectors
+//    in registers at a time. Each level multiplies the block by 16 (AVX-512), so the
+//    passes run on blocks of 4 KB..16 KB (L1), 256 KB (L2), 4 MB (L3) and beyond, and
+//    only one pass streams over memory per factor 16 of length.
+// Every element receives the stages h = 1, 2, 4, ... in ascending order with the same
+// a + b / a - b operations, so results do not depend on ISA or schedule.
 #include "ldpfast/kernels/fwht.hpp"
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace ldpfast {
 namespace LDPFAST_ISA_NS {
 namespace {
 
+// ---------------------------------------------------------------------------------------
+// Vector types: W lanes of T with add, sub, unaligned load/store and the in-vector stages.
+
+// Portable one-lane "vector". Integers are added as uint64 (defined wrap-around).
 template <class T>
-void fwht_row(T* data, std::size_t n) {
-  for (std::size_t h = 1; h < n; h <<= 1)
-    for (std::size_t block = 0; block < n; block += 2 * h)
-      for (std::size_t j = block; j < block + h; ++j) {
-        const T a = data[j], b = data[j + h];
-        data[j] = a + b;
-        data[j + h] = a - b;
-      }
+struct Scalar {
+  using Elem = T;
+  static constexpr std::size_t W = 1;
+  static constexpr std::size_t K = 8;  // rows per register pass
+  T v;
+  static Scalar load(const T* p) { return {*p}; }
+  void store(T* p) const { *p = v; }
+  static Scalar add(Scalar a, Scalar b) { return {a.v + b.v}; }
+  static Scalar sub(Scalar a, Scalar b) { return {a.v - b.v}; }
+  void lane_stages() {}
+};
+template <>
+inline Scalar<std::int64_t> Scalar<std::int64_t>::add(Scalar a, Scalar b) {
+  return {static_cast<std::int64_t>(static_cast<std::uint64_t>(a.v) + static_cast<std::uint64_t>(b.v))};
+}
+template <>
+inline Scalar<std::int64_t> Scalar<std::int64_t>::sub(Scalar a, Scalar b) {
+  return {static_cast<std::int64_t>(static_cast<std::uint64_t>(a.v) - static_cast<std::uint64_t>(b.v))};
 }
 
-void fwht_f32(float* data, std::size_t n) { fwht_row(data, n); }
-void fwht_f64(double* data, std::size_t n) { fwht_row(data, n); }
-void fwht_i64(std::int64_t* data, std::size_t n) { fwht_row(data, n); }
+#if defined(__AVX512F__)
+// In-vector stage h: s = v with lanes i and i ^ h swapped; lanes without bit h get v + s
+// (= a + b), lanes with bit h get s - v (= a - b).
+struct F32x16 {
+  using Elem = float;
+  static constexpr std::size_t W = 16, K = 8;
+  __m512 v;
+  static F32x16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  static F32x16 add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+  static F32x16 sub(F32x16 a, F32x16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
+  static __m512 stage(__m512 v, __m512 s, __mmask16 hi) {
+    return _mm512_mask_sub_ps(_mm512_add_ps(v, s), hi, s, v);
+  }
+  void lane_stages() {
+    v = stage(v, _mm512_permute_ps(v, 0xB1), 0xAAAA);
+    v = stage(v, _mm512_permute_ps(v, 0x4E), 0xCCCC);
+    v = stage(v, _mm512_shuffle_f32x4(v, v, 0xB1), 0xF0F0);
+    v = stage(v, _mm512_shuffle_f32x4(v, v, 0x4E), 0xFF00);
+  }
+};
+struct F64x8 {
+  using Elem = double;
+  static constexpr std::size_t W = 8, K = 8;
+  __m512d v;
+  static F64x8 load(const double* p) { return {_mm512_loadu_pd(p)}; }
+  void store(double* p) const { _mm512_storeu_pd(p, v); }
+  static F64x8 add(F64x8 a, F64x8 b) { return {_mm512_add_pd(a.v, b.v)}; }
+  static F64x8 sub(F64x8 a, F64x8 b) { return {_mm512_sub_pd(a.v, b.v)}; }
+  static __m512d stage(__m512d v, __m512d s, __mmask8 hi) {
+    return _mm512_mask_sub_pd(_mm512_add_pd(v, s), hi, s, v);
+  }
+  void lane_stages() {
+    v = stage(v, _mm512_permute_pd(v, 0x55), 0xAA);
+    v = stage(v, _mm512_permutex_pd(v, 0x4E), 0xCC);
+    v = stage(v, _mm512_shuffle_f64x2(v, v, 0x4E), 0xF0);
+  }
+};
+struct I64x8 {
+  using Elem = std::int64_t;
+  static constexpr std::size_t W = 8, K = 8;
+  __m512i v;
+  static I64x8 load(const std::int64_t* p) { return {_mm512_loadu_si512(p)}; }
+  void store(std::int64_t* p) const { _mm512_storeu_si512(p, v); }
+  static I64x8 add(I64x8 a, I64x8 b) { return {_mm512_add_epi64(a.v, b.v)}; }
+  static I64x8 sub(I64x8 a, I64x8 b) { return {_mm512_sub_epi64(a.v, b.v)}; }
+  static __m512i stage(__m512i v, __m512i s, __mmask8 hi) {
+    return _mm512_mask_sub_epi64(_mm512_add_epi64(v, s), hi, s, v);
+  }
+  void lane_stages() {
+    v = stage(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC), 0xAA);
+    v = stage(v, _mm512_permutex_epi64(v, 0x4E), 0xCC);
+    v = stage(v, _mm512_shuffle_i64x2(v, v, 0x4E), 0xF0);
+  }
+};
+using VecF32 = F32x16;
+using VecF64 = F64x8;
+using VecI64 = I64x8;
+#elif defined(__AVX2__)
+// Same in-vector stages as above, with a blend instead of a masked subtract.
+struct F32x8 {
+  using Elem = float;
+  static constexpr std::size_t W = 8, K = 8;
+  __m256 v;
+  static F32x8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  static F32x8 add(F32x8 a, F32x8 b) { return {_mm256_add_ps(a.v, b.v)}; }
+  static F32x8 sub(F32x8 a, F32x8 b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  void lane_stages() {
+    __m256 s = _mm256_permute_ps(v, 0xB1);
+    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xAA);
+    s = _mm256_permute_ps(v, 0x4E);
+    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xCC);
+    s = _mm256_permute2f128_ps(v, v, 0x01);
+    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xF0);
+  }
+};
+struct F64x4 {
+  using Elem = double;
+  static constexpr std::size_t W = 4, K = 8;
+  __m256d v;
+  static F64x4 load(const double* p) { return {_mm256_loadu_pd(p)}; }
+  void store(double* p) const { _mm256_storeu_pd(p, v); }
+  static F64x4 add(F64x4 a, F64x4 b) { return {_mm256_add_pd(a.v, b.v)}; }
+  static F64x4 sub(F64x4 a, F64x4 b) { return {_mm256_sub_pd(a.v, b.v)}; }
+  void lane_stages() {
+    __m256d s = _mm256_permute_pd(v, 0x5);
+    v = _mm256_blend_pd(_mm256_add_pd(v, s), _mm256_sub_pd(s, v), 0xA);
+    s = _mm256_permute2f128_pd(v, v, 0x01);
+    v = _mm256_blend_pd(_mm256_add_pd(v, s), _mm256_sub_pd(s, v), 0xC);
+  }
+};
+struct I64x4 {
+  using Elem = std::int64_t;
+  static constexpr std::size_t W = 4, K = 8;
+  __m256i v;
+  static I64x4 load(const std::int64_t* p) { return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))}; }
+  void store(std::int64_t* p) const { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+  static I64x4 add(I64x4 a, I64x4 b) { return {_mm256_add_epi64(a.v, b.v)}; }
+  static I64x4 sub(I64x4 a, I64x4 b) { return {_mm256_sub_epi64(a.v, b.v)}; }
+  void lane_stages() {
+    __m256i s = _mm256_shuffle_epi32(v, 0x4E);
+    v = _mm256_blend_epi32(_mm256_add_epi64(v, s), _mm256_sub_epi64(s, v), 0xCC);
+    s = _mm256_permute2x128_si256(v, v, 0x01);
+    v = _mm256_blend_epi32(_mm256_add_epi64(v, s), _mm256_sub_epi64(s, v), 0xF0);
+  }
+};
+using VecF32 = F32x8;
+using VecF64 = F64x4;
+using VecI64 = I64x4;
+#else
+using VecF32 = Scalar<float>;
+using VecF64 = Scalar<double>;
+using VecI64 = Scalar<std::int64_t>;
+#endif
+
+// ---------------------------------------------------------------------------------------
+// Transform built on a vector type V.
+
+template <class V>
+struct Fwht {
+  using T = typename V::Elem;
+  static constexpr std::size_t W = V::W;
+  static constexpr std::size_t K = V::K;
+
+  // The log2(Q) stages across Q vectors held in registers.
+  template <std::size_t Q>
+  static inline __attribute__((always_inline)) void butterflies(V* x) {
+    for (std::size_t h = 1; h < Q; h <<= 1)
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < Q; ++i)
+        if (!(i & h)) {
+          const V a = x[i], b = x[i + h];
+          x[i] = V::add(a, b);
+          x[i + h] = V::sub(a, b);
+        }
+  }
+
+  // Rows shorter than one vector: textbook loops.
+  using Scalar1 = Scalar<T>;
+  static void tiny(T* p, std::size_t n) {
+    for (std::size_t h = 1; h < n; h <<= 1)
+      for (std::size_t b = 0; b < n; b += 2 * h)
+        for (std::size_t j = b; j < b + h; ++j) {
+          const Scalar1 a = Scalar1::load(p + j), c = Scalar1::load(p + j + h);
+          Scalar1::add(a, c).store(p + j);
+          Scalar1::sub(a, c).store(p + j + h);
+        }
+  }
+
+  // Complete transform of Q * W contiguous elements in registers.
+  template <std::size_t Q>
+  static void block(T* p) {
+    V x[Q];
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < Q; ++i) {
+      x[i] = V::load(p + i * W);
+      x[i].lane_stages();
+    }
+    butterflies<Q>(x);
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < Q; ++i) x[i].store(p + i * W);
+  }
+
+  // Radix-Q pass across rows: for each row group {base + q * h : q < Q} (stride `stride`
+  // elements between rows) and each column in [c0, c1), the Q-point butterflies.
+  template <std::size_t Q>
+  static void pass(T* p, std::size_t rows, std::size_t stride, std::size_t h, std::size_t c0,
+                   std::size_t c1) {
+    for (std::size_t hi = 0; hi < rows; hi += Q * h)
+      for (std::size_t lo = hi; lo < hi + h; ++lo) {
+        T* base = p + lo * stride;
+        const std::size_t step = h * stride;
+        for (std::size_t c = c0; c < c1; c += W) {
+          V x[Q];
+#pragma GCC unroll 16
+          for (std::size_t q = 0; q < Q; ++q) x[q] = V::load(base + q * step + c);
+          butterflies<Q>(x);
+#pragma GCC unroll 16
+          for (std::size_t q = 0; q < Q; ++q) x[q].store(base + q * step + c);
+        }
+      }
+  }
+
+  static void pass_any(std::size_t q, T* p, std::size_t rows, std::size_t stride, std::size_t h,
+                       std::size_t c0, std::size_t c1) {
+    switch (q) {
+      case 2: return pass<2>(p, rows, stride, h, c0, c1);
+      case 4: return pass<4>(p, rows, stride, h, c0, c1);
+      case 8: return pass<8>(p, rows, stride, h, c0, c1);
+      default:
+        if constexpr (K >= 16) return pass<16>(p, rows, stride, h, c0, c1);
+    }
+  }
+
+  // All stages across `rows` rows for columns [c0, c1): one register pass when rows <= K,
+  // otherwise column strips small enough for L1, each finished with several passes.
+  static void columns(T* p, std::size_t rows, std::size_t stride, std::size_t c0, std::size_t c1) {
+    if (rows <= 1) return;
+    if (rows <= K) return pass_any(rows, p, rows, stride, 1, c0, c1);
+    std::size_t strip = (std::size_t{16384} / sizeof(T)) / rows;
+    if (strip < W) strip = W;
+    for (std::size_t s = c0; s < c1; s += strip) {
+      const std::size_t e = s + strip < c1 ? s + strip : c1;
+      for (std::size_t h = 1; h < rows; h *= K) {
+        const std::size_t q = rows / h < K ? rows / h : K;
+        pass_any(q, p, rows, stride, h, s, e);
+      }
+    }
+  }
+
+  static void row(T* p, std::size_t n) {
+    if (n < W) return tiny(p, n);
+    switch (n / W) {
+      case 1: return block<1>(p);
+      case 2: return block<2>(p);
+      case 4: return block<4>(p);
+      case 8: return block<8>(p);
+      case 16:
+        if constexpr (K >= 16) return block<16>(p);
+        break;
+      default:
+        break;
+    }
+    std::size_t r = n / (K * W);
+    if (r > K) r = K;
+    const std::size_t c = n / r;
+    for (std::size_t i = 0; i < r; ++i) row(p + i * c, c);
+    pass_any(r, p, r, c, 1, 0, c);
+  }
+};
+
+void f32_row(float* p, std::size_t n) { Fwht<VecF32>::row(p, n); }
+void f64_row(double* p, std::size_t n) { Fwht<VecF64>::row(p, n); }
+void i64_row(std::int64_t* p, std::size_t n) { Fwht<VecI64>::row(p, n); }
+void f32_columns(float* p, std::size_t r, std::size_t s, std::size_t c0, std::size_t c1) {
+  Fwht<VecF32>::columns(p, r, s, c0, c1);
+}
+void f64_columns(double* p, std::size_t r, std::size_t s, std::size_t c0, std::size_t c1) {
+  Fwht<VecF64>::columns(p, r, s, c0, c1);
+}
+void i64_columns(std::int64_t* p, std::size_t r, std::size_t s, std::size_t c0, std::size_t c1) {
+  Fwht<VecI64>::columns(p, r, s, c0, c1);
+}
 
 }  // namespace
 
-extern const FwhtKernels fwht_kernels = {&fwht_f32, &fwht_f64, &fwht_i64};
+extern const FwhtKernels fwht_kernels = {
+    {&f32_row, &f32_columns}, {&f64_row, &f64_columns}, {&i64_row, &i64_columns}};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast
