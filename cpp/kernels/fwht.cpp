@@ -30,7 +30,7 @@ template <class T>
 struct Scalar {
   using Elem = T;
   static constexpr std::size_t W = 1;
-  static constexpr std::size_t K = 8;  // rows per register pass
+  static constexpr std::size_t K = 8, KB = 8;  // rows per pass, vectors per block
   T v;
   static Scalar load(const T* p) { return {*p}; }
   void store(T* p) const { *p = v; }
@@ -52,7 +52,7 @@ inline Scalar<std::int64_t> Scalar<std::int64_t>::sub(Scalar a, Scalar b) {
 // (= a + b), lanes with bit h get s - v (= a - b).
 struct F32x16 {
   using Elem = float;
-  static constexpr std::size_t W = 16, K = 8;
+  static constexpr std::size_t W = 16, K = 8, KB = 16;
   __m512 v;
   static F32x16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
@@ -70,7 +70,7 @@ struct F32x16 {
 };
 struct F64x8 {
   using Elem = double;
-  static constexpr std::size_t W = 8, K = 8;
+  static constexpr std::size_t W = 8, K = 8, KB = 16;
   __m512d v;
   static F64x8 load(const double* p) { return {_mm512_loadu_pd(p)}; }
   void store(double* p) const { _mm512_storeu_pd(p, v); }
@@ -87,7 +87,7 @@ struct F64x8 {
 };
 struct I64x8 {
   using Elem = std::int64_t;
-  static constexpr std::size_t W = 8, K = 8;
+  static constexpr std::size_t W = 8, K = 8, KB = 16;
   __m512i v;
   static I64x8 load(const std::int64_t* p) { return {_mm512_loadu_si512(p)}; }
   void store(std::int64_t* p) const { _mm512_storeu_si512(p, v); }
@@ -109,7 +109,7 @@ using VecI64 = I64x8;
 // Same in-vector stages as above, with a blend instead of a masked subtract.
 struct F32x8 {
   using Elem = float;
-  static constexpr std::size_t W = 8, K = 8;
+  static constexpr std::size_t W = 8, K = 8, KB = 8;
   __m256 v;
   static F32x8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
@@ -126,7 +126,7 @@ struct F32x8 {
 };
 struct F64x4 {
   using Elem = double;
-  static constexpr std::size_t W = 4, K = 8;
+  static constexpr std::size_t W = 4, K = 8, KB = 8;
   __m256d v;
   static F64x4 load(const double* p) { return {_mm256_loadu_pd(p)}; }
   void store(double* p) const { _mm256_storeu_pd(p, v); }
@@ -141,7 +141,7 @@ struct F64x4 {
 };
 struct I64x4 {
   using Elem = std::int64_t;
-  static constexpr std::size_t W = 4, K = 8;
+  static constexpr std::size_t W = 4, K = 8, KB = 8;
   __m256i v;
   static I64x4 load(const std::int64_t* p) { return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))}; }
   void store(std::int64_t* p) const { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
@@ -170,19 +170,23 @@ template <class V>
 struct Fwht {
   using T = typename V::Elem;
   static constexpr std::size_t W = V::W;
-  static constexpr std::size_t K = V::K;
+  static constexpr std::size_t K = V::K;    // rows per pass across rows
+  static constexpr std::size_t KB = V::KB;  // vectors per contiguous register block
 
-  // The log2(Q) stages across Q vectors held in registers.
-  template <std::size_t Q>
+  // The log2(Q) stages across Q vectors held in registers (stage H, then 2H, ...; the
+  // recursion guarantees full unrolling so x never leaves registers).
+  template <std::size_t Q, std::size_t H = 1>
   static inline __attribute__((always_inline)) void butterflies(V* x) {
-    for (std::size_t h = 1; h < Q; h <<= 1)
+    if constexpr (H < Q) {
 #pragma GCC unroll 16
       for (std::size_t i = 0; i < Q; ++i)
-        if (!(i & h)) {
-          const V a = x[i], b = x[i + h];
+        if (!(i & H)) {
+          const V a = x[i], b = x[i + H];
           x[i] = V::add(a, b);
-          x[i + h] = V::sub(a, b);
+          x[i + H] = V::sub(a, b);
         }
+      butterflies<Q, 2 * H>(x);
+    }
   }
 
   // Rows shorter than one vector: textbook loops.
@@ -266,12 +270,12 @@ struct Fwht {
       case 4: return block<4>(p);
       case 8: return block<8>(p);
       case 16:
-        if constexpr (K >= 16) return block<16>(p);
+        if constexpr (KB >= 16) return block<16>(p);
         break;
       default:
         break;
     }
-    std::size_t r = n / (K * W);
+    std::size_t r = n / (KB * W);
     if (r > K) r = K;
     const std::size_t c = n / r;
     for (std::size_t i = 0; i < r; ++i) row(p + i * c, c);
