@@ -11,6 +11,8 @@ void transform(py::array& arr, int threads) {
   const std::size_t n = static_cast<std::size_t>(a.shape(a.ndim() - 1));
   const std::size_t rows = n ? static_cast<std::size_t>(a.size()) / n : 0;
   T* data = a.mutable_data();
+  if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0)
+    throw py::value_error("data must be aligned to its element size");
   py::gil_scoped_release release;
   fwht_rows(data, rows, n, threads);
 }
@@ -18,6 +20,7 @@ void transform(py::array& arr, int threads) {
 
 void register_fwht(py::module_& m) {
   m.def("fwht", [](py::array data, int threads) {
+    if (threads < 0) throw py::value_error("threads must be >= 0 (0 = default), got " + std::to_string(threads));
     if (data.ndim() != 1 && data.ndim() != 2)
       throw py::value_error("data must be 1-D or 2-D (rows transformed), got ndim=" + std::to_string(data.ndim()));
     const auto n = static_cast<std::uint64_t>(data.shape(data.ndim() - 1));
@@ -28,7 +31,8 @@ void register_fwht(py::module_& m) {
     if (data.dtype().is(py::dtype::of<std::int64_t>())) return transform<std::int64_t>(data, threads);
     throw py::type_error("data must have dtype float32, float64 or int64, got " + std::string(py::str(data.dtype())));
   }, py::arg("data"), py::arg("threads") = 0,
-     "In-place unnormalized fast Walsh-Hadamard transform of a 1-D array or of each row of a 2-D array.");
+     "In-place unnormalized fast Walsh-Hadamard transform of a 1-D array or of each row of a 2-D array "
+     "(float32, float64 or int64, C-contiguous, writable; never copied). GIL released.");
 }
 
 }  // namespace ldpfast::bind

@@ -15,8 +15,8 @@ namespace ldpfast {
 namespace {
 
 constexpr std::size_t kSplit = 16;                             // blocks per long row
-constexpr std::size_t kMinParallelRow = std::size_t{1} << 17;  // elements
-constexpr std::size_t kRowTaskElements = std::size_t{1} << 16; // work per task, many rows
+constexpr std::size_t kMinParallelRow = std::size_t{1} << 18;  // elements
+constexpr std::size_t kRowTaskElements = std::size_t{1} << 17; // work per task, many rows
 constexpr std::size_t kColumnAlign = 64;                       // see FwhtTypeKernels
 
 template <class T>
