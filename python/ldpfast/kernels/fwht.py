@@ -11,7 +11,7 @@ from ..errors import DTypeError, ParameterError
 
 __all__ = ["fwht"]
 
-_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
+_MAX_THREADS = 1 << 16
 
 
 def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
@@ -51,25 +51,22 @@ def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
         Wrong number of dimensions, length not a power of two in ``[2, 2^30]``, an array
         that is not C-contiguous, aligned and writable, or ``threads`` not an integer >= 0.
     """
-    if not isinstance(data, np.ndarray):
-        raise DTypeError(f"data must be a numpy array, got {type(data).__name__}")
-    if data.dtype not in _DTYPES:
-        raise DTypeError(f"data must have dtype float32, float64 or int64 (native byte order), "
-                         f"got {data.dtype.str}")
-    if data.ndim not in (1, 2):
-        raise ParameterError(f"data must be 1-D or 2-D (rows), got ndim={data.ndim}")
-    length = data.shape[-1]
-    if length < 2 or length > 2**30 or length & (length - 1):
-        raise ParameterError(
-            f"data's last dimension must be a power of two in [2, 2^30], got {length}")
-    if not data.flags.c_contiguous:
-        raise ParameterError("data must be C-contiguous (fwht works in place and never copies), "
-                             f"got strides {data.strides}")
-    if not data.flags.aligned:
-        raise ParameterError("data must be aligned to its element size")
-    if not data.flags.writeable:
-        raise ParameterError("data must be writable (fwht works in place), got a read-only array")
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 0:
-        raise ParameterError(f"threads must be an integer >= 0 (0 = default), got {threads!r}")
-    _core.fwht(data, int(threads))
+    if type(threads) is not int or not 0 <= threads <= _MAX_THREADS:
+        threads = _checked_threads(threads)
+    # The C++ binding validates data (type, dtype, shape, layout) without copying;
+    # translate its errors into ldpfast's.
+    try:
+        _core.fwht(data, threads)
+    except TypeError as exc:
+        raise DTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
     return data
+
+
+def _checked_threads(threads) -> int:
+    if (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
+            or not 0 <= threads <= _MAX_THREADS):
+        raise ParameterError(f"threads must be an integer in [0, {_MAX_THREADS}] (0 = default), "
+                             f"got {threads!r}")
+    return int(threads)
