@@ -48,8 +48,25 @@ inline Scalar<std::int64_t> Scalar<std::int64_t>::sub(Scalar a, Scalar b) {
 }
 
 #if defined(__AVX512F__)
-// In-vector stage h: s = v with lanes i and i ^ h swapped; lanes without bit h get v + s
-// (= a + b), lanes with bit h get s - v (= a - b).
+// Float butterflies use both kinds of FP pipe: a + b on the adders and a - b as the fused
+// fnmadd(b, 1, a), which is exact to the same bits (the product b * 1 is exact and a single
+// rounding follows). The 1 is hidden from the optimizer so it is not folded back into a
+// subtraction. In-vector stage h: s = v with lanes i and i ^ h swapped, then
+// fmadd(v, sign, s) with sign = -1 on lanes with bit h: v + s = a + b on the others,
+// s - v = a - b on those (again exact: one rounding of an exact product plus s).
+inline __m512 opaque_ones_ps() {
+  __m512 one = _mm512_set1_ps(1.0f);
+  __asm__("" : "+v"(one));
+  return one;
+}
+inline __m512d opaque_ones_pd() {
+  __m512d one = _mm512_set1_pd(1.0);
+  __asm__("" : "+v"(one));
+  return one;
+}
+inline __m512 lane_signs_ps(unsigned hi) { return _mm512_mask_blend_ps(static_cast<__mmask16>(hi), _mm512_set1_ps(1.0f), _mm512_set1_ps(-1.0f)); }
+inline __m512d lane_signs_pd(unsigned hi) { return _mm512_mask_blend_pd(static_cast<__mmask8>(hi), _mm512_set1_pd(1.0), _mm512_set1_pd(-1.0)); }
+
 struct F32x16 {
   using Elem = float;
   static constexpr std::size_t W = 16, K = 8, KB = 16;
@@ -57,15 +74,12 @@ struct F32x16 {
   static F32x16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
   static F32x16 add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
-  static F32x16 sub(F32x16 a, F32x16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
-  static __m512 stage(__m512 v, __m512 s, __mmask16 hi) {
-    return _mm512_mask_sub_ps(_mm512_add_ps(v, s), hi, s, v);
-  }
+  static F32x16 sub(F32x16 a, F32x16 b) { return {_mm512_fnmadd_ps(b.v, opaque_ones_ps(), a.v)}; }
   void lane_stages() {
-    v = stage(v, _mm512_permute_ps(v, 0xB1), 0xAAAA);
-    v = stage(v, _mm512_permute_ps(v, 0x4E), 0xCCCC);
-    v = stage(v, _mm512_shuffle_f32x4(v, v, 0xB1), 0xF0F0);
-    v = stage(v, _mm512_shuffle_f32x4(v, v, 0x4E), 0xFF00);
+    v = _mm512_fmadd_ps(v, lane_signs_ps(0xAAAA), _mm512_permute_ps(v, 0xB1));
+    v = _mm512_fmadd_ps(v, lane_signs_ps(0xCCCC), _mm512_permute_ps(v, 0x4E));
+    v = _mm512_fmadd_ps(v, lane_signs_ps(0xF0F0), _mm512_shuffle_f32x4(v, v, 0xB1));
+    v = _mm512_fmadd_ps(v, lane_signs_ps(0xFF00), _mm512_shuffle_f32x4(v, v, 0x4E));
   }
 };
 struct F64x8 {
@@ -75,14 +89,11 @@ struct F64x8 {
   static F64x8 load(const double* p) { return {_mm512_loadu_pd(p)}; }
   void store(double* p) const { _mm512_storeu_pd(p, v); }
   static F64x8 add(F64x8 a, F64x8 b) { return {_mm512_add_pd(a.v, b.v)}; }
-  static F64x8 sub(F64x8 a, F64x8 b) { return {_mm512_sub_pd(a.v, b.v)}; }
-  static __m512d stage(__m512d v, __m512d s, __mmask8 hi) {
-    return _mm512_mask_sub_pd(_mm512_add_pd(v, s), hi, s, v);
-  }
+  static F64x8 sub(F64x8 a, F64x8 b) { return {_mm512_fnmadd_pd(b.v, opaque_ones_pd(), a.v)}; }
   void lane_stages() {
-    v = stage(v, _mm512_permute_pd(v, 0x55), 0xAA);
-    v = stage(v, _mm512_permutex_pd(v, 0x4E), 0xCC);
-    v = stage(v, _mm512_shuffle_f64x2(v, v, 0x4E), 0xF0);
+    v = _mm512_fmadd_pd(v, lane_signs_pd(0xAA), _mm512_permute_pd(v, 0x55));
+    v = _mm512_fmadd_pd(v, lane_signs_pd(0xCC), _mm512_permutex_pd(v, 0x4E));
+    v = _mm512_fmadd_pd(v, lane_signs_pd(0xF0), _mm512_shuffle_f64x2(v, v, 0x4E));
   }
 };
 struct I64x8 {
@@ -106,7 +117,17 @@ using VecF32 = F32x16;
 using VecF64 = F64x8;
 using VecI64 = I64x8;
 #elif defined(__AVX2__)
-// Same in-vector stages as above, with a blend instead of a masked subtract.
+// Same scheme as AVX-512 above (exact fused a - b, in-vector stages as fmadd with signs).
+inline __m256 opaque_ones_ps() {
+  __m256 one = _mm256_set1_ps(1.0f);
+  __asm__("" : "+x"(one));
+  return one;
+}
+inline __m256d opaque_ones_pd() {
+  __m256d one = _mm256_set1_pd(1.0);
+  __asm__("" : "+x"(one));
+  return one;
+}
 struct F32x8 {
   using Elem = float;
   static constexpr std::size_t W = 8, K = 8, KB = 8;
@@ -114,14 +135,11 @@ struct F32x8 {
   static F32x8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   static F32x8 add(F32x8 a, F32x8 b) { return {_mm256_add_ps(a.v, b.v)}; }
-  static F32x8 sub(F32x8 a, F32x8 b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  static F32x8 sub(F32x8 a, F32x8 b) { return {_mm256_fnmadd_ps(b.v, opaque_ones_ps(), a.v)}; }
   void lane_stages() {
-    __m256 s = _mm256_permute_ps(v, 0xB1);
-    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xAA);
-    s = _mm256_permute_ps(v, 0x4E);
-    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xCC);
-    s = _mm256_permute2f128_ps(v, v, 0x01);
-    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xF0);
+    v = _mm256_fmadd_ps(v, _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1), _mm256_permute_ps(v, 0xB1));
+    v = _mm256_fmadd_ps(v, _mm256_setr_ps(1, 1, -1, -1, 1, 1, -1, -1), _mm256_permute_ps(v, 0x4E));
+    v = _mm256_fmadd_ps(v, _mm256_setr_ps(1, 1, 1, 1, -1, -1, -1, -1), _mm256_permute2f128_ps(v, v, 0x01));
   }
 };
 struct F64x4 {
@@ -131,12 +149,10 @@ struct F64x4 {
   static F64x4 load(const double* p) { return {_mm256_loadu_pd(p)}; }
   void store(double* p) const { _mm256_storeu_pd(p, v); }
   static F64x4 add(F64x4 a, F64x4 b) { return {_mm256_add_pd(a.v, b.v)}; }
-  static F64x4 sub(F64x4 a, F64x4 b) { return {_mm256_sub_pd(a.v, b.v)}; }
+  static F64x4 sub(F64x4 a, F64x4 b) { return {_mm256_fnmadd_pd(b.v, opaque_ones_pd(), a.v)}; }
   void lane_stages() {
-    __m256d s = _mm256_permute_pd(v, 0x5);
-    v = _mm256_blend_pd(_mm256_add_pd(v, s), _mm256_sub_pd(s, v), 0xA);
-    s = _mm256_permute2f128_pd(v, v, 0x01);
-    v = _mm256_blend_pd(_mm256_add_pd(v, s), _mm256_sub_pd(s, v), 0xC);
+    v = _mm256_fmadd_pd(v, _mm256_setr_pd(1, -1, 1, -1), _mm256_permute_pd(v, 0x5));
+    v = _mm256_fmadd_pd(v, _mm256_setr_pd(1, 1, -1, -1), _mm256_permute2f128_pd(v, v, 0x01));
   }
 };
 struct I64x4 {
