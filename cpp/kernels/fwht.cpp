@@ -25,27 +25,57 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Vector types: W lanes of T with add, sub, unaligned load/store and the in-vector stages.
 
-// Portable one-lane "vector". Integers are added as uint64 (defined wrap-around).
+// Portable element arithmetic. Integers are added as uint64 (defined wrap-around).
 template <class T>
-struct Scalar {
+inline T add_elem(T a, T b) { return a + b; }
+template <class T>
+inline T sub_elem(T a, T b) { return a - b; }
+template <>
+inline std::int64_t add_elem(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+template <>
+inline std::int64_t sub_elem(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
+
+// Portable "vector" of L elements in plain C++ (L * sizeof(T) = 16 bytes, which the
+// compiler maps onto SSE2/NEON registers where it can); in-vector stages are textbook
+// butterflies on the lanes.
+template <class T, std::size_t L>
+struct Lanes {
   using Elem = T;
-  static constexpr std::size_t W = 1;
+  static constexpr std::size_t W = L;
   static constexpr std::size_t K = 8, KB = 8;  // rows per pass, vectors per block
-  T v;
-  static Scalar load(const T* p) { return {*p}; }
-  void store(T* p) const { *p = v; }
-  static Scalar add(Scalar a, Scalar b) { return {a.v + b.v}; }
-  static Scalar sub(Scalar a, Scalar b) { return {a.v - b.v}; }
-  void lane_stages() {}
+  T v[L];
+  static Lanes load(const T* p) {
+    Lanes r;
+    for (std::size_t i = 0; i < L; ++i) r.v[i] = p[i];
+    return r;
+  }
+  void store(T* p) const {
+    for (std::size_t i = 0; i < L; ++i) p[i] = v[i];
+  }
+  static Lanes add(const Lanes& a, const Lanes& b) {
+    Lanes r;
+    for (std::size_t i = 0; i < L; ++i) r.v[i] = add_elem(a.v[i], b.v[i]);
+    return r;
+  }
+  static Lanes sub(const Lanes& a, const Lanes& b) {
+    Lanes r;
+    for (std::size_t i = 0; i < L; ++i) r.v[i] = sub_elem(a.v[i], b.v[i]);
+    return r;
+  }
+  void lane_stages() {
+    for (std::size_t h = 1; h < L; h <<= 1)
+      for (std::size_t i = 0; i < L; ++i)
+        if (!(i & h)) {
+          const T a = v[i], b = v[i + h];
+          v[i] = add_elem(a, b);
+          v[i + h] = sub_elem(a, b);
+        }
+  }
 };
-template <>
-inline Scalar<std::int64_t> Scalar<std::int64_t>::add(Scalar a, Scalar b) {
-  return {static_cast<std::int64_t>(static_cast<std::uint64_t>(a.v) + static_cast<std::uint64_t>(b.v))};
-}
-template <>
-inline Scalar<std::int64_t> Scalar<std::int64_t>::sub(Scalar a, Scalar b) {
-  return {static_cast<std::int64_t>(static_cast<std::uint64_t>(a.v) - static_cast<std::uint64_t>(b.v))};
-}
 
 #if defined(__AVX512F__)
 // Float butterflies use both kinds of FP pipe: a + b on the adders and a - b as the fused
@@ -174,9 +204,9 @@ using VecF32 = F32x8;
 using VecF64 = F64x4;
 using VecI64 = I64x4;
 #else
-using VecF32 = Scalar<float>;
-using VecF64 = Scalar<double>;
-using VecI64 = Scalar<std::int64_t>;
+using VecF32 = Lanes<float, 4>;
+using VecF64 = Lanes<double, 2>;
+using VecI64 = Lanes<std::int64_t, 2>;
 #endif
 
 // ---------------------------------------------------------------------------------------
@@ -206,14 +236,13 @@ struct Fwht {
   }
 
   // Rows shorter than one vector: textbook loops.
-  using Scalar1 = Scalar<T>;
   static void tiny(T* p, std::size_t n) {
     for (std::size_t h = 1; h < n; h <<= 1)
       for (std::size_t b = 0; b < n; b += 2 * h)
         for (std::size_t j = b; j < b + h; ++j) {
-          const Scalar1 a = Scalar1::load(p + j), c = Scalar1::load(p + j + h);
-          Scalar1::add(a, c).store(p + j);
-          Scalar1::sub(a, c).store(p + j + h);
+          const T a = p[j], c = p[j + h];
+          p[j] = add_elem(a, c);
+          p[j + h] = sub_elem(a, c);
         }
   }
 
