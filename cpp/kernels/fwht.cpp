@@ -1,15 +1,20 @@
 // Fast Walsh-Hadamard transform, compiled once per ISA (see dispatch.hpp).
 //
-// Schedule for a row of length n (W = lanes per vector, K = vectors per register block):
-//  * n < W: plain butterflies.
-//  * W <= n <= K * W: one pass entirely in registers: the log2(W) stages inside each
-//    vector use lane permutes, the log2(n / W) stages across vectors whole-vector adds.
+// Schedule for a row of length n (W = lanes per vector, KB = vectors per register block,
+// K = rows per pass across rows; AVX-512: W = 16 floats / 8 doubles, KB = 16, K = 8):
+//  * n < W: textbook loops.
+//  * W <= n <= KB * W: one pass entirely in registers: the log2(W) stages inside each
+//    vector are a lane permute plus one exact fmadd with +-1 lane signs, the log2(n / W)
+//    stages across vectors whole-vector butterflies.
 //  * larger n: view the row as R x C (R <= K rows of length C), transform each row
 //    recursively (depth first, so each row is finished while it is still in cache),
-//    then apply the log2(R) stages across rows in one pass over the columns, R vectors
-//    in registers at a time. Each level multiplies the block by 16 (AVX-512), so the
-//    passes run on blocks of 4 KB..16 KB (L1), 256 KB (L2), 4 MB (L3) and beyond, and
-//    only one pass streams over memory per factor 16 of length.
+//    then apply the log2(R) stages across rows in one pass over the columns, R vectors in
+//    registers at a time. Every level multiplies the block by 8, so for float32 the
+//    passes run on 1 KB (registers), 8 KB (L1), 64-512 KB (L2), 4 MB (L3) ... and only
+//    one pass per factor 8 of length streams through memory.
+// K = 8 rather than 16: the R rows of a pass are a power-of-two stride apart, so beyond
+// 2 KB strides they fall into the same L1 set, and 16 lines overflow the 8-12 ways of
+// current L1 caches (radix-16 passes measured 2x slower than radix-8 on Zen 5).
 // Every element receives the stages h = 1, 2, 4, ... in ascending order with the same
 // a + b / a - b operations, so results do not depend on ISA or schedule.
 #include "ldpfast/kernels/fwht.hpp"
