@@ -26,6 +26,7 @@ constexpr std::size_t kMinParallelRow = std::size_t{1} << 18;   // elements
 constexpr std::size_t kMinBlock = std::size_t{1} << 13;         // elements per phase-1 block
 constexpr std::size_t kMinColumnChunk = 1024;                   // columns per phase-2 task
 constexpr std::size_t kRowTaskElements = std::size_t{1} << 17;  // work per task, many rows
+constexpr std::size_t kWorkerElements = std::size_t{1} << 16;   // fewer threads below this
 constexpr std::size_t kColumnAlign = 64;                        // see FwhtTypeKernels
 
 template <class T>
@@ -91,8 +92,10 @@ class LongRows {
 template <class T>
 void run(const FwhtTypeKernels<T>& k, T* data, std::size_t rows, std::size_t n, int threads) {
   if (rows == 0 || n < 2) return;
-  const std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
+  std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
   if (workers > 1 && n >= kMinParallelRow && rows < workers) {
+    // Starting a thread costs about as much as transforming 2^16 elements.
+    if (workers > rows * n / kWorkerElements) workers = rows * n / kWorkerElements;
     LongRows<T>(k, data, rows, n, workers).run(workers);
     return;
   }
