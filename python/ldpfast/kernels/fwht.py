@@ -35,8 +35,10 @@ def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
         (beyond that they wrap modulo 2^64, like numpy integer arithmetic).
     threads : int, optional
         Threads to use; 0 (default) means the library default (see
-        :func:`ldpfast.set_num_threads`). Many rows are split among threads; a single
-        long row (>= 2^18 elements) is itself split into blocks transformed in parallel.
+        :func:`ldpfast.set_num_threads`). Many rows are split among threads; rows of
+        >= 2^18 elements, when fewer than the threads, are themselves split into blocks
+        transformed in parallel, then combined in parallel over column ranges. The GIL is
+        released while the transform runs.
 
     Returns
     -------
@@ -49,7 +51,8 @@ def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
         ``data`` is not a numpy array, or has another dtype.
     ParameterError
         Wrong number of dimensions, length not a power of two in ``[2, 2^30]``, an array
-        that is not C-contiguous, aligned and writable, or ``threads`` not an integer >= 0.
+        that is not C-contiguous, aligned and writable, or ``threads`` not an integer in
+        ``[0, 2^16]``.
     """
     if type(threads) is not int or not 0 <= threads <= _MAX_THREADS:
         threads = _checked_threads(threads)
