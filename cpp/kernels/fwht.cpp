@@ -143,7 +143,7 @@ struct I64x8 {
     return _mm512_mask_sub_epi64(_mm512_add_epi64(v, s), hi, s, v);
   }
   void lane_stages() {
-    v = stage(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC), 0xAA);
+    v = stage(v, _mm512_permutex_epi64(v, 0xB1), 0xAA);
     v = stage(v, _mm512_permutex_epi64(v, 0x4E), 0xCC);
     v = stage(v, _mm512_shuffle_i64x2(v, v, 0x4E), 0xF0);
   }
