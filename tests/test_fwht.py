@@ -141,6 +141,27 @@ def test_bit_identical_to_scalar_and_textbook_order(backend, dtype):
             assert got.tobytes() == butterfly_reference(x, dtype).tobytes(), f"n=2^{log_n}"
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_special_values_same_as_scalar(backend, dtype):
+    """inf, -inf, NaN and -0.0 inputs: the same outputs as the scalar backend; only the
+    sign/payload bits of NaN outputs may differ (the fused a - b may pick another NaN)."""
+    int_view = np.uint32 if dtype == np.float32 else np.uint64
+    for log_n in (3, 5, 10, 14):
+        x = sample(dtype, 2**log_n, seed=900 + log_n)
+        x[[1, 5]] = [np.inf, -0.0]
+        x[-1] = -np.inf
+        x[2**log_n // 2] = np.nan if log_n > 3 else x[2**log_n // 2]
+        got = fwht(x.copy())
+        ldpfast.set_backend("scalar")
+        try:
+            scalar = fwht(x.copy())
+        finally:
+            ldpfast.set_backend(backend)
+        nan = np.isnan(scalar)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(int_view), scalar[~nan].view(int_view))
+
+
 def test_int64_exact_at_range_limit_and_wraps_beyond(backend):
     """Exact while max|x| * n < 2^63; beyond, arithmetic is modulo 2^64 on every backend."""
     for log_n in (1, 5, 9, 13, 17, 20):

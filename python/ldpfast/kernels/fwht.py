@@ -23,7 +23,8 @@ def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
 
     The butterfly stages ``h = 1, 2, 4, ...`` are applied in this order with the textbook
     ``(a + b, a - b)`` operations, so the result is bit-for-bit the same on every backend
-    and for every thread count, floats included. Each float output is within
+    and for every thread count, floats included (with inf/NaN inputs, NaN outputs are NaN
+    everywhere but their sign and payload bits may differ). Each float output is within
     ``log2(n) * eps * sum(|x|)`` (to first order) of the exact value.
 
     Parameters

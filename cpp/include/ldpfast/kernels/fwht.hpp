@@ -2,7 +2,8 @@
 //
 // Every kernel applies the butterfly stages h = 1, 2, 4, ... in ascending order to each
 // element, with exactly the operations (a + b, a - b) of the textbook algorithm, so all
-// ISAs, block schedules and thread counts produce bit-identical results (floats included).
+// ISAs, block schedules and thread counts produce bit-identical results (floats included;
+// only the sign/payload of NaN outputs may differ).
 // Integer kernels wrap modulo 2^64 (exact while |values| * length < 2^63).
 #pragma once
 #include <cstddef>
