@@ -34,7 +34,7 @@ class LongRows {
  public:
   LongRows(const FwhtTypeKernels<T>& k, T* data, std::size_t rows, std::size_t n, std::size_t workers)
       : k_(k), data_(data), rows_(rows), n_(n) {
-    blocks_ = 16;
+    blocks_ = 8;  // at least 4 blocks per worker; 8 rows need a single pass in phase 2
     while (blocks_ < 4 * workers) blocks_ *= 2;
     while (blocks_ > 2 && n / blocks_ < kMinBlock) blocks_ /= 2;
     width_ = n / blocks_;
