@@ -719,7 +719,7 @@ class CMSHEServer(LayoutServer):
 class RHRParams(Params):
     """Recursive Hadamard Response as in [PAN]'s reference code R1
     (``RecursiveHadamardResponse``; SPEC 2.7): ``b = ceil(eps log2 e)``,
-    ``base = 2^(b-1)``, ``Hsize = 2^ceil(log2(d // base + 1))``, RR over ``2^b`` symbols
+    ``base = 2^(b-1)``, ``Hsize`` = the smallest power of two above ``(d-1) // base + 1``, RR over ``2^b`` symbols
     of ``y = 2 (x mod base) + H01[r, x // base + 1]``.
 
     Args:
@@ -751,7 +751,11 @@ class RHRParams(Params):
 
     @property
     def hadamard_size(self) -> int:
-        return 1 << (self.d // self.base).bit_length()
+        """The smallest power of two above the largest column ``(d-1) // base + 1``. This is
+        R1's ``2^ceil(log2(d // base + 1))`` except where R1's size equals the largest
+        column (``d // base + 1`` a power of two, ``base`` not dividing ``d``), which would
+        leave that column out of range."""
+        return 1 << ((self.d - 1) // self.base + 1).bit_length()
 
     @property
     def flip_probability(self) -> float:
