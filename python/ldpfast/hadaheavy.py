@@ -29,7 +29,7 @@ import numpy as np
 
 from ._base import Params as _ParamsBase
 from ._base import Protocol, register_protocol
-from .errors import ParameterError, ReportError
+from .errors import ParameterError
 from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, check_choice,
                        check_epsilon, check_int, gf64_field, hash_coefficients, make_layout, pow2_at_least,
                        _random_seed)

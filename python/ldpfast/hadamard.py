@@ -719,8 +719,9 @@ class CMSHEServer(LayoutServer):
 class RHRParams(Params):
     """Recursive Hadamard Response as in [PAN]'s reference code R1
     (``RecursiveHadamardResponse``; SPEC 2.7): ``b = ceil(eps log2 e)``,
-    ``base = 2^(b-1)``, ``Hsize`` = the smallest power of two above ``(d-1) // base + 1``, RR over ``2^b`` symbols
-    of ``y = 2 (x mod base) + H01[r, x // base + 1]``.
+    ``base = 2^(b-1)``, ``Hsize`` = the smallest power of two above the largest column
+    ``(d-1) // base + 1``, RR over ``2^b`` symbols of
+    ``y = 2 (x mod base) + H01[r, x // base + 1]``.
 
     Args:
         epsilon: privacy parameter, in (0, 21] (so that ``2^b`` symbols fit in uint32).
