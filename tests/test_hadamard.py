@@ -138,6 +138,33 @@ def test_first_invalid_matches_reference(position, what, seed):
     assert _core.hadamard_first_invalid(groups, rows, bits, group_rows, 2) == expected
 
 
+def test_rhr_kernel_backends_and_threads_agree(backend):
+    x = np.random.default_rng(5).integers(0, 10**6, 30_000, dtype=np.uint64)
+    thr = H.probability_threshold(0.6)
+    got = _core.rhr_perturb(KEY, x, 4, 2**16, thr, None, 3)
+    previous = _core.active_backend()
+    _core.set_backend("scalar")
+    try:
+        ref = _core.rhr_perturb(KEY, x, 4, 2**16, thr, None, 1)
+    finally:
+        _core.set_backend(previous)
+    for a, c in zip(got, ref):
+        np.testing.assert_array_equal(a, c)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 3000), max_size=4), st.sampled_from(["hrr", "cmshe", "rhr"]))
+def test_merge_of_any_split_equals_one_pass(cuts, name):
+    params, client_cls, server_cls = make(name)
+    reports = client_cls(params, rng=17).perturb(np.arange(3000) % params.d)
+    bounds = [0, *sorted(cuts), 3000]
+    merged = server_cls(params)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        part = type(reports)(**{k: v[lo:hi] for k, v in reports.columns().items()})
+        merged.merge(server_cls(params).update(part))
+    assert merged == server_cls(params).update(reports)
+
+
 def test_rhr_kernel_without_flips(backend):
     rng = np.random.default_rng(4)
     x = rng.integers(0, 10**6, 5000, dtype=np.uint64)
