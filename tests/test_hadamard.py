@@ -117,6 +117,31 @@ def test_accumulate_matches_numpy_all_threads(backend, groups):
         np.testing.assert_array_equal(z, ref)
 
 
+@pytest.mark.parametrize("n_bad", [0, 1, 3])
+def test_validated_update_is_all_or_nothing(backend, n_bad):
+    rng = np.random.default_rng(30 + n_bad)
+    n, width, groups = 400_000, 256, 5
+    rows = rng.integers(0, width, n).astype(np.uint32)
+    bits = rng.choice(np.array([-1, 1], np.int8), n)
+    g = rng.integers(0, groups, n).astype(np.uint32)
+    bad_at = np.sort(rng.choice(n, n_bad, replace=False))
+    bits[bad_at] = 0
+    group_rows = np.full(groups, width, np.uint64)
+    base = np.arange(groups, dtype=np.uint64) * np.uint64(width)
+    start = rng.integers(-5, 5, groups * width).astype(np.int64)
+    for threads in (1, 2, 4):
+        z = start.copy()
+        got = _core.hadamard_update(g, rows, bits, group_rows, base, z, threads)
+        if n_bad:
+            assert got == bad_at[0]
+            np.testing.assert_array_equal(z, start)
+        else:
+            ref = start.copy()
+            np.add.at(ref, g.astype(np.int64) * width + rows, bits)
+            assert got == n
+            np.testing.assert_array_equal(z, ref)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 20_000), st.sampled_from(["group", "row", "bit", "none"]), st.integers(0, 2**31))
 def test_first_invalid_matches_reference(position, what, seed):

@@ -111,6 +111,18 @@ void accumulate64(const std::uint32_t* group, const std::uint32_t* row, const st
   accumulate(group, row, bits, begin, end, cell_base, z);
 }
 
+std::size_t accumulate32_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                                 std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
+                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int32_t* z) {
+  for (std::size_t b = begin; b < end; b += kScanBlock) {
+    const std::size_t e = end - b < kScanBlock ? end : b + kScanBlock;
+    const std::size_t bad = first_invalid(group, row, bits, b, e, group_rows, n_groups);
+    if (bad < e) return bad;
+    accumulate(group, row, bits, b, e, cell_base, z);
+  }
+  return end;
+}
+
 void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, std::size_t end,
                  std::uint32_t base_bits, std::uint64_t hsize, std::uint64_t flip_threshold,
                  std::uint32_t* row, bool draw_rows, std::uint32_t* z) {
@@ -133,8 +145,8 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, s
 
 }  // namespace
 
-extern const HadamardKernels hadamard_kernels = {&perturb, &first_invalid, &accumulate32, &accumulate64,
-                                                 &rhr_perturb};
+extern const HadamardKernels hadamard_kernels = {&perturb,      &first_invalid,        &accumulate32,
+                                                 &accumulate64, &accumulate32_checked, &rhr_perturb};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast

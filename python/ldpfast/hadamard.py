@@ -377,7 +377,8 @@ class LayoutServer(Aggregator):
         for name, arr, dtype in (("groups", groups, np.uint32), ("rows", rows, np.uint32), ("bits", bits, np.int8)):
             if arr is not None and (arr.dtype != dtype or not arr.flags.c_contiguous or arr.ndim != 1):
                 raise ReportError(f"reports.{name} must be a contiguous 1-D {np.dtype(dtype).name} array")
-        bad = _core.hadamard_first_invalid(groups, rows, bits, np.ascontiguousarray(layout.rows), self.threads)
+        bad = _core.hadamard_update(groups, rows, bits, np.ascontiguousarray(layout.rows), layout.cell_base,
+                                    self._z, self.threads)
         if bad < len(rows):
             g = int(groups[bad]) if groups is not None else 0
             if g >= layout.n_groups:
@@ -385,7 +386,6 @@ class LayoutServer(Aggregator):
             if int(rows[bad]) >= int(layout.rows[g]):
                 raise ReportError(f"report {bad}: row {int(rows[bad])} is out of range [0, {int(layout.rows[g])})")
             raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
-        _core.hadamard_accumulate(groups, rows, bits, layout.cell_base, self._z, self.threads)
         self._n[0] += len(rows)
         if groups is None:
             self._group_sizes[0] += len(rows)
@@ -837,13 +837,12 @@ class RHRServer(Aggregator):
         blocks = reports.z >> np.uint32(1)
         bits = np.where(reports.z & np.uint32(1), 1, -1).astype(np.int8)
         group_rows = np.full(p.base, p.hadamard_size, dtype=np.uint64)
-        bad = _core.hadamard_first_invalid(blocks, reports.rows, bits, group_rows, self.threads)
+        cell_base = np.arange(p.base, dtype=np.uint64) * np.uint64(p.hadamard_size)
+        bad = _core.hadamard_update(blocks, reports.rows, bits, group_rows, cell_base, self._z, self.threads)
         if bad < len(reports):
             if int(reports.z[bad]) >= p.symbols:
                 raise ReportError(f"report {bad}: z = {int(reports.z[bad])} is out of range [0, {p.symbols})")
             raise ReportError(f"report {bad}: row {int(reports.rows[bad])} is out of range [0, {p.hadamard_size})")
-        cell_base = np.arange(p.base, dtype=np.uint64) * np.uint64(p.hadamard_size)
-        _core.hadamard_accumulate(blocks, reports.rows, bits, cell_base, self._z, self.threads)
         self._n[0] += len(reports)
         self._decoded = None
         return self
