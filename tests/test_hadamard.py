@@ -72,6 +72,44 @@ def test_perturb_hashed_groups_match_field_hash(backend):
     np.testing.assert_array_equal(b, parity_sign(r.astype(np.uint64), y))
 
 
+class PyElementRng:
+    """Pure-Python model of ElementRng (rng.hpp): element i reads ChaCha20 blocks
+    (counter i, nonce stream | block << 48) as little-endian 64-bit words."""
+
+    def __init__(self, key, stream, element):
+        self.key, self.stream, self.element, self.block, self.words = key, stream, element, 0, []
+
+    def next_u64(self):
+        if not self.words:
+            raw = _core.chacha20_block(self.key, self.element, self.stream | (self.block << 48))
+            self.block += 1
+            self.words = list(np.frombuffer(raw, dtype="<u8").tolist())
+        return self.words.pop(0)
+
+    def below(self, bound):
+        product = self.next_u64() * bound
+        if product % 2**64 < bound:
+            threshold = (2**64 - bound) % bound
+            while product % 2**64 < threshold:
+                product = self.next_u64() * bound
+        return product >> 64
+
+
+def test_perturb_matches_pure_python_model(backend):
+    """Client randomness contract: row = below(D), then flip if the next word < threshold."""
+    x = np.random.default_rng(9).integers(0, 1000, 300, dtype=np.uint64)
+    thr = H.probability_threshold(0.3)
+    for rows_size in (1024, 512):
+        _, r, b = _core.hadamard_perturb(KEY, x, _table(rows_size), *_levels(1), flip_threshold=thr)
+        for i in range(len(x)):
+            rng = PyElementRng(KEY, 3, i)
+            row = rng.below(rows_size)
+            sign = int(parity_sign(np.array([row], np.uint64), x[i:i + 1])[0])
+            if rng.next_u64() < thr:
+                sign = -sign
+            assert (int(r[i]), int(b[i])) == (row, sign)
+
+
 def test_flip_rate_matches_probability():
     n = 200_000
     x = np.zeros(n, dtype=np.uint64)
