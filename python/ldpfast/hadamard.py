@@ -168,16 +168,19 @@ class Layout:
         before the column offset."""
         t = self.table
         shifted = x >> t[groups, 6]
-        modulus = t[groups, 2]
-        if not int(modulus.max(initial=0)):
+        moduli = np.unique(t[:, 2])
+        if len(moduli) == 1 and moduli[0] == 0:
             return shifted
-        hashed = modulus != 0
+        a0 = np.ascontiguousarray(t[groups, 0])
+        a1 = np.ascontiguousarray(t[groups, 1])
+        if len(moduli) == 1:
+            return _core.ocms_hash(self.field, a0, a1, shifted, int(moduli[0]), threads)
         out = shifted.copy()
-        for mod in np.unique(modulus[hashed]):
+        modulus = t[groups, 2]
+        for mod in moduli[moduli != 0]:
             sel = np.flatnonzero(modulus == mod)
-            out[sel] = _core.ocms_hash(self.field, np.ascontiguousarray(t[groups[sel], 0]),
-                                       np.ascontiguousarray(t[groups[sel], 1]),
-                                       np.ascontiguousarray(shifted[sel]), int(mod), threads)
+            out[sel] = _core.ocms_hash(self.field, a0[sel], a1[sel], np.ascontiguousarray(shifted[sel]), int(mod),
+                                       threads)
         return out
 
 
