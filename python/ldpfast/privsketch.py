@@ -37,7 +37,7 @@ import dataclasses
 import hashlib
 import math
 import warnings
-from typing import ClassVar, Dict, Optional, Tuple, Union
+from typing import ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 
