@@ -148,3 +148,15 @@ def test_direct_level_oracle_gives_the_same_output():
         np.testing.assert_array_equal(a.items, b.items)
         np.testing.assert_array_equal(a.counts, b.counts)
         assert len(a) >= 1
+
+
+def test_full_64_bit_domain():
+    n = 200_000
+    values = np.random.default_rng(7).integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    values[:80_000] = np.uint64(2**64 - 1)
+    values[80_000:130_000] = np.uint64(12345678901234567890)
+    params = HH.Params.create(epsilon=2.0, d=2**64, n=n, hash_seed=7)
+    assert params.L == 64 and params.prefix_domain(params.t) == 2**64
+    hh = HH.Server(params).update(HH.Client(params, rng=9).perturb(values)).heavy_hitters()
+    assert params.tau < 50_000
+    assert set(hh.items.tolist()) == {2**64 - 1, 12345678901234567890}

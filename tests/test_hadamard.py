@@ -72,6 +72,44 @@ def test_perturb_hashed_groups_match_field_hash(backend):
     np.testing.assert_array_equal(b, parity_sign(r.astype(np.uint64), y))
 
 
+class PyElementRng:
+    """Pure-Python model of ElementRng (rng.hpp): element i reads ChaCha20 blocks
+    (counter i, nonce stream | block << 48) as little-endian 64-bit words."""
+
+    def __init__(self, key, stream, element):
+        self.key, self.stream, self.element, self.block, self.words = key, stream, element, 0, []
+
+    def next_u64(self):
+        if not self.words:
+            raw = _core.chacha20_block(self.key, self.element, self.stream | (self.block << 48))
+            self.block += 1
+            self.words = list(np.frombuffer(raw, dtype="<u8").tolist())
+        return self.words.pop(0)
+
+    def below(self, bound):
+        product = self.next_u64() * bound
+        if product % 2**64 < bound:
+            threshold = (2**64 - bound) % bound
+            while product % 2**64 < threshold:
+                product = self.next_u64() * bound
+        return product >> 64
+
+
+def test_perturb_matches_pure_python_model(backend):
+    """Client randomness contract: row = below(D), then flip if the next word < threshold."""
+    x = np.random.default_rng(9).integers(0, 1000, 300, dtype=np.uint64)
+    thr = H.probability_threshold(0.3)
+    for rows_size in (1024, 512):
+        _, r, b = _core.hadamard_perturb(KEY, x, _table(rows_size), *_levels(1), flip_threshold=thr)
+        for i in range(len(x)):
+            rng = PyElementRng(KEY, 3, i)
+            row = rng.below(rows_size)
+            sign = int(parity_sign(np.array([row], np.uint64), x[i:i + 1])[0])
+            if rng.next_u64() < thr:
+                sign = -sign
+            assert (int(r[i]), int(b[i])) == (row, sign)
+
+
 def test_flip_rate_matches_probability():
     n = 200_000
     x = np.zeros(n, dtype=np.uint64)
@@ -117,6 +155,31 @@ def test_accumulate_matches_numpy_all_threads(backend, groups):
         np.testing.assert_array_equal(z, ref)
 
 
+@pytest.mark.parametrize("n_bad", [0, 1, 3])
+def test_validated_update_is_all_or_nothing(backend, n_bad):
+    rng = np.random.default_rng(30 + n_bad)
+    n, width, groups = 400_000, 256, 5
+    rows = rng.integers(0, width, n).astype(np.uint32)
+    bits = rng.choice(np.array([-1, 1], np.int8), n)
+    g = rng.integers(0, groups, n).astype(np.uint32)
+    bad_at = np.sort(rng.choice(n, n_bad, replace=False))
+    bits[bad_at] = 0
+    group_rows = np.full(groups, width, np.uint64)
+    base = np.arange(groups, dtype=np.uint64) * np.uint64(width)
+    start = rng.integers(-5, 5, groups * width).astype(np.int64)
+    for threads in (1, 2, 4):
+        z = start.copy()
+        got = _core.hadamard_update(g, rows, bits, group_rows, base, z, threads)
+        if n_bad:
+            assert got == bad_at[0]
+            np.testing.assert_array_equal(z, start)
+        else:
+            ref = start.copy()
+            np.add.at(ref, g.astype(np.int64) * width + rows, bits)
+            assert got == n
+            np.testing.assert_array_equal(z, ref)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 20_000), st.sampled_from(["group", "row", "bit", "none"]), st.integers(0, 2**31))
 def test_first_invalid_matches_reference(position, what, seed):
@@ -136,6 +199,33 @@ def test_first_invalid_matches_reference(position, what, seed):
         bits[position] = rng.choice([0, 2, 127, -128])
     expected = n if what == "none" else position
     assert _core.hadamard_first_invalid(groups, rows, bits, group_rows, 2) == expected
+
+
+def test_rhr_kernel_backends_and_threads_agree(backend):
+    x = np.random.default_rng(5).integers(0, 10**6, 30_000, dtype=np.uint64)
+    thr = H.probability_threshold(0.6)
+    got = _core.rhr_perturb(KEY, x, 4, 2**16, thr, None, 3)
+    previous = _core.active_backend()
+    _core.set_backend("scalar")
+    try:
+        ref = _core.rhr_perturb(KEY, x, 4, 2**16, thr, None, 1)
+    finally:
+        _core.set_backend(previous)
+    for a, c in zip(got, ref):
+        np.testing.assert_array_equal(a, c)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 3000), max_size=4), st.sampled_from(["hrr", "cmshe", "rhr"]))
+def test_merge_of_any_split_equals_one_pass(cuts, name):
+    params, client_cls, server_cls = make(name)
+    reports = client_cls(params, rng=17).perturb(np.arange(3000) % params.d)
+    bounds = [0, *sorted(cuts), 3000]
+    merged = server_cls(params)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        part = type(reports)(**{k: v[lo:hi] for k, v in reports.columns().items()})
+        merged.merge(server_cls(params).update(part))
+    assert merged == server_cls(params).update(reports)
 
 
 def test_rhr_kernel_without_flips(backend):

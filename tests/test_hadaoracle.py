@@ -237,3 +237,62 @@ def test_direct_query_without_fwht_is_identical():
     np.testing.assert_array_equal(server.estimate(xs, method="direct"), server.estimate(xs))
     with pytest.raises(ParameterError, match="method"):
         server.estimate(xs, method="naive")
+
+
+def _poisson_binomial_at_least(probs, h):
+    """P(at least h successes) for independent Bernoulli(probs)."""
+    dist = np.zeros(len(probs) + 1)
+    dist[0] = 1.0
+    for p in probs:
+        dist[1:] = dist[1:] * (1 - p) + dist[:-1] * p
+        dist[0] *= 1 - p
+    return dist[h:].sum()
+
+
+def test_median_tail_with_fixed_hashes_matches_berry_esseen_bound():
+    """With the hash functions fixed, subset j's estimate is its (known) hashed count
+    plus a sum of n independent zero-mean terms bounded by M = k c_eps + 1 with variance
+    V_j = n k c_eps^2 - hashed count. Berry-Esseen (constant 0.56, third absolute moment
+    <= M V_j) bounds each side by the normal tail plus 0.56 M / sqrt(V_j). The median is
+    off by more than B only if (k+1)/2 subsets are off on the same side (Poisson-binomial
+    tail, subsets treated as independent). B is chosen so this is 5%; exceedances over
+    the runs are compared with the binomial tail at 1e-6."""
+    eps, n, runs = 1.0, 20_000, 200
+    rng = np.random.default_rng(12)
+    values = _data(rng, n, heavy=(0.2, 0.05))
+    params = O.Params.create(epsilon=eps, d=2**20, n=n, beta=0.01, hash_seed=5)
+    k, m, layout = params.k, params.m, params.layout()
+    c = th.c_eps(eps)
+    xs = np.array([1000, 1017, 424242], dtype=np.uint64)
+    truth = np.array([np.count_nonzero(values == x) for x in xs])
+    big_m = k * c + 1
+
+    def side(t, var):
+        return min(1.0, stats.norm.sf(t / math.sqrt(var)) + 0.56 * big_m / math.sqrt(var))
+
+    bounds, probs = [], []
+    for x, c_x in zip(xs, truth):
+        hashed = np.array([np.count_nonzero(layout.group_hashes(np.full(n, j), values)
+                                            == layout.group_hashes(np.array([j]), np.array([x], np.uint64))[0])
+                           for j in range(k)])
+        coll = hashed - c_x
+        var = n * k * c * c - hashed
+
+        def tail(b):
+            up = [side(b - coll[j], var[j]) for j in range(k)]
+            down = [side(b + coll[j], var[j]) for j in range(k)]
+            return _poisson_binomial_at_least(up, (k + 1) // 2) + _poisson_binomial_at_least(down, (k + 1) // 2)
+
+        b_lo, b_hi = 0.0, 50.0 * c * math.sqrt(n * k)
+        for _ in range(60):  # smallest B with tail(B) <= 0.05
+            mid = (b_lo + b_hi) / 2
+            b_lo, b_hi = (b_lo, mid) if tail(mid) <= 0.05 else (mid, b_hi)
+        bounds.append(b_hi)
+        probs.append(tail(b_hi))
+    keys = np.random.default_rng(13)
+    exceed = np.zeros(len(xs), int)
+    for _ in range(runs):
+        est = O.Server(params).update(O.Client(params, rng=keys).perturb(values)).estimate(xs, counts=True)
+        exceed += np.abs(est - truth) > np.array(bounds)
+    for e, p in zip(exceed, probs):
+        assert e < _binomial_limit(runs, p)

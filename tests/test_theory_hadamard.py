@@ -116,3 +116,13 @@ def test_theory_rejects_bad_beta_and_n():
         th.hadaoracle_k(1.5)
     with pytest.raises(ParameterError, match="n must"):
         th.hrr_variance(1.0, -5)
+
+
+def test_rhr_size_covers_every_column():
+    for eps in (0.5, 1, 2, 3, 5):
+        for d in (2, 3, 5, 7, 8, 9, 100, 127, 128, 129, 1000):
+            b, base, _, hsize = th.rhr_parameters(eps, d)
+            assert (d - 1) // base + 1 < hsize <= max(2, 2 * ((d - 1) // base + 1))
+            r1 = 1 << max(0, math.ceil(math.log2(d // base + 1)))
+            if r1 > (d - 1) // base + 1:  # wherever R1's size is large enough, it is ours
+                assert hsize == r1

@@ -29,7 +29,7 @@ import numpy as np
 
 from ._base import Params as _ParamsBase
 from ._base import Protocol, register_protocol
-from .errors import ParameterError, ReportError
+from .errors import ParameterError
 from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, check_choice,
                        check_epsilon, check_int, gf64_field, hash_coefficients, make_layout, pow2_at_least,
                        _random_seed)
@@ -266,7 +266,8 @@ class Server(LayoutServer):
         for level in range(1, p.t + 1):
             width = 1 << (p.shift(level - 1) - p.shift(level)) if level > 1 else p.prefix_domain(1)
             children = (kept[:, None] * np.uint64(width) + np.arange(width, dtype=np.uint64)[None, :]).ravel()
-            children = children[children < np.uint64(p.prefix_domain(level))]
+            if p.prefix_domain(level) < 2**64:
+                children = children[children < np.uint64(p.prefix_domain(level))]
             examined += len(children)
             est = self.level_estimates(level, children, method) if len(children) else np.zeros(0)
             keep = est >= threshold

@@ -22,13 +22,12 @@ is done (HRR on ``[d]`` in every subset).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from ._base import Protocol, register_protocol
-from .errors import ParameterError, ReportError
+from .errors import ParameterError
 from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, c_eps, cached_layout,
                        check_choice, check_epsilon, check_int, gf64_field, hash_coefficients, make_layout,
                        pow2_at_least, _random_seed)

@@ -6,7 +6,8 @@ bit, an *ordering matrix* ``O`` that ranks the cells of the user's K x M Bloom-s
 so that every 0-cell ranks below every 1-cell. ``O`` is a deterministic function of which
 cells are 1 (up to a random order inside each group), so the report is **not eps-LDP for
 any finite eps**: anyone who receives it can read the user's sketch support, and with it
-recover the items of small sets (SPEC 5.4; :mod:`tests.test_privsketch_leak` does it).
+recover the items of small sets (SPEC 5.4; the test suite's ``test_privsketch_leak.py``
+recovers single-item users' items from ``O`` alone).
 The paper's Thm 3.3 limits its claim to an "indistinguishable input set" derived from the
 output itself, which is not the LDP definition. :class:`Client` and :class:`NoSmpClient`
 therefore emit a :class:`PrivacyWarning` on construction; their ``epsilon`` is only the
@@ -36,7 +37,7 @@ import dataclasses
 import hashlib
 import math
 import warnings
-from typing import ClassVar, Dict, Optional, Tuple, Union
+from typing import ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar, Dict, Optional, Tuple
+from typing import ClassVar
 
 import numpy as np
 

@@ -100,12 +100,15 @@ def cmshe_variance(epsilon: float, n: float, f: float = 0.0, m: int = 1024,
 
 def rhr_parameters(epsilon: float, d: int) -> Tuple[int, int, int, int]:
     """R1's Recursive Hadamard Response layout (SPEC 2.7): ``(b, base, m, hsize)`` with
-    ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and
-    ``hsize = 2^ceil(log2(d // base + 1))``."""
+    ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and ``hsize`` =
+    the smallest power of two above the largest column ``(d-1) // base + 1`` (R1's
+    ``2^ceil(log2(d // base + 1))`` wherever that one is large enough)."""
     epsilon = _check_eps(epsilon)
     b = max(1, math.ceil(epsilon * math.log2(math.e)))
     base = 1 << (b - 1)
-    hsize = 1 << max(0, (d // base).bit_length())  # 2^ceil(log2(q + 1)) for integer q >= 0
+    # smallest power of two above the largest column (d-1)//base + 1; equals R1's
+    # 2^ceil(log2(d // base + 1)) except where R1's would leave that column out of range
+    hsize = 1 << ((d - 1) // base + 1).bit_length()
     return b, base, 1 << b, hsize
 
 
