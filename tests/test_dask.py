@@ -153,3 +153,26 @@ def test_engine_neutral_halves_accept_plain_arrow_and_pandas(hrr_case):
     too_big = pa.RecordBatch.from_pydict({"rows": np.array([5000, 2], np.int64), "bits": np.array([1, 1], np.int8)})
     with pytest.raises(ReportError, match="row 5000 is out of range"):
         ldask.aggregate_partition(proto.aggregator, zero, [too_big])
+
+
+def test_decimal_columns_as_spark_reads_uint64():
+    from decimal import Decimal
+
+    pa = pytest.importorskip("pyarrow")
+    from ldpfast.errors import ReportError
+
+    proto = _family("ocms")
+    params = proto.params.optimal(epsilon=2.0, d=100)
+    reports = proto.client(params, rng=6).perturb(np.arange(200) % 100)
+    zero = proto.aggregator(params, candidates=np.arange(100)).to_bytes()
+    expected = proto.aggregator.from_bytes(zero).update(reports).to_bytes()
+
+    def decimals(values):
+        return pa.array([Decimal(int(v)) for v in values], pa.decimal128(20, 0))
+
+    batch = pa.RecordBatch.from_pydict({name: decimals(col) for name, col in reports.columns().items()})
+    assert ldask.aggregate_partition(proto.aggregator, zero, [batch]) == expected
+    bad = pa.RecordBatch.from_pydict({"z": decimals([1]), "a0": pa.array([Decimal("1.5")], pa.decimal128(20, 1)),
+                                      "a1": decimals([2])})
+    with pytest.raises(ReportError, match="not uint64"):
+        ldask.aggregate_partition(proto.aggregator, zero, [bad])

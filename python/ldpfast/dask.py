@@ -83,7 +83,7 @@ def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Re
             yield proto.reports.from_arrow(partition, params)  # validated against the metadata
         else:  # e.g. Spark's mapInArrow batches: the columns alone, checked by the protocol
             yield proto.reports.from_columns(_typed(params, {
-                name: partition.column(name).to_numpy(zero_copy_only=False)
+                name: _plain_arrow_column(name, partition.column(name))
                 for name in partition.schema.names}), params)
         return
     if kind == "pandas":
@@ -103,6 +103,19 @@ def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Re
         yield from _raw_batches(proto, params, element)
     if records:
         yield _records_to_batch(proto, params, names, records)
+
+
+def _plain_arrow_column(name: str, column: Any) -> np.ndarray:
+    """A numpy column from Arrow; decimals (Spark's reading of Parquet uint64) are cast
+    to uint64, which fails for fractions, negatives and values >= 2^64."""
+    import pyarrow as pa
+
+    if pa.types.is_decimal(column.type):
+        try:
+            column = column.cast(pa.uint64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ReportError(f"report column {name!r}: decimal values are not uint64: {exc}") from None
+    return column.to_numpy(zero_copy_only=False)
 
 
 def _typed(params: Params, columns: dict) -> dict:
