@@ -330,6 +330,17 @@ def test_hrr_unbiased_with_stated_variance():
         assert lo < (runs - 1) * s2 / var < hi, (x, s2, var)
 
 
+def test_hrr_hoeffding_bound_holds_with_stated_probability():
+    d, n, runs, eps, beta = 64, 2000, 400, 1.0, 0.05
+    values = np.concatenate([np.full(1000, 9), np.arange(1000) % d])
+    counts = np.bincount(values, minlength=d)
+    est = _hrr_runs(eps, d, values, runs, seed=23) * n
+    bound = th.hrr_error_bound(eps, n, beta)
+    limit = int(stats.binom.isf(1e-6, runs, beta)) + 1  # P(Bin(runs, beta) >= limit) < 1e-6
+    for x in (9, 0, 63):
+        assert np.count_nonzero(np.abs(est[:, x] - counts[x]) > bound) < limit
+
+
 def test_hrr_server_assigned_rows_unbiased():
     d, n, runs, eps = 32, 500, 600, 1.0
     values = np.concatenate([np.full(250, 7), np.arange(250) % d])

@@ -30,6 +30,16 @@ from ._base import Aggregator, Params, Reports
 from ._random import KeySource, RngLike
 from .errors import DTypeError, ParameterError, ReportError
 
+__all__ = [
+    "Params", "Client", "Reports", "Server",
+    "HRRParams", "HRRClient", "HRRReports", "HRRServer",
+    "HEParams", "HEClient", "HEReports", "HEServer",
+    "CMSHEParams", "CMSHEClient", "CMSHEReports", "CMSHEServer",
+    "RHRParams", "RHRClient", "RHRReports", "RHRServer",
+    "OLHParams", "OLHClient", "OLHReports", "OLHServer",
+    "BitReports", "GroupBitReports", "PRIME",
+]
+
 PRIME = 2**64 - 59
 #: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (SPEC 2.3/6): the low bits of a1*x XOR a0 are an
 #: exactly pairwise-independent hash into a power-of-two range.
