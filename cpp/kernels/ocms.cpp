@@ -451,6 +451,70 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
   }
 }
 
+#elif defined(__AVX2__)
+
+// 64-bit lane arithmetic that AVX2 lacks, from 32x32-bit products and biased compares.
+inline __m256i mulhi_epu64(__m256i a, __m256i b) {
+  const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFFLL);
+  const __m256i a_hi = _mm256_srli_epi64(a, 32), b_hi = _mm256_srli_epi64(b, 32);
+  const __m256i ll = _mm256_mul_epu32(a, b), lh = _mm256_mul_epu32(a, b_hi);
+  const __m256i hl = _mm256_mul_epu32(a_hi, b), hh = _mm256_mul_epu32(a_hi, b_hi);
+  const __m256i mid = _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(ll, 32), _mm256_and_si256(lh, low32)),
+                                       _mm256_and_si256(hl, low32));
+  return _mm256_add_epi64(_mm256_add_epi64(hh, _mm256_srli_epi64(lh, 32)),
+                          _mm256_add_epi64(_mm256_srli_epi64(hl, 32), _mm256_srli_epi64(mid, 32)));
+}
+
+inline __m256i mullo_epu64(__m256i a, __m256i b) {
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                         _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+  return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
+}
+
+// All-ones where a < b as unsigned 64-bit integers.
+inline __m256i lt_epu64(__m256i a, __m256i b) {
+  const __m256i bias = _mm256_set1_epi64x(static_cast<long long>(u64{1} << 63));
+  return _mm256_cmpgt_epi64(_mm256_xor_si256(b, bias), _mm256_xor_si256(a, bias));
+}
+
+void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
+                      std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
+  constexpr std::size_t kBlock = 256;
+  u64 a1_mont[kBlock], add_back[kBlock];
+  const __m256i P = _mm256_set1_epi64x(static_cast<long long>(f.p));
+  const __m256i PINV = _mm256_set1_epi64x(static_cast<long long>(f.pinv));
+  const __m256i M = _mm256_set1_epi64x(static_cast<long long>(fm.m));
+  const __m256i MU = _mm256_set1_epi64x(static_cast<long long>(fm.mu));
+  const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  for (std::size_t rb = 0; rb < n; rb += kBlock) {
+    const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
+    for (std::size_t i = 0; i < nb; ++i) {
+      a1_mont[i] = to_montgomery(a1[rb + i], f);
+      add_back[i] = f.p - a0[rb + i];  // v + a0 wraps around p iff v >= p - a0
+    }
+    for (std::size_t j = 0; j < x_count; j += 4) {
+      const long long left = static_cast<long long>(x_count - j);
+      const __m256i live = _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), lane);
+      const __m256i x = _mm256_maskload_epi64(reinterpret_cast<const long long*>(xs + j), live);
+      __m256i cnt = _mm256_maskload_epi64(reinterpret_cast<const long long*>(counts + j), live);
+      for (std::size_t i = 0; i < nb; ++i) {
+        const __m256i a = _mm256_set1_epi64x(static_cast<long long>(a1_mont[i]));
+        const __m256i t_hi = mulhi_epu64(a, x);
+        const __m256i q = mullo_epu64(mullo_epu64(a, x), PINV);
+        const __m256i qp_hi = mulhi_epu64(q, P);
+        __m256i v = _mm256_add_epi64(_mm256_sub_epi64(t_hi, qp_hi), _mm256_and_si256(lt_epu64(t_hi, qp_hi), P));
+        const __m256i c = _mm256_set1_epi64x(static_cast<long long>(add_back[i]));
+        v = _mm256_sub_epi64(_mm256_add_epi64(v, _mm256_set1_epi64x(static_cast<long long>(a0[rb + i]))),
+                             _mm256_andnot_si256(lt_epu64(v, c), P));
+        __m256i r = _mm256_sub_epi64(v, mullo_epu64(mulhi_epu64(v, MU), M));
+        r = _mm256_sub_epi64(r, _mm256_andnot_si256(lt_epu64(r, M), M));
+        cnt = _mm256_sub_epi64(cnt, _mm256_cmpeq_epi64(r, _mm256_set1_epi64x(static_cast<long long>(z[rb + i]))));
+      }
+      _mm256_maskstore_epi64(reinterpret_cast<long long*>(counts + j), live, cnt);
+    }
+  }
+}
+
 #else
 
 void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
@@ -476,6 +540,8 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
 // Below this many candidates count_range evaluates each pair directly.
 #if defined(__AVX512F__)
 constexpr std::size_t kWalkMinCandidates = 32;
+#elif defined(__AVX2__)
+constexpr std::size_t kWalkMinCandidates = 16;
 #else
 constexpr std::size_t kWalkMinCandidates = 8;
 #endif
