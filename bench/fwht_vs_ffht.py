@@ -5,7 +5,8 @@ best of several runs (other processes add noise, never remove it); the input is 
 from a copy before every run, outside the timed region. ldpfast is timed per backend with
 threads=1 (FFHT is single-threaded) and with the default thread count. The ratio columns
 are ldpfast time / FFHT time (below 1 = ldpfast faster). FFHT is optional: without it its
-columns are skipped.
+columns are skipped. The numpy column takes most of the run time at large sizes (about
+5 minutes in all on one core); --no-numpy drops it.
 
     PYTHONPATH=python python3 bench/fwht_vs_ffht.py [--min-log 10] [--max-log 24]
         [--dtypes float32,float64] [--budget 0.3] [--repeats 1]

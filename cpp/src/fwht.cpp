@@ -1,7 +1,7 @@
 // Threaded driver of the FWHT kernels.
 //
-// Many rows (at least as many as threads, or short rows): rows are split among threads.
-// A few long rows: each row is viewed as `blocks` x `width`; phase 1 transforms the
+// Many rows, short rows, or a multiple of the thread count: rows are split among threads.
+// Otherwise (a few long rows): each row is viewed as `blocks` x `width`; phase 1 transforms the
 // contiguous blocks of every row in parallel, phase 2 applies the stages across blocks in
 // parallel over disjoint column ranges. Both phases run in one set of threads that meets
 // once, when phase 1 is complete. Every schedule applies the same butterflies in the same
@@ -93,7 +93,8 @@ template <class T>
 void run(const FwhtTypeKernels<T>& k, T* data, std::size_t rows, std::size_t n, int threads) {
   if (rows == 0 || n < 2) return;
   std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
-  if (workers > 1 && n >= kMinParallelRow && rows < workers) {
+  // Long rows that do not split evenly among the threads are cut into blocks as well.
+  if (workers > 1 && n >= kMinParallelRow && rows % workers != 0 && rows < 4 * workers) {
     // Starting a thread costs about as much as transforming 2^16 elements.
     if (workers > rows * n / kWorkerElements) workers = rows * n / kWorkerElements;
     LongRows<T>(k, data, rows, n, workers).run(workers);

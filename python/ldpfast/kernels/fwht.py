@@ -36,10 +36,10 @@ def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
         (beyond that they wrap modulo 2^64, like numpy integer arithmetic).
     threads : int, optional
         Threads to use; 0 (default) means the library default (see
-        :func:`ldpfast.set_num_threads`). Many rows are split among threads; rows of
-        >= 2^18 elements, when fewer than the threads, are themselves split into blocks
-        transformed in parallel, then combined in parallel over column ranges. The GIL is
-        released while the transform runs.
+        :func:`ldpfast.set_num_threads`). Rows are split among threads; rows of >= 2^18
+        elements that do not split evenly (a single row, say) are themselves cut into
+        blocks transformed in parallel, then combined in parallel over column ranges. The
+        GIL is released while the transform runs.
 
     Returns
     -------
