@@ -352,3 +352,16 @@ def test_resealed_tampering_raises_only_format_error(case):
                 proto.aggregator.from_bytes(resealed)
             except FormatError:
                 pass
+
+
+def test_params_are_hashable_and_round_trip_through_json(case):
+    proto, params, _, _, _, _ = case
+    again = params_from_json(params.to_json())
+    assert type(again) is type(params) and again == params and hash(again) == hash(params)
+    assert again.fingerprint == params.fingerprint
+    assert type(params).from_json(params.to_json()) == params
+    assert pickle.loads(pickle.dumps(params)) == params
+    with pytest.raises(FormatError):
+        params_from_json('{"protocol": "no-such-protocol", "params": {}}')
+    with pytest.raises(FormatError):
+        params_from_json("not json")

@@ -124,7 +124,7 @@ def params_from_json(text: str) -> Params:
         ParameterError: the stored values are rejected by the protocol's validation.
     """
     protocol_id, data = _parse_params_json(text)
-    return protocol(protocol_id).params.from_dict(data)
+    return protocol_or_format_error(protocol_id).params.from_dict(data)
 
 
 class Reports:
@@ -305,7 +305,8 @@ class Aggregator:
         if type(other) is not type(self):
             return NotImplemented
         a, b = self._state(), other._state()
-        return self.params == other.params and all(np.array_equal(a[k], b[k]) for k in a)
+        return (self.params == other.params and set(a) == set(b)
+                and all(np.array_equal(a[k], b[k]) for k in a))
 
     __hash__ = None  # mutable
 
