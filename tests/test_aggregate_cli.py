@@ -12,19 +12,21 @@ import pytest
 pytest.importorskip("pyarrow")
 
 import _toy_protocol as toy  # noqa: E402
+import ldpfast  # noqa: E402
 from ldpfast import arrow  # noqa: E402
 from ldpfast.commands.aggregate import decode_checkpoint  # noqa: E402
 from ldpfast.errors import FormatError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 RUNNER = "import sys, _toy_protocol; from ldpfast.cli import main; sys.exit(main())"
 N_FILES = 5
 
 
 def _env(**extra):
+    """The subprocess imports the same ldpfast as this process (installed or in-place
+    build) and the toy protocol from tests/."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), str(ROOT / "tests"),
-                                         env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(ldpfast.__file__).resolve().parents[1]),
+                                         str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")])
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
