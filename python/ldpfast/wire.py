@@ -1,8 +1,8 @@
 """Compact wire encoding of reports: exactly the bits the papers count for one report.
 
-Each protocol's ``Reports.wire_fields(params)`` declares the fields of one report, in
-order, as ``(column, bits)`` (an unsigned value in ``[0, 2**bits)``) or
-``(column, bits, codebook)`` (a value from ``codebook``, sent as its index). One report is
+Each protocol declares the fields of one report, in order, as :class:`WireField`
+``(column, bits)`` (an unsigned value in ``[0, 2**bits)``) or ``(column, bits, codebook)``
+(a value from ``codebook``, sent as its index), optionally with the decoded dtype. One report is
 the concatenation of its fields, most significant bit first; for OCMS with a prime field
 ``pH`` and hash range ``m`` that is ``2 ceil(log2 pH) + ceil(log2 m)`` bits ([PAN]
 section 2.4).
@@ -32,7 +32,8 @@ dtype]])``, e.g.::
 (``ocms``, ``grr``, ``hrr``, ``he``, ``cmshe``, ``rhr``, ``olh``, ``hadaoracle``,
 ``hadaheavy``, ``ps-olh``, ``privsketch-ldp``) are declared in this module; PrivSketch,
 its noSmp variant and Multi-PCMS send multi-dimensional columns (sketches, ordering
-matrices) and have no wire encoding. Fields are at most 64 bits wide (columns are numpy integer arrays).
+matrices) and have no wire encoding. Fields are at most 64 bits wide (columns are
+numpy integer arrays).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import numpy as np
 
 from ._base import Params, Reports, protocol
 from ._base import Reports as _Reports
-from .errors import IncompatibleError, ReportError
+from .errors import IncompatibleError, ParameterError, ReportError
 
 __all__ = ["WireField", "bits_for", "report_bits", "fields", "register_fields", "encode", "decode",
            "encode_each", "decode_each"]
@@ -56,7 +57,7 @@ def bits_for(size: int) -> int:
     """``ceil(log2 size)``: the bits needed for a value in ``[0, size)`` (0 when size is 1)."""
     size = int(size)
     if size < 1:
-        raise ValueError(f"size must be >= 1, got {size}")
+        raise ParameterError(f"size must be >= 1, got {size}")
     return (size - 1).bit_length()
 
 
