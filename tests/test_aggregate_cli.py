@@ -128,6 +128,18 @@ def test_resume_refuses_changed_inputs_params_and_corrupt_state(reports_dir, tmp
     out = _cli(["--params", folder.parent / "params.json", "--reports", moved, "--state", state])
     assert out.returncode == 2 and "must not be changed" in out.stderr
 
+    # A finished file rewritten with other reports of the same size.
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    for p in folder.glob("*.parquet"):
+        os.link(p, changed / p.name)
+    (changed / "part-000.parquet").unlink()
+    params0, first = arrow.read_parquet(folder / "part-000.parquet")
+    swapped = toy.ToyReports(y=first.y[::-1].copy(), s=first.s[::-1].copy())
+    arrow.write_parquet(swapped, changed / "part-000.parquet", params0)
+    out = _cli(["--params", folder.parent / "params.json", "--reports", changed, "--state", state])
+    assert out.returncode == 2 and "must not be changed" in out.stderr
+
     # Other parameters than the checkpoint's.
     other = tmp_path / "other.json"
     other.write_text(toy.ToyParams(m=38).to_json())

@@ -12,8 +12,9 @@ Checkpoint layout (little-endian)::
     u64 alen | aggregator bytes (alen, see ldpfast._base) | u32 crc32 of all before
 
 The header holds the protocol id, the parameter fingerprint and ``done``: the finished
-files as ``{"name", "size"}`` in ingestion order. On resume ``done`` must be a prefix of
-the current sorted file list with the same sizes (files already ingested must not change).
+files as ``{"name", "size", "sha256"}`` in ingestion order. On resume ``done`` must be a
+prefix of the current sorted file list with the same sizes and contents (files already
+ingested must not change; resuming re-reads them once to check their sha256).
 
 Each checkpoint rewrites the whole state. That is cheap for count-based aggregators
 (HRR, GRR, HadaOracle, OCMS with ``--init`` candidates, ...); aggregators that keep the
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import signal
@@ -131,7 +133,8 @@ def decode_checkpoint(data: bytes) -> Tuple[Aggregator, List[Dict[str, Any]]]:
     if (not isinstance(done, list) or header.get("protocol") != agg.protocol
             or header.get("fingerprint") != agg.params.fingerprint
             or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
-                       and isinstance(e.get("size"), int) for e in done)):
+                       and isinstance(e.get("size"), int) and isinstance(e.get("sha256"), str)
+                       for e in done)):
         raise FormatError("checkpoint header does not match its aggregator")
     return agg, done
 
@@ -186,11 +189,12 @@ def _resume(state: Path, initial: Aggregator, files: List[Path]) -> Tuple[Aggreg
         raise IncompatibleError(f"--state {state} records {len(done)} finished files but "
                                 f"{len(files)} are present")
     for entry, path in zip(done, files):
-        if entry["name"] != path.name or entry["size"] != path.stat().st_size:
+        if (entry["name"] != path.name or entry["size"] != path.stat().st_size
+                or entry["sha256"] != _sha256(path)):
             raise IncompatibleError(
                 f"--state {state} records {entry['name']!r} ({entry['size']} bytes) as finished, but "
-                f"the sorted file list has {path.name!r} ({path.stat().st_size} bytes) there; "
-                "files already ingested must not be changed, removed or sorted before them")
+                f"the sorted file list has {path.name!r} ({path.stat().st_size} bytes, other contents) "
+                "there; files already ingested must not be changed, removed or sorted before them")
     return agg, done
 
 
@@ -203,6 +207,14 @@ def _exclusive(state: Path):
         except BlockingIOError:
             raise ParameterError(f"--state {state} is in use by another ldpfast aggregate run") from None
         yield
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _hook(name: str) -> Optional[int]:
@@ -231,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
             for _, batch in iter_parquet(path, params, batch_rows=args.batch_rows):
                 agg.update(batch)
                 reports += len(batch)
-            done.append({"name": path.name, "size": path.stat().st_size})
+            done.append({"name": path.name, "size": path.stat().st_size, "sha256": _sha256(path)})
             kill = None
             if kill_at == len(done):
                 def kill():
