@@ -176,3 +176,16 @@ def test_decimal_columns_as_spark_reads_uint64():
                                       "a1": decimals([2])})
     with pytest.raises(ReportError, match="not uint64"):
         ldask.aggregate_partition(proto.aggregator, zero, [bad])
+
+
+def test_bag_of_client_wire_messages(client, hrr_case):
+    """What a collector receives: one compact message per client (ldpfast.wire)."""
+    from ldpfast import wire
+    from ldpfast.errors import ReportError
+
+    proto, params, reports, expected = hrr_case
+    messages = wire.encode_each(params, reports)
+    assert all(len(m) == 2 for m in messages)  # 10-bit row + 1 bit
+    assert ldask.aggregate_bag(db.from_sequence(messages, npartitions=6), params).to_bytes() == expected
+    with pytest.raises(ReportError, match="partition elements must be"):
+        ldask.aggregate_partition(proto.aggregator, proto.aggregator(params).to_bytes(), [1, 2])

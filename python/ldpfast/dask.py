@@ -16,8 +16,9 @@ aggregation for every partitioning, order and tree shape.
 
 Partitions may hold ``Reports`` batches, ``pyarrow`` Tables/RecordBatches (validated
 against their ldpfast metadata when they carry it, as written by :mod:`ldpfast.arrow`),
-pandas DataFrames with the report columns, or one report per element as a dict
-``{column: value}`` or a tuple in column order.
+pandas DataFrames with the report columns, or one report per element: a dict
+``{column: value}``, a tuple in column order, or a client's wire message (``bytes``, see
+:func:`ldpfast.wire.encode_each`).
 
 :func:`aggregate_partition` and :func:`merge_partials` do not need Dask: they are the
 two halves of the contract for any engine (see docs/spark.md for Spark).
@@ -73,36 +74,61 @@ def _batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Report
         yield _canonical(batch)
 
 
+def _is_batch(obj: Any) -> bool:
+    return isinstance(obj, Reports) or type(obj).__module__.split(".")[0] in ("pyarrow", "pandas")
+
+
+def _one_batch(proto: Protocol, params: Params, batch: Any) -> Reports:
+    if isinstance(batch, Reports):
+        return batch
+    if type(batch).__module__.split(".")[0] == "pyarrow":
+        if batch.schema.metadata and b"ldpfast.protocol" in batch.schema.metadata:
+            return proto.reports.from_arrow(batch, params)  # validated against the metadata
+        # e.g. Spark's mapInArrow batches: the columns alone, checked by the protocol
+        return proto.reports.from_columns(_typed(params, {
+            name: _plain_arrow_column(name, batch.column(name)) for name in batch.schema.names}), params)
+    return proto.reports.from_columns(  # pandas
+        _typed(params, {name: batch[name].to_numpy() for name in batch.columns}), params)
+
+
 def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Reports]:
-    if isinstance(partition, Reports):
-        yield partition
-        return
-    kind = type(partition).__module__.split(".")[0]
-    if kind == "pyarrow":
-        if partition.schema.metadata and b"ldpfast.protocol" in partition.schema.metadata:
-            yield proto.reports.from_arrow(partition, params)  # validated against the metadata
-        else:  # e.g. Spark's mapInArrow batches: the columns alone, checked by the protocol
-            yield proto.reports.from_columns(_typed(params, {
-                name: _plain_arrow_column(name, partition.column(name))
-                for name in partition.schema.names}), params)
-        return
-    if kind == "pandas":
-        yield proto.reports.from_columns(
-            _typed(params, {name: partition[name].to_numpy() for name in partition.columns}), params)
+    """Batches of a partition: one batch, or an iterable of batches, records (dicts or
+    tuples, one report each) and wire messages (bytes, one report each, see
+    :mod:`ldpfast.wire`); runs of records or messages become one batch each."""
+    if _is_batch(partition):
+        yield _one_batch(proto, params, partition)
         return
     names = proto.reports.column_names()
-    records: List[Any] = []
+    run: List[Any] = []
+    run_kind = None
     for element in partition:
-        if isinstance(element, dict) or (isinstance(element, tuple) and len(element) == len(names)
-                                         and not isinstance(element, Reports)):
-            records.append(element)
-            continue
-        if records:
-            yield _records_to_batch(proto, params, names, records)
-            records = []
-        yield from _raw_batches(proto, params, element)
-    if records:
-        yield _records_to_batch(proto, params, names, records)
+        if isinstance(element, (bytes, bytearray, memoryview)):
+            kind = "wire"
+        elif isinstance(element, dict) or (isinstance(element, tuple) and len(element) == len(names)):
+            kind = "record"
+        elif _is_batch(element):
+            kind = None
+        else:
+            raise ReportError(f"partition elements must be report batches, records (dict/tuple) or wire "
+                              f"messages (bytes), got {type(element).__name__}")
+        if run and kind != run_kind:
+            yield _run_to_batch(proto, params, names, run_kind, run)
+            run = []
+        if kind is None:
+            yield _one_batch(proto, params, element)
+        else:
+            run.append(element)
+            run_kind = kind
+    if run:
+        yield _run_to_batch(proto, params, names, run_kind, run)
+
+
+def _run_to_batch(proto: Protocol, params: Params, names: Sequence[str], kind: str, run: list) -> Reports:
+    if kind == "wire":
+        from . import wire
+
+        return wire.decode_each(params, run)
+    return _records_to_batch(proto, params, names, run)
 
 
 def _plain_arrow_column(name: str, column: Any) -> np.ndarray:
