@@ -195,7 +195,13 @@ class Reports:
 
 class Aggregator:
     """Base class for server-side aggregators. Subclasses implement ``_state``,
-    ``_set_state`` and ``_ingest``; ``update`` calls ``_validate`` first."""
+    ``_set_state`` and ``_ingest``; ``update`` calls ``_validate`` first.
+
+    The contract (checked for every protocol by tests/test_contract.py): ``cls(params)``
+    is empty and the merge identity; ``update`` validates the whole batch before changing
+    anything; ``merge`` is exact, associative and commutative and changes only ``self``;
+    equal states give equal bytes. Aggregators that keep reports instead of counts must
+    store them in a canonical order (e.g. sorted), or merged bytes depend on the order."""
 
     protocol: ClassVar[str] = ""
     params_type: ClassVar[type] = Params
