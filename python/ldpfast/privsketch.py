@@ -414,6 +414,7 @@ class NoSmpClient(_SketchClient):
         return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> NoSmpReports:
+        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
         _, bits, order = self._perturb(sets)
         return NoSmpReports(bits=bits.reshape(-1, self.params.K, self.params.M), order=order)
 
@@ -427,6 +428,7 @@ class SafeClient(_SketchClient):
     _with_order = False
 
     def perturb(self, sets) -> SafeReports:
+        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
         cell, bits, _ = self._perturb(sets)
         return SafeReports(k=(cell // self.params.M).astype(np.uint16),
                            m=(cell % self.params.M).astype(np.uint16), bit=bits[:, 0])

@@ -74,6 +74,7 @@ class MultiPCMSMeanClient(_SketchClient):
         return _rr_flip_probability(self.params.epsilon / self.params.M)
 
     def perturb(self, sets) -> MultiPCMSMeanReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         row, bits, _ = self._perturb(sets)
         return MultiPCMSMeanReports(row=row.astype(np.uint16), bits=bits)
 
@@ -181,6 +182,7 @@ class MultiPCMSMinClient(_SketchClient):
         return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> MultiPCMSMinReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         _, bits, _ = self._perturb(sets)
         return MultiPCMSMinReports(bits=bits.reshape(-1, self.params.K, self.params.M))
 
@@ -207,6 +209,7 @@ class MultiPCMSMinServer(_TableServer):
         return self
 
     def estimate(self, candidates=None) -> np.ndarray:
+        """Frequencies of ``candidates`` (default the whole domain)."""
         self._require_reports()
         p = self.params
         c = _c_eps(p.epsilon / (p.K * p.M))
@@ -295,6 +298,7 @@ class PSOLHClient:
         self._keys = KeySource(rng)
 
     def perturb(self, sets) -> PSOLHReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
         values = _core.privsketch_padding_sample(self._keys.key(), offsets, items, p.pad_len, p.d, self.threads)
@@ -330,6 +334,7 @@ class PSOLHServer(_TrackedServer):
         return self
 
     def estimate(self, candidates=None) -> np.ndarray:
+        """Frequencies of ``candidates`` (default every tracked item)."""
         cand = self._query(candidates)
         p = self.params
         keep = math.exp(p.olh_epsilon) / (math.exp(p.olh_epsilon) + p.g - 1)
