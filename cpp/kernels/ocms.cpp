@@ -11,6 +11,13 @@
 // walked together to hide the compare->select latency, and matches go to a tile of
 // per-candidate counters that stays in L1. Lane start values per (report, tile) come
 // from one Montgomery product and one Barrett reduction.
+//
+// Other paths: count_list (and count_range over fewer than kWalkMinCandidates
+// candidates) evaluates each pair with a Montgomery product and a Barrett reduction,
+// vectorized over candidates with emulated 64x64-bit products on AVX-512/AVX2.
+// GF(2^l) count_range walks aligned candidate blocks in Gray-code order (see
+// count_range_gf). Client kernels draw from ChaCha20 blocks computed 16 (AVX-512) or 8
+// (AVX2) at a time, bit-identical to the scalar generator.
 #include "ldpfast/kernels/ocms.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
