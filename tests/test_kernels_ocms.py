@@ -343,3 +343,16 @@ def test_decode_property(backend, data, field):
     np.testing.assert_array_equal(ranged, want)
     np.testing.assert_array_equal(listed, want)
     assert int(want.sum()) >= n  # each report matches its own target
+
+
+def test_decode_split_both_ways_is_exact(backend):
+    """Candidate chunks x report blocks with partial counts (10^8 pairs, 7 threads)."""
+    rng = np.random.default_rng(12)
+    n, x_count = 20000, 5000
+    field, z, a0, a1 = random_reports(rng, "prime", PRIME, n, 3, 0, x_count)
+    one, many = np.zeros(x_count, np.uint64), np.zeros(x_count, np.uint64)
+    _core.ocms_count_range(field, z, a0, a1, 3, 0, one, 1)
+    _core.ocms_count_range(field, z, a0, a1, 3, 0, many, 7)
+    np.testing.assert_array_equal(one, many)
+    # About x_count / m matches per report (mean 3.3e7, sd < 5e3): half of that is 3000 sd away.
+    assert int(one.sum()) >= n * x_count // 3 // 2
