@@ -425,14 +425,17 @@ void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_
 void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
                       std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
   constexpr std::size_t kBlock = 256;
-  u64 a1_mont[kBlock];
+  u64 a1_mont[kBlock], add_back[kBlock];
   const __m512i P = _mm512_set1_epi64(static_cast<long long>(f.p));
   const __m512i PINV = _mm512_set1_epi64(static_cast<long long>(f.pinv));
   const __m512i M = _mm512_set1_epi64(static_cast<long long>(fm.m));
   const __m512i MU = _mm512_set1_epi64(static_cast<long long>(fm.mu));
   for (std::size_t rb = 0; rb < n; rb += kBlock) {
     const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
-    for (std::size_t i = 0; i < nb; ++i) a1_mont[i] = to_montgomery(a1[rb + i], f);
+    for (std::size_t i = 0; i < nb; ++i) {
+      a1_mont[i] = to_montgomery(a1[rb + i], f);
+      add_back[i] = f.p - a0[rb + i];
+    }
     for (std::size_t j = 0; j < x_count; j += 8) {
       const __mmask8 live = x_count - j >= 8 ? 0xFF : static_cast<__mmask8>((1u << (x_count - j)) - 1);
       const __m512i x = _mm512_maskz_loadu_epi64(live, xs + j);  // dead lanes compute x = 0, never stored
@@ -445,10 +448,10 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
         const __m512i qp_hi = mulhi_epu64(q, P);
         __m512i v = _mm512_sub_epi64(t_hi, qp_hi);
         v = _mm512_mask_add_epi64(v, _mm512_cmplt_epu64_mask(t_hi, qp_hi), v, P);
-        // + a0 mod p.
-        const __m512i s = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
-        const __mmask8 over = _mm512_cmplt_epu64_mask(s, v) | _mm512_cmpge_epu64_mask(s, P);
-        v = _mm512_mask_sub_epi64(s, over, s, P);
+        // + a0 mod p: the sum wraps around p iff v >= p - a0.
+        const __mmask8 wrap = _mm512_cmpge_epu64_mask(v, _mm512_set1_epi64(static_cast<long long>(add_back[i])));
+        v = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
+        v = _mm512_mask_sub_epi64(v, wrap, v, P);
         const __m512i r = fast_mod_epu64(v, M, MU);
         const __mmask8 hit = _mm512_cmpeq_epu64_mask(r, _mm512_set1_epi64(static_cast<long long>(z[rb + i])));
         cnt = _mm512_mask_sub_epi64(cnt, hit, cnt, _mm512_set1_epi64(-1));
