@@ -11,6 +11,13 @@
 // walked together to hide the compare->select latency, and matches go to a tile of
 // per-candidate counters that stays in L1. Lane start values per (report, tile) come
 // from one Montgomery product and one Barrett reduction.
+//
+// Other paths: count_list (and count_range over fewer than kWalkMinCandidates
+// candidates) evaluates each pair with a Montgomery product and a Barrett reduction,
+// vectorized over candidates with emulated 64x64-bit products on AVX-512/AVX2.
+// GF(2^l) count_range walks aligned candidate blocks in Gray-code order (see
+// count_range_gf). Client kernels draw from ChaCha20 blocks computed 16 (AVX-512) or 8
+// (AVX2) at a time, bit-identical to the scalar generator.
 #include "ldpfast/kernels/ocms.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -385,25 +392,10 @@ u64 draw_field_element(ElementRng& rng, const FieldSpec& field) {
   return rng.below(field.prime.p);
 }
 
-// Elements [begin, end) in groups of kChachaLanes whose first ChaCha20 blocks are computed
-// together; body(element, rng) then draws exactly as with a fresh ElementRng.
-template <class Body>
-void for_elements(const RngKey& key, std::uint64_t stream, std::size_t begin, std::size_t end, Body&& body) {
-  alignas(64) u32 blocks[16 * kChachaLanes];
-  for (std::size_t i = begin; i < end; i += kChachaLanes) {
-    chacha20_blocks(key, i, ElementRng::nonce(stream, 0), blocks);
-    const std::size_t count = end - i < kChachaLanes ? end - i : kChachaLanes;
-    for (std::size_t j = 0; j < count; ++j) {
-      ElementRng rng(key, stream, i + j, blocks + j, kChachaLanes);
-      body(i + j, rng);
-    }
-  }
-}
-
 void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_t begin, std::size_t end,
              u64 m, u64 flip_threshold, u64* z, u64* a0, u64* a1) {
   const FastMod fm = make_fast_mod(m);
-  for_elements(key, kStreamOcms, begin, end, [&](std::size_t i, ElementRng& rng) {
+  for_each_element_rng(key, kStreamOcms, begin, end, [&](std::size_t i, ElementRng& rng) {
     a0[i] = draw_field_element(rng, field);
     a1[i] = draw_field_element(rng, field);
     const u64 y = fast_mod(FieldHasher(field, a0[i], a1[i]).value(x[i]), fm);
@@ -418,14 +410,17 @@ void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_
 void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
                       std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
   constexpr std::size_t kBlock = 256;
-  u64 a1_mont[kBlock];
+  u64 a1_mont[kBlock], add_back[kBlock];
   const __m512i P = _mm512_set1_epi64(static_cast<long long>(f.p));
   const __m512i PINV = _mm512_set1_epi64(static_cast<long long>(f.pinv));
   const __m512i M = _mm512_set1_epi64(static_cast<long long>(fm.m));
   const __m512i MU = _mm512_set1_epi64(static_cast<long long>(fm.mu));
   for (std::size_t rb = 0; rb < n; rb += kBlock) {
     const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
-    for (std::size_t i = 0; i < nb; ++i) a1_mont[i] = to_montgomery(a1[rb + i], f);
+    for (std::size_t i = 0; i < nb; ++i) {
+      a1_mont[i] = to_montgomery(a1[rb + i], f);
+      add_back[i] = f.p - a0[rb + i];
+    }
     for (std::size_t j = 0; j < x_count; j += 8) {
       const __mmask8 live = x_count - j >= 8 ? 0xFF : static_cast<__mmask8>((1u << (x_count - j)) - 1);
       const __m512i x = _mm512_maskz_loadu_epi64(live, xs + j);  // dead lanes compute x = 0, never stored
@@ -438,10 +433,10 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
         const __m512i qp_hi = mulhi_epu64(q, P);
         __m512i v = _mm512_sub_epi64(t_hi, qp_hi);
         v = _mm512_mask_add_epi64(v, _mm512_cmplt_epu64_mask(t_hi, qp_hi), v, P);
-        // + a0 mod p.
-        const __m512i s = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
-        const __mmask8 over = _mm512_cmplt_epu64_mask(s, v) | _mm512_cmpge_epu64_mask(s, P);
-        v = _mm512_mask_sub_epi64(s, over, s, P);
+        // + a0 mod p: the sum wraps around p iff v >= p - a0.
+        const __mmask8 wrap = _mm512_cmpge_epu64_mask(v, _mm512_set1_epi64(static_cast<long long>(add_back[i])));
+        v = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
+        v = _mm512_mask_sub_epi64(v, wrap, v, P);
         const __m512i r = fast_mod_epu64(v, M, MU);
         const __mmask8 hit = _mm512_cmpeq_epu64_mask(r, _mm512_set1_epi64(static_cast<long long>(z[rb + i])));
         cnt = _mm512_mask_sub_epi64(cnt, hit, cnt, _mm512_set1_epi64(-1));
@@ -586,7 +581,7 @@ void count_list(const FieldSpec& field, const u64* z, const u64* a0, const u64* 
 
 void randomized_response_batch(const RngKey& key, const u64* y, std::size_t begin, std::size_t end, u64 m,
                                u64 flip_threshold, u64* out) {
-  for_elements(key, kStreamRandomizedResponse, begin, end, [&](std::size_t i, ElementRng& rng) {
+  for_each_element_rng(key, kStreamRandomizedResponse, begin, end, [&](std::size_t i, ElementRng& rng) {
     out[i] = randomized_response(rng, y[i], m, flip_threshold);
   });
 }
