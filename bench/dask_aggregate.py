@@ -15,13 +15,15 @@ identical. Baseline: the single-process run measured in the same invocation.
 
     PYTHONPATH=python python3 bench/dask_aggregate.py --scale 0.1
 
-Measured at --scale 1 (16 files per workload) on the 2-core development VM, shared with
-other jobs (load average 5-12), best of 2-3 runs; the two modes use the same 2 cores, so
-the ratio mostly measures Dask's overhead and the noise, not a speed-up:
+Measured at --scale 1 (16 files per workload, 231 MB and 171 MB of zstd Parquet) on the
+2-core development VM, best of 3, with the kernels of main at 2026-11-21 20:05 and the
+machine otherwise idle (load average 0.5). Both modes use the same 2 cores, so the ratio
+shows Dask's overhead rather than a speed-up; on a busy machine (load 5-12) the ratio
+varied between 0.6 and 1.6:
 
-    workload          reports   1 process      Dask 2 workers   identical
-    HRR d=2^16        1e8       1.5-1.7e8/s    1.3-2.5e8/s      yes
-    OCMS+RR 1000 c.   1e7       4.5-6.1e6/s    4.2-6.1e6/s      yes
+    workload          reports   1 process             Dask, 2 workers       identical
+    HRR d=2^16        1e8       0.43 s  2.3e8/s       0.32 s  3.1e8/s       yes
+    OCMS+RR 1000 c.   1e7       0.78 s  1.3e7/s       0.78 s  1.3e7/s       yes
 """
 
 from __future__ import annotations
