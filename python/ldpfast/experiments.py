@@ -1,0 +1,543 @@
+"""Simulation harness: run frequency oracles on a data set over an eps grid, many runs,
+and measure the errors [PAN] (Pan, CSF 2025) section 6 reports.
+
+Metrics over the values of interest ``X`` (true frequencies ``f``, estimates ``fhat_t``
+of run ``t = 1..T``):
+
+* worst-case MSE, [PAN] Eq. 19: ``max_{x in X} (1/T) sum_t (fhat_t(x) - f(x))^2``
+  (an upward-biased estimator of ``max_x MSE(x)``; [PAN] Appendix K bounds it, see
+  :func:`appendix_k_factor`);
+* ``l1 = mean_t sum_{x in X} |fhat_t(x) - f(x)|`` and ``l2 = mean_t sum_{x in X} (fhat_t(x) - f(x))^2``.
+
+Closed forms plotted next to the measurements: [PAN] Eq. 20 (CMS+RR with the chosen
+integer ``m``; worst case over ``X``), Eq. 22 / Theorem 3.8 with ``|X|`` in place of ``d``
+for l1/l2, as the reference code R1 does.
+
+Every run redraws every random choice; run ``t`` of algorithm ``a`` at ``eps`` uses a seed
+derived from ``(seed, a, data set, eps, t)``, so any cell can be re-run alone and results do
+not depend on the order or on the number of threads. Seeded = simulation only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import math
+import sys
+import time
+import zlib
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Union
+
+import numpy as np
+
+from ._base import Params, protocols
+from .datasets import ValueData
+from .errors import ParameterError
+
+__all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
+           "appendix_k_factor", "cms_rr_variance", "cms_rr_l2", "grr_variance",
+           "worst_case_mse", "l1_loss", "l2_loss", "CellResult", "SimulationResult",
+           "simulate", "ProgressBar", "plot_results", "DataSource"]
+
+DataSource = Union[ValueData, Callable[[float], ValueData]]
+
+
+# ----------------------------------------------------------------------------------
+# Closed forms used for the theory curves
+# ----------------------------------------------------------------------------------
+
+def _check_eps(epsilon: float) -> float:
+    if not isinstance(epsilon, (int, float, np.integer, np.floating)) or not math.isfinite(epsilon) \
+            or not 0 < epsilon <= 700:
+        raise ParameterError(f"epsilon must be finite and in (0, 700], got {epsilon!r}")
+    return float(epsilon)
+
+
+def cms_rr_variance(epsilon: float, m: float, n: int, f) -> np.ndarray:
+    """Variance of the unbiased CMS+RR estimate of a value with frequency ``f``
+    ([PAN] Eq. 20, identical to Cor. 3.3 Eq. 6):
+    ``(1-f)/(n(m-1)) + m[(1-f)(e-1)(2-m) + m e] / (n(m-1)(e-1)^2)``, ``e = e^eps``.
+
+    Covers OCMS+RR (its integer ``m``), HE (``m = 2``) and OLH (``m = g``, fully random
+    hashing). Args: ``m >= 2`` (may be real), ``n >= 1`` users, ``f`` scalar or array.
+    """
+    eps = _check_eps(epsilon)
+    if not m >= 2:
+        raise ParameterError(f"m must be >= 2, got {m!r}")
+    em1 = math.expm1(eps)
+    e = em1 + 1.0
+    f = np.asarray(f, dtype=np.float64)
+    return (1 - f) / (n * (m - 1)) + m * ((1 - f) * em1 * (2 - m) + m * e) / (n * (m - 1) * em1 ** 2)
+
+
+def cms_rr_l2(epsilon: float, m: float, n: int, size: int) -> float:
+    """Worst-case expected l2 loss of CMS+RR over ``size`` values ([PAN] Eq. 22 with RR):
+    ``(k+e-1) m^2/(n(m-1)(e-1)^2) + (k-1)(2m+e-1)/(n(m-1)(e-1))`` with ``k = size``
+    (the frequencies sum to at most 1 and the variance is linear in ``f``). ``[PAN]``
+    section 6 uses it with ``k = |X|``; the l1 curve is the Cauchy-Schwarz bound
+    ``sqrt(k l2)``."""
+    eps = _check_eps(epsilon)
+    em1 = math.expm1(eps)
+    return (size + em1) * m * m / (n * (m - 1) * em1 ** 2) + (size - 1) * (2 * m + em1) / (n * (m - 1) * em1)
+
+
+def grr_variance(epsilon: float, d: int, n: int, f) -> np.ndarray:
+    """Variance of the GRR (k-ary randomized response) estimate over ``d`` symbols:
+    ``[q(1-q) + f(p-q)(1-p-q)] / (n (p-q)^2)``, ``p = e/(e+d-1)``, ``q = 1/(e+d-1)``
+    (SPEC 1.2; Wang et al. 2017)."""
+    eps = _check_eps(epsilon)
+    em1 = math.expm1(eps)
+    denom = em1 + d                      # e + d - 1
+    q, p_minus_q, rest = 1.0 / denom, em1 / denom, (d - 2) / denom  # rest = 1 - p - q
+    f = np.asarray(f, dtype=np.float64)
+    return (q * (1 - q) + f * p_minus_q * rest) / (n * p_minus_q ** 2)
+
+
+def appendix_k_factor(size: int, runs: int) -> float:
+    """[PAN] Theorem K.1: with probability >= 0.95 the Eq. 19 estimator stays below
+    ``[1 + (2/t)(sqrt(t log(20|X|)) + log(20|X|))] V`` when every value's MSE is at most
+    ``V`` (``t`` runs; Gaussian approximation plus the Laurent-Massart bound).
+    Returns the factor: 1.7034 for ``|X| = t = 100``."""
+    if size < 1 or runs < 1:
+        raise ParameterError(f"size and runs must be >= 1, got {size}, {runs}")
+    a = math.log(20 * size)
+    return 1 + 2 / runs * (math.sqrt(runs * a) + a)
+
+
+# ----------------------------------------------------------------------------------
+# Metrics ([PAN] section 6)
+# ----------------------------------------------------------------------------------
+
+def worst_case_mse(estimates: np.ndarray, truth: np.ndarray) -> float:
+    """[PAN] Eq. 19 from a ``(runs, |X|)`` array of estimates and the true frequencies."""
+    err = np.asarray(estimates, dtype=np.float64) - np.asarray(truth, dtype=np.float64)
+    return float(np.max(np.mean(err * err, axis=0)))
+
+
+def l1_loss(estimates: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over runs of ``sum_{x in X} |fhat(x) - f(x)|``."""
+    return float(np.mean(np.sum(np.abs(np.atleast_2d(estimates) - truth), axis=1)))
+
+
+def l2_loss(estimates: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over runs of ``sum_{x in X} (fhat(x) - f(x))^2``."""
+    err = np.atleast_2d(estimates) - truth
+    return float(np.mean(np.sum(err * err, axis=1)))
+
+
+# ----------------------------------------------------------------------------------
+# Algorithms
+# ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """How the harness builds one protocol for a data set.
+
+    Attributes:
+        name: command-line id (``ocms-mse``).
+        label: name in tables and plots (``MSE-OCMS+RR``).
+        module: the ``ldpfast`` submodule that implements it.
+        make_params: ``(epsilon, data, generator) -> Params``; called once per run, so
+            parameters that hold random choices (CMS+HE's hash family) are redrawn.
+        variance: closed-form ``(params, n, f) -> Var(fhat)`` array, or None.
+        l2: closed-form worst-case l2 ``(params, n, size) -> float``, or None.
+        summary: one line for ``ldpfast simulate --list``.
+        client, server: explicit classes for protocols outside the registry (default:
+            the classes registered for the parameter type).
+    """
+
+    name: str
+    label: str
+    module: str
+    make_params: Callable[[float, ValueData, np.random.Generator], Params]
+    variance: Optional[Callable[[Params, int, np.ndarray], np.ndarray]] = None
+    l2: Optional[Callable[[Params, int, int], float]] = None
+    summary: str = ""
+    client: Optional[type] = None
+    server: Optional[type] = None
+
+    def available(self) -> bool:
+        """True when the implementing module is part of this build."""
+        try:
+            importlib.import_module(f"ldpfast.{self.module}")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("ldpfast"):
+                return False
+            raise
+        return True
+
+    def classes(self, params: Params):
+        """(Client, Server) classes registered for ``type(params)``."""
+        if self.client is not None and self.server is not None:
+            return self.client, self.server
+        for proto in protocols().values():
+            if proto.params is type(params):
+                return proto.client, proto.aggregator
+        raise ParameterError(f"no protocol is registered for {type(params).__name__}")
+
+
+def _mod(name: str):
+    return importlib.import_module(f"ldpfast.{name}")
+
+
+def _m_variance(params, n, f):
+    return cms_rr_variance(params.epsilon, params.m, n, f)
+
+
+def _m_l2(params, n, size):
+    return cms_rr_l2(params.epsilon, params.m, n, size)
+
+
+def _he_variance(params, n, f):
+    return cms_rr_variance(params.epsilon, 2, n, f)
+
+
+def _he_l2(params, n, size):
+    return cms_rr_l2(params.epsilon, 2, n, size)
+
+
+ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
+    Algorithm("ocms-mse", "MSE-OCMS+RR", "ocms",
+              lambda eps, data, gen: _mod("ocms").Params.optimal(
+                  epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
+              _m_variance, _m_l2, "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
+    Algorithm("ocms-l", "l-OCMS+RR", "ocms",
+              lambda eps, data, gen: _mod("ocms").Params.optimal(epsilon=eps, d=data.d, mode="l"),
+              _m_variance, _m_l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"),
+)}
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The :class:`Algorithm` called ``name``; raises ParameterError listing the names."""
+    if name not in ALGORITHMS:
+        raise ParameterError(f"protocol must be one of {sorted(ALGORITHMS)}, got {name!r}")
+    alg = ALGORITHMS[name]
+    if not alg.available():
+        raise ParameterError(f"protocol {name!r} needs ldpfast.{alg.module}, which this build lacks")
+    return alg
+
+
+def available_algorithms() -> List[Algorithm]:
+    """The algorithms whose implementation is part of this build."""
+    return [a for a in ALGORITHMS.values() if a.available()]
+
+
+# ----------------------------------------------------------------------------------
+# Progress bar
+# ----------------------------------------------------------------------------------
+
+class ProgressBar:
+    """A one-line progress bar on stderr (redrawn at most 10 times per second)."""
+
+    def __init__(self, total: int, enabled: bool = True, stream: Optional[TextIO] = None,
+                 width: int = 30):
+        self.total, self.done, self.width = max(int(total), 1), 0, width
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.start = time.monotonic()
+        self._last = 0.0
+        self.label = ""
+
+    def advance(self, steps: int = 1, label: str = "") -> None:
+        self.done += steps
+        self.label = label or self.label
+        now = time.monotonic()
+        if self.enabled and (now - self._last >= 0.1 or self.done >= self.total):
+            self._last = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        frac = min(self.done / self.total, 1.0)
+        filled = int(frac * self.width)
+        elapsed = now - self.start
+        eta = elapsed / frac - elapsed if frac > 0 else float("nan")
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
+                          f"{elapsed:6.1f}s eta {eta:6.1f}s {self.label[:40]:<40}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ----------------------------------------------------------------------------------
+# Simulation
+# ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class CellResult:
+    """Measured and closed-form errors of one algorithm at one eps.
+
+    ``worst_mse`` is [PAN] Eq. 19; ``l1``/``l2`` are means over runs with standard
+    errors ``l1_se``/``l2_se``. ``theory_mse`` is the largest closed-form variance over
+    ``X`` (Eq. 20 with the actual frequencies), ``appendix_k`` = ``theory_mse`` x
+    :func:`appendix_k_factor`; ``theory_l2`` is Eq. 22 with ``|X|`` values and
+    ``theory_l1 = sqrt(|X| theory_l2)`` (an upper bound). ``exact_l2`` is
+    ``sum_x Var(x)`` for the actual frequencies. ``params`` is the first run's
+    parameter dict.
+    """
+
+    algorithm: str
+    label: str
+    epsilon: float
+    runs: int
+    n: int
+    worst_mse: float
+    l1: float
+    l2: float
+    l1_se: float
+    l2_se: float
+    seconds: float
+    params: Dict[str, object]
+    theory_mse: Optional[float] = None
+    appendix_k: Optional[float] = None
+    theory_l1: Optional[float] = None
+    theory_l2: Optional[float] = None
+    exact_l2: Optional[float] = None
+
+    @property
+    def within_band(self) -> Optional[bool]:
+        """closed form <= measured worst-case MSE <= Appendix K bound (None without theory)."""
+        if self.theory_mse is None:
+            return None
+        return self.theory_mse <= self.worst_mse <= self.appendix_k
+
+
+@dataclasses.dataclass
+class SimulationResult:
+    """All cells of one data set (see :func:`simulate`)."""
+
+    dataset: str
+    note: str
+    n: int
+    d: int
+    n_candidates: int
+    runs: int
+    seed: int
+    cells: List[CellResult]
+
+    def cell(self, algorithm: str, epsilon: float) -> CellResult:
+        for c in self.cells:
+            if c.algorithm == algorithm and c.epsilon == epsilon:
+                return c
+        raise KeyError((algorithm, epsilon))
+
+    @property
+    def algorithms(self) -> List[str]:
+        return list(dict.fromkeys(c.algorithm for c in self.cells))
+
+    @property
+    def epsilons(self) -> List[float]:
+        return sorted({c.epsilon for c in self.cells})
+
+    def to_dict(self) -> Dict[str, object]:
+        out = dataclasses.asdict(self)
+        return json.loads(json.dumps(out, default=_json_default))
+
+    def table(self, metric: str = "all", markdown: bool = False) -> str:
+        """Text (or markdown) table: one row per eps, one column per algorithm, for
+        ``metric`` in ``mse``, ``l1``, ``l2``; ``all`` gives the three tables."""
+        if metric == "all":
+            return "\n\n".join(self.table(m, markdown) for m in ("mse", "l1", "l2"))
+        if metric not in ("mse", "l1", "l2"):
+            raise ParameterError(f"metric must be 'mse', 'l1', 'l2' or 'all', got {metric!r}")
+        value = {"mse": "worst_mse", "l1": "l1", "l2": "l2"}[metric]
+        theory = {"mse": "theory_mse", "l1": "theory_l1", "l2": "theory_l2"}[metric]
+        labels = [self.cell(a, self.epsilons[0]).label for a in self.algorithms]
+        header = ["eps"] + labels + [f"closed form ({lab})" for a, lab in zip(self.algorithms, labels)
+                                     if getattr(self.cell(a, self.epsilons[0]), theory) is not None]
+        if metric == "mse":
+            header += [f"App. K bound ({lab})" for a, lab in zip(self.algorithms, labels)
+                       if self.cell(a, self.epsilons[0]).appendix_k is not None]
+        rows = []
+        for eps in self.epsilons:
+            cells = [self.cell(a, eps) for a in self.algorithms]
+            row = [f"{eps:g}"] + [f"{getattr(c, value):.4e}" for c in cells]
+            row += [f"{getattr(c, theory):.4e}" for c in cells if getattr(c, theory) is not None]
+            if metric == "mse":
+                row += [f"{c.appendix_k:.4e}" for c in cells if c.appendix_k is not None]
+            rows.append(row)
+        title = {"mse": "worst-case MSE (PAN Eq. 19)", "l1": "l1 loss", "l2": "l2 loss"}[metric]
+        return _format_table(f"{self.dataset}: {title}", header, rows, markdown)
+
+
+def _json_default(obj):
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
+def _format_table(title: str, header: List[str], rows: List[List[str]], markdown: bool) -> str:
+    if markdown:
+        lines = [f"**{title}**", "", "| " + " | ".join(header) + " |",
+                 "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    return "\n".join([title, fmt.format(*header)] + [fmt.format(*r) for r in rows])
+
+
+def _run_seed(seed: int, algorithm: str, dataset: str, epsilon: float, run: int) -> np.random.SeedSequence:
+    key = (zlib.crc32(algorithm.encode()), zlib.crc32(dataset.encode()),
+           int(round(epsilon * 1_000_000)), run)
+    return np.random.SeedSequence(seed, spawn_key=key)
+
+
+def _params_dict(params: Params) -> Dict[str, object]:
+    try:
+        return {k: v for k, v in params.to_dict().items() if not isinstance(v, (list, tuple)) or len(v) <= 8}
+    except Exception:  # parameter objects of other shapes: show their repr
+        return {"repr": repr(params)}
+
+
+def run_once(algorithm: Algorithm, epsilon: float, data: ValueData,
+             seed: Union[int, np.random.SeedSequence]) -> tuple:
+    """One simulated deployment: build parameters, perturb every user's value with a
+    seeded client, aggregate, and estimate the frequencies of ``data.candidates``.
+    Returns ``(params, estimates)``."""
+    gen = np.random.default_rng(seed)
+    params = algorithm.make_params(epsilon, data, gen)
+    client_cls, server_cls = algorithm.classes(params)
+    reports = client_cls(params, rng=gen).perturb(data.values)
+    server = server_cls(params)
+    server.update(reports)
+    return params, np.asarray(server.estimate(data.candidates), dtype=np.float64)
+
+
+def simulate(algorithms: Sequence[Union[str, Algorithm]], data: DataSource,
+             epsilons: Iterable[float], runs: int = 100, *, seed: int = 0,
+             progress: Union[bool, ProgressBar] = False) -> SimulationResult:
+    """Run each algorithm ``runs`` times at each eps and measure [PAN]'s metrics.
+
+    Args:
+        algorithms: names (see :data:`ALGORITHMS`) or :class:`Algorithm` objects.
+        data: a :class:`ValueData`, or a function ``eps -> ValueData`` for data sets that
+            depend on eps (:func:`ldpfast.datasets.pan_zipf`).
+        epsilons: privacy parameters; runs: independent runs per (algorithm, eps).
+        seed: master seed (simulation only: reports are reproducible from it).
+        progress: True for a stderr progress bar, or a :class:`ProgressBar` to advance.
+
+    Returns:
+        :class:`SimulationResult` with one :class:`CellResult` per (algorithm, eps).
+    Raises:
+        ParameterError: unknown or unavailable algorithm, runs < 1, bad eps.
+    """
+    algs = [get_algorithm(a) if isinstance(a, str) else a for a in algorithms]
+    epsilons = [_check_eps(e) for e in epsilons]
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise ParameterError(f"runs must be a positive integer, got {runs!r}")
+    if not algs or not epsilons:
+        raise ParameterError("need at least one algorithm and one epsilon")
+    bar = progress if isinstance(progress, ProgressBar) else ProgressBar(
+        len(algs) * len(epsilons) * runs, enabled=bool(progress))
+    cells: List[CellResult] = []
+    first = None
+    for eps in epsilons:
+        dataset = data(eps) if callable(data) else data
+        first = first or dataset
+        truth = dataset.frequencies()
+        for alg in algs:
+            start = time.perf_counter()
+            sq_sum = np.zeros(truth.size)
+            l1s, l2s = np.empty(runs), np.empty(runs)
+            params_seen = None
+            for t in range(runs):
+                params, est = run_once(alg, eps, dataset, _run_seed(seed, alg.name, dataset.name, eps, t))
+                if params_seen is None:
+                    params_seen = params
+                err = est - truth
+                sq = err * err
+                sq_sum += sq
+                l1s[t], l2s[t] = np.abs(err).sum(), sq.sum()
+                bar.advance(1, f"{dataset.name} {alg.name} eps={eps:g}")
+            cell = CellResult(
+                algorithm=alg.name, label=alg.label, epsilon=eps, runs=runs, n=dataset.n,
+                worst_mse=float(np.max(sq_sum / runs)), l1=float(l1s.mean()), l2=float(l2s.mean()),
+                l1_se=float(l1s.std(ddof=1) / math.sqrt(runs)) if runs > 1 else float("nan"),
+                l2_se=float(l2s.std(ddof=1) / math.sqrt(runs)) if runs > 1 else float("nan"),
+                seconds=time.perf_counter() - start, params=_params_dict(params_seen))
+            _add_theory(cell, alg, params_seen, dataset, truth, runs)
+            cells.append(cell)
+    if not isinstance(progress, ProgressBar):
+        bar.close()
+    return SimulationResult(dataset=first.name, note=first.note, n=first.n, d=first.d,
+                            n_candidates=int(first.candidates.size), runs=runs, seed=seed,
+                            cells=cells)
+
+
+def _add_theory(cell: CellResult, alg: Algorithm, params: Params, data: ValueData,
+                truth: np.ndarray, runs: int) -> None:
+    size = int(data.candidates.size)
+    if alg.variance is not None:
+        var = alg.variance(params, data.n, truth)
+        cell.theory_mse = float(np.max(var))
+        cell.appendix_k = cell.theory_mse * appendix_k_factor(size, runs)
+        cell.exact_l2 = float(np.sum(var))
+    if alg.l2 is not None:
+        cell.theory_l2 = float(alg.l2(params, data.n, size))
+        cell.theory_l1 = math.sqrt(size * cell.theory_l2)
+
+
+# ----------------------------------------------------------------------------------
+# Plotting (matplotlib is the optional extra ``ldpfast[plot]``)
+# ----------------------------------------------------------------------------------
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise ParameterError(
+            "plotting needs matplotlib: install it with pip install 'ldpfast[plot]' "
+            "(or pass --no-plot)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_results(result: SimulationResult, path: str,
+                 metrics: Sequence[str] = ("mse", "l1", "l2"),
+                 metric_algorithms: Optional[Dict[str, Sequence[str]]] = None) -> str:
+    """Write a PNG with one panel per metric (log scale): measured values with markers,
+    closed forms dashed, and for the worst-case MSE the band between the closed form
+    and the Appendix K bound. ``metric_algorithms`` restricts the algorithms drawn per
+    metric (as [PAN] shows MSE-OCMS only for MSE and l-OCMS only for l1/l2).
+    Returns ``path``. Raises ParameterError when matplotlib is missing."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.2), squeeze=False)
+    eps = result.epsilons
+    markers = "osv^D<>ph*"
+    for ax, metric in zip(axes[0], metrics):
+        names = list(metric_algorithms.get(metric, result.algorithms)) if metric_algorithms \
+            else result.algorithms
+        for i, name in enumerate(n for n in result.algorithms if n in names):
+            cells = [result.cell(name, e) for e in eps]
+            color = f"C{i}"
+            value = {"mse": "worst_mse", "l1": "l1", "l2": "l2"}[metric]
+            theory = {"mse": "theory_mse", "l1": "theory_l1", "l2": "theory_l2"}[metric]
+            ax.plot(eps, [getattr(c, value) for c in cells], marker=markers[i % len(markers)],
+                    color=color, label=cells[0].label)
+            if all(getattr(c, theory) is not None for c in cells):
+                ax.plot(eps, [getattr(c, theory) for c in cells], "--", color=color, alpha=0.7,
+                        label=f"{cells[0].label} closed form")
+                if metric == "mse":
+                    ax.fill_between(eps, [c.theory_mse for c in cells], [c.appendix_k for c in cells],
+                                    color=color, alpha=0.12, label=f"{cells[0].label} App. K band")
+        ax.set_yscale("log")
+        ax.set_xlabel("privacy parameter eps")
+        ax.set_ylabel({"mse": "worst-case MSE (Eq. 19)", "l1": "l1 loss", "l2": "l2 loss"}[metric])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{result.dataset}: n={result.n}, d={result.d}, |X|={result.n_candidates}, "
+                 f"{result.runs} runs", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
