@@ -38,7 +38,9 @@ from .errors import ParameterError
 __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
            "appendix_k_factor", "cms_rr_variance", "cms_rr_l2", "grr_variance",
            "worst_case_mse", "l1_loss", "l2_loss", "CellResult", "SimulationResult",
-           "simulate", "ProgressBar", "plot_results", "DataSource"]
+           "simulate", "run_once", "ProgressBar", "plot_results", "require_matplotlib", "DataSource",
+           "PAN_DATASETS", "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS", "reproduce_pan", "pan_checks",
+           "pan_report"]
 
 DataSource = Union[ValueData, Callable[[float], ValueData]]
 
@@ -489,7 +491,8 @@ def _add_theory(cell: CellResult, alg: Algorithm, params: Params, data: ValueDat
 # Plotting (matplotlib is the optional extra ``ldpfast[plot]``)
 # ----------------------------------------------------------------------------------
 
-def _pyplot():
+def require_matplotlib():
+    """Import pyplot with the Agg backend; ParameterError naming the extra if missing."""
     try:
         import matplotlib
     except ImportError:
@@ -510,7 +513,7 @@ def plot_results(result: SimulationResult, path: str,
     and the Appendix K bound. ``metric_algorithms`` restricts the algorithms drawn per
     metric (as [PAN] shows MSE-OCMS only for MSE and l-OCMS only for l1/l2).
     Returns ``path``. Raises ParameterError when matplotlib is missing."""
-    plt = _pyplot()
+    plt = require_matplotlib()
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.2), squeeze=False)
     eps = result.epsilons
     markers = "osv^D<>ph*"
@@ -541,3 +544,164 @@ def plot_results(result: SimulationResult, path: str,
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# ----------------------------------------------------------------------------------
+# [PAN] section 6 reproduction (Figs. 2-4)
+# ----------------------------------------------------------------------------------
+
+#: Algorithms of [PAN] section 6.
+PAN_ALGORITHMS = ("ocms-mse", "ocms-l", "he", "cms-he", "rhr")
+#: Which algorithms [PAN] shows for each metric (MSE-OCMS for MSE, l-OCMS for l1/l2).
+PAN_METRIC_ALGORITHMS = {"mse": ("ocms-mse", "he", "cms-he", "rhr"),
+                         "l1": ("ocms-l", "he", "cms-he", "rhr"),
+                         "l2": ("ocms-l", "he", "cms-he", "rhr")}
+#: name -> (figure, description) of [PAN]'s data sets.
+PAN_DATASETS = {
+    "zipf": ("Fig. 2", "deterministic Zipf 1/r^2 (R1), n = 10,000, d = 1,000,000, X = the 100 values "
+                       "(multiples of RHR's 2^(b-1), so all share RHR residue 0), f* = 1"),
+    "gaussian": ("Fig. 3", "R1 Gaussian: RandomState(317).normal(1000, 50, 10000), floored; d = 10,000, "
+                           "X = [0, 10000), f* = 0"),
+    "kosarak": ("Fig. 4", "mini-Kosarak (faithful: SPMF separators counted, values token+2), built from "
+                          "the bundled Kosarak prefix; d = 26,000, X = {0..999}, f* = 1"),
+}
+
+
+def pan_dataset(name: str, kosarak_source: str = "kosarak-prefix") -> DataSource:
+    """The data source of one [PAN] experiment (see :data:`PAN_DATASETS`)."""
+    from . import datasets
+
+    if name == "zipf":
+        return lambda eps: datasets.pan_zipf(eps)
+    if name == "gaussian":
+        return datasets.pan_gaussian("r1")
+    if name == "kosarak":
+        return datasets.mini_kosarak(kosarak_source, mode="faithful")
+    raise ParameterError(f"dataset must be one of {sorted(PAN_DATASETS)}, got {name!r}")
+
+
+def reproduce_pan(datasets: Sequence[str] = ("zipf", "gaussian", "kosarak"),
+                  algorithms: Sequence[str] = PAN_ALGORITHMS,
+                  epsilons: Sequence[float] = (1, 2, 3, 4, 5), runs: int = 100, *, seed: int = 0,
+                  kosarak_source: str = "kosarak-prefix",
+                  progress: bool = False) -> Dict[str, SimulationResult]:
+    """Run [PAN] section 6 (Figs. 2-4): each algorithm ``runs`` times per eps on each data
+    set. Returns ``{dataset: SimulationResult}``; see :func:`pan_checks` and
+    :func:`pan_report`. Algorithms missing from this build raise ParameterError."""
+    algs = [get_algorithm(a) for a in algorithms]
+    sources = {name: pan_dataset(name, kosarak_source) for name in datasets}
+    bar = ProgressBar(len(sources) * len(algs) * len(epsilons) * runs, enabled=progress)
+    results = {name: simulate(algs, source, epsilons, runs, seed=seed, progress=bar)
+               for name, source in sources.items()}
+    bar.close()
+    return results
+
+
+def _metric_value(cell: CellResult, metric: str) -> float:
+    return {"mse": cell.worst_mse, "l1": cell.l1, "l2": cell.l2}[metric]
+
+
+def pan_checks(results: Dict[str, SimulationResult]) -> Dict[str, object]:
+    """The three claims of [PAN] section 6, checked on measured results.
+
+    Returns a dict with:
+      ``leads``: list of ``(dataset, metric, eps, leader, value, best_other, other_value)``
+      for every cell, where the leader is MSE-OCMS for MSE and l-OCMS for l1/l2 and the
+      others are HE, CMS+HE, RHR (when present);
+      ``he_vs_cms``: list of ``(dataset, metric, eps, he, cms_he, ratio, z)``; ``z`` is the
+      difference over its standard error for l1/l2 (None for the max-based MSE);
+      ``band``: list of ``(dataset, algorithm, eps, closed_form, measured, bound, inside)``
+      for the MSE-OCMS cells (closed form <= Eq. 19 estimate <= Appendix K bound).
+    """
+    leads, pairs, band = [], [], []
+    for name, res in results.items():
+        for eps in res.epsilons:
+            for metric, algs in PAN_METRIC_ALGORITHMS.items():
+                present = [a for a in algs if a in res.algorithms]
+                if not present or present[0] != algs[0] or len(present) < 2:
+                    continue
+                leader = res.cell(algs[0], eps)
+                others = [res.cell(a, eps) for a in present[1:]]
+                best = min(others, key=lambda c: _metric_value(c, metric))
+                leads.append((name, metric, eps, leader.label, _metric_value(leader, metric),
+                              best.label, _metric_value(best, metric)))
+            if "he" in res.algorithms and "cms-he" in res.algorithms:
+                he, cms = res.cell("he", eps), res.cell("cms-he", eps)
+                for metric in ("mse", "l1", "l2"):
+                    a, b = _metric_value(he, metric), _metric_value(cms, metric)
+                    z = None
+                    if metric != "mse":
+                        se = math.hypot(getattr(he, f"{metric}_se"), getattr(cms, f"{metric}_se"))
+                        z = (a - b) / se if se > 0 else None
+                    pairs.append((name, metric, eps, a, b, b / a, z))
+            if "ocms-mse" in res.algorithms:
+                c = res.cell("ocms-mse", eps)
+                if c.theory_mse is not None:
+                    band.append((name, c.label, eps, c.theory_mse, c.worst_mse, c.appendix_k,
+                                 bool(c.within_band)))
+    return {"leads": leads, "he_vs_cms": pairs, "band": band}
+
+
+def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], command: str,
+               environment: str = "", plots: Optional[Dict[str, str]] = None) -> str:
+    """Markdown report of a reproduction: the command, the measured tables per data set,
+    and the answers to the three checks."""
+    lines = ["# Reproduction of Pan (CSF 2025), section 6 (Figs. 2-4)", "",
+             "Produced by:", "", "```bash", command, "```", ""]
+    if environment:
+        lines += [environment, ""]
+    lines += ["Metrics over the values of interest X: worst-case MSE = Eq. 19 (max over X of the mean "
+              "squared error over runs), l1 and l2 = mean over runs of the summed absolute / squared "
+              "errors. Closed forms: Eq. 20 with the chosen integer m (worst case over X with the true "
+              "frequencies) for MSE, Eq. 22 with |X| in place of d for l2 and sqrt(|X| l2) for l1 (an "
+              "upper bound), as the reference code plots them; HE's closed form (m = 2) is also shown "
+              "(PAN section 4: CMS+HE has the same). App. K bound = closed form x "
+              "[1 + (2/t)(sqrt(t log(20|X|)) + log(20|X|))].", ""]
+    for name, res in results.items():
+        fig, desc = PAN_DATASETS.get(name, ("", res.note))
+        lines += [f"## {name} ({fig})", "", f"{desc}. {res.note}; n = {res.n:,}, d = {res.d:,}, "
+                  f"|X| = {res.n_candidates:,}, {res.runs} runs per eps, seed {res.seed}.", ""]
+        ms = {}
+        for c in res.cells:
+            if c.algorithm.startswith("ocms"):
+                ms.setdefault(c.label, []).append(f"{c.params.get('m', '?')}")
+        if ms:
+            lines += ["m per eps: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in ms.items()), ""]
+        lines += [res.table("all", markdown=True), ""]
+        secs = sum(c.seconds for c in res.cells)
+        lines += [f"Time for this data set: {secs:.0f} s "
+                  + "(" + ", ".join(f"{a}: {sum(c.seconds for c in res.cells if c.algorithm == a):.0f} s"
+                                    for a in res.algorithms) + ").", ""]
+        if plots and name in plots:
+            lines += [f"![{name}]({plots[name]})", ""]
+    lines += ["## Checks", ""]
+    leads = checks["leads"]
+    won = [r for r in leads if r[4] < r[6]]
+    lines += [f"**1. Does OCMS+RR lead in each metric?** {len(won)}/{len(leads)} (data set, metric, eps) "
+              "cells: MSE-OCMS has the lowest worst-case MSE and l-OCMS the lowest l1 / l2 among "
+              "HE, CMS+HE, RHR."]
+    lost = [r for r in leads if r[4] >= r[6]]
+    if lost:
+        lines += ["", "Cells where it does not lead:", "",
+                  "| data set | metric | eps | OCMS | best other | value |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r[0]} | {r[1]} | {r[2]:g} | {r[4]:.4e} | {r[5]} | {r[6]:.4e} |" for r in lost]
+    pairs = checks["he_vs_cms"]
+    if pairs:
+        zs = [abs(p[6]) for p in pairs if p[6] is not None]
+        ratios = [p[5] for p in pairs]
+        lines += ["", f"**2. Are HE and CMS+HE equal?** CMS+HE / HE ratio over all {len(pairs)} "
+                  f"(data set, metric, eps) cells: {min(ratios):.3f} .. {max(ratios):.3f}; "
+                  f"for l1/l2 the difference is at most {max(zs):.2f} standard errors "
+                  f"({sum(z < 3 for z in zs)}/{len(zs)} within 3)." if zs else ""]
+        lines += ["", "| data set | metric | eps | HE | CMS+HE | ratio | z |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {p[0]} | {p[1]} | {p[2]:g} | {p[3]:.4e} | {p[4]:.4e} | {p[5]:.3f} | "
+                  f"{'' if p[6] is None else f'{p[6]:+.2f}'} |" for p in pairs]
+    band = checks["band"]
+    if band:
+        inside = [b for b in band if b[6]]
+        lines += ["", f"**3. Does every measured worst-case MSE sit between the closed form and the "
+                  f"Appendix K bound?** {len(inside)}/{len(band)} MSE-OCMS cells.", "",
+                  "| data set | eps | closed form | measured | App. K bound | inside |", "|---|---|---|---|---|---|"]
+        lines += [f"| {b[0]} | {b[2]:g} | {b[3]:.4e} | {b[4]:.4e} | {b[5]:.4e} | {'yes' if b[6] else 'NO'} |"
+                  for b in band]
+    return "\n".join(lines) + "\n"
