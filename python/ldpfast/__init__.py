@@ -16,7 +16,7 @@ from . import _core, errors
 __version__ = "0.1.0"
 
 _SUBMODULES = frozenset({
-    "ocms", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
+    "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "cli", "dask", "aggregate", "wire",
 })
 

@@ -178,12 +178,18 @@ class Aggregator:
             state[name] = np.load(io.BytesIO(body[pos:pos + size]), allow_pickle=False)
             pos += size
         agg = cls(params)
-        expected = agg._state()
+        agg._check_state(state)
+        agg._set_state(state)
+        return agg
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        """Raise FormatError unless ``state`` (read by ``from_bytes``) fits this aggregator.
+        The default wants the names, shapes and dtypes of an empty aggregator's state;
+        aggregators whose state size varies (e.g. kept reports) override it."""
+        expected = self._state()
         if set(state) != set(expected) or any(
                 state[k].shape != expected[k].shape or state[k].dtype != expected[k].dtype for k in state):
             raise FormatError("stored state does not match the parameters")
-        agg._set_state(state)
-        return agg
 
     def __reduce__(self):
         return (type(self).from_bytes, (self.to_bytes(),))
@@ -225,7 +231,7 @@ def protocols() -> Dict[str, Protocol]:
     """Every registered protocol, importing all protocol modules first."""
     import importlib
 
-    for module in ("ocms", "hadamard", "hadaoracle", "hadaheavy", "privsketch"):
+    for module in ("ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch"):
         try:
             importlib.import_module(f"ldpfast.{module}")
         except ModuleNotFoundError as exc:  # a family not built into this version
