@@ -11,6 +11,7 @@ import pytest
 from ldpfast import datasets as ds
 from ldpfast import experiments as ex
 from ldpfast.errors import ParameterError
+from ldpfast.theory.ocms import grr_variance
 
 # -- closed forms (SPEC section 6) ---------------------------------------------------
 
@@ -23,46 +24,37 @@ def test_appendix_k_factor():
         ex.appendix_k_factor(0, 100)
 
 
-def test_cms_rr_variance_spec_values():
-    np.testing.assert_allclose(ex.cms_rr_variance(3, 5, 10_000, [0, 1, 0.3]),
-                               [3.981474e-5, 3.446313e-5, 3.820926e-5], rtol=2e-7)
-    he = [float(ex.cms_rr_variance(e, 2, 10_000, 0)) for e in range(1, 6)]
-    np.testing.assert_allclose(he, [4.6827e-4, 1.7241e-4, 1.2206e-4, 1.0760e-4, 1.0273e-4], rtol=1e-4)
-    with pytest.raises(ParameterError, match="epsilon"):
-        ex.cms_rr_variance(0, 3, 1, 0)
-    with pytest.raises(ParameterError, match="m must"):
-        ex.cms_rr_variance(1, 1.5, 1, 0)
+def _ocms(eps, data, mode):
+    alg = ex.ALGORITHMS["ocms-mse" if mode == "mse" else "ocms-l"]
+    return alg, alg.make_params(eps, data, None)
 
 
-def test_zipf_and_gaussian_theory_curves():
+def test_zipf_theory_curves_match_spec():
     # SPEC 6: Zipf worst-case MSE with integer m (MSE-OCMS, f* = 1: m = 3, 4, 5, 8, 13)
-    zipf = [float(ex.cms_rr_variance(e, m, 10_000, ds.pan_zipf(e).frequencies()).max())
-            for e, m in zip(range(1, 6), (3, 4, 5, 8, 13))]
-    np.testing.assert_allclose(zipf, [3.99817e-4, 9.32772e-5, 3.98147e-5, 1.88685e-5, 9.86793e-6],
-                               rtol=1e-5)
-    # l-OCMS on Zipf: d = 1e6 gives m = 4, 8, 21, 56, 149; l2 with |X| = 100, l1 = sqrt(|X| l2)
-    l2 = [ex.cms_rr_l2(e, m, 10_000, 100) for e, m in zip(range(1, 6), (4, 8, 21, 56, 149))]
+    mse, l2 = [], []
+    for eps in range(1, 6):
+        data = ds.pan_zipf(eps)
+        alg, params = _ocms(eps, data, "mse")
+        mse.append(float(np.max(alg.variance(params, data.n, data.frequencies()))))
+        alg, params = _ocms(eps, data, "l")
+        l2.append(alg.l2(params, data.n, 100))
+    np.testing.assert_allclose(mse, [3.99817e-4, 9.32772e-5, 3.98147e-5, 1.88685e-5, 9.86793e-6], rtol=1e-5)
+    # l-OCMS (d = 1e6: m = 4, 8, 21, 56, 149), l2 with |X| = 100 and l1 = sqrt(|X| l2)
     np.testing.assert_allclose(l2, [0.0370384, 0.0073390, 0.0023052, 0.00086099, 0.00037291], rtol=2e-5)
     np.testing.assert_allclose(np.sqrt(100 * np.array(l2)), [1.92454, 0.85668, 0.48012, 0.29343, 0.19311],
                                rtol=2e-5)
-    # Gaussian: Eq. 20 with integer m is within 0.5% of PAN's Thm 3.7 curve (max f + 4e/(e-1)^2)/n
-    gauss = ds.pan_gaussian()
-    ours = [float(ex.cms_rr_variance(e, m, 10_000, gauss.frequencies()).max())
-            for e, m in zip(range(1, 6), (4, 8, 21, 56, 149))]
+
+
+def test_gaussian_theory_curve_close_to_paper():
+    # Eq. 20 with the integer m (4, 8, 21, 56, 149 for f* = 0) is within 0.5% of PAN's
+    # Thm 3.7 curve (max f + 4e/(e-1)^2)/n that SPEC 6 lists.
+    data = ds.pan_gaussian()
+    ours = []
+    for eps in range(1, 6):
+        alg, params = _ocms(eps, data, "mse")
+        assert params.m == (4, 8, 21, 56, 149)[eps - 1]
+        ours.append(float(np.max(alg.variance(params, data.n, data.frequencies()))))
     np.testing.assert_allclose(ours, [3.69319e-4, 7.34562e-5, 2.31064e-5, 8.65218e-6, 3.78187e-6], rtol=5e-3)
-
-
-def test_l2_closed_form_is_sum_of_variances_at_the_worst_case():
-    # Eq. 22 = (k-1) Var(f=0) + Var(f=1): every frequency on one value
-    for eps, m, k in [(1, 4, 100), (3, 21, 1000), (0.5, 2, 7)]:
-        direct = (k - 1) * ex.cms_rr_variance(eps, m, 123, 0) + ex.cms_rr_variance(eps, m, 123, 1)
-        assert ex.cms_rr_l2(eps, m, 123, k) == pytest.approx(float(direct), rel=1e-12)
-
-
-def test_grr_variance_binary_case():
-    # d = 2: Var = e/(e-1)^2 / n whatever f (SPEC 1.2)
-    np.testing.assert_allclose(ex.grr_variance(1.3, 2, 10, [0, 0.4, 1]),
-                               math.exp(1.3) / math.expm1(1.3) ** 2 / 10, rtol=1e-12)
 
 
 # -- metrics ------------------------------------------------------------------------
@@ -122,7 +114,7 @@ class _Server:
 
 GRR = ex.Algorithm("test-grr", "GRR", "datasets",
                    lambda eps, data, gen: _GrrParams(eps, data.d),
-                   variance=lambda p, n, f: ex.grr_variance(p.epsilon, p.d, n, f),
+                   variance=lambda p, n, f: grr_variance(p.epsilon, p.d, n, f),
                    client=_Client, server=_Server)
 
 
@@ -138,7 +130,7 @@ def test_simulate_matches_grr_theory():
         # l2 is a mean of `runs` i.i.d. per-run losses: |l2 - E l2| < 5.3 standard errors
         # (two-sided normal tail 1.2e-7; the sample SE itself is within a few % at 400 runs).
         assert abs(cell.l2 - cell.exact_l2) < 5.3 * cell.l2_se
-        assert cell.theory_mse == pytest.approx(float(ex.grr_variance(cell.epsilon, 6, 1000, 0.5)))
+        assert cell.theory_mse == pytest.approx(float(grr_variance(cell.epsilon, 6, 1000, 0.5)))
         assert cell.appendix_k == pytest.approx(cell.theory_mse * ex.appendix_k_factor(6, runs))
         assert cell.theory_l2 is None and cell.within_band in (True, False)
         assert cell.n == 1000 and cell.runs == runs and cell.params == {"epsilon": cell.epsilon, "d": 6}

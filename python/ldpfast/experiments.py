@@ -34,9 +34,10 @@ import numpy as np
 from ._base import Params, protocols
 from .datasets import ValueData
 from .errors import ParameterError
+from .theory import ocms as _theory
 
 __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
-           "appendix_k_factor", "cms_rr_variance", "cms_rr_l2", "grr_variance",
+           "appendix_k_factor",
            "worst_case_mse", "l1_loss", "l2_loss", "CellResult", "SimulationResult",
            "simulate", "run_once", "ProgressBar", "plot_results", "require_matplotlib", "DataSource",
            "PAN_DATASETS", "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS", "reproduce_pan", "pan_checks",
@@ -45,10 +46,6 @@ __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
 DataSource = Union[ValueData, Callable[[float], ValueData]]
 
 
-# ----------------------------------------------------------------------------------
-# Closed forms used for the theory curves
-# ----------------------------------------------------------------------------------
-
 def _check_eps(epsilon: float) -> float:
     if not isinstance(epsilon, (int, float, np.integer, np.floating)) or not math.isfinite(epsilon) \
             or not 0 < epsilon <= 700:
@@ -56,55 +53,12 @@ def _check_eps(epsilon: float) -> float:
     return float(epsilon)
 
 
-def cms_rr_variance(epsilon: float, m: float, n: int, f) -> np.ndarray:
-    """Variance of the unbiased CMS+RR estimate of a value with frequency ``f``
-    ([PAN] Eq. 20, identical to Cor. 3.3 Eq. 6):
-    ``(1-f)/(n(m-1)) + m[(1-f)(e-1)(2-m) + m e] / (n(m-1)(e-1)^2)``, ``e = e^eps``.
-
-    Covers OCMS+RR (its integer ``m``), HE (``m = 2``) and OLH (``m = g``, fully random
-    hashing). Args: ``m >= 2`` (may be real), ``n >= 1`` users, ``f`` scalar or array.
-    """
-    eps = _check_eps(epsilon)
-    if not m >= 2:
-        raise ParameterError(f"m must be >= 2, got {m!r}")
-    em1 = math.expm1(eps)
-    e = em1 + 1.0
-    f = np.asarray(f, dtype=np.float64)
-    return (1 - f) / (n * (m - 1)) + m * ((1 - f) * em1 * (2 - m) + m * e) / (n * (m - 1) * em1 ** 2)
-
-
-def cms_rr_l2(epsilon: float, m: float, n: int, size: int) -> float:
-    """Worst-case expected l2 loss of CMS+RR over ``size`` values ([PAN] Eq. 22 with RR):
-    ``(k+e-1) m^2/(n(m-1)(e-1)^2) + (k-1)(2m+e-1)/(n(m-1)(e-1))`` with ``k = size``
-    (the frequencies sum to at most 1 and the variance is linear in ``f``). ``[PAN]``
-    section 6 uses it with ``k = |X|``; the l1 curve is the Cauchy-Schwarz bound
-    ``sqrt(k l2)``."""
-    eps = _check_eps(epsilon)
-    em1 = math.expm1(eps)
-    return (size + em1) * m * m / (n * (m - 1) * em1 ** 2) + (size - 1) * (2 * m + em1) / (n * (m - 1) * em1)
-
-
-def grr_variance(epsilon: float, d: int, n: int, f) -> np.ndarray:
-    """Variance of the GRR (k-ary randomized response) estimate over ``d`` symbols:
-    ``[q(1-q) + f(p-q)(1-p-q)] / (n (p-q)^2)``, ``p = e/(e+d-1)``, ``q = 1/(e+d-1)``
-    (SPEC 1.2; Wang et al. 2017)."""
-    eps = _check_eps(epsilon)
-    em1 = math.expm1(eps)
-    denom = em1 + d                      # e + d - 1
-    q, p_minus_q, rest = 1.0 / denom, em1 / denom, (d - 2) / denom  # rest = 1 - p - q
-    f = np.asarray(f, dtype=np.float64)
-    return (q * (1 - q) + f * p_minus_q * rest) / (n * p_minus_q ** 2)
-
-
 def appendix_k_factor(size: int, runs: int) -> float:
     """[PAN] Theorem K.1: with probability >= 0.95 the Eq. 19 estimator stays below
     ``[1 + (2/t)(sqrt(t log(20|X|)) + log(20|X|))] V`` when every value's MSE is at most
-    ``V`` (``t`` runs; Gaussian approximation plus the Laurent-Massart bound).
-    Returns the factor: 1.7034 for ``|X| = t = 100``."""
-    if size < 1 or runs < 1:
-        raise ParameterError(f"size and runs must be >= 1, got {size}, {runs}")
-    a = math.log(20 * size)
-    return 1 + 2 / runs * (math.sqrt(runs * a) + a)
+    ``V`` (``t`` runs). Returns the factor (1.7034 for ``|X| = t = 100``); same as
+    :func:`ldpfast.theory.worst_case_mse_upper_factor`."""
+    return _theory.worst_case_mse_upper_factor(size, runs)
 
 
 # ----------------------------------------------------------------------------------
@@ -183,30 +137,43 @@ def _mod(name: str):
     return importlib.import_module(f"ldpfast.{name}")
 
 
-def _m_variance(params, n, f):
-    return cms_rr_variance(params.epsilon, params.m, n, f)
+def _ocms_variance(params, n, f):
+    return _theory.ocms_variance(params, n=n, f=f)  # Eq. 8/20 for its field and m
 
 
-def _m_l2(params, n, size):
-    return cms_rr_l2(params.epsilon, params.m, n, size)
+def _ocms_l2(params, n, size):
+    return _theory.ocms_l2(params.epsilon, size, n, params.m)  # Eq. 22, |X| for d
 
 
 def _he_variance(params, n, f):
-    return cms_rr_variance(params.epsilon, 2, n, f)
+    return _theory.he_variance(params.epsilon, n, f)  # CMS+RR with m = 2
 
 
 def _he_l2(params, n, size):
-    return cms_rr_l2(params.epsilon, 2, n, size)
+    return _theory.ocms_l2(params.epsilon, size, n, 2)
+
+
+def _grr_variance(params, n, f):
+    return _theory.grr_variance(params.epsilon, params.d, n, f)
+
+
+def _grr_l2(params, n, size):
+    worst = _theory.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0]))
+    return float((size - 1) * worst[0] + worst[1])
 
 
 ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ocms-mse", "MSE-OCMS+RR", "ocms",
               lambda eps, data, gen: _mod("ocms").Params.optimal(
                   epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
-              _m_variance, _m_l2, "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
+              _ocms_variance, _ocms_l2,
+              "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
     Algorithm("ocms-l", "l-OCMS+RR", "ocms",
               lambda eps, data, gen: _mod("ocms").Params.optimal(epsilon=eps, d=data.d, mode="l"),
-              _m_variance, _m_l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"),
+              _ocms_variance, _ocms_l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"),
+    Algorithm("grr", "GRR", "grr",
+              lambda eps, data, gen: _mod("grr").Params(epsilon=eps, d=data.d),
+              _grr_variance, _grr_l2, "k-ary randomized response on the whole dictionary (d counters)"),
 )}
 
 
