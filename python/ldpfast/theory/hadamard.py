@@ -1,3 +1,224 @@
-"""Theory for the hadamard family."""
+"""Closed forms for the Hadamard family: HRR, HE, CMS+HE, RHR, OLH, HadaOracle, HadaHeavy.
 
-__all__: list = []
+Conventions follow SPEC sections 2.6-2.7 and 3: HRR/HadaOracle/HadaHeavy quantities are
+counts (``c = n f``) unless a function says otherwise; the [PAN] comparison algorithms
+(HE, CMS+HE, RHR, OLH) use fractions. ``c_eps = (e^eps + 1)/(e^eps - 1)`` is evaluated
+with ``expm1`` so it stays accurate for small eps.
+
+The HadaOracle/HadaHeavy constants (``k``, ``m``, ``B``, ``Delta``, ``tau``,
+``beta'``) are reconstructions ([WW]'s math was lost from the source text, SPEC 3.0):
+they are the spec's documented choices, exposed so callers can override them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Tuple
+
+from ..errors import ParameterError
+
+__all__ = [
+    "c_eps", "hrr_variance", "hrr_error_bound", "he_variance", "cmshe_variance", "rhr_parameters",
+    "rhr_variance", "olh_g", "olh_variance", "hadaoracle_k", "hadaoracle_defaults",
+    "hadaoracle_group_mse", "hadaoracle_error_bound", "hadaheavy_defaults", "KL_HALF_EIGHTH",
+]
+
+#: KL(1/2 || 1/8): the Chernoff exponent of "half of k groups are bad" when each group is
+#: bad with probability 1/8 (SPEC 3.3).
+KL_HALF_EIGHTH = 0.5 * math.log(0.5 / 0.125) + 0.5 * math.log(0.5 / 0.875)
+
+
+def _check_eps(epsilon: float) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+        raise ParameterError(f"epsilon must be a real number, got {type(epsilon).__name__}")
+    epsilon = float(epsilon)
+    if not math.isfinite(epsilon) or not 0.0 < epsilon <= 700.0:
+        raise ParameterError(f"epsilon must be finite and in (0, 700], got {epsilon}")
+    return epsilon
+
+
+def _check_positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ParameterError(f"{name} must be a finite positive number, got {value!r}")
+    return value
+
+
+def _check_beta(beta: float) -> float:
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 < beta < 1.0:
+        raise ParameterError(f"beta must be in (0, 1), got {beta!r}")
+    return float(beta)
+
+
+def c_eps(epsilon: float) -> float:
+    """Binary-RR debias constant ``(e^eps + 1)/(e^eps - 1)`` (SPEC 0.3)."""
+    epsilon = _check_eps(epsilon)
+    return (math.expm1(epsilon) + 2.0) / math.expm1(epsilon)
+
+
+def hrr_variance(epsilon: float, n: float, f: float = 0.0, counts: bool = False) -> float:
+    """Variance of the HRR estimate (SPEC 3.2): ``(c_eps^2 - f)/n`` for fractions, or
+    ``n c_eps^2 - c(x)`` for counts (``counts=True``; ``f`` is still the fraction)."""
+    c = c_eps(epsilon)
+    n = _check_positive("n", n)
+    var = (c * c - f) / n
+    return var * n * n if counts else var
+
+
+def hrr_error_bound(epsilon: float, n: float, beta: float) -> float:
+    """Hoeffding bound (SPEC 3.2, counts): with probability at least ``1 - beta``,
+    ``|chat(x) - c(x)| <= c_eps sqrt(2 n log(2/beta))``."""
+    return c_eps(epsilon) * math.sqrt(2.0 * _check_positive("n", n) * math.log(2.0 / _check_beta(beta)))
+
+
+def he_variance(epsilon: float, n: float, f: float = 0.0) -> float:
+    """HE (CMS+RR with m = 2) variance, fractions: ``(c_eps^2 - f)/n`` (SPEC 2.6/2.7)."""
+    return hrr_variance(epsilon, n, f)
+
+
+def cmshe_variance(epsilon: float, n: float, f: float = 0.0, m: int = 1024,
+                   k: Optional[int] = None, sum_sq_other: float = 0.0) -> float:
+    """CMS+HE mean squared error (fractions) with a pairwise-independent outer hash to
+    ``[m]`` and the CMS estimator ``fhat = m/(m-1) mean_i(yhat_i) - 1/(m-1)``.
+
+    Each user's inner HE estimate ``Y`` has ``E[Y^2] = c_eps^2`` and mean 1 (own value)
+    or ``1/m`` (any other value), so
+    ``Var = m^2/((m-1)^2 n) [f (c_eps^2 - 1) + (1-f)(c_eps^2 - 1/m^2)]``.
+    With a family of ``k`` functions drawn once, [PAN] Thm 3.10 adds the variance of the
+    family bias ``sum_{x'!=x} f(x')^2 / ((m-1) k)`` (pass ``k`` and ``sum_sq_other``).
+    At ``m = 1024`` this is within 0.2% of HE's variance ([PAN] section 6.1, Table I)."""
+    c = c_eps(epsilon)
+    n = _check_positive("n", n)
+    var = m * m / ((m - 1.0) ** 2 * n) * (f * (c * c - 1.0) + (1.0 - f) * (c * c - 1.0 / (m * m)))
+    if k is not None:
+        var += sum_sq_other / ((m - 1.0) * k)
+    return var
+
+
+def rhr_parameters(epsilon: float, d: int) -> Tuple[int, int, int, int]:
+    """R1's Recursive Hadamard Response layout (SPEC 2.7): ``(b, base, m, hsize)`` with
+    ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and
+    ``hsize = 2^ceil(log2(d // base + 1))``."""
+    epsilon = _check_eps(epsilon)
+    b = max(1, math.ceil(epsilon * math.log2(math.e)))
+    base = 1 << (b - 1)
+    hsize = 1 << max(0, (d // base).bit_length())  # 2^ceil(log2(q + 1)) for integer q >= 0
+    return b, base, 1 << b, hsize
+
+
+def rhr_variance(epsilon: float, n: float, f: float = 0.0, residue_fraction: float = 1.0) -> float:
+    """Variance (fractions) of R1's RHR estimate of ``x`` (derived here): with
+    ``C = (e + m - 1)/(e - 1)``, ``m = 2^b`` and ``F`` = fraction of users whose value
+    shares ``x mod base`` (``residue_fraction``, including ``x`` itself),
+    ``Var = [C^2 (F (e+1) + 2 (1-F)) / (e + m - 1) - f] / n``. With ``b = 1`` this is HE's
+    ``(c_eps^2 - f)/n``; the adversarial data set of [PAN] section 6 has ``F = 1``."""
+    epsilon = _check_eps(epsilon)
+    n = _check_positive("n", n)
+    b = max(1, math.ceil(epsilon * math.log2(math.e)))
+    m = float(1 << b)
+    em1 = math.expm1(epsilon)
+    e = em1 + 1.0
+    big_c = (em1 + m) / em1
+    second = big_c * big_c * (residue_fraction * (e + 1.0) + 2.0 * (1.0 - residue_fraction)) / (em1 + m)
+    return (second - f) / n
+
+
+def olh_g(epsilon: float) -> int:
+    """OLH hash range ``g = round(e^eps) + 1`` (ties upward; SPEC 2.7)."""
+    return int(math.floor(math.exp(_check_eps(epsilon)) + 0.5)) + 1
+
+
+def olh_variance(epsilon: float, n: float, f: float = 0.0, g: Optional[int] = None) -> float:
+    """OLH variance (fractions): the CMS+RR variance with ``m = g`` and a
+    pairwise-independent hash ([PAN] Eq. 20):
+    ``(1-f)/(n(g-1)) + g[(1-f)(e-1)(2-g) + g e] / (n (g-1) (e-1)^2)``."""
+    epsilon = _check_eps(epsilon)
+    n = _check_positive("n", n)
+    g = olh_g(epsilon) if g is None else g
+    em1 = math.expm1(epsilon)
+    e = em1 + 1.0
+    return (1 - f) / (n * (g - 1)) + g * ((1 - f) * em1 * (2 - g) + g * e) / (n * (g - 1) * em1 * em1)
+
+
+def hadaoracle_k(beta: float, factor: float = 2.5) -> int:
+    """Number of hash functions/user subsets: the smallest odd integer
+    ``>= factor * log(1/beta)`` and at least 1 (SPEC 3.3 [CHOICE]; Chernoff needs
+    ``factor >= 1/KL(1/2||1/8) = 2.42``)."""
+    beta = _check_beta(beta)
+    k = max(1, math.ceil(factor * math.log(1.0 / beta) - 1e-12))
+    return k if k % 2 else k + 1
+
+
+def hadaoracle_defaults(epsilon: float, n: float, beta: float, d: Optional[int] = None) -> Tuple[int, float, int]:
+    """HadaOracle defaults ``(k, m_raw, m)`` (SPEC 3.3 [RECON]/[CHOICE]):
+    ``m_raw = sqrt(n/k)/c_eps`` and ``m = 2^ceil(log2 m_raw)`` clamped to
+    ``[2, 2^ceil(log2 d)]`` (``d`` optional)."""
+    k = hadaoracle_k(beta)
+    n = _check_positive("n", n)
+    m_raw = math.sqrt(n / k) / c_eps(epsilon)
+    m = 1 << max(1, math.ceil(math.log2(m_raw)) if m_raw > 0 else 1)
+    if d is not None:
+        m = min(m, 1 << max(1, (int(d) - 1).bit_length()))
+    return k, m_raw, m
+
+
+def hadaoracle_group_mse(epsilon: float, n: float, k: int, m: int, c_x: float = 0.0,
+                         sum_sq_other: float = 0.0) -> Tuple[float, float]:
+    """Bias and variance (counts) of one subset's scaled estimate ``k chat_j(h_j(x))``
+    under independent partitioning (derived here; SPEC 3.3 error decomposition).
+
+    Given the hash ``h_j``, each user contributes ``k 1{i in U_j} c_eps b_i H[r_i, h_j(x)]``
+    with second moment ``k c_eps^2`` and mean ``1{h_j(x_i) = h_j(x)}``; over the hash the
+    colliding mass has mean ``(n - c_x)/m`` and variance ``sum_{x'!=x} c(x')^2 (1/m)(1-1/m)``.
+    Returns ``(bias, variance)`` with ``bias = (n - c_x)/m`` and
+    ``variance = n k c_eps^2 - c_x - (n - c_x)/m + sum_sq_other (1/m)(1 - 1/m)``."""
+    c = c_eps(epsilon)
+    coll_mean = (n - c_x) / m
+    var = n * k * c * c - c_x - coll_mean + sum_sq_other * (1.0 / m) * (1.0 - 1.0 / m)
+    return coll_mean, var
+
+
+def hadaoracle_error_bound(epsilon: float, n: float, k: int, m: int) -> Tuple[float, float]:
+    """An explicit (conservative) error bound for the median estimator, counts:
+    returns ``(bound, beta)`` with ``bound = 4 c_eps sqrt(n k) + 16 n/m``.
+
+    Per subset, Chebyshev bounds the HRR-plus-sampling error by ``4 c_eps sqrt(n k)``
+    except with probability 1/16 and Markov bounds the (non-negative) collision error by
+    ``16 n/m`` except with probability 1/16, so a subset is bad with probability at most
+    1/8. The median fails only if half the subsets are bad:
+    ``beta = exp(-k KL(1/2||1/8))`` (Chernoff), treating subsets as independent (exact
+    for the hash and HRR noise; the paper's martingale argument covers the sampling).
+    [WW] Cor 3.2 states the order ``O((1/eps) sqrt(n log(1/beta)))``."""
+    c = c_eps(epsilon)
+    return 4.0 * c * math.sqrt(n * k) + 16.0 * n / m, math.exp(-k * KL_HALF_EIGHTH)
+
+
+def hadaheavy_defaults(epsilon: float, n: float, beta: float, d: int, b: Optional[int] = None,
+                       delta: Optional[float] = None, tau: Optional[float] = None) -> Dict[str, float]:
+    """HadaHeavy defaults (SPEC 3.4 [RECON]/[CHOICE]) for ``n`` users, domain size ``d``:
+
+    * ``b = max(1, ceil(log2 sqrt(n)))``, ``B = 2^b``, ``L = ceil(log2 d)``, ``t = ceil(L/b)``;
+    * ``Delta = 2 c_eps sqrt(n t log(t B n / beta))`` (uniform error over the candidates);
+    * ``tau = 3 Delta``; prefixes are kept when ``fhat >= tau - Delta`` (the report
+      threshold), every ``x`` with ``c(x) >= tau`` is found, at most ``n/Delta`` outputs;
+    * per level: ``beta' = beta/(t B n)``, HadaOracle ``k, m`` for ``n/t`` users.
+
+    ``b``, ``delta`` and ``tau`` override the defaults. Returns a dict with keys ``b, B, t,
+    L, delta, tau, report_threshold, max_outputs, beta_level, k, m``."""
+    epsilon = _check_eps(epsilon)
+    n = _check_positive("n", n)
+    beta = _check_beta(beta)
+    if b is None:
+        b = max(1, math.ceil(math.log2(math.sqrt(n))))
+    big_b = 1 << b
+    L = max(1, (int(d) - 1).bit_length())
+    t = math.ceil(L / b)
+    c = c_eps(epsilon)
+    if delta is None:
+        delta = 2.0 * c * math.sqrt(n * t * math.log(t * big_b * n / beta))
+    if tau is None:
+        tau = 3.0 * delta
+    beta_level = beta / (t * big_b * n)
+    k, _, m = hadaoracle_defaults(epsilon, n / t, beta_level, 1 << min(b * t, 64))
+    return {"b": b, "B": big_b, "t": t, "L": L, "delta": delta, "tau": tau,
+            "report_threshold": tau - delta, "max_outputs": int(n // delta), "beta_level": beta_level,
+            "k": k, "m": m}

@@ -1,0 +1,140 @@
+// Hadamard-family kernels, compiled once per ISA (see dispatch.hpp): client perturbation
+// (one +-1 bit per user, ChaCha20 per element) and server accumulation z[cell] += bit.
+#include "ldpfast/kernels/hadamard.hpp"
+
+namespace ldpfast {
+namespace LDPFAST_ISA_NS {
+namespace {
+
+// H[r, c] = (-1)^popcount(r & c): +1 when the parity is even.
+inline int hadamard_sign(std::uint64_t r, std::uint64_t c) {
+  return __builtin_parityll(r & c) ? -1 : 1;
+}
+
+void perturb(const HadamardPlan& plan, const RngKey& key, const std::uint64_t* x, std::size_t begin,
+             std::size_t end, std::uint32_t* group, bool draw_groups, std::uint32_t* row, bool draw_rows,
+             std::int8_t* bits) {
+  for (std::size_t i = begin; i < end; ++i) {
+    ElementRng rng(key, kStreamHadamard, i);
+    std::uint32_t g = 0;
+    if (group) {
+      if (draw_groups) {
+        const std::size_t level = plan.n_levels > 1 ? static_cast<std::size_t>(rng.below(plan.n_levels)) : 0;
+        const std::uint32_t count = plan.level_count[level];
+        g = plan.level_first[level] + (count > 1 ? static_cast<std::uint32_t>(rng.below(count)) : 0u);
+        group[i] = g;
+      } else {
+        g = group[i];
+      }
+    }
+    const HadamardGroup& grp = plan.groups[g];
+    std::uint64_t r;
+    if (draw_rows) {
+      r = rng.below(grp.rows);
+      row[i] = static_cast<std::uint32_t>(r);
+    } else {
+      r = row[i];
+    }
+    std::uint64_t y = x[i] >> grp.shift;
+    if (grp.hash_modulus) y = FieldHasher(*plan.field, grp.a0, grp.a1).value(y) % grp.hash_modulus;
+    int sign = hadamard_sign(r, y + grp.col_offset);
+    if (rng.bernoulli(plan.flip_threshold)) sign = -sign;
+    bits[i] = static_cast<std::int8_t>(sign);
+  }
+}
+
+constexpr std::size_t kScanBlock = 4096;
+
+std::size_t first_invalid(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                          std::size_t begin, std::size_t end, const std::uint64_t* group_rows,
+                          std::size_t n_groups) {
+  for (std::size_t b = begin; b < end; b += kScanBlock) {
+    const std::size_t e = end - b < kScanBlock ? end : b + kScanBlock;
+    // Branch-free check of the whole block (vectorizes); exact index only on failure.
+    unsigned bad = 0;
+    if (!group) {
+      const std::uint64_t rows = group_rows[0];
+      for (std::size_t i = b; i < e; ++i) bad |= static_cast<unsigned>(row[i] >= rows);
+    } else {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::uint32_t g = group[i];
+        const bool g_bad = g >= n_groups;
+        bad |= static_cast<unsigned>(g_bad) | static_cast<unsigned>(row[i] >= group_rows[g_bad ? 0 : g]);
+      }
+    }
+    if (bits)
+      for (std::size_t i = b; i < e; ++i)
+        bad |= static_cast<unsigned>((static_cast<std::uint8_t>(bits[i] + 1) & 0xFDu) != 0);
+    if (!bad) continue;
+    for (std::size_t i = b; i < e; ++i) {
+      const std::uint32_t g = group ? group[i] : 0u;
+      if (g >= n_groups || row[i] >= group_rows[g]) return i;
+      if (bits && bits[i] != 1 && bits[i] != -1) return i;
+    }
+  }
+  return end;
+}
+
+// Random increments into a table that may exceed the L2 cache: prefetch the cell a fixed
+// distance ahead so several misses are in flight.
+constexpr std::size_t kPrefetchDistance = 16;
+
+template <class T>
+void accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                std::size_t begin, std::size_t end, const std::uint64_t* cell_base, T* z) {
+  const std::size_t ahead_end = end > kPrefetchDistance ? end - kPrefetchDistance : 0;
+  if (!group) {
+    T* z0 = z + cell_base[0];
+    std::size_t i = begin;
+    for (; i < ahead_end; ++i) {
+      __builtin_prefetch(z0 + row[i + kPrefetchDistance], 1, 1);
+      z0[row[i]] += bits[i];
+    }
+    for (; i < end; ++i) z0[row[i]] += bits[i];
+    return;
+  }
+  std::size_t i = begin;
+  for (; i < ahead_end; ++i) {
+    __builtin_prefetch(z + cell_base[group[i + kPrefetchDistance]] + row[i + kPrefetchDistance], 1, 1);
+    z[cell_base[group[i]] + row[i]] += bits[i];
+  }
+  for (; i < end; ++i) z[cell_base[group[i]] + row[i]] += bits[i];
+}
+
+void accumulate32(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* z) {
+  accumulate(group, row, bits, begin, end, cell_base, z);
+}
+
+void accumulate64(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z) {
+  accumulate(group, row, bits, begin, end, cell_base, z);
+}
+
+void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, std::size_t end,
+                 std::uint32_t base_bits, std::uint64_t hsize, std::uint64_t flip_threshold,
+                 std::uint32_t* row, bool draw_rows, std::uint32_t* z) {
+  const std::uint64_t low_mask = (std::uint64_t{1} << base_bits) - 1;
+  const std::uint64_t symbols = std::uint64_t{1} << (base_bits + 1);
+  for (std::size_t i = begin; i < end; ++i) {
+    ElementRng rng(key, kStreamHadamard, i);
+    std::uint64_t r;
+    if (draw_rows) {
+      r = rng.below(hsize);
+      row[i] = static_cast<std::uint32_t>(r);
+    } else {
+      r = row[i];
+    }
+    const std::uint64_t h01 = hadamard_sign(r, (x[i] >> base_bits) + 1) > 0 ? 1 : 0;
+    const std::uint64_t y = 2 * (x[i] & low_mask) + h01;
+    z[i] = static_cast<std::uint32_t>(randomized_response(rng, y, symbols, flip_threshold));
+  }
+}
+
+}  // namespace
+
+extern const HadamardKernels hadamard_kernels = {&perturb, &first_invalid, &accumulate32, &accumulate64,
+                                                 &rhr_perturb};
+
+}  // namespace LDPFAST_ISA_NS
+}  // namespace ldpfast

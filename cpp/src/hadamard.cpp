@@ -1,0 +1,96 @@
+#include "ldpfast/hadamard.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "ldpfast/parallel.hpp"
+
+namespace ldpfast {
+
+namespace {
+constexpr std::size_t kElementChunk = 1 << 14;  // client-side elements per task
+constexpr std::size_t kScanChunk = 1 << 18;     // validation: reports per task
+constexpr std::size_t kReduceChunk = 1 << 15;   // cells per reduction task
+// A partial table holds at most this many reports' increments, so int32 cannot overflow.
+constexpr std::size_t kPartialLimit = std::size_t{1} << 30;
+constexpr std::size_t kPartialBudgetCells = std::size_t{1} << 28;  // 1 GiB of int32 partials
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+template <class Body>
+void for_chunks(std::size_t n, std::size_t chunk, int threads, Body&& body) {
+  parallel_for(ceil_div(n, chunk), threads, [&](std::size_t task) {
+    const std::size_t begin = task * chunk;
+    body(begin, std::min(n, begin + chunk));
+  });
+}
+}  // namespace
+
+void hadamard_perturb(const HadamardPlan& plan, const RngKey& key, const std::uint64_t* x, std::size_t n,
+                      std::uint32_t* group, bool draw_groups, std::uint32_t* row, bool draw_rows,
+                      std::int8_t* bits, int threads) {
+  const auto& k = hadamard_kernels_active();
+  for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+    k.perturb(plan, key, x, b, e, group, draw_groups, row, draw_rows, bits);
+  });
+}
+
+std::size_t hadamard_first_invalid(const std::uint32_t* group, const std::uint32_t* row,
+                                   const std::int8_t* bits, std::size_t n, const std::uint64_t* group_rows,
+                                   std::size_t n_groups, int threads) {
+  const auto& k = hadamard_kernels_active();
+  const std::size_t tasks = ceil_div(n, kScanChunk);
+  std::vector<std::size_t> first(tasks, n);
+  parallel_for(tasks, threads, [&](std::size_t t) {
+    const std::size_t b = t * kScanChunk, e = std::min(n, b + kScanChunk);
+    const std::size_t bad = k.first_invalid(group, row, bits, b, e, group_rows, n_groups);
+    if (bad < e) first[t] = bad;
+  });
+  for (std::size_t f : first)
+    if (f < n) return f;
+  return n;
+}
+
+void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                         std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells,
+                         std::int64_t* z, int threads) {
+  const auto& k = hadamard_kernels_active();
+  // A private table costs O(n_cells) to clear and reduce: give each worker at least
+  // n_cells / 2 reports, and fall back to one direct pass for small batches.
+  const std::size_t per_worker = std::max<std::size_t>(n_cells / 2, 1 << 15);
+  std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
+                                              n / per_worker);
+  workers = std::min(workers, kPartialBudgetCells / std::max<std::size_t>(n_cells, 1));
+  if (workers <= 1) {
+    k.accumulate64(group, row, bits, 0, n, cell_base, z);
+    return;
+  }
+  std::vector<std::int32_t> partial(workers * n_cells);
+  for (std::size_t round_begin = 0; round_begin < n; round_begin += workers * kPartialLimit) {
+    const std::size_t round_n = std::min(n - round_begin, workers * kPartialLimit);
+    if (round_begin) std::fill(partial.begin(), partial.end(), 0);
+    parallel_for(workers, static_cast<int>(workers), [&](std::size_t w) {
+      const std::size_t b = round_begin + round_n * w / workers;
+      const std::size_t e = round_begin + round_n * (w + 1) / workers;
+      k.accumulate32(group, row, bits, b, e, cell_base, partial.data() + w * n_cells);
+    });
+    for_chunks(n_cells, kReduceChunk, threads, [&](std::size_t b, std::size_t e) {
+      for (std::size_t w = 0; w < workers; ++w) {
+        const std::int32_t* p = partial.data() + w * n_cells;
+        for (std::size_t c = b; c < e; ++c) z[c] += p[c];
+      }
+    });
+  }
+}
+
+void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t n, std::uint32_t base_bits,
+                 std::uint64_t hsize, std::uint64_t flip_threshold, std::uint32_t* row, bool draw_rows,
+                 std::uint32_t* z, int threads) {
+  const auto& k = hadamard_kernels_active();
+  for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+    k.rhr_perturb(key, x, b, e, base_bits, hsize, flip_threshold, row, draw_rows, z);
+  });
+}
+
+}  // namespace ldpfast
