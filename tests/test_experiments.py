@@ -35,7 +35,7 @@ def test_zipf_theory_curves_match_spec():
     for eps in range(1, 6):
         data = ds.pan_zipf(eps)
         alg, params = _ocms(eps, data, "mse")
-        mse.append(float(np.max(alg.variance(params, data.n, data.frequencies()))))
+        mse.append(float(np.max(alg.variance(params, data, data.frequencies()))))
         alg, params = _ocms(eps, data, "l")
         l2.append(alg.l2(params, data.n, 100))
     np.testing.assert_allclose(mse, [3.99817e-4, 9.32772e-5, 3.98147e-5, 1.88685e-5, 9.86793e-6], rtol=1e-5)
@@ -53,7 +53,7 @@ def test_gaussian_theory_curve_close_to_paper():
     for eps in range(1, 6):
         alg, params = _ocms(eps, data, "mse")
         assert params.m == (4, 8, 21, 56, 149)[eps - 1]
-        ours.append(float(np.max(alg.variance(params, data.n, data.frequencies()))))
+        ours.append(float(np.max(alg.variance(params, data, data.frequencies()))))
     np.testing.assert_allclose(ours, [3.69319e-4, 7.34562e-5, 2.31064e-5, 8.65218e-6, 3.78187e-6], rtol=5e-3)
 
 
@@ -114,7 +114,7 @@ class _Server:
 
 GRR = ex.Algorithm("test-grr", "GRR", "datasets",
                    lambda eps, data, gen: _GrrParams(eps, data.d),
-                   variance=lambda p, n, f: grr_variance(p.epsilon, p.d, n, f),
+                   variance=lambda p, data, f: grr_variance(p.epsilon, p.d, data.n, f),
                    client=_Client, server=_Server)
 
 
@@ -159,9 +159,12 @@ def test_tables_json_and_progress():
     result = ex.simulate([GRR], _toy(), [1.0, 2.0], 2, progress=bar)
     assert bar.done == 4 and "4/4" in buf.getvalue()
     text = result.table("mse")
-    assert "worst-case MSE" in text and "App. K bound (GRR)" in text and len(text.splitlines()) == 4
+    lines = text.splitlines()
+    assert "worst-case MSE" in lines[0] and lines[1].split() == ["algorithm", "eps=1", "eps=2"]
+    assert lines[2].split()[0] == "GRR" and lines[4].split()[:3] == ["App.", "K", "bound"]
+    assert len(lines) == 5  # title, header, measured, closed form, bound
     md = result.table("all", markdown=True)
-    assert md.count("| eps |") == 3
+    assert md.count("| algorithm |") == 3 and "| GRR App. K bound |" in md
     assert result.to_dict()["cells"][0]["algorithm"] == "test-grr"
     with pytest.raises(ParameterError, match="metric"):
         result.table("l3")

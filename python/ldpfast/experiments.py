@@ -96,7 +96,8 @@ class Algorithm:
         module: the ``ldpfast`` submodule that implements it.
         make_params: ``(epsilon, data, generator) -> Params``; called once per run, so
             parameters that hold random choices (CMS+HE's hash family) are redrawn.
-        variance: closed-form ``(params, n, f) -> Var(fhat)`` array, or None.
+        variance: closed-form ``(params, data, f) -> Var(fhat)`` at the candidates'
+            true frequencies ``f`` (array), or None.
         l2: closed-form worst-case l2 ``(params, n, size) -> float``, or None.
         summary: one line for ``ldpfast simulate --list``.
         client, server: explicit classes for protocols outside the registry (default:
@@ -107,7 +108,7 @@ class Algorithm:
     label: str
     module: str
     make_params: Callable[[float, ValueData, np.random.Generator], Params]
-    variance: Optional[Callable[[Params, int, np.ndarray], np.ndarray]] = None
+    variance: Optional[Callable[[Params, ValueData, np.ndarray], np.ndarray]] = None
     l2: Optional[Callable[[Params, int, int], float]] = None
     summary: str = ""
     client: Optional[type] = None
@@ -137,29 +138,64 @@ def _mod(name: str):
     return importlib.import_module(f"ldpfast.{name}")
 
 
-def _ocms_variance(params, n, f):
-    return _theory.ocms_variance(params, n=n, f=f)  # Eq. 8/20 for its field and m
+def _theory_h():
+    from .theory import hadamard
+
+    return hadamard
+
+
+def _ocms_variance(params, data, f):
+    return _theory.ocms_variance(params, n=data.n, f=f)  # Eq. 8/20 for its field and m
 
 
 def _ocms_l2(params, n, size):
-    return _theory.ocms_l2(params.epsilon, size, n, params.m)  # Eq. 22, |X| for d
+    return _theory.ocms_l2(params.epsilon, size, n, params.m)  # Eq. 22 with |X| for d
 
 
-def _he_variance(params, n, f):
-    return _theory.he_variance(params.epsilon, n, f)  # CMS+RR with m = 2
+def _he_variance(params, data, f):
+    return _theory.he_variance(params.epsilon, data.n, f)  # CMS+RR with m = 2
 
 
 def _he_l2(params, n, size):
     return _theory.ocms_l2(params.epsilon, size, n, 2)
 
 
-def _grr_variance(params, n, f):
-    return _theory.grr_variance(params.epsilon, params.d, n, f)
+def _cmshe_variance(params, data, f):
+    # The family is redrawn every run, so its bias adds PAN Thm 3.10's term to the MSE.
+    others = float(np.sum(data.frequencies(np.unique(data.values)) ** 2)) - f * f
+    return _theory_h().cmshe_variance(params.epsilon, data.n, f, m=params.m, k=params.k, sum_sq_other=others)
+
+
+def _rhr_variance(params, data, f):
+    base = params.base
+    residues = np.bincount(data.values % base, minlength=base) / data.n
+    share = residues[data.candidates % base]  # users sharing x mod base (x included)
+    return _theory_h().rhr_variance(params.epsilon, data.n, f, residue_fraction=share)
+
+
+def _olh_variance(params, data, f):
+    return _theory.ocms_variance(params.epsilon, params.g, data.n, f)  # CMS+RR with m = g
+
+
+def _olh_l2(params, n, size):
+    return _theory.ocms_l2(params.epsilon, size, n, params.g)
+
+
+def _hrr_variance(params, data, f):
+    return _theory_h().hrr_variance(params.epsilon, data.n, f)
+
+
+def _grr_variance(params, data, f):
+    return _theory.grr_variance(params.epsilon, params.d, data.n, f)
 
 
 def _grr_l2(params, n, size):
     worst = _theory.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0]))
     return float((size - 1) * worst[0] + worst[1])
+
+
+def _hadamard(name: str):
+    return getattr(_mod("hadamard"), name)
 
 
 ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
@@ -171,6 +207,23 @@ ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ocms-l", "l-OCMS+RR", "ocms",
               lambda eps, data, gen: _mod("ocms").Params.optimal(epsilon=eps, d=data.d, mode="l"),
               _ocms_variance, _ocms_l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"),
+    Algorithm("he", "HE", "hadamard",
+              lambda eps, data, gen: _hadamard("HEParams")(epsilon=eps, d=data.d),
+              _he_variance, _he_l2, "Hadamard Encoding = CMS+RR with m = 2 (PAN section 6, R1)"),
+    Algorithm("cms-he", "CMS+HE", "hadamard",
+              lambda eps, data, gen: _hadamard("CMSHEParams")(
+                  epsilon=eps, d=data.d, hash_seed=int(gen.integers(0, 2**63))),
+              _cmshe_variance, None,
+              "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)"),
+    Algorithm("rhr", "RHR", "hadamard",
+              lambda eps, data, gen: _hadamard("RHRParams")(epsilon=eps, d=data.d),
+              _rhr_variance, None, "Recursive Hadamard Response, R1's layout (PAN section 6)"),
+    Algorithm("olh", "OLH", "hadamard",
+              lambda eps, data, gen: _hadamard("OLHParams")(epsilon=eps, d=data.d),
+              _olh_variance, _olh_l2, "Optimal Local Hashing, g = round(e^eps)+1, pairwise hash"),
+    Algorithm("hrr", "HRR", "hadamard",
+              lambda eps, data, gen: _hadamard("HRRParams")(epsilon=eps, d=data.d),
+              _hrr_variance, None, "Hadamard randomized response (WW Fact 2.1)"),
     Algorithm("grr", "GRR", "grr",
               lambda eps, data, gen: _mod("grr").Params(epsilon=eps, d=data.d),
               _grr_variance, _grr_l2, "k-ary randomized response on the whole dictionary (d counters)"),
@@ -306,28 +359,25 @@ class SimulationResult:
         return json.loads(json.dumps(out, default=_json_default))
 
     def table(self, metric: str = "all", markdown: bool = False) -> str:
-        """Text (or markdown) table: one row per eps, one column per algorithm, for
-        ``metric`` in ``mse``, ``l1``, ``l2``; ``all`` gives the three tables."""
+        """Text (or markdown) table for ``metric`` in ``mse``, ``l1``, ``l2`` (``all``: the
+        three): one row per algorithm with the measured values per eps, followed by rows
+        with its closed form and, for the MSE, its Appendix K bound where they exist."""
         if metric == "all":
             return "\n\n".join(self.table(m, markdown) for m in ("mse", "l1", "l2"))
         if metric not in ("mse", "l1", "l2"):
             raise ParameterError(f"metric must be 'mse', 'l1', 'l2' or 'all', got {metric!r}")
         value = {"mse": "worst_mse", "l1": "l1", "l2": "l2"}[metric]
         theory = {"mse": "theory_mse", "l1": "theory_l1", "l2": "theory_l2"}[metric]
-        labels = [self.cell(a, self.epsilons[0]).label for a in self.algorithms]
-        header = ["eps"] + labels + [f"closed form ({lab})" for a, lab in zip(self.algorithms, labels)
-                                     if getattr(self.cell(a, self.epsilons[0]), theory) is not None]
-        if metric == "mse":
-            header += [f"App. K bound ({lab})" for a, lab in zip(self.algorithms, labels)
-                       if self.cell(a, self.epsilons[0]).appendix_k is not None]
+        header = ["algorithm"] + [f"eps={e:g}" for e in self.epsilons]
         rows = []
-        for eps in self.epsilons:
-            cells = [self.cell(a, eps) for a in self.algorithms]
-            row = [f"{eps:g}"] + [f"{getattr(c, value):.4e}" for c in cells]
-            row += [f"{getattr(c, theory):.4e}" for c in cells if getattr(c, theory) is not None]
-            if metric == "mse":
-                row += [f"{c.appendix_k:.4e}" for c in cells if c.appendix_k is not None]
-            rows.append(row)
+        for name in self.algorithms:
+            cells = [self.cell(name, e) for e in self.epsilons]
+            rows.append([cells[0].label] + [f"{getattr(c, value):.4e}" for c in cells])
+            extra = [("closed form", theory)] + ([("App. K bound", "appendix_k")] if metric == "mse" else [])
+            for label, attr in extra:
+                if all(getattr(c, attr) is not None for c in cells):
+                    rows.append([f"{cells[0].label} {label}" if markdown else f"  {label}"]
+                                + [f"{getattr(c, attr):.4e}" for c in cells])
         title = {"mse": "worst-case MSE (PAN Eq. 19)", "l1": "l1 loss", "l2": "l2 loss"}[metric]
         return _format_table(f"{self.dataset}: {title}", header, rows, markdown)
 
@@ -349,7 +399,7 @@ def _format_table(title: str, header: List[str], rows: List[List[str]], markdown
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
     return "\n".join([title, fmt.format(*header)] + [fmt.format(*r) for r in rows])
 
 
@@ -445,7 +495,7 @@ def _add_theory(cell: CellResult, alg: Algorithm, params: Params, data: ValueDat
                 truth: np.ndarray, runs: int) -> None:
     size = int(data.candidates.size)
     if alg.variance is not None:
-        var = alg.variance(params, data.n, truth)
+        var = np.asarray(alg.variance(params, data, truth), dtype=np.float64)
         cell.theory_mse = float(np.max(var))
         cell.appendix_k = cell.theory_mse * appendix_k_factor(size, runs)
         cell.exact_l2 = float(np.sum(var))
