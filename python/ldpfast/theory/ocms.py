@@ -297,7 +297,9 @@ def ocms_imperfect_variance_ratio(epsilon: float, m: int, field_size: int, f=0.0
 
 def ocms_min_field_quotient(tau: float = 0.01) -> int:
     """Smallest ``q = floor(pH/m)`` with ``2q+1 > sqrt(1/tau)`` ([PAN] Cor 3.5; 5 for tau=0.01,
-    hence Algorithm 1's ``5m``)."""
+    hence Algorithm 1's ``5m``). The corollary is first order in ``1/(2q+1)^2``: the exact
+    ratio (:func:`ocms_imperfect_variance_ratio`) stays below ``1 + tau`` for ``m >= 3`` but
+    reaches 1.0167 for ``m = 2``, ``pH = 11``."""
     tau = float(tau)
     if not 0.0 < tau:
         raise ParameterError(f"tau must be > 0, got {tau!r}")
