@@ -192,3 +192,29 @@ def test_plot_without_matplotlib(monkeypatch, tmp_path):
     result = ex.simulate([GRR], _toy(), [1.0], 2)
     with pytest.raises(ParameterError, match=r"pip install 'ldpfast\[plot\]'"):
         ex.plot_results(result, str(tmp_path / "p.png"))
+
+
+# -- every registered frequency oracle through the harness ------------------------------
+
+@pytest.mark.parametrize("name,runs", [("ocms-mse", 200), ("ocms-l", 200), ("he", 200), ("cms-he", 40),
+                                       ("rhr", 200), ("olh", 200), ("hrr", 200), ("grr", 200)])
+def test_protocols_match_their_closed_forms(name, runs):
+    alg = ex.ALGORITHMS[name]
+    if not alg.available():
+        pytest.skip(f"ldpfast.{alg.module} is not in this build")
+    values = np.minimum(np.random.default_rng(0).zipf(1.5, 2000) - 1, 63)
+    data = ds.ValueData(values, 64, np.arange(64), name="toy")
+    result = ex.simulate([name], data, [1.0, 4.0], runs, seed=1)
+    for cell in result.cells:
+        # The mean of `runs` i.i.d. per-run l2 losses has expectation sum_x Var(x) (the
+        # estimators are unbiased); 5.3 standard errors: two-sided normal tail 1.2e-7.
+        assert abs(cell.l2 - cell.exact_l2) < 5.3 * cell.l2_se, (cell.epsilon, cell.l2, cell.exact_l2)
+
+
+def test_hadaoracle_runs_through_the_harness():
+    alg = ex.ALGORITHMS["hadaoracle"]
+    if not alg.available():
+        pytest.skip("ldpfast.hadaoracle is not in this build")
+    data = ds.ValueData(np.repeat([3, 9], [1500, 500]), 64, np.arange(64), name="toy")
+    cell = ex.simulate(["hadaoracle"], data, [4.0], 5, seed=1).cells[0]
+    assert cell.theory_mse is None and np.isfinite(cell.l2) and cell.params["k"] % 2 == 1

@@ -224,6 +224,10 @@ ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("hrr", "HRR", "hadamard",
               lambda eps, data, gen: _hadamard("HRRParams")(epsilon=eps, d=data.d),
               _hrr_variance, None, "Hadamard randomized response (WW Fact 2.1)"),
+    Algorithm("hadaoracle", "HadaOracle", "hadaoracle",
+              lambda eps, data, gen: _mod("hadaoracle").Params.create(
+                  epsilon=eps, d=data.d, n=data.n, beta=0.05, hash_seed=int(gen.integers(0, 2**63))),
+              None, None, "WW sketch: k subsets x HRR on [m], median query (beta = 0.05 defaults)"),
     Algorithm("grr", "GRR", "grr",
               lambda eps, data, gen: _mod("grr").Params(epsilon=eps, d=data.d),
               _grr_variance, _grr_l2, "k-ary randomized response on the whole dictionary (d counters)"),
