@@ -680,8 +680,8 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
               "[1 + (2/t)(sqrt(t log(20|X|)) + log(20|X|))].", ""]
     for name, res in results.items():
         fig, desc = PAN_DATASETS.get(name, ("", res.note))
-        lines += [f"## {name} ({fig})", "", f"{desc}. {res.note}; n = {res.n:,}, d = {res.d:,}, "
-                  f"|X| = {res.n_candidates:,}, {res.runs} runs per eps, seed {res.seed}.", ""]
+        lines += [f"## {name} ({fig})", "", f"{desc}. n = {res.n:,} users, {res.runs} runs per eps, "
+                  f"seed {res.seed}. Construction: {res.note}.", ""]
         ms = {}
         for c in res.cells:
             if c.algorithm.startswith("ocms"):
