@@ -16,7 +16,6 @@ import argparse
 import os
 import platform
 import shlex
-import sys
 import time
 
 from ..errors import ParameterError
@@ -38,10 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plots", default=".", help="folder for the PNG plots (default: current folder)")
 
 
-def command_line(argv=None) -> str:
-    """The command as typed (``ldpfast reproduce ...``)."""
-    argv = sys.argv[1:] if argv is None else argv
-    return "ldpfast " + " ".join(shlex.quote(a) for a in argv)
+def command_line(args: argparse.Namespace) -> str:
+    """The full command that reproduces ``args`` (every option spelled out)."""
+    parts = ["ldpfast", "reproduce", "--datasets", args.datasets, "--algorithms", args.algorithms,
+             "--eps", args.eps, "--runs", str(args.runs), "--seed", str(args.seed)]
+    if args.kosarak != "kosarak-prefix":
+        parts += ["--kosarak", args.kosarak]
+    if args.threads:
+        parts += ["--threads", str(args.threads)]
+    if args.report:
+        parts += ["--report", args.report]
+    parts += ["--no-plot"] if args.no_plot else ["--plots", args.plots]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def environment_line(threads: int, seconds: float) -> str:
@@ -81,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         base = os.path.dirname(os.path.abspath(args.report))
         report_plots = {k: os.path.relpath(os.path.abspath(v), base) for k, v in plots.items()}
-    report = experiments.pan_report(results, checks, command_line(),
+    report = experiments.pan_report(results, checks, command_line(args),
                                     environment_line(args.threads, elapsed), report_plots)
     print(report)
     if args.report:
