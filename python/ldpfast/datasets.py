@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import FormatError, ParameterError
 
-__all__ = ["SetData", "ValueData", "BUNDLED", "load_sets", "bundled_path", "load_values",
+__all__ = ["SetData", "ValueData", "BUNDLED", "load_sets", "bundled_path", "zipf_sets", "load_values",
            "sets_to_values", "pan_zipf", "sampled_zipf", "zipf_probabilities", "rhr_base",
            "pan_gaussian", "mini_kosarak", "KOSARAK_USERS", "SYNTHETIC", "load_dataset"]
 
@@ -120,6 +120,51 @@ def load_sets(name_or_path: str, d: Union[int, None] = None) -> SetData:
     path, name = _resolve(name_or_path)
     sets = [np.array(line.split(), dtype=np.int64) for line in _lines(path)]
     return SetData.from_lists(sets, d=d, name=name)
+
+
+def zipf_sets(n: int, d: int, length: int = 100, a: float = 1.1, seed=None) -> SetData:
+    """Synthetic Zipf set-valued data in the style of [PS] (R2 ``simulations/data_generator.py``).
+
+    Set lengths are ``int(N(1, 0.2) * length)``, shifted so the smallest is 1. Items are
+    ``numpy.random.zipf(a)`` draws; the ``d`` most common values are relabelled ``0..d-1`` by
+    rank (ties by value) and draws outside them are replaced by draws from the empirical
+    distribution of the kept ones. The items are shuffled, cut into users and de-duplicated
+    per user (so sets are shorter than their drawn length). Seeded for reproducibility
+    (``seed``: int, SeedSequence or Generator; None = fresh). R2's "large_domain" mode
+    (every label at least once) is not reproduced: labels that are never drawn stay absent.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ParameterError(f"n must be an int >= 1, got {n!r}")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ParameterError(f"d must be an int >= 1, got {d!r}")
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+        raise ParameterError(f"length must be an int >= 1, got {length!r}")
+    if not a > 1:
+        raise ParameterError(f"a must be > 1, got {a!r}")
+    gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    sizes = (gen.normal(1.0, 0.2, size=n) * length).astype(np.int64)
+    sizes = sizes - sizes.min() + 1
+    raw = gen.zipf(a, size=int(sizes.sum()))
+    values, counts = np.unique(raw, return_counts=True)
+    keep = np.lexsort((values, -counts))[:d]
+    labels = np.full(values.size, -1, dtype=np.int64)
+    labels[keep] = np.arange(keep.size)
+    items = labels[np.searchsorted(values, raw)]
+    missing = items < 0
+    if missing.any():
+        kept_items = items[~missing]
+        items[missing] = kept_items[gen.integers(0, kept_items.size, size=int(missing.sum()))]
+    gen.shuffle(items)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    # De-duplicate within each user: sort the keys user * d + item and drop repeats.
+    keys = np.repeat(np.arange(n, dtype=np.int64), sizes) * d + items
+    keys.sort()
+    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    user, items = np.divmod(keys, d)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(user, minlength=n), out=offsets[1:])
+    return SetData(offsets=offsets, items=items, d=int(d), name=f"zipf(n={n}, d={d}, l={length}, a={a})")
 
 
 # ----------------------------------------------------------------------------------

@@ -1,3 +1,121 @@
-"""Theory for the privsketch family."""
+"""Closed forms for PrivSketch ([PS]) and its sketch baselines (SPEC 4.4-4.6, 5.4).
 
-__all__: list = []
+Frequencies are fractions of users; variances are of the frequency estimate of one item
+from ``n`` users. ``K x M`` is the sketch shape.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "privsketch_flip_probability", "privsketch_nosmp_flip_probability", "multi_pcms_mean_flip_probability",
+    "multi_pcms_min_flip_probability", "privsketch_variance", "privsketch_centred_variance",
+    "privsketch_nosmp_variance", "privsketch_ldp_variance", "multi_pcms_mean_variance", "ps_olh_variance",
+    "bloom_false_positive_rate",
+]
+
+
+def _check(eps: float, K: int, M: int, n: float) -> None:
+    if not (math.isfinite(eps) and 0 < eps <= 700):
+        raise ValueError(f"epsilon must be finite and in (0, 700], got {eps!r}")
+    if K < 1 or M < 1:
+        raise ValueError(f"K and M must be >= 1, got K={K}, M={M}")
+    if not n > 0:
+        raise ValueError(f"n must be > 0, got {n!r}")
+
+
+def _rr_flip(eps: float) -> float:
+    return 1.0 / (math.exp(eps) + 1.0)
+
+
+def _rr_bit_variance(eps: float) -> float:
+    """Var of the 0/1 debiased RR bit ``(c b + 1)/2``: ``e^eps/(e^eps-1)^2`` (SPEC 1.2)."""
+    return math.exp(eps) / math.expm1(eps) ** 2
+
+
+def privsketch_flip_probability(epsilon: float) -> float:
+    """Sampled PrivSketch (and its LDP-safe variant): ``1/(e^eps + 1)``."""
+    return _rr_flip(epsilon)
+
+
+def privsketch_nosmp_flip_probability(epsilon: float, K: int = 4, M: int = 128) -> float:
+    """PrivSketch-noSmp: ``1/(e^{eps/(KM)} + 1)`` per cell."""
+    return _rr_flip(epsilon / (K * M))
+
+
+multi_pcms_min_flip_probability = privsketch_nosmp_flip_probability
+
+
+def multi_pcms_mean_flip_probability(epsilon: float, M: int = 128) -> float:
+    """Multi-PCMS-Mean: ``1/(e^{eps/M} + 1)`` per cell of the sent row."""
+    return _rr_flip(epsilon / M)
+
+
+def privsketch_variance(epsilon: float, n: float, ftilde=0.0, K: int = 4, M: int = 128):
+    """Var of the sampled PrivSketch estimate (R2 estimator, SPEC 4.4):
+    ``[KM e^eps/(e^eps-1)^2 + (KM - 1) ftilde] / n``. At ``ftilde = 0`` it is the paper's
+    ``KM e^eps/(n (e^eps-1)^2)``. ``ftilde`` (the count-min frequency) may be an array."""
+    _check(epsilon, K, M, n)
+    KM = K * M
+    return (KM * _rr_bit_variance(epsilon) + (KM - 1) * np.asarray(ftilde, dtype=np.float64)) / n
+
+
+def privsketch_centred_variance(epsilon: float, n: float, K: int = 4, M: int = 128) -> float:
+    """Var of the centred alternative ``1/2 + (KM c/(2n)) sum I_i b_i``: ``(KM c^2 - 1)/(4n)``,
+    with ``c = (e^eps+1)/(e^eps-1)``, for every ``ftilde`` (SPEC 4.4)."""
+    _check(epsilon, K, M, n)
+    c = (math.exp(epsilon) + 1.0) / math.expm1(epsilon)
+    return (K * M * c * c - 1.0) / (4.0 * n)
+
+
+def privsketch_nosmp_variance(epsilon: float, n: float, K: int = 4, M: int = 128) -> float:
+    """Var of PrivSketch-noSmp: ``e^{eps/KM} / (n (e^{eps/KM} - 1)^2)`` ([PS] Thm 3.2)."""
+    _check(epsilon, K, M, n)
+    return _rr_bit_variance(epsilon / (K * M)) / n
+
+
+def privsketch_ldp_variance(epsilon: float, n: float, fbar=0.0, fbar_sq=None, M: int = 128, K: int = 4):
+    """Var of the LDP-safe variant's count-mean estimate (``SafeServer.estimate("mean")``):
+    ``[M e^eps/(e^eps-1)^2 + M fbar - mean_i fbar_i^2] / n`` where ``fbar_i`` is the share of
+    user i's K cells of x that are 1 and ``fbar`` their mean; ``fbar_sq`` = mean of
+    ``fbar_i^2`` (default ``fbar``, exact when every ``fbar_i`` is 0 or 1)."""
+    _check(epsilon, K, M, n)
+    fbar = np.asarray(fbar, dtype=np.float64)
+    fbar_sq = fbar if fbar_sq is None else np.asarray(fbar_sq, dtype=np.float64)
+    return (M * _rr_bit_variance(epsilon) + M * fbar - fbar_sq) / n
+
+
+def multi_pcms_mean_variance(epsilon: float, n: float, fbar=0.0, fbar_sq=None, M: int = 128, K: int = 4):
+    """Var of the uncorrected Multi-PCMS-Mean estimate: ``[V + fbar - mean_i fbar_i^2]/n`` with
+    ``V = e^{eps/M}/(e^{eps/M}-1)^2`` (the decoded bit's RR variance) and ``fbar_i`` the share
+    of user i's K cells of x that are 1; it is unbiased for ``fbar``. ``fbar_sq`` defaults
+    to ``fbar``."""
+    _check(epsilon, K, M, n)
+    fbar = np.asarray(fbar, dtype=np.float64)
+    fbar_sq = fbar if fbar_sq is None else np.asarray(fbar_sq, dtype=np.float64)
+    return (_rr_bit_variance(epsilon / M) + fbar - fbar_sq) / n
+
+
+def ps_olh_variance(epsilon: float, n: float, f=0.0, pad_len: int = 1, g: int = 0):
+    """Var of the PS-OLH estimate ``l chat/n`` of an item with frequency ``f`` when every
+    holder's set has at most ``pad_len = l`` items (then it is unbiased for ``f``), with
+    ideal pairwise-independent hashing (``g`` default ``round(e^eps)+1``):
+    ``l^2 g^2 [f a(1-a) + (1-f) b(1-b)] / (n (p g - 1)^2)``, ``b = 1/g``,
+    ``a = b + (p - b)/l``, ``p = e^eps/(e^eps + g - 1)``."""
+    _check(epsilon, 1, 1, n)
+    g = g or int(round(math.exp(epsilon))) + 1
+    p = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
+    f = np.asarray(f, dtype=np.float64)
+    b = 1.0 / g
+    a = b + (p - b) / pad_len
+    return pad_len ** 2 * g ** 2 * (f * a * (1 - a) + (1 - f) * b * (1 - b)) / (n * (p * g - 1) ** 2)
+
+
+def bloom_false_positive_rate(L, K: int = 4, M: int = 128):
+    """Probability that a non-member looks present in the count-min of a user with ``L``
+    items (ideal random hashing): ``(1 - (1 - 1/M)^L)^K`` (SPEC 5.4)."""
+    L = np.asarray(L, dtype=np.float64)
+    return (-np.expm1(L * math.log1p(-1.0 / M))) ** K

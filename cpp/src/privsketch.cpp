@@ -1,0 +1,100 @@
+#include "ldpfast/privsketch.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "ldpfast/kernels/privsketch.hpp"
+#include "ldpfast/parallel.hpp"
+
+namespace ldpfast {
+
+namespace {
+constexpr std::size_t kClientChunk = 1 << 11;  // users per client task
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// Splits n users into one contiguous range per worker; each range decodes into its own
+// integer partial counts, which are then added (exact, so independent of the split).
+template <class Decode>
+std::size_t decode_users(std::size_t n, std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads,
+                         Decode&& decode) {
+  const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(resolve_threads(threads), ceil_div(n, 1024)));
+  const std::size_t per_task = ceil_div(n, tasks);
+  std::vector<std::vector<std::int64_t>> partial(tasks);
+  std::vector<std::size_t> first_bad(tasks, n);
+  parallel_for(tasks, static_cast<int>(tasks), [&](std::size_t t) {
+    const std::size_t begin = std::min(n, t * per_task), end = std::min(n, begin + per_task);
+    std::int64_t* p = pos;
+    std::int64_t* q = neg;
+    if (t > 0) {
+      partial[t].assign(2 * n_cand, 0);
+      p = partial[t].data();
+      q = p + n_cand;
+    }
+    const std::size_t bad = decode(begin, end, p, q);
+    if (bad < end) first_bad[t] = bad;
+  });
+  const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
+  if (bad < n) return bad;
+  for (std::size_t t = 1; t < tasks; ++t) {
+    const std::int64_t* p = partial[t].data();
+    for (std::size_t x = 0; x < n_cand; ++x) {
+      pos[x] += p[x];
+      neg[x] += p[n_cand + x];
+    }
+  }
+  return n;
+}
+}  // namespace
+
+void privsketch_perturb(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
+                        std::uint32_t K, std::uint32_t M, const std::int64_t* offsets,
+                        const std::uint64_t* items, std::size_t n, const RngKey& key, int sampling,
+                        std::uint64_t flip_threshold, std::uint32_t* sampled, std::int8_t* bits,
+                        std::uint16_t* order, int threads) {
+  const auto& k = privsketch_kernels_active();
+  const std::size_t KM = static_cast<std::size_t>(K) * M;
+  parallel_for(ceil_div(n, kClientChunk), threads, [&](std::size_t task) {
+    const std::size_t begin = task * kClientChunk, end = std::min(n, begin + kClientChunk);
+    std::vector<std::uint8_t> scratch_bits(KM);
+    std::vector<std::uint16_t> scratch_cells(KM);
+    k.perturb(field, a0, a1, K, M, offsets, items, begin, end, key, sampling, flip_threshold,
+              scratch_bits.data(), scratch_cells.data(), sampled, bits, order);
+  });
+}
+
+std::size_t privsketch_decode_cell(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
+                                   const std::uint32_t* cell, const std::int8_t* bits, std::size_t n,
+                                   const std::int64_t* bucket_offsets, const std::uint32_t* bucket_cand,
+                                   const std::uint16_t* bucket_cells, std::size_t n_cand,
+                                   std::int64_t* pos, std::int64_t* neg, int threads) {
+  const auto& k = privsketch_kernels_active();
+  return decode_users(n, n_cand, pos, neg, threads,
+                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
+                        return k.decode_cell(K, M, order, cell, bits, b, e, bucket_offsets, bucket_cand,
+                                             bucket_cells, p, q);
+                      });
+}
+
+std::size_t privsketch_decode_full(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
+                                   const std::int8_t* bits, std::size_t n, const std::uint16_t* cand_cells,
+                                   std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads) {
+  const auto& k = privsketch_kernels_active();
+  return decode_users(n, n_cand, pos, neg, threads,
+                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
+                        return k.decode_full(K, M, order, bits, b, e, cand_cells, n_cand, p, q);
+                      });
+}
+
+void privsketch_padding_sample(const RngKey& key, const std::int64_t* offsets, const std::uint64_t* items,
+                               std::size_t n, std::uint64_t pad_len, std::uint64_t dummy,
+                               std::uint64_t* out, int threads) {
+  const auto& k = privsketch_kernels_active();
+  constexpr std::size_t chunk = 1 << 14;
+  parallel_for(ceil_div(n, chunk), threads, [&](std::size_t task) {
+    const std::size_t begin = task * chunk;
+    k.padding_sample(key, offsets, items, begin, std::min(n, begin + chunk), pad_len, dummy, out);
+  });
+}
+
+}  // namespace ldpfast

@@ -1,0 +1,82 @@
+"""Accuracy measures for frequency estimation and frequent items ([PS] section 4, SPEC 4.7).
+
+``est`` and ``truth`` are frequency arrays (fractions of users) indexed by item id over the
+same domain. Top-k sets break ties by item id (smaller id first).
+
+* :func:`mse`: ``(1/|D|) sum_x (fhat(x) - f(x))^2`` over the whole domain.
+* :func:`var_topk`: [PS] "Var": ``(1/|C_e ∩ C_t|) sum_{x in C_e ∩ C_t} (n fhat - n f)^2``
+  (count scale; a mean squared count error, not a variance).
+* :func:`ncr`: normalized cumulative rank, ``sum_{x in C_e} q(x) / (k(k+1)/2)`` with
+  ``q(x) = k + 1 - rank_t(x)`` for ``x in C_t`` and 0 otherwise.
+* R2's variants (reference code ``Lyinger/PrivSketch``): :func:`mse_rounded_r2` rounds the
+  count estimates to integers first; :func:`k_mse_r2` averages over the true top-k ``C_t``
+  on the frequency scale, with rounded counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ParameterError
+
+__all__ = ["top_k", "mse", "var_topk", "ncr", "mse_rounded_r2", "k_mse_r2"]
+
+
+def _pair(est, truth):
+    est = np.asarray(est, dtype=np.float64)
+    truth = np.asarray(truth, dtype=np.float64)
+    if est.ndim != 1 or est.shape != truth.shape:
+        raise ParameterError(f"est and truth must be 1-D of equal length, got {est.shape} and {truth.shape}")
+    if est.size == 0:
+        raise ParameterError("est and truth must not be empty")
+    return est, truth
+
+
+def _check_k(k, size: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= size:
+        raise ParameterError(f"k must be an int in [1, {size}], got {k!r}")
+    return int(k)
+
+
+def top_k(values, k: int) -> np.ndarray:
+    """Ids of the ``k`` largest values, largest first, ties by smaller id."""
+    values = np.asarray(values, dtype=np.float64)
+    k = _check_k(k, values.size)
+    return np.lexsort((np.arange(values.size), -values))[:k]
+
+
+def mse(est, truth) -> float:
+    """Mean squared error over the domain (frequency scale)."""
+    est, truth = _pair(est, truth)
+    return float(np.mean((est - truth) ** 2))
+
+
+def var_topk(est, truth, n: int, k: int) -> float:
+    """[PS] Var over ``C_e ∩ C_t`` on the count scale (NaN when the sets are disjoint)."""
+    est, truth = _pair(est, truth)
+    common = np.intersect1d(top_k(est, k), top_k(truth, k))
+    if common.size == 0:
+        return float("nan")
+    return float(np.mean((n * est[common] - n * truth[common]) ** 2))
+
+
+def ncr(est, truth, k: int) -> float:
+    """Normalized cumulative rank of the estimated top-k against the true top-k."""
+    est, truth = _pair(est, truth)
+    true_top = top_k(truth, k)
+    quality = np.zeros(truth.size, dtype=np.float64)
+    quality[true_top] = k - np.arange(k)          # rank 1 -> k, rank k -> 1
+    return float(quality[top_k(est, k)].sum() / (k * (k + 1) / 2))
+
+
+def mse_rounded_r2(est, truth, n: int) -> float:
+    """R2's MSE: count estimates rounded to integers, then the frequency-scale MSE."""
+    est, truth = _pair(est, truth)
+    return float(np.mean((np.round(est * n) / n - truth) ** 2))
+
+
+def k_mse_r2(est, truth, n: int, k: int) -> float:
+    """R2's top-k error: rounded counts, frequency scale, averaged over the true top-k."""
+    est, truth = _pair(est, truth)
+    true_top = top_k(truth, k)
+    return float(np.mean((np.round(est[true_top] * n) / n - truth[true_top]) ** 2))
