@@ -149,7 +149,7 @@ def test_simulate_without_matplotlib(capsys, monkeypatch):
 def test_reproduce_small(capsys, tmp_path):
     report = tmp_path / "report.md"
     argv = ["reproduce", "--datasets", "zipf", "--runs", "3", "--eps", "1,2", "--report", str(report),
-            "--plots", str(tmp_path / "img"), "--quiet"]
+            "--plots", str(tmp_path / "img"), "--quiet", "--json", str(tmp_path / "cells.json")]
     available = [a.name for a in experiments.available_algorithms()]
     if not all(a in available for a in experiments.PAN_ALGORITHMS):
         argv += ["--algorithms", "ocms-mse,ocms-l"]
@@ -161,6 +161,9 @@ def test_reproduce_small(capsys, tmp_path):
     assert text.startswith("# Reproduction of Pan") and "ldpfast reproduce" in text
     assert "**3. Does every measured worst-case MSE sit between" in text
     assert "| zipf | 1 |" in text  # the band table has one row per eps
+    cells = json.loads((tmp_path / "cells.json").read_text())["zipf"]["cells"]
+    assert len(cells) == 2 * (len(argv[argv.index("--algorithms") + 1].split(",")) if "--algorithms" in argv
+                              else len(experiments.PAN_ALGORITHMS))
     if "--no-plot" not in argv:
         assert (tmp_path / "img" / "pan_zipf.png").exists() and "](img/pan_zipf.png)" in text
 

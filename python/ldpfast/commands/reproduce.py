@@ -13,6 +13,7 @@ Example (what docs/pan_reproduction.md was made with is written in that file)::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shlex
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common(parser, runs=100, eps="1:5")
     parser.add_argument("--report", default=None, help="write the markdown report to this path")
     parser.add_argument("--plots", default=".", help="folder for the PNG plots (default: current folder)")
+    parser.add_argument("--json", default=None, help="also save every measured cell as JSON to this path")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -95,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         with open(args.report, "w") as fh:
             fh.write(report)
         print(f"wrote {args.report}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({name: res.to_dict() for name, res in results.items()}, fh, indent=1)
+        print(f"wrote {args.json}")
     for path in plots.values():
         print(f"wrote {path}")
     return 0
