@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+import ldpfast
 from ldpfast import cli, experiments
 from ldpfast.theory import ocms as theory
 
@@ -21,10 +22,14 @@ def run_cli(capsys, *argv):
     return rc, out, err
 
 
+def _env():
+    """The environment for child interpreters: the ldpfast this test imported comes first."""
+    paths = [os.path.dirname(os.path.dirname(os.path.abspath(ldpfast.__file__))), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+
+
 def test_python_dash_m_help():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [os.path.join(ROOT, "python"),
-                                                                  os.environ.get("PYTHONPATH", "")] if p))
-    out = subprocess.run([sys.executable, "-m", "ldpfast", "--help"], capture_output=True, text=True, env=env,
+    out = subprocess.run([sys.executable, "-m", "ldpfast", "--help"], capture_output=True, text=True, env=_env(),
                          check=True).stdout
     for name in ("demo", "params", "simulate", "reproduce"):
         assert name in out
@@ -199,5 +204,7 @@ def test_readme_commands_match_ci():
 
 @pytest.mark.parametrize("index", range(len(_readme_blocks("python"))))
 def test_readme_python_blocks_run(index):
+    # Each block runs in a fresh interpreter, as a user would paste it.
     code = _readme_blocks("python")[index]
-    exec(compile(code, f"README.md python block {index}", "exec"), {"__name__": "__readme__"})
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr

@@ -9,9 +9,12 @@ of run ``t = 1..T``):
   :func:`appendix_k_factor`);
 * ``l1 = mean_t sum_{x in X} |fhat_t(x) - f(x)|`` and ``l2 = mean_t sum_{x in X} (fhat_t(x) - f(x))^2``.
 
-Closed forms plotted next to the measurements: [PAN] Eq. 20 (CMS+RR with the chosen
-integer ``m``; worst case over ``X``), Eq. 22 / Theorem 3.8 with ``|X|`` in place of ``d``
-for l1/l2, as the reference code R1 does.
+Closed forms next to the measurements (:mod:`ldpfast.theory`): the variance of each
+estimate at the true frequencies, whose maximum over ``X`` is the closed-form worst-case
+MSE: [PAN] Eq. 8/20 for OCMS+RR with its integer ``m`` (HE: ``m = 2``; OLH: ``m = g``),
+CMS+HE with the variance of its per-run hash family ([PAN] Thm 3.10), RHR with the share of
+users in each residue class, HRR and GRR; l2 is [PAN] Eq. 22 with ``|X|`` in place of ``d``
+and l1 its Cauchy-Schwarz bound ``sqrt(|X| l2)``, as the reference code R1 plots them.
 
 Every run redraws every random choice; run ``t`` of algorithm ``a`` at ``eps`` uses a seed
 derived from ``(seed, a, data set, eps, t)``, so any cell can be re-run alone and results do
@@ -34,6 +37,7 @@ import numpy as np
 from ._base import Params, protocols
 from .datasets import ValueData
 from .errors import ParameterError
+from .theory import hadamard as _theory_h
 from .theory import ocms as _theory
 
 __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
@@ -138,12 +142,6 @@ def _mod(name: str):
     return importlib.import_module(f"ldpfast.{name}")
 
 
-def _theory_h():
-    from .theory import hadamard
-
-    return hadamard
-
-
 def _ocms_variance(params, data, f):
     return _theory.ocms_variance(params, n=data.n, f=f)  # Eq. 8/20 for its field and m
 
@@ -163,14 +161,14 @@ def _he_l2(params, n, size):
 def _cmshe_variance(params, data, f):
     # The family is redrawn every run, so its bias adds PAN Thm 3.10's term to the MSE.
     others = float(np.sum(data.frequencies(np.unique(data.values)) ** 2)) - f * f
-    return _theory_h().cmshe_variance(params.epsilon, data.n, f, m=params.m, k=params.k, sum_sq_other=others)
+    return _theory_h.cmshe_variance(params.epsilon, data.n, f, m=params.m, k=params.k, sum_sq_other=others)
 
 
 def _rhr_variance(params, data, f):
     base = params.base
     residues = np.bincount(data.values % base, minlength=base) / data.n
     share = residues[data.candidates % base]  # users sharing x mod base (x included)
-    return _theory_h().rhr_variance(params.epsilon, data.n, f, residue_fraction=share)
+    return _theory_h.rhr_variance(params.epsilon, data.n, f, residue_fraction=share)
 
 
 def _olh_variance(params, data, f):
@@ -182,7 +180,7 @@ def _olh_l2(params, n, size):
 
 
 def _hrr_variance(params, data, f):
-    return _theory_h().hrr_variance(params.epsilon, data.n, f)
+    return _theory_h.hrr_variance(params.epsilon, data.n, f)
 
 
 def _grr_variance(params, data, f):
@@ -414,10 +412,8 @@ def _run_seed(seed: int, algorithm: str, dataset: str, epsilon: float, run: int)
 
 
 def _params_dict(params: Params) -> Dict[str, object]:
-    try:
-        return {k: v for k, v in params.to_dict().items() if not isinstance(v, (list, tuple)) or len(v) <= 8}
-    except Exception:  # parameter objects of other shapes: show their repr
-        return {"repr": repr(params)}
+    """The parameters without long tuples (e.g. hash coefficients)."""
+    return {k: v for k, v in params.to_dict().items() if not isinstance(v, (list, tuple)) or len(v) <= 8}
 
 
 def run_once(algorithm: Algorithm, epsilon: float, data: ValueData,
