@@ -64,6 +64,7 @@ def test_rounding_ties_go_up(eps, python_round, ours):
     assert real % 1 == 0.5  # an exact tie
     assert round(real) == python_round  # R1's half-to-even rule would differ
     assert ocms.hash_range(eps, mode="mse") == ours
+    assert ocms_optimal_m(eps, "mse", rounded=True) == ours
 
 
 def test_hash_range_rejects_bad_arguments():

@@ -25,7 +25,7 @@ from .errors import ParameterError, ReportError
 from .ocms import _check_below, _check_threads, uint64_column
 from .theory import ocms as _theory
 
-__all__ = ["Params", "Reports", "Client", "Server"]
+__all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
 
 _U64 = 2**64
 
@@ -116,6 +116,17 @@ class Client:
         return Reports(y=y)
 
 
+def decode_counts(params: Params, counts, n: int, clip: bool = False) -> np.ndarray:
+    """``fhat = (C/n - q)/(p - q) = ((e+d-1) C/n - 1)/(e-1)`` for report counts ``C`` (any
+    array shape) among ``n`` reports (SPEC 1.2). ``clip`` clips to ``[0, 1]``."""
+    n = int(n)
+    if n <= 0:
+        raise ReportError("cannot estimate frequencies from zero reports")
+    em1 = math.expm1(params.epsilon)
+    fhat = ((em1 + params.d) * (np.asarray(counts, dtype=np.float64) / n) - 1.0) / em1
+    return np.clip(fhat, 0.0, 1.0) if clip else fhat
+
+
 class Server(_base.Aggregator):
     """GRR aggregator: the histogram of reported symbols."""
 
@@ -155,9 +166,7 @@ class Server(_base.Aggregator):
             xs = uint64_column(candidates, "candidates", ParameterError)
             _check_below(xs, self.params.d, "candidates", "values in", ParameterError)
             counts = self._counts[xs]
-        em1 = math.expm1(self.params.epsilon)
-        fhat = ((em1 + self.params.d) * (counts.astype(np.float64) / n) - 1.0) / em1
-        return np.clip(fhat, 0.0, 1.0) if clip else fhat
+        return decode_counts(self.params, counts, n, clip)
 
     def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
         return self.n * self.estimate(candidates, clip)

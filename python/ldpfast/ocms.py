@@ -67,7 +67,7 @@ def uint64_column(value, name: str, error: type = ReportError) -> np.ndarray:
     naming ``name`` and the offending value. A contiguous uint64 array is used as is
     (not copied)."""
     if isinstance(value, np.ndarray):
-        arr = value
+        arr = _python_ints(value, name, error) if value.dtype == object and value.ndim == 1 else value
     elif isinstance(value, (bool, np.bool_)):
         raise error(f"{name} must be integers, got {value!r}")
     elif isinstance(value, (int, np.integer)):
@@ -132,8 +132,7 @@ def hash_range(epsilon: float, d: Optional[int] = None, mode: str = "mse", f_sta
         ``m >= 2``. Exact ``.5`` ties round upward ([CHOICE]; R1's Python ``round`` rounds
         half to even). See :func:`ldpfast.theory.ocms_optimal_m` for the formulas.
     """
-    real = _theory.ocms_optimal_m(epsilon, mode, d, f_star)
-    return max(2, math.floor(real + 0.5))
+    return _theory.ocms_optimal_m(epsilon, mode, d, f_star, rounded=True)
 
 
 def finite_field_size(d: int, m: int, compact: bool = False) -> int:
@@ -248,6 +247,7 @@ class Params(_base.Params):
                 ``"binary"``: ``GF(2^l)`` with ``l = ceil(log2 max(d+1, 5m))``.
             a_range, use_m_prime: see the class attributes.
         """
+        d = _theory._positive_int(d, "d", 1)
         m = hash_range(epsilon, d, mode, f_star)
         if field not in ("paper", "compact", "binary"):
             raise ParameterError(f"field must be 'paper', 'compact' or 'binary', got {field!r}")
@@ -515,7 +515,7 @@ class Server(_base.Aggregator):
             raise IncompatibleError("cannot merge a report-keeping server with a candidate-count server")
         if self.keeps_reports:
             if other.n:
-                self._append(tuple(c.copy() for c in other._columns()))
+                self._append(tuple(c.copy() for c in other._columns(canonical=False)))
         else:
             if not np.array_equal(self._candidates, other._candidates):
                 raise IncompatibleError("cannot merge servers that count different candidates")
@@ -531,7 +531,7 @@ class Server(_base.Aggregator):
                 else self._checked_candidates(candidates, distinct=False)
             counts = np.zeros(xs.size, dtype=np.uint64)
             if self._n:
-                self._count_into(*self._columns(), xs, counts)
+                self._count_into(*self._columns(canonical=False), xs, counts)
             return counts
         if candidates is None:
             return self._counts.copy()
@@ -587,13 +587,17 @@ class Server(_base.Aggregator):
         self._n += columns[0].size
         self._canonical = False
 
-    def _columns(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The kept reports as one set of columns, rows sorted by (z, a0, a1)."""
+    def _columns(self, canonical: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The kept reports as one set of columns; ``canonical`` sorts the rows by
+        (z, a0, a1) so that state and bytes do not depend on arrival order (counting does
+        not need it)."""
         if not self._chunks:
             empty = np.zeros(0, dtype=np.uint64)
             return empty, empty, empty
-        if not self._canonical or len(self._chunks) > 1:
-            z, a0, a1 = (np.concatenate([c[i] for c in self._chunks]) for i in range(3))
+        if len(self._chunks) > 1:
+            self._chunks = [tuple(np.concatenate([c[i] for c in self._chunks]) for i in range(3))]
+        if canonical and not self._canonical:
+            z, a0, a1 = self._chunks[0]
             order = np.lexsort((a1, a0, z))
             self._chunks = [(z[order], a0[order], a1[order])]
             self._canonical = True

@@ -130,6 +130,7 @@ def _prime_factors(n: int):
     return factors
 
 
+@functools.lru_cache(maxsize=1024)
 def _rabin_irreducible(f: int) -> bool:
     """Rabin's test: f of degree l is irreducible over GF(2) iff z^(2^l) = z mod f and
     gcd(z^(2^(l/q)) - z, f) = 1 for every prime q dividing l."""
@@ -221,6 +222,7 @@ def _core_binary(l: int, poly: Tuple[int, ...]):
     return _core.Field.binary(l, poly_low_bits(poly))
 
 
+@functools.lru_cache(maxsize=64)
 def core_field(field_size: int, poly: Optional[Tuple[int, ...]] = None) -> "_core.Field":
     """The C++ field of size ``field_size``: ``F_p`` for an odd prime, ``GF(2^l)`` for a
     power of two (with ``poly``, default :func:`irreducible_polynomial`)."""
@@ -265,7 +267,7 @@ def field_hash(a0, a1, x, m: int, field, poly: Optional[Tuple[int, ...]] = None,
         core, size = field, 2**64
     else:
         size = _check_int(field, "field", minimum=2)
-        core = core_field(size, poly)
+        core = core_field(size, tuple(int(e) for e in poly) if poly else None)
     cols = [_field_column(v, name, size) for v, name in ((a0, "a0"), (a1, "a1"), (x, "x"))]
     try:
         a0c, a1c, xc = (np.ascontiguousarray(c) for c in np.broadcast_arrays(*cols))

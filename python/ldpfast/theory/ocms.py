@@ -172,8 +172,11 @@ def ocms_expectation_general(m, f_x: float, f_others, collision, m_used=None) ->
     return mu / (mu - 1) * mixed - 1 / (mu - 1)
 
 
-def ocms_optimal_m(epsilon: float, mode: str = "mse", d: Optional[int] = None, f_star: float = 1.0) -> float:
-    """The real-valued optimal hash range before rounding.
+def ocms_optimal_m(epsilon: float, mode: str = "mse", d: Optional[int] = None, f_star: float = 1.0,
+                   rounded: bool = False):
+    """The optimal hash range: real-valued, or with ``rounded=True`` the closest integer
+    (exact ``.5`` ties round upward, [CHOICE] SPEC 2.2; at least 2), which is [PAN]'s
+    ``HashRange`` (also :func:`ldpfast.ocms.hash_range`).
 
     * ``mode="mse"`` ([PAN] Thm 3.6, Eq. 13): ``1 + e_h`` if ``f_star >= 1/2``, else
       ``1 + Delta_MSE / (f_star e + 1 - f_star)`` with
@@ -183,6 +186,8 @@ def ocms_optimal_m(epsilon: float, mode: str = "mse", d: Optional[int] = None, f
 
     Square roots are taken factor by factor so nothing overflows for eps up to 700.
     """
+    if rounded:
+        return max(2, math.floor(ocms_optimal_m(epsilon, mode, d, f_star) + 0.5))
     eps, e, em1 = _eps(epsilon)
     e_h = math.exp(eps / 2)
     if mode == "mse":

@@ -1,0 +1,110 @@
+"""k-ary randomized response over the dictionary (GRR, SPEC 1.2): the accuracy baseline.
+
+Statistical checks as in test_ocms_statistics: the count of one symbol in one run is a sum
+of independent Bernoullis (p for holders, q for everyone else), fhat is affine in it; the
+mean of R runs is checked within Z sd and the sample variance against chi-square quantiles
+with kurtosis-corrected degrees of freedom. ALPHA = 1e-8 per assertion, < 1e-6 overall.
+"""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ldpfast import _base, grr, theory
+from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError
+
+ALPHA = 1e-8
+Z = stats.norm.isf(ALPHA / 2)
+
+
+@pytest.mark.parametrize("eps,d", [(0.5, 2), (1.0, 10), (3.0, 100)])
+def test_unbiased_with_theoretical_variance(eps, d):
+    n, runs = 300, 4000
+    params = grr.Params(eps, d)
+    values = np.concatenate([np.zeros(180), np.ones(90), np.arange(30) % d]).astype(np.int64)
+    reports = grr.Client(params, rng=31).perturb(np.tile(values, runs))
+    y = reports.y.reshape(runs, n)
+    p, q = params.keep_probability, params.other_probability
+    for x in sorted({0, 1, d - 1}):
+        fhat = grr.decode_counts(params, (y == x).sum(axis=1), n)
+        f = np.mean(values == x)
+        variance = theory.grr_variance(eps, d, n, f)
+        pi = np.where(values == x, p, q)
+        terms = pi * (1 - pi)
+        slope = (math.expm1(eps) + d) / (n * math.expm1(eps))
+        assert variance == pytest.approx(slope**2 * terms.sum(), rel=1e-9)
+        kurt = np.sum(terms * (1 - 6 * terms)) / terms.sum() ** 2
+        assert abs(fhat.mean() - f) < Z * math.sqrt(variance / runs)
+        nu = 2 / (2 / (runs - 1) + kurt / runs)
+        lo, hi = stats.chi2.ppf(ALPHA / 2, nu) / nu, stats.chi2.isf(ALPHA / 2, nu) / nu
+        assert lo * variance < fhat.var(ddof=1) < hi * variance
+
+
+def test_probabilities():
+    params = grr.Params(2.0, 5)
+    e = math.exp(2.0)
+    assert params.keep_probability == pytest.approx(e / (e + 4), rel=1e-15)
+    assert params.other_probability == pytest.approx(1 / (e + 4), rel=1e-15)
+    assert params.flip_probability == pytest.approx(4 / (e + 4), rel=1e-15)
+    assert params.communication_bits == 3
+    assert grr.Params(700.0, 3).flip_threshold == 0
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(epsilon=0.0, d=5), r"epsilon must be finite and in \(0, 700\], got 0.0"),
+    (dict(epsilon=float("nan"), d=5), r"epsilon must be finite"),
+    (dict(epsilon=1.0, d=1), r"d must be >= 2, got 1"),
+    (dict(epsilon=1.0, d=2.0), r"d must be an integer, got 2.0"),
+    (dict(epsilon=1.0, d=2**63), r"d must be < 2\^63"),
+])
+def test_params_validation(kwargs, message):
+    with pytest.raises(ParameterError, match=message):
+        grr.Params(**kwargs)
+
+
+def test_client_and_reports_validation():
+    params = grr.Params(1.0, 10)
+    with pytest.raises(ParameterError, match=r"values must be integers in \[0, 10\), got 10 at index 1"):
+        grr.Client(params, rng=1).perturb([3, 10])
+    with pytest.raises(ReportError, match="y must be non-negative integers, got -2"):
+        grr.Reports(y=[1, -2])
+    server = grr.Server(params)
+    server.update(grr.Client(params, rng=1).perturb(np.arange(100) % 10))
+    before = server.to_bytes()
+    with pytest.raises(ReportError, match=r"y must be symbols in \[0, 10\), got 10 at index 2"):
+        server.update(grr.Reports(y=[0, 1, 10]))
+    assert server.to_bytes() == before
+    with pytest.raises(ReportError, match="zero reports"):
+        grr.Server(params).estimate()
+
+
+def test_seeded_reproducible_and_entropy_not():
+    params = grr.Params(1.0, 1000)
+    values = np.arange(10_000) % 1000
+    assert grr.Client(params, rng=5).perturb(values) == grr.Client(params, rng=5).perturb(values)
+    assert grr.Client(params).perturb(values) != grr.Client(params).perturb(values)
+
+
+def test_merge_bytes_pickle_and_estimates():
+    params = grr.Params(1.5, 20)
+    values = np.arange(3000) % 20
+    reports = grr.Client(params, rng=8).perturb(values)
+    whole = grr.Server(params).update(reports)
+    a = grr.Server(params).update(grr.Reports(y=reports.y[:1000]))
+    b = grr.Server(params).update(grr.Reports(y=reports.y[1000:]))
+    assert a.merge(b) == whole and a.n == 3000
+    assert grr.Server.from_bytes(whole.to_bytes()) == whole
+    assert pickle.loads(pickle.dumps(whole)) == whole
+    est = whole.estimate()
+    assert est.shape == (20,)
+    np.testing.assert_array_equal(whole.estimate([3, 4]), est[[3, 4]])
+    np.testing.assert_array_equal(whole.estimate(clip=True), np.clip(est, 0, 1))
+    np.testing.assert_allclose(whole.estimate_counts(), est * 3000, rtol=1e-15)
+    with pytest.raises(IncompatibleError):
+        whole.merge(grr.Server(grr.Params(1.5, 21)))
+    with pytest.raises(FormatError):
+        grr.Server.from_bytes(grr.Server(grr.Params(1.5, 21)).to_bytes()[:-5] + b"\x00" * 5)
+    assert _base.protocols()["grr"].aggregator is grr.Server
