@@ -186,6 +186,23 @@ def _has_matplotlib():
     return True
 
 
+# -- demo -----------------------------------------------------------------------------
+
+def test_demo_real_data_part(capsys):
+    rc, out, _ = run_cli(capsys, "demo", "--users", "2000", "--dict-size", "300", "--runs", "2", "--top", "10",
+                         "--real", "bms-webview-1", "--values", "sample", "--seed", "3")
+    assert rc == 0
+    assert "OCMS+RR demo" in out  # part 1 (synthetic Zipf) is kept
+    assert "59,601 reports (one sampled item per user)" in out
+    assert "bms-webview-1: worst-case MSE (PAN Eq. 19)" in out and "lowest worst-case MSE:" in out
+
+
+def test_demo_without_real_data(capsys):
+    rc, out, _ = run_cli(capsys, "demo", "--users", "500", "--dict-size", "50", "--runs", "1", "--top", "5",
+                         "--real", "none")
+    assert rc == 0 and "Real data" not in out
+
+
 # -- README ---------------------------------------------------------------------------
 
 def _readme_blocks(lang):
