@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Union
 
 from ..errors import ParameterError
 
@@ -33,12 +33,11 @@ def parse_floats(text: str, name: str = "--eps") -> List[float]:
         raise ParameterError(f"{name} must be a comma-separated list of numbers or A:B, got {text!r}") from None
 
 
-def parse_candidates(text: Optional[str]) -> Union[None, int, Sequence[int]]:
-    """``--candidates``: ``all`` -> whole domain marker, ``K`` -> top K, ``A:B`` -> range."""
-    if text is None:
-        return None
-    if text == "all":
-        return "all"  # type: ignore[return-value]
+def parse_candidates(text: Optional[str]) -> Union[None, str, int, List[int]]:
+    """``--candidates``: None (the data set's own), ``"all"`` (the whole domain), ``K`` (the K
+    most frequent values) or ``A:B`` (the list ``A..B-1``)."""
+    if text is None or text == "all":
+        return text
     try:
         if ":" in text:
             lo, hi = (int(v) for v in text.split(":"))
@@ -69,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="zipf, zipf-sampled, gaussian, gaussian-paper, mini-kosarak, mini-kosarak-clean, "
                              "a bundled file (kosarak-prefix, retail, bms-webview-1, bms-webview-2) or a path "
                              "(one value per line, or one set per line) (default zipf)")
-    parser.add_argument("--n", type=int, default=None, help="users for synthetic data (default: the paper's 10,000)")
+    parser.add_argument("--n", type=int, default=None,
+                        help="users for the synthetic zipf/gaussian data (default: the paper's 10,000)")
     parser.add_argument("--d", type=int, default=None,
                         help="dictionary size (default: the data set's; zipf 1,000,000 as R1, the paper says 100,000)")
     parser.add_argument("--values", choices=("entries", "sample"), default="entries",
