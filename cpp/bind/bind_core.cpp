@@ -23,6 +23,8 @@ RngKey key_from_bytes(const py::bytes& key) {
 }
 
 void register_core(py::module_& m) {
+  // Resolve LDPFAST_ISA now, so that a bad value fails the import with its message.
+  active_isa();
   m.def("active_backend", [] { return std::string(isa_name(active_isa())); });
   m.def("supported_backends", [] {
     std::vector<std::string> out;

@@ -6,6 +6,27 @@
 
 namespace ldpfast::bind {
 
+namespace {
+// Hash inputs must be field elements (SPEC 2.3: reject, never reduce).
+void check_field_elements(const std::uint64_t* data, std::size_t n, const FieldSpec& field, const char* name) {
+  const std::uint64_t size = field.size();
+  if (size == 0) return;  // GF(2^64): every 64-bit word is an element
+  for (std::size_t i = 0; i < n; ++i)
+    if (data[i] >= size)
+      throw py::value_error(std::string(name) + " must hold field elements in [0, " + std::to_string(size) +
+                            "), got " + name + "[" + std::to_string(i) + "] = " + std::to_string(data[i]));
+}
+
+void check_range_in_field(std::uint64_t x_begin, std::size_t count, const FieldSpec& field) {
+  const std::uint64_t size = field.size();
+  if (size == 0 || count == 0) return;
+  if (x_begin >= size || count > size - x_begin)
+    throw py::value_error("candidates x_begin .. x_begin + len(counts) - 1 must lie in [0, " +
+                          std::to_string(size) + "), got x_begin = " + std::to_string(x_begin) +
+                          " with " + std::to_string(count) + " candidates");
+}
+}  // namespace
+
 void register_ocms(py::module_& m) {
   m.def("ocms_hash", [](const FieldSpec& field, const py::handle& a0_obj, const py::handle& a1_obj,
                         const py::handle& x_obj, std::uint64_t modulus, int threads) {
@@ -14,11 +35,14 @@ void register_ocms(py::module_& m) {
     auto x = checked_array<std::uint64_t>(x_obj, "x");
     check_same_length(a0.size(), a1.size(), "a1");
     check_same_length(a0.size(), x.size(), "x");
-    if (modulus < 1) throw py::value_error("m must be >= 1");
+    if (modulus < 1) throw py::value_error("m must be >= 1, got 0");
     py::array_t<std::uint64_t> out(x.size());
     const auto* pa0 = a0.data(); const auto* pa1 = a1.data(); const auto* px = x.data();
     auto* po = out.mutable_data();
     const std::size_t n = static_cast<std::size_t>(x.size());
+    check_field_elements(pa0, n, field, "a0");
+    check_field_elements(pa1, n, field, "a1");
+    check_field_elements(px, n, field, "x");
     {
       py::gil_scoped_release release;
       ocms_hash(field, pa0, pa1, px, n, modulus, po, threads);
@@ -30,11 +54,12 @@ void register_ocms(py::module_& m) {
   m.def("ocms_perturb", [](const FieldSpec& field, const py::bytes& key, const py::handle& x_obj,
                            std::uint64_t modulus, std::uint64_t flip_threshold, int threads) {
     auto x = checked_array<std::uint64_t>(x_obj, "x");
-    if (modulus < 2) throw py::value_error("m must be >= 2");
+    if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
     const RngKey k = key_from_bytes(key);
     const std::size_t n = static_cast<std::size_t>(x.size());
     py::array_t<std::uint64_t> z(n), a0(n), a1(n);
     const auto* px = x.data();
+    check_field_elements(px, n, field, "x");
     auto* pz = z.mutable_data(); auto* pa0 = a0.mutable_data(); auto* pa1 = a1.mutable_data();
     {
       py::gil_scoped_release release;
@@ -48,11 +73,15 @@ void register_ocms(py::module_& m) {
   m.def("randomized_response", [](const py::bytes& key, const py::handle& y_obj, std::uint64_t modulus,
                                   std::uint64_t flip_threshold, int threads) {
     auto y = checked_array<std::uint64_t>(y_obj, "y");
-    if (modulus < 2) throw py::value_error("m must be >= 2");
+    if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
     const RngKey k = key_from_bytes(key);
     const std::size_t n = static_cast<std::size_t>(y.size());
     py::array_t<std::uint64_t> out(n);
     const auto* py_ = y.data();
+    for (std::size_t i = 0; i < n; ++i)
+      if (py_[i] >= modulus)
+        throw py::value_error("y must hold symbols in [0, m) with m = " + std::to_string(modulus) + ", got y[" +
+                              std::to_string(i) + "] = " + std::to_string(py_[i]));
     auto* po = out.mutable_data();
     {
       py::gil_scoped_release release;
@@ -71,11 +100,14 @@ void register_ocms(py::module_& m) {
     auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
     check_same_length(z.size(), a0.size(), "a0");
     check_same_length(z.size(), a1.size(), "a1");
-    if (modulus < 2) throw py::value_error("m must be >= 2");
+    if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
     const auto* pz = z.data(); const auto* pa0 = a0.data(); const auto* pa1 = a1.data();
     auto* pc = counts.mutable_data();
     const std::size_t n = static_cast<std::size_t>(z.size());
     const std::size_t nx = static_cast<std::size_t>(counts.size());
+    check_field_elements(pa0, n, field, "a0");
+    check_field_elements(pa1, n, field, "a1");
+    check_range_in_field(x_begin, nx, field);
     {
       py::gil_scoped_release release;
       ocms_count_range(field, pz, pa0, pa1, n, modulus, x_begin, nx, pc, threads);
@@ -95,12 +127,15 @@ void register_ocms(py::module_& m) {
     check_same_length(z.size(), a0.size(), "a0");
     check_same_length(z.size(), a1.size(), "a1");
     check_same_length(xs.size(), counts.size(), "counts");
-    if (modulus < 2) throw py::value_error("m must be >= 2");
+    if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
     const auto* pz = z.data(); const auto* pa0 = a0.data(); const auto* pa1 = a1.data();
     const auto* px = xs.data();
     auto* pc = counts.mutable_data();
     const std::size_t n = static_cast<std::size_t>(z.size());
     const std::size_t nx = static_cast<std::size_t>(xs.size());
+    check_field_elements(pa0, n, field, "a0");
+    check_field_elements(pa1, n, field, "a1");
+    check_field_elements(px, nx, field, "candidates");
     {
       py::gil_scoped_release release;
       ocms_count_list(field, pz, pa0, pa1, n, modulus, px, nx, pc, threads);

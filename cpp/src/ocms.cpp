@@ -1,6 +1,7 @@
 #include "ldpfast/ocms.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "ldpfast/kernels/ocms.hpp"
 #include "ldpfast/parallel.hpp"
@@ -9,7 +10,6 @@ namespace ldpfast {
 
 namespace {
 constexpr std::size_t kElementChunk = 1 << 14;   // client-side elements per task
-constexpr std::size_t kCandidateTile = 1 << 12;  // server-side candidates per task
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
@@ -20,6 +20,7 @@ void for_chunks(std::size_t n, std::size_t chunk, int threads, Body&& body) {
     body(begin, std::min(n, begin + chunk));
   });
 }
+
 }  // namespace
 
 void ocms_hash(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
@@ -39,22 +40,85 @@ void ocms_perturb(const FieldSpec& field, const RngKey& key, const std::uint64_t
   });
 }
 
+namespace {
+
+// Server decode work is split into (candidate chunk) x (report block) tasks. Candidate
+// chunks write disjoint slices of `counts`; when reports are split too (few candidates,
+// many reports), each report block fills its own partial counts, summed afterwards.
+// Integer sums do not depend on the split, so every thread count gives the same result.
+struct DecodePlan {
+  std::size_t candidate_chunk;  // candidates per task
+  std::size_t report_block;     // reports per task
+};
+
+constexpr double kMinPairsPerTask = 1 << 21;      // below this a task is not worth a thread
+constexpr std::size_t kMinCandidateChunk = 4096;  // one counter tile of the kernel
+constexpr std::size_t kMinReportBlock = 256;
+constexpr std::size_t kMaxPartialEntries = std::size_t{1} << 22;  // 32 MiB of partial counts
+
+DecodePlan plan_decode(std::size_t n, std::size_t x_count, int threads) {
+  const std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
+  std::size_t tasks = workers <= 1 ? 1 : 4 * workers;
+  const double pairs = static_cast<double>(n) * static_cast<double>(x_count);
+  tasks = std::min<std::size_t>(tasks, std::max<double>(1.0, pairs / kMinPairsPerTask));
+  if (tasks <= 1) return DecodePlan{x_count, n};
+  const std::size_t chunks = std::min(tasks, ceil_div(x_count, kMinCandidateChunk));
+  // Split reports (which costs partial count arrays) only when candidate chunks alone
+  // cannot keep every worker busy.
+  std::size_t blocks = chunks >= workers ? 1 : std::min(ceil_div(tasks, chunks), ceil_div(n, kMinReportBlock));
+  blocks = std::max<std::size_t>(1, std::min(blocks, kMaxPartialEntries / std::max<std::size_t>(1, x_count)));
+  return DecodePlan{ceil_div(x_count, chunks), ceil_div(n, blocks)};
+}
+
+// Runs count(report_begin, report_end, cand_begin, cand_end, out) over the plan, where
+// out points at the counts slot of cand_begin.
+template <class Count>
+void run_decode(std::size_t n, std::size_t x_count, std::uint64_t* counts, int threads, Count&& count) {
+  if (n == 0 || x_count == 0) return;
+  const DecodePlan plan = plan_decode(n, x_count, threads);
+  const std::size_t chunks = ceil_div(x_count, plan.candidate_chunk);
+  const std::size_t blocks = ceil_div(n, plan.report_block);
+  if (chunks * blocks == 1) {
+    count(std::size_t{0}, n, std::size_t{0}, x_count, counts);
+    return;
+  }
+  std::vector<std::uint64_t> partial(blocks > 1 ? blocks * x_count : 0);
+  parallel_for(chunks * blocks, threads, [&](std::size_t task) {
+    const std::size_t block = task / chunks, chunk = task % chunks;
+    const std::size_t cb = chunk * plan.candidate_chunk, ce = std::min(x_count, cb + plan.candidate_chunk);
+    const std::size_t rb = block * plan.report_block, re = std::min(n, rb + plan.report_block);
+    std::uint64_t* out = blocks > 1 ? partial.data() + block * x_count + cb : counts + cb;
+    count(rb, re, cb, ce, out);
+  });
+  if (blocks > 1) {
+    for_chunks(x_count, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+      for (std::size_t block = 0; block < blocks; ++block) {
+        const std::uint64_t* src = partial.data() + block * x_count;
+        for (std::size_t j = b; j < e; ++j) counts[j] += src[j];
+      }
+    });
+  }
+}
+}  // namespace
+
 void ocms_count_range(const FieldSpec& field, const std::uint64_t* z, const std::uint64_t* a0,
                       const std::uint64_t* a1, std::size_t n, std::uint64_t m, std::uint64_t x_begin,
                       std::size_t x_count, std::uint64_t* counts, int threads) {
   const auto& k = ocms_kernels_active();
-  for_chunks(x_count, kCandidateTile, threads, [&](std::size_t b, std::size_t e) {
-    k.count_range(field, z, a0, a1, n, m, x_begin + b, e - b, counts + b);
-  });
+  run_decode(n, x_count, counts, threads,
+             [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
+               k.count_range(field, z + rb, a0 + rb, a1 + rb, re - rb, m, x_begin + cb, ce - cb, out);
+             });
 }
 
 void ocms_count_list(const FieldSpec& field, const std::uint64_t* z, const std::uint64_t* a0,
                      const std::uint64_t* a1, std::size_t n, std::uint64_t m, const std::uint64_t* xs,
                      std::size_t x_count, std::uint64_t* counts, int threads) {
   const auto& k = ocms_kernels_active();
-  for_chunks(x_count, kCandidateTile, threads, [&](std::size_t b, std::size_t e) {
-    k.count_list(field, z, a0, a1, n, m, xs + b, e - b, counts + b);
-  });
+  run_decode(n, x_count, counts, threads,
+             [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
+               k.count_list(field, z + rb, a0 + rb, a1 + rb, re - rb, m, xs + cb, ce - cb, out);
+             });
 }
 
 void randomized_response(const RngKey& key, const std::uint64_t* y, std::size_t n, std::uint64_t m,

@@ -98,6 +98,29 @@ static inline std::uint64_t gf_mul(std::uint64_t a, std::uint64_t b, const Binar
   return gf_reduce(lo, hi, f);
 }
 
+// Exact v mod m without a division (Barrett): mu = floor(2^64 / m) gives a quotient
+// estimate q in {floor(v/m) - 1, floor(v/m)}, so one conditional subtraction finishes.
+// For m = 1, mu = 2^64 - 1 has the same error bound.
+struct FastMod {
+  std::uint64_t m;
+  std::uint64_t mu;
+};
+
+static inline FastMod make_fast_mod(std::uint64_t m) {
+  return FastMod{m, m == 1 ? ~std::uint64_t{0} : static_cast<std::uint64_t>((u128{1} << 64) / m)};
+}
+
+static inline std::uint64_t fast_mod(std::uint64_t v, const FastMod& f) {
+  const std::uint64_t q = static_cast<std::uint64_t>((static_cast<u128>(v) * f.mu) >> 64);
+  const std::uint64_t r = v - q * f.m;
+  return r >= f.m ? r - f.m : r;
+}
+
+// Classes with member functions live in an anonymous namespace: kernel files compile
+// this header once per ISA, and inline members with external linkage would let the
+// linker pick one ISA's copy for all of them.
+namespace {
+
 // Per-report hash state: the field value of a0 + a1 x for any x in the field.
 struct FieldHasher {
   const FieldSpec& field;
@@ -113,5 +136,7 @@ struct FieldHasher {
     return add_mod(product, a0, field.prime.p);
   }
 };
+
+}  // namespace
 
 }  // namespace ldpfast

@@ -5,8 +5,12 @@
 // cryptographic generator; with a key derived from a seed it is a reproducible simulator.
 // Header-only with internal linkage so each ISA's kernel copy carries its own.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace ldpfast {
 
@@ -46,6 +50,77 @@ static inline void chacha20_block(const RngKey& key, std::uint64_t counter, std:
   for (int i = 0; i < 16; ++i) out[i] = s[i] + input[i];
 }
 
+// How many consecutive blocks chacha20_blocks computes at once in this compilation.
+#if defined(__AVX512F__)
+constexpr std::size_t kChachaLanes = 16;
+#elif defined(__AVX2__)
+constexpr std::size_t kChachaLanes = 8;
+#else
+constexpr std::size_t kChachaLanes = 1;
+#endif
+
+// Blocks (counter = first_counter + j, nonce) for j < kChachaLanes, word-major:
+// word w of block j is out[w * kChachaLanes + j]. Bit-identical to chacha20_block.
+static inline void chacha20_blocks(const RngKey& key, std::uint64_t first_counter, std::uint64_t nonce,
+                                   std::uint32_t* out) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__AVX512F__)
+  using V = __m512i;
+  auto set1 = [](std::uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); };
+  auto add = [](V a, V b) { return _mm512_add_epi32(a, b); };
+  auto xor_ = [](V a, V b) { return _mm512_xor_si512(a, b); };
+#define LDPFAST_CHACHA_ROTL(v, c) _mm512_rol_epi32(v, c)
+#else
+  using V = __m256i;
+  auto set1 = [](std::uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); };
+  auto add = [](V a, V b) { return _mm256_add_epi32(a, b); };
+  auto xor_ = [](V a, V b) { return _mm256_xor_si256(a, b); };
+#define LDPFAST_CHACHA_ROTL(v, c) _mm256_or_si256(_mm256_slli_epi32(v, c), _mm256_srli_epi32(v, 32 - (c)))
+#endif
+  std::uint32_t lo[kChachaLanes], hi[kChachaLanes];
+  for (std::size_t j = 0; j < kChachaLanes; ++j) {
+    const std::uint64_t counter = first_counter + j;
+    lo[j] = static_cast<std::uint32_t>(counter);
+    hi[j] = static_cast<std::uint32_t>(counter >> 32);
+  }
+  V input[16];
+  const std::uint32_t constants[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
+  for (int w = 0; w < 4; ++w) input[w] = set1(constants[w]);
+  for (int w = 0; w < 8; ++w) input[4 + w] = set1(key.words[w]);
+  std::memcpy(&input[12], lo, sizeof(V));
+  std::memcpy(&input[13], hi, sizeof(V));
+  input[14] = set1(static_cast<std::uint32_t>(nonce));
+  input[15] = set1(static_cast<std::uint32_t>(nonce >> 32));
+  V s[16];
+  for (int w = 0; w < 16; ++w) s[w] = input[w];
+#define LDPFAST_CHACHA_QR(a, b, c, d)                                   \
+  s[a] = add(s[a], s[b]); s[d] = LDPFAST_CHACHA_ROTL(xor_(s[d], s[a]), 16); \
+  s[c] = add(s[c], s[d]); s[b] = LDPFAST_CHACHA_ROTL(xor_(s[b], s[c]), 12); \
+  s[a] = add(s[a], s[b]); s[d] = LDPFAST_CHACHA_ROTL(xor_(s[d], s[a]), 8);  \
+  s[c] = add(s[c], s[d]); s[b] = LDPFAST_CHACHA_ROTL(xor_(s[b], s[c]), 7);
+  for (int round = 0; round < 10; ++round) {
+    LDPFAST_CHACHA_QR(0, 4, 8, 12)
+    LDPFAST_CHACHA_QR(1, 5, 9, 13)
+    LDPFAST_CHACHA_QR(2, 6, 10, 14)
+    LDPFAST_CHACHA_QR(3, 7, 11, 15)
+    LDPFAST_CHACHA_QR(0, 5, 10, 15)
+    LDPFAST_CHACHA_QR(1, 6, 11, 12)
+    LDPFAST_CHACHA_QR(2, 7, 8, 13)
+    LDPFAST_CHACHA_QR(3, 4, 9, 14)
+  }
+#undef LDPFAST_CHACHA_QR
+#undef LDPFAST_CHACHA_ROTL
+  for (int w = 0; w < 16; ++w) {
+    const V word = add(s[w], input[w]);
+    std::memcpy(out + w * kChachaLanes, &word, sizeof(V));
+  }
+#else
+  std::uint32_t block[16];
+  chacha20_block(key, first_counter, nonce, block);
+  for (int w = 0; w < 16; ++w) out[w] = block[w];
+#endif
+}
+
 // Stream identifiers keep the draws of different purposes apart under one key.
 enum RngStream : std::uint64_t {
   kStreamRandomizedResponse = 1,
@@ -56,11 +131,29 @@ enum RngStream : std::uint64_t {
   kStreamOlh = 6,
 };
 
+// Classes with member functions live in an anonymous namespace: kernel files compile
+// this header once per ISA, and inline members with external linkage would let the
+// linker pick one ISA's copy for all of them.
+namespace {
+
 // The random words of one batch element.
 class ElementRng {
  public:
   ElementRng(const RngKey& key, std::uint64_t stream, std::uint64_t element)
       : key_(key), stream_(stream), element_(element) {}
+
+  // Starts from an already computed first block (block_no 0 of this element), given as
+  // 16 words at `first_block[w * stride]` (the layout of chacha20_blocks).
+  ElementRng(const RngKey& key, std::uint64_t stream, std::uint64_t element, const std::uint32_t* first_block,
+             std::size_t stride)
+      : key_(key), stream_(stream), element_(element), block_no_(1), pos_(0) {
+    for (int i = 0; i < 8; ++i)
+      words_[i] = static_cast<std::uint64_t>(first_block[(2 * i) * stride]) |
+                  (static_cast<std::uint64_t>(first_block[(2 * i + 1) * stride]) << 32);
+  }
+
+  // The nonce of block `block_no` of every element of `stream`.
+  static std::uint64_t nonce(std::uint64_t stream, std::uint64_t block_no) { return stream | (block_no << 48); }
 
   std::uint64_t next_u64() {
     if (pos_ == 8) refill();
@@ -87,7 +180,7 @@ class ElementRng {
  private:
   void refill() {
     std::uint32_t block[16];
-    chacha20_block(key_, element_, stream_ | (block_no_ << 48), block);
+    chacha20_block(key_, element_, nonce(stream_, block_no_), block);
     ++block_no_;
     for (int i = 0; i < 8; ++i)
       words_[i] = static_cast<std::uint64_t>(block[2 * i]) | (static_cast<std::uint64_t>(block[2 * i + 1]) << 32);
@@ -101,6 +194,8 @@ class ElementRng {
   std::uint64_t words_[8];
   int pos_ = 8;
 };
+
+}  // namespace
 
 // k-ary randomized response on [0, m): keep y unless a flip (probability
 // flip_threshold / 2^64) happens, then output a uniform symbol among the other m - 1.

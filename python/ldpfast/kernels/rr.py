@@ -1,3 +1,146 @@
-"""rr kernels (see ldpfast.kernels)."""
+"""Batched k-ary randomized response (GRR), the client mechanism of OCMS+RR.
 
-__all__: list = []
+[PAN] section 2.1 / SPEC 1.2: on ``m >= 2`` symbols, keep the true symbol ``y`` with
+probability ``p = e^eps / (e^eps + m - 1)``; otherwise output one of the other ``m - 1``
+symbols uniformly. Sampling is exact integer arithmetic on ChaCha20 output (C++ core):
+
+* the flip is ``u < threshold`` for a uniform 64-bit word ``u``, so its probability is
+  ``threshold / 2^64`` (resolution 2^-64, see :func:`rr_flip_threshold`);
+* the replacement symbol is uniform on ``[0, m-1)`` by rejection (no ``floor(u*m)`` bias),
+  then shifted past ``y``.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral
+
+import numpy as np
+
+from .. import _core
+from .._random import KeySource, RngLike
+from ..errors import DTypeError, ParameterError
+
+__all__ = ["randomized_response", "rr_flip_threshold"]
+
+_MAX_EPSILON = 700.0
+_U64_MAX = 2**64 - 1
+
+
+def _check_m(m) -> int:
+    if isinstance(m, bool) or not isinstance(m, Integral):
+        raise ParameterError(f"m must be an integer >= 2, got {m!r}")
+    m = int(m)
+    if m < 2 or m > _U64_MAX:
+        raise ParameterError(f"m must be an integer in [2, 2^64 - 1], got {m}")
+    return m
+
+
+def _check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
+        raise ParameterError(f"epsilon must be a real number in (0, {_MAX_EPSILON:g}], got {epsilon!r}")
+    eps = float(epsilon)
+    if not math.isfinite(eps) or eps <= 0.0 or eps > _MAX_EPSILON:
+        raise ParameterError(f"epsilon must be finite and in (0, {_MAX_EPSILON:g}], got {epsilon!r}")
+    return eps
+
+
+def rr_flip_threshold(epsilon: float, m: int) -> int:
+    """The integer threshold ``t`` with which k-ary RR flips iff a uniform 64-bit word is ``< t``.
+
+    The flip probability ``(m - 1) / (e^eps + m - 1)`` ([PAN] section 2.1, SPEC 1.2) is
+    computed directly as ``(m - 1) / (expm1(eps) + m)``, never as ``1 - p``, so it keeps
+    full relative precision even when it is tiny (SPEC 5.5). It is a double (53-bit
+    mantissa, relative error about 1e-16) and is then truncated to a multiple of 2^-64:
+    ``t = min(int(prob * 2^64), 2^64 - 1)``. The realized flip probability ``t / 2^64``
+    lies within 2^-64 below the double ``prob``, which itself is within about 1e-16
+    relative error of the exact value. Probabilities below 2^-64 become 0: the client
+    never flips (e.g. for eps > 44.4 + log(m - 1)), and with 53-bit floats alone a
+    keep-probability rounds to 1 already near eps > 36.7 + log(m - 1) (SPEC 5.5), which
+    is why the flip probability, not ``1 - p``, is converted.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter, finite and in (0, 700].
+    m : int
+        Number of symbols, ``m >= 2``.
+
+    Returns
+    -------
+    int
+        Threshold in ``[0, 2^64 - 1]``.
+
+    Raises
+    ------
+    ParameterError
+        If ``epsilon`` or ``m`` is out of range or of the wrong type.
+    """
+    eps = _check_epsilon(epsilon)
+    m = _check_m(m)
+    prob = (m - 1) / (math.expm1(eps) + m)
+    return min(int(prob * 2.0**64), _U64_MAX)
+
+
+def _as_symbols(values, m: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if arr.size == 0 and arr.dtype == np.float64:  # np.asarray([]) is float64
+            return np.zeros(0, dtype=np.uint64)
+        raise DTypeError(f"values must be an integer array, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ParameterError(f"values must be 1-D, got ndim={arr.ndim}")
+    if arr.size:
+        low, high = int(arr.min()), int(arr.max())
+        if low < 0 or high >= m:
+            if low < 0:
+                bad = int(np.argmax(arr < 0))
+            else:
+                bad = int(np.argmax(arr.astype(np.uint64) >= np.uint64(m)))
+            raise ParameterError(
+                f"values must lie in [0, m) with m={m}, got values[{bad}] = {int(arr[bad])}")
+    return np.ascontiguousarray(arr, dtype=np.uint64)
+
+
+def randomized_response(values, m: int, epsilon: float, rng: RngLike = None, *,
+                        threads: int = 0) -> np.ndarray:
+    """Perturb each symbol of ``values`` with k-ary randomized response on ``[0, m)``.
+
+    Implements GRR as used by [PAN] (Algorithm 1, ``RR``; SPEC 1.2): output ``y`` with
+    probability ``e^eps / (e^eps + m - 1)``, else a uniform symbol among the other
+    ``m - 1``. Each call is eps-LDP for every element. Exact integer sampling; see
+    :func:`rr_flip_threshold` for the 2^-64 resolution of the flip probability.
+
+    Parameters
+    ----------
+    values : array_like of int, 1-D
+        True symbols, each in ``[0, m)``.
+    m : int
+        Number of symbols, ``m >= 2``.
+    epsilon : float
+        Privacy parameter, finite and in (0, 700].
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        ``None`` (default): a fresh key from OS entropy, the only choice for real clients.
+        Anything else gives reproducible output and is **for simulation only**.
+    threads : int, keyword-only
+        Threads to use (0 = default). The output does not depend on it.
+
+    Returns
+    -------
+    numpy.ndarray of uint64
+        The perturbed symbols, same length as ``values``.
+
+    Raises
+    ------
+    ParameterError
+        Bad ``m``, ``epsilon``, ``rng`` or ``threads``, or a value outside ``[0, m)``.
+    DTypeError
+        ``values`` is not an integer array.
+    """
+    threshold = rr_flip_threshold(epsilon, m)
+    m = int(m)
+    if isinstance(threads, bool) or not isinstance(threads, Integral) or threads < 0:
+        raise ParameterError(f"threads must be a non-negative int, got {threads!r}")
+    symbols = _as_symbols(values, m)
+    key = KeySource(rng).key()
+    return _core.randomized_response(key, symbols, m, threshold, int(threads))
