@@ -525,31 +525,33 @@ def require_matplotlib():
 def plot_results(result: SimulationResult, path: str,
                  metrics: Sequence[str] = ("mse", "l1", "l2"),
                  metric_algorithms: Optional[Dict[str, Sequence[str]]] = None) -> str:
-    """Write a PNG with one panel per metric (log scale): measured values with markers,
-    closed forms dashed, and for the worst-case MSE the band between the closed form
-    and the Appendix K bound. ``metric_algorithms`` restricts the algorithms drawn per
-    metric (as [PAN] shows MSE-OCMS only for MSE and l-OCMS only for l1/l2).
+    """Write a PNG with one panel per metric (log scale): measured values with markers and
+    closed forms dashed (one colour per algorithm across panels); on the worst-case MSE
+    panel, the band between the closed form and the Appendix K bound of the first
+    algorithm drawn (as [PAN] plots it for OCMS). ``metric_algorithms`` restricts the
+    algorithms per metric (as [PAN] shows MSE-OCMS only for MSE and l-OCMS only for l1/l2).
     Returns ``path``. Raises ParameterError when matplotlib is missing."""
     plt = require_matplotlib()
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.2), squeeze=False)
     eps = result.epsilons
     markers = "osv^D<>ph*"
     for ax, metric in zip(axes[0], metrics):
-        names = list(metric_algorithms.get(metric, result.algorithms)) if metric_algorithms \
-            else result.algorithms
-        for i, name in enumerate(n for n in result.algorithms if n in names):
+        wanted = metric_algorithms.get(metric, result.algorithms) if metric_algorithms else result.algorithms
+        names = [n for n in result.algorithms if n in wanted]
+        value = {"mse": "worst_mse", "l1": "l1", "l2": "l2"}[metric]
+        theory = {"mse": "theory_mse", "l1": "theory_l1", "l2": "theory_l2"}[metric]
+        for rank, name in enumerate(names):
+            index = result.algorithms.index(name)
+            color, marker = f"C{index}", markers[index % len(markers)]
             cells = [result.cell(name, e) for e in eps]
-            color = f"C{i}"
-            value = {"mse": "worst_mse", "l1": "l1", "l2": "l2"}[metric]
-            theory = {"mse": "theory_mse", "l1": "theory_l1", "l2": "theory_l2"}[metric]
-            ax.plot(eps, [getattr(c, value) for c in cells], marker=markers[i % len(markers)],
-                    color=color, label=cells[0].label)
+            label = cells[0].label
+            ax.plot(eps, [getattr(c, value) for c in cells], marker=marker, color=color, label=label)
             if all(getattr(c, theory) is not None for c in cells):
-                ax.plot(eps, [getattr(c, theory) for c in cells], "--", color=color, alpha=0.7,
-                        label=f"{cells[0].label} closed form")
-                if metric == "mse":
+                ax.plot(eps, [getattr(c, theory) for c in cells], "--", color=color, alpha=0.6,
+                        label=f"{label} closed form")
+                if metric == "mse" and rank == 0:
                     ax.fill_between(eps, [c.theory_mse for c in cells], [c.appendix_k for c in cells],
-                                    color=color, alpha=0.12, label=f"{cells[0].label} App. K band")
+                                    color=color, alpha=0.15, label=f"{label}: closed form to App. K bound")
         ax.set_yscale("log")
         ax.set_xlabel("privacy parameter eps")
         ax.set_ylabel({"mse": "worst-case MSE (Eq. 19)", "l1": "l1 loss", "l2": "l2 loss"}[metric])
