@@ -166,11 +166,21 @@ def test_reproduce_small(capsys, tmp_path):
     assert text.startswith("# Reproduction of Pan") and "ldpfast reproduce" in text
     assert "**3. Does every measured worst-case MSE sit between" in text
     assert "| zipf | 1 |" in text  # the band table has one row per eps
-    cells = json.loads((tmp_path / "cells.json").read_text())["zipf"]["cells"]
+    saved = json.loads((tmp_path / "cells.json").read_text())
+    assert saved["command"].startswith("ldpfast reproduce --datasets zipf")
+    cells = saved["results"]["zipf"]["cells"]
     assert len(cells) == 2 * (len(argv[argv.index("--algorithms") + 1].split(",")) if "--algorithms" in argv
                               else len(experiments.PAN_ALGORITHMS))
     if "--no-plot" not in argv:
         assert (tmp_path / "img" / "pan_zipf.png").exists() and "](img/pan_zipf.png)" in text
+    # Re-rendering from the JSON gives the same tables.
+    again = tmp_path / "again.md"
+    rc, _, _ = run_cli(capsys, "reproduce", "--from-json", str(tmp_path / "cells.json"), "--report", str(again),
+                       "--no-plot")
+    assert rc == 0
+    rerendered = again.read_text()
+    assert rerendered.split("## Checks")[1] == text.split("## Checks")[1]
+    assert "re-rendered from" in rerendered and saved["command"] in rerendered
 
 
 def test_reproduce_rejects_unknown_dataset(capsys):

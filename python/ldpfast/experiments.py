@@ -357,8 +357,17 @@ class SimulationResult:
         return sorted({c.epsilon for c in self.cells})
 
     def to_dict(self) -> Dict[str, object]:
+        """JSON-ready dict (inverse: :meth:`from_dict`)."""
         out = dataclasses.asdict(self)
         return json.loads(json.dumps(out, default=_json_default))
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, object]) -> "SimulationResult":
+        """Rebuild a result saved with :meth:`to_dict` (e.g. to re-render tables and plots)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["cells"] = [CellResult(**c) for c in data["cells"]]
+        return cls(**kwargs)
 
     def table(self, metric: str = "all", markdown: bool = False) -> str:
         """Text (or markdown) table for ``metric`` in ``mse``, ``l1``, ``l2`` (``all``: the

@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", default=None, help="write the markdown report to this path")
     parser.add_argument("--plots", default=".", help="folder for the PNG plots (default: current folder)")
     parser.add_argument("--json", default=None, help="also save every measured cell as JSON to this path")
+    parser.add_argument("--from-json", default=None,
+                        help="do not simulate: re-render the report and plots from a file saved with --json")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -66,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from .. import experiments
 
     setup_threads(args.threads)
+    if args.from_json and args.json:
+        raise ParameterError("--from-json and --json cannot be combined")
     names = [d.strip() for d in args.datasets.split(",") if d.strip()]
     for name in names:
         if name not in experiments.PAN_DATASETS:
@@ -73,11 +77,23 @@ def run(args: argparse.Namespace) -> int:
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not args.no_plot:
         experiments.require_matplotlib()
-    start = time.perf_counter()
-    results = experiments.reproduce_pan(names, algorithms, parse_floats(args.eps), args.runs,
-                                        seed=args.seed, kosarak_source=args.kosarak,
-                                        progress=progress_enabled(args.progress))
-    elapsed = time.perf_counter() - start
+    if args.from_json:
+        with open(args.from_json) as fh:
+            saved = json.load(fh)
+        raw = saved.get("results", saved)  # files of the first version hold only the results
+        results = {name: experiments.SimulationResult.from_dict(res) for name, res in raw.items()}
+        first = next(iter(results.values()))
+        command = saved.get("command") or " ".join([
+            "ldpfast reproduce --datasets", ",".join(results), "--algorithms", ",".join(first.algorithms),
+            "--eps", ",".join(f"{e:g}" for e in first.epsilons), "--runs", str(first.runs),
+            "--seed", str(first.seed)])
+        environment = saved.get("environment", "") + f" Tables and plots re-rendered from `{args.from_json}`."
+    else:
+        start = time.perf_counter()
+        results = experiments.reproduce_pan(names, algorithms, parse_floats(args.eps), args.runs,
+                                            seed=args.seed, kosarak_source=args.kosarak,
+                                            progress=progress_enabled(args.progress))
+        command, environment = command_line(args), environment_line(args.threads, time.perf_counter() - start)
     plots = {}
     if not args.no_plot:
         os.makedirs(args.plots, exist_ok=True)
@@ -90,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         base = os.path.dirname(os.path.abspath(args.report))
         report_plots = {k: os.path.relpath(os.path.abspath(v), base) for k, v in plots.items()}
-    report = experiments.pan_report(results, checks, command_line(args),
-                                    environment_line(args.threads, elapsed), report_plots)
+    report = experiments.pan_report(results, checks, command, environment, report_plots)
     print(report)
     if args.report:
         with open(args.report, "w") as fh:
@@ -99,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.report}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({name: res.to_dict() for name, res in results.items()}, fh, indent=1)
+            json.dump({"command": command, "environment": environment,
+                       "results": {name: res.to_dict() for name, res in results.items()}}, fh, indent=1)
         print(f"wrote {args.json}")
     for path in plots.values():
         print(f"wrote {path}")
