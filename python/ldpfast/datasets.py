@@ -171,7 +171,7 @@ def zipf_sets(n: int, d: int, length: int = 100, a: float = 1.1, seed=None) -> S
 # Single-valued data
 # ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ValueData:
     """One value per user, in ``[0, d)``, plus what an experiment evaluates on.
 
