@@ -52,6 +52,8 @@ def command_line(args: argparse.Namespace) -> str:
     if args.report:
         parts += ["--report", args.report]
     parts += ["--no-plot"] if args.no_plot else ["--plots", args.plots]
+    if args.json:
+        parts += ["--json", args.json]
     return " ".join(shlex.quote(p) for p in parts)
 
 
