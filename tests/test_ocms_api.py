@@ -351,3 +351,16 @@ def test_python_gf2l_client_decodes():
     candidates = [0, 1, 77, 999]
     want = [sum(zi == (_gf_mul(v, x, l, poly) ^ u) % m for zi, u, v in rows) for x in candidates]
     assert server.match_counts(candidates).tolist() == want
+
+
+def test_gf2_64_field_for_dictionaries_beyond_the_prime():
+    """d >= PRIME needs GF(2^64) ([PAN] Alg. 1); values near 2^64 hash like the Python field."""
+    params = ocms.Params.optimal(1.0, 2**64 - 1)
+    assert (params.field_size, params.poly) == (2**64, (64, 4, 3, 1, 0))
+    values = [2**64 - 2, 2**63 + 12345, 5]
+    reports = ocms.Client(params, rng=3).perturb(values)
+    poly = sum(1 << e for e in params.poly)
+    for x, z, a0, a1 in zip(values, reports.z.tolist(), reports.a0.tolist(), reports.a1.tolist()):
+        server = ocms.Server(params).update(ocms.Reports(z=[z], a0=[a0], a1=[a1]))
+        want = int(z == (_gf_mul(a1, x, 64, poly) ^ a0) % params.m)
+        assert server.match_counts([x]).tolist() == [want]

@@ -10,8 +10,8 @@ Tolerances are derived, not guessed:
 * Sample variance of ``R`` runs: ``s^2 nu / sigma^2 ~ chi2(nu)`` with ``nu`` the effective
   degrees of freedom ``2 / (2/(R-1) + kurt/R)`` (exact for normal data, corrected for the
   known excess kurtosis of ``C``); we assert ``s^2`` lies between the ``ALPHA/2`` quantiles.
-* Every assertion has false-failure probability ``ALPHA = 1e-8``; this module makes fewer
-  than 100 such assertions, so a false failure has probability < 1e-6 overall (Bonferroni).
+* Every assertion has false-failure probability ``ALPHA = 5e-9``; this module makes fewer
+  than 200 such assertions, so a false failure has probability < 1e-6 overall (Bonferroni).
   Seeds are fixed, so the outcome is reproducible anyway.
 """
 
@@ -24,8 +24,8 @@ from scipy import stats
 from ldpfast import _core, ocms, theory
 from ldpfast.kernels.field import PRIME
 
-ALPHA = 1e-8
-Z = stats.norm.isf(ALPHA / 2)  # 5.73
+ALPHA = 5e-9
+Z = stats.norm.isf(ALPHA / 2)  # 5.84
 
 
 def simulate_matches(params, values, candidates, runs, seed):
@@ -89,7 +89,8 @@ def test_unbiased_with_theoretical_variance(eps, m, size, kind):
     params = ocms.Params(eps, d, m, size, kind)
     values = skewed_values(n, d)
     candidates = [0, 1, 2, d - 1]  # f = 0.6, 0.3, 0.004, 0
-    fhat = ocms.decode_matches(params, simulate_matches(params, values, candidates, runs, seed=11), n)
+    matches = simulate_matches(params, values, candidates, runs, seed=11)
+    fhat = ocms.decode_matches(params, matches, n)
     for j, x in enumerate(candidates):
         f = np.mean(values == x)
         mean_c, var_c, kurt = exact_moments(params, values, x)
@@ -100,6 +101,15 @@ def test_unbiased_with_theoretical_variance(eps, m, size, kind):
         assert float(ocms.decode_matches(params, mean_c, n)) == pytest.approx(f, abs=1e-12)
         check_mean(fhat[:, j], f, variance)
         check_variance(fhat[:, j], variance, kurt)
+        # negative control: the same counts decoded with [PAN] Alg. 1's erratum constant
+        # (e+m-1)/(e-1) are biased by mu/(mu-1) E[C]/(n(e-1)); wherever that bias exceeds
+        # 2 Z sd the mean check must reject them (it has the power to catch the erratum)
+        mu, em1 = params.estimator_m, math.expm1(eps)
+        typo = fhat[:, j] + mu / (mu - 1) * matches[:, j] / (n * em1)
+        bias = mu / (mu - 1) * mean_c / (n * em1)
+        sd = math.sqrt(variance / runs)
+        if bias > 2 * Z * sd:
+            assert abs(typo.mean() - f) > Z * sd
 
 
 SMALL_FIELDS = [  # (field_size, field_kind, m, d): m' differs visibly from m

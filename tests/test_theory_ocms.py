@@ -199,7 +199,7 @@ def test_general_family_thm_3_2_and_3_3():
     assert T.ocms_expectation_general(m, 0.0, np.array([1.0]), np.array([0.3])) == pytest.approx(4 / 3 * 0.3 - 1 / 3)
     # the m' estimator removes the bias of a constant cbar (Eq. 8 / Thm 3.4)
     cbar = 57 / 169
-    assert T.ocms_expectation_general(3, 0.25, np.array([0.75]), np.array([cbar]), m_used=1 / cbar) == pytest.approx(0.25)
+    assert T.ocms_expectation_general(1 / cbar, 0.25, np.array([0.75]), np.array([cbar])) == pytest.approx(0.25)
 
 
 def test_concentration_thm_3_5():

@@ -147,6 +147,37 @@ void register_hadamard(py::module_& m) {
      "z[cell_base[groups[i]] + rows[i]] += bits[i] in place (groups None: group 0). Reports must have been "
      "validated with hadamard_first_invalid; cells are not bounds-checked here.");
 
+  m.def("hadamard_update", [](std::optional<py::array> groups_obj, const py::handle& rows_obj,
+                              const py::handle& bits_obj, const py::handle& group_rows_obj,
+                              const py::handle& cell_base_obj, const py::handle& z_obj, int threads) {
+    auto rows = checked_array<std::uint32_t>(rows_obj, "rows");
+    auto bits = checked_array<std::int8_t>(bits_obj, "bits");
+    auto group_rows = checked_array<std::uint64_t>(group_rows_obj, "group_rows");
+    auto cell_base = checked_array<std::uint64_t>(cell_base_obj, "cell_base");
+    auto z = checked_array<std::int64_t>(z_obj, "z", -1, true);
+    const std::size_t n = static_cast<std::size_t>(rows.size());
+    check_same_length(rows.size(), bits.size(), "bits");
+    check_same_length(group_rows.size(), cell_base.size(), "cell_base");
+    if (group_rows.size() < 1) throw py::value_error("group_rows must not be empty");
+    const std::uint64_t* gr = group_rows.data();
+    const std::uint64_t* cb = cell_base.data();
+    const std::size_t n_groups = static_cast<std::size_t>(group_rows.size());
+    for (std::size_t g = 0; g < n_groups; ++g)
+      if (cb[g] + gr[g] > static_cast<std::uint64_t>(z.size()))
+        throw py::value_error("cell_base + group_rows exceeds the size of z");
+    py::array_t<std::uint32_t> keep;
+    const std::uint32_t* gp = optional_u32(groups_obj, "groups", n, &keep);
+    const std::uint32_t* r = rows.data();
+    const std::int8_t* b = bits.data();
+    std::int64_t* pz = z.mutable_data();
+    const std::size_t n_cells = static_cast<std::size_t>(z.size());
+    py::gil_scoped_release release;
+    return hadamard_update(gp, r, b, n, gr, n_groups, cb, n_cells, pz, threads);
+  }, py::arg("groups"), py::arg("rows"), py::arg("bits"), py::arg("group_rows"), py::arg("cell_base"),
+     py::arg("z"), py::arg("threads") = 0,
+     "Validated z[cell_base[g] + rows[i]] += bits[i]: returns len(rows) when every report is valid (group < "
+     "len(group_rows), row < group_rows[group], bit +-1) and added, else the first invalid index with z unchanged.");
+
   m.def("rhr_perturb", [](const py::bytes& key, const py::handle& x_obj, std::uint32_t base_bits,
                           std::uint64_t hsize, std::uint64_t flip_threshold, std::optional<py::array> rows_in,
                           int threads) {

@@ -29,7 +29,7 @@ import numpy as np
 
 from ._base import Params as _ParamsBase
 from ._base import Protocol, register_protocol
-from .errors import ParameterError, ReportError
+from .errors import ParameterError
 from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, check_choice,
                        check_epsilon, check_int, gf64_field, hash_coefficients, make_layout, pow2_at_least,
                        _random_seed)
@@ -228,8 +228,9 @@ class Server(LayoutServer):
         sizes = self._group_sizes[(level - 1) * p.k: level * p.k].astype(np.float64)
         return np.where(sizes > 0, self.n / np.maximum(sizes, 1), np.nan)
 
-    def level_estimates(self, level: int, prefixes: Any) -> np.ndarray:
-        """``fhat(s) = t * chat_level(s)`` (counts) for level-``level`` prefixes."""
+    def level_estimates(self, level: int, prefixes: Any, method: str = "fwht") -> np.ndarray:
+        """``fhat(s) = t * chat_level(s)`` (counts) for level-``level`` prefixes.
+        ``method="direct"`` skips the FWHT (see :func:`ldpfast.hadaoracle.median_estimates`)."""
         self._require_reports()
         p = self.params
         level = check_int("level", level, 1, p.t)
@@ -237,7 +238,7 @@ class Server(LayoutServer):
         # group hashes act on x >> shift; pass prefixes << shift so the kernel's shift undoes it
         shifted = xs << np.uint64(p.shift(level))
         return median_estimates(self, np.arange((level - 1) * p.k, level * p.k), shifted,
-                                self._level_scales(level), None)
+                                self._level_scales(level), None, method)
 
     def estimate(self, candidates: Any, counts: bool = False) -> np.ndarray:
         """Full-length estimates of ``candidates`` (the level-``t`` oracle), fractions
@@ -246,11 +247,13 @@ class Server(LayoutServer):
         return est if counts else est / self.n
 
     def heavy_hitters(self, delta: Optional[float] = None, tau: Optional[float] = None,
-                      top: Optional[int] = None) -> HeavyHitters:
+                      top: Optional[int] = None, method: str = "fwht") -> HeavyHitters:
         """Run the prefix search: ``S_l = {s.sigma : s in S_{l-1}, fhat(s.sigma) >= tau - delta}``.
         With every candidate's error at most ``delta``: every ``x`` with ``c(x) >= tau`` is
         output and every output has ``c(x) >= tau - 2 delta`` ([WW] Thm 4.3; SPEC 3.4).
-        ``delta``, ``tau``, ``top`` default to the parameters'."""
+        ``delta``, ``tau``, ``top`` default to the parameters'. ``method="direct"`` queries
+        the level oracles without the FWHT (TreeHist's oracle, SPEC 3.5: same output,
+        query cost growing with ``m``), as a runtime baseline."""
         self._require_reports()
         p = self.params
         delta = p.delta if delta is None else _positive_float("delta", delta)
@@ -263,9 +266,10 @@ class Server(LayoutServer):
         for level in range(1, p.t + 1):
             width = 1 << (p.shift(level - 1) - p.shift(level)) if level > 1 else p.prefix_domain(1)
             children = (kept[:, None] * np.uint64(width) + np.arange(width, dtype=np.uint64)[None, :]).ravel()
-            children = children[children < np.uint64(p.prefix_domain(level))]
+            if p.prefix_domain(level) < 2**64:
+                children = children[children < np.uint64(p.prefix_domain(level))]
             examined += len(children)
-            est = self.level_estimates(level, children) if len(children) else np.zeros(0)
+            est = self.level_estimates(level, children, method) if len(children) else np.zeros(0)
             keep = est >= threshold
             kept, est = children[keep], est[keep]
             if top is not None and len(kept) > top:

@@ -30,6 +30,16 @@ from ._base import Aggregator, Params, Reports
 from ._random import KeySource, RngLike
 from .errors import DTypeError, ParameterError, ReportError
 
+__all__ = [
+    "Params", "Client", "Reports", "Server",
+    "HRRParams", "HRRClient", "HRRReports", "HRRServer",
+    "HEParams", "HEClient", "HEReports", "HEServer",
+    "CMSHEParams", "CMSHEClient", "CMSHEReports", "CMSHEServer",
+    "RHRParams", "RHRClient", "RHRReports", "RHRServer",
+    "OLHParams", "OLHClient", "OLHReports", "OLHServer",
+    "BitReports", "GroupBitReports", "PRIME",
+]
+
 PRIME = 2**64 - 59
 #: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (SPEC 2.3/6): the low bits of a1*x XOR a0 are an
 #: exactly pairwise-independent hash into a power-of-two range.
@@ -168,16 +178,19 @@ class Layout:
         before the column offset."""
         t = self.table
         shifted = x >> t[groups, 6]
-        modulus = t[groups, 2]
-        if not int(modulus.max(initial=0)):
+        moduli = np.unique(t[:, 2])
+        if len(moduli) == 1 and moduli[0] == 0:
             return shifted
-        hashed = modulus != 0
+        a0 = np.ascontiguousarray(t[groups, 0])
+        a1 = np.ascontiguousarray(t[groups, 1])
+        if len(moduli) == 1:
+            return _core.ocms_hash(self.field, a0, a1, shifted, int(moduli[0]), threads)
         out = shifted.copy()
-        for mod in np.unique(modulus[hashed]):
+        modulus = t[groups, 2]
+        for mod in moduli[moduli != 0]:
             sel = np.flatnonzero(modulus == mod)
-            out[sel] = _core.ocms_hash(self.field, np.ascontiguousarray(t[groups[sel], 0]),
-                                       np.ascontiguousarray(t[groups[sel], 1]),
-                                       np.ascontiguousarray(shifted[sel]), int(mod), threads)
+            out[sel] = _core.ocms_hash(self.field, a0[sel], a1[sel], np.ascontiguousarray(shifted[sel]), int(mod),
+                                       threads)
         return out
 
 
@@ -329,17 +342,20 @@ class LayoutServer(Aggregator):
         gen = KeySource(rng).generator()
         return gen.integers(0, int(layout.rows[0]), size=n, dtype=np.uint64).astype(np.uint32)
 
-    def assign(self, n: int, rng: RngLike = None, partition: str = "independent") -> Tuple[np.ndarray, np.ndarray]:
+    def assign(self, n: int, rng: RngLike = None, partition: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Server-assigned ``(groups, rows)`` for ``n`` users of a multi-group protocol.
 
         ``partition="independent"``: each user draws a level uniformly, then a group of
         that level uniformly ([WW] section 3.1). ``"permutation"``: a uniformly random
         permutation of the users is cut into consecutive blocks, one per level (sizes
         ``floor``/``ceil`` of ``n/levels``), each cut again into one block per group.
-        Rows are uniform on each group's Hadamard size. Pass the result to
+        Rows are uniform on each group's Hadamard size. ``partition`` defaults to the
+        parameters' (``"independent"`` when they have none). Pass the result to
         ``Client.perturb(values, groups=..., rows=...)``."""
         layout = self.params.layout()
         n = check_int("n", n, 0)
+        if partition is None:
+            partition = getattr(self.params, "partition", "independent")
         check_choice("partition", partition, ("independent", "permutation"))
         gen = KeySource(rng).generator()
         first = layout.level_first.astype(np.int64)
@@ -374,7 +390,8 @@ class LayoutServer(Aggregator):
         for name, arr, dtype in (("groups", groups, np.uint32), ("rows", rows, np.uint32), ("bits", bits, np.int8)):
             if arr is not None and (arr.dtype != dtype or not arr.flags.c_contiguous or arr.ndim != 1):
                 raise ReportError(f"reports.{name} must be a contiguous 1-D {np.dtype(dtype).name} array")
-        bad = _core.hadamard_first_invalid(groups, rows, bits, np.ascontiguousarray(layout.rows), self.threads)
+        bad = _core.hadamard_update(groups, rows, bits, np.ascontiguousarray(layout.rows), layout.cell_base,
+                                    self._z, self.threads)
         if bad < len(rows):
             g = int(groups[bad]) if groups is not None else 0
             if g >= layout.n_groups:
@@ -382,7 +399,6 @@ class LayoutServer(Aggregator):
             if int(rows[bad]) >= int(layout.rows[g]):
                 raise ReportError(f"report {bad}: row {int(rows[bad])} is out of range [0, {int(layout.rows[g])})")
             raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
-        _core.hadamard_accumulate(groups, rows, bits, layout.cell_base, self._z, self.threads)
         self._n[0] += len(rows)
         if groups is None:
             self._group_sizes[0] += len(rows)
@@ -716,8 +732,9 @@ class CMSHEServer(LayoutServer):
 class RHRParams(Params):
     """Recursive Hadamard Response as in [PAN]'s reference code R1
     (``RecursiveHadamardResponse``; SPEC 2.7): ``b = ceil(eps log2 e)``,
-    ``base = 2^(b-1)``, ``Hsize = 2^ceil(log2(d // base + 1))``, RR over ``2^b`` symbols
-    of ``y = 2 (x mod base) + H01[r, x // base + 1]``.
+    ``base = 2^(b-1)``, ``Hsize`` = the smallest power of two above the largest column
+    ``(d-1) // base + 1``, RR over ``2^b`` symbols of
+    ``y = 2 (x mod base) + H01[r, x // base + 1]``.
 
     Args:
         epsilon: privacy parameter, in (0, 21] (so that ``2^b`` symbols fit in uint32).
@@ -748,7 +765,11 @@ class RHRParams(Params):
 
     @property
     def hadamard_size(self) -> int:
-        return 1 << (self.d // self.base).bit_length()
+        """The smallest power of two above the largest column ``(d-1) // base + 1``. This is
+        R1's ``2^ceil(log2(d // base + 1))`` except where R1's size equals the largest
+        column (``d // base + 1`` a power of two, ``base`` not dividing ``d``), which would
+        leave that column out of range."""
+        return 1 << ((self.d - 1) // self.base + 1).bit_length()
 
     @property
     def flip_probability(self) -> float:
@@ -829,13 +850,12 @@ class RHRServer(Aggregator):
         blocks = reports.z >> np.uint32(1)
         bits = np.where(reports.z & np.uint32(1), 1, -1).astype(np.int8)
         group_rows = np.full(p.base, p.hadamard_size, dtype=np.uint64)
-        bad = _core.hadamard_first_invalid(blocks, reports.rows, bits, group_rows, self.threads)
+        cell_base = np.arange(p.base, dtype=np.uint64) * np.uint64(p.hadamard_size)
+        bad = _core.hadamard_update(blocks, reports.rows, bits, group_rows, cell_base, self._z, self.threads)
         if bad < len(reports):
             if int(reports.z[bad]) >= p.symbols:
                 raise ReportError(f"report {bad}: z = {int(reports.z[bad])} is out of range [0, {p.symbols})")
             raise ReportError(f"report {bad}: row {int(reports.rows[bad])} is out of range [0, {p.hadamard_size})")
-        cell_base = np.arange(p.base, dtype=np.uint64) * np.uint64(p.hadamard_size)
-        _core.hadamard_accumulate(blocks, reports.rows, bits, cell_base, self._z, self.threads)
         self._n[0] += len(reports)
         self._decoded = None
         return self

@@ -22,20 +22,19 @@ is done (HRR on ``[d]`` in every subset).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from ._base import Protocol, register_protocol
-from .errors import ParameterError, ReportError
+from .errors import ParameterError
 from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, c_eps, cached_layout,
                        check_choice, check_epsilon, check_int, gf64_field, hash_coefficients, make_layout,
                        pow2_at_least, _random_seed)
 from ._base import Params as _ParamsBase
 from .theory import hadamard as _theory
 
-__all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "median_estimates"]
+__all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
 
 PARTITIONS = ("independent", "permutation")
 SCALINGS = ("k", "subset")
@@ -158,22 +157,58 @@ class Client(LayoutClient):
         return Reports(groups=g, rows=r, bits=b)
 
 
+QUERY_METHODS = ("fwht", "direct")
+
+
+def _parity_sign(v: np.ndarray) -> np.ndarray:
+    """(-1)^popcount(v) for a uint64 array (xor folding)."""
+    v = v.copy()
+    for shift in (32, 16, 8, 4, 2, 1):
+        v ^= v >> np.uint64(shift)
+    return 1 - 2 * (v & np.uint64(1)).astype(np.int64)
+
+
+def _direct_transform(z: np.ndarray, base: np.ndarray, width: int, y: np.ndarray) -> np.ndarray:
+    """``(H z_g)[y] = sum_r z_g[r] H[r, y]`` for each query without a transform, in
+    ``O(width)`` per query ([WW] Remark 7.1: the HRR server that omits the FWHT)."""
+    out = np.empty(len(y), dtype=np.float64)
+    r = np.arange(width, dtype=np.uint64)
+    step = max(1, (1 << 22) // width)
+    for lo in range(0, len(y), step):
+        yy = y[lo:lo + step].astype(np.uint64)
+        cells = z[base[lo:lo + step, None] + r[None, :].astype(np.int64)]
+        out[lo:lo + step] = np.einsum("qr,qr->q", cells, _parity_sign(r[None, :] & yy[:, None]))
+    return out
+
+
 def median_estimates(server: LayoutServer, group_ids: np.ndarray, xs: np.ndarray, scales: np.ndarray,
-                     collision_m: Optional[int], chunk: int = 4096) -> np.ndarray:
+                     collision_m: Optional[int], method: str = "fwht", chunk: int = 4096) -> np.ndarray:
     """Median over ``group_ids`` of ``scales[j] * c_eps * (H z_j)[y_j(x)]`` for each ``x``
-    (optionally collision-corrected with range ``collision_m``), float64 counts."""
+    (optionally collision-corrected with range ``collision_m``), float64 counts.
+    ``method="fwht"`` reads the batched transform (``O(k)`` per query); ``"direct"``
+    evaluates each ``(H z_j)[y]`` from the integer state (``O(k m)`` per query, the
+    no-FWHT oracle of TreeHist; identical values). All groups must share one width."""
+    check_choice("method", method, QUERY_METHODS)
     layout = server.params.layout()
-    decoded = server.decoded()
     base = layout.cell_base.astype(np.int64)
     c = c_eps(server.params.epsilon)
     kk = len(group_ids)
     out = np.empty(len(xs), dtype=np.float64)
     n = server.n
+    if method == "fwht":
+        source = server.decoded()
+    else:
+        source = server._z
+        width = int(layout.rows[group_ids[0]])
     for lo in range(0, len(xs), chunk):
         part = xs[lo:lo + chunk]
         g = np.repeat(group_ids.astype(np.int64), len(part))
         y = layout.group_hashes(g, np.tile(part, kk)).astype(np.int64)
-        vals = decoded[base[g] + y].reshape(kk, len(part)) * (c * scales[:, None])
+        if method == "fwht":
+            raw = source[base[g] + y]
+        else:
+            raw = _direct_transform(source, base[g], width, y)
+        vals = raw.reshape(kk, len(part)) * (c * scales[:, None])
         if collision_m is not None:
             vals = (collision_m * vals - n) / (collision_m - 1.0)
         out[lo:lo + len(part)] = np.nanmedian(vals, axis=0) if np.isnan(scales).any() else np.median(vals, axis=0)
@@ -214,9 +249,11 @@ class Server(LayoutServer):
         vals = self.decoded()[layout.cell_base.astype(np.int64)[g] + y].reshape(p.k, len(xs))
         return vals * (c_eps(p.epsilon) * self._scales()[:, None])
 
-    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False, method: str = "fwht") -> np.ndarray:
         """Median estimates of ``candidates`` (``None``: all of ``[0, d)``, allowed for
-        ``d <= 2^24``), float64 fractions (counts with ``counts=True``).
+        ``d <= 2^24``), float64 fractions (counts with ``counts=True``). ``method``:
+        ``"fwht"`` (default, ``O(k)`` per query after one batched FWHT) or ``"direct"``
+        (no transform, ``O(k m)`` per query; same values).
 
         Raises:
             ReportError: no reports yet. ParameterError: whole-domain query of a huge domain.
@@ -230,7 +267,7 @@ class Server(LayoutServer):
         else:
             xs = as_values(candidates, p.d, "candidates")
         est = median_estimates(self, np.arange(p.k), xs, self._scales(),
-                               p.m if p.collision_correction and p.hashed else None)
+                               p.m if p.collision_correction and p.hashed else None, method)
         return est if counts else est / self.n
 
 

@@ -23,6 +23,14 @@ void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, c
                          std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells,
                          std::int64_t* z, int threads);
 
+// Validated update: if every report is valid (see hadamard_first_invalid), adds them to z
+// like hadamard_accumulate and returns n; otherwise returns the first invalid index and
+// leaves z unchanged. Large batches validate inside the private-table pass, so the
+// reports are read from memory once.
+std::size_t hadamard_update(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                            std::size_t n, const std::uint64_t* group_rows, std::size_t n_groups,
+                            const std::uint64_t* cell_base, std::size_t n_cells, std::int64_t* z, int threads);
+
 void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t n, std::uint32_t base_bits,
                  std::uint64_t hsize, std::uint64_t flip_threshold, std::uint32_t* row, bool draw_rows,
                  std::uint32_t* z, int threads);

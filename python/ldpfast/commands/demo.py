@@ -139,7 +139,10 @@ def format_table(rows: Sequence[Dict[str, object]]) -> str:
                                         "l1", "l1_bound")]
              + [f"{r['client_ms']:.1f}", f"{r['server_ms']:.1f}"] for r in rows]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    def fmt(cells):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines])
 
 

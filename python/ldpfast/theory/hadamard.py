@@ -15,7 +15,11 @@ from __future__ import annotations
 import math
 from typing import Dict, Optional, Tuple
 
+import numpy as np
+
 from ..errors import ParameterError
+
+_REAL = (int, float, np.integer, np.floating)
 
 __all__ = [
     "c_eps", "hrr_variance", "hrr_error_bound", "he_variance", "cmshe_variance", "rhr_parameters",
@@ -29,7 +33,7 @@ KL_HALF_EIGHTH = 0.5 * math.log(0.5 / 0.125) + 0.5 * math.log(0.5 / 0.875)
 
 
 def _check_eps(epsilon: float) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, _REAL):
         raise ParameterError(f"epsilon must be a real number, got {type(epsilon).__name__}")
     epsilon = float(epsilon)
     if not math.isfinite(epsilon) or not 0.0 < epsilon <= 700.0:
@@ -38,13 +42,13 @@ def _check_eps(epsilon: float) -> float:
 
 
 def _check_positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, _REAL) or not math.isfinite(value) or value <= 0:
         raise ParameterError(f"{name} must be a finite positive number, got {value!r}")
-    return value
+    return float(value)
 
 
 def _check_beta(beta: float) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 < beta < 1.0:
+    if isinstance(beta, bool) or not isinstance(beta, _REAL) or not 0.0 < beta < 1.0:
         raise ParameterError(f"beta must be in (0, 1), got {beta!r}")
     return float(beta)
 
@@ -96,12 +100,15 @@ def cmshe_variance(epsilon: float, n: float, f: float = 0.0, m: int = 1024,
 
 def rhr_parameters(epsilon: float, d: int) -> Tuple[int, int, int, int]:
     """R1's Recursive Hadamard Response layout (SPEC 2.7): ``(b, base, m, hsize)`` with
-    ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and
-    ``hsize = 2^ceil(log2(d // base + 1))``."""
+    ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and ``hsize`` =
+    the smallest power of two above the largest column ``(d-1) // base + 1`` (R1's
+    ``2^ceil(log2(d // base + 1))`` wherever that one is large enough)."""
     epsilon = _check_eps(epsilon)
     b = max(1, math.ceil(epsilon * math.log2(math.e)))
     base = 1 << (b - 1)
-    hsize = 1 << max(0, (d // base).bit_length())  # 2^ceil(log2(q + 1)) for integer q >= 0
+    # smallest power of two above the largest column (d-1)//base + 1; equals R1's
+    # 2^ceil(log2(d // base + 1)) except where R1's would leave that column out of range
+    hsize = 1 << ((d - 1) // base + 1).bit_length()
     return b, base, 1 << b, hsize
 
 

@@ -161,13 +161,12 @@ def ocms_variance_general(epsilon: float, m, n, f_x: float, f_others, collision)
     return float(m * m / ((m - 1) ** 2 * n) * total)
 
 
-def ocms_expectation_general(m, f_x: float, f_others, collision, m_used=None) -> float:
-    """``E[fhat(x)]`` for any family ([PAN] Thm 3.2), for the estimator scaled with
-    ``m_used`` (default ``m``): ``m_used/(m_used-1) [f(x) + sum cbar(x,x') f(x')] - 1/(m_used-1)``.
-    Unbiased iff ``cbar = 1/m_used`` for every pair (Cor 3.1, 3.2). ``m`` is kept for
-    symmetry with the variance functions (the decoded RR vector is unbiased for any m)."""
-    _m(m)
-    mu = float(_m(m if m_used is None else m_used))
+def ocms_expectation_general(m, f_x: float, f_others, collision) -> float:
+    """``E[fhat(x)]`` for any hash family ([PAN] Thm 3.2) when the estimator scales with
+    ``m`` (the hash range, or ``m'`` for Algorithm 2's estimator; the decoded RR vector is
+    unbiased whatever the range): ``m/(m-1) [f(x) + sum cbar(x,x') f(x')] - 1/(m-1)`` with
+    ``collision[i] = cbar(x, x'_i)``. Unbiased iff ``cbar = 1/m`` for every pair (Cor 3.1)."""
+    mu = float(_m(m))
     mixed = float(_f(f_x)) + float(np.sum(_f(f_others) * np.asarray(collision, dtype=float)))
     return mu / (mu - 1) * mixed - 1 / (mu - 1)
 

@@ -56,6 +56,13 @@ struct HadamardKernels {
   void (*accumulate64)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                        std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
                        std::int64_t* z);
+  // Validates and accumulates block by block (each block is checked while it is hot in
+  // cache, then added): returns the first invalid index in [begin, end), or end when all
+  // were valid and added. z may be partly updated when an invalid report is found.
+  std::size_t (*accumulate32_checked)(const std::uint32_t* group, const std::uint32_t* row,
+                                      const std::int8_t* bits, std::size_t begin, std::size_t end,
+                                      const std::uint64_t* cell_base, const std::uint64_t* group_rows,
+                                      std::size_t n_groups, std::int32_t* z);
   // Recursive Hadamard Response (R1 layout): y = 2 (x mod 2^base_bits) +
   // H01[r, (x >> base_bits) + 1], z = RR_{2^(base_bits+1)}(y); rows drawn from [0, hsize)
   // when draw_rows, else read.
