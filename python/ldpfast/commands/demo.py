@@ -202,3 +202,6 @@ def real_data_part(args: argparse.Namespace) -> None:
     print()
     print("lowest " + ", ".join(f"{m}: {label}" for m, label in best.items())
           + f"  ({time.perf_counter() - start:.1f} s)")
+    if best["worst-case MSE"] != "MSE-OCMS+RR" and data.max_frequency() < 0.5:
+        print(f"(MSE-OCMS+RR assumed no prior, f* = 1; here max f = {data.max_frequency():.3f}, and with that "
+              "prior its m would be larger and its worst-case MSE lower: see `ldpfast params --f-star`)")
