@@ -218,3 +218,25 @@ def test_hadaoracle_runs_through_the_harness():
     data = ds.ValueData(np.repeat([3, 9], [1500, 500]), 64, np.arange(64), name="toy")
     cell = ex.simulate(["hadaoracle"], data, [4.0], 5, seed=1).cells[0]
     assert cell.theory_mse is None and np.isfinite(cell.l2) and cell.params["k"] % 2 == 1
+
+
+def test_results_do_not_depend_on_threads_or_backend():
+    import ldpfast
+    from ldpfast import _core
+
+    data = ds.pan_zipf(2.0, n=3000, d=50_000)
+    names = [n for n in ("ocms-mse", "he", "rhr", "olh") if ex.ALGORITHMS[n].available()]
+    previous = _core.active_backend()
+    results = {}
+    try:
+        for backend in _core.supported_backends():
+            ldpfast.set_backend(backend)
+            for threads in (1, 2):
+                ldpfast.set_num_threads(threads)
+                res = ex.simulate(names, data, [2.0], 2, seed=8)
+                results[backend, threads] = [(c.worst_mse, c.l1, c.l2) for c in res.cells]
+    finally:
+        ldpfast.set_num_threads(0)
+        _core.set_backend(previous)
+    first = next(iter(results.values()))
+    assert all(r == first for r in results.values()), list(results)
