@@ -32,22 +32,42 @@ def test_client_perturb(benchmark, setup):
     benchmark(client.perturb, sets)
 
 
-@pytest.mark.benchmark(group="privsketch-collector")
-def test_decode_first_cpp(benchmark, setup):
+def subsample(reports, n=500):
+    return ps.Reports(k=reports.k[:n], m=reports.m[:n], bit=reports.bit[:n], order=reports.order[:n])
+
+
+@pytest.mark.benchmark(group="privsketch-collector-20k-users")
+def test_decode_first_cpp_20k(benchmark, setup):
     params, _, _, reports = setup
     benchmark(lambda: ps.Server(params).update(reports))
 
 
-@pytest.mark.benchmark(group="privsketch-collector")
+@pytest.mark.benchmark(group="privsketch-collector-500-users")
+def test_decode_first_cpp(benchmark, setup):
+    params, _, _, reports = setup
+    sub = subsample(reports)
+    benchmark(lambda: ps.Server(params).update(sub))
+
+
+@pytest.mark.benchmark(group="privsketch-collector-500-users")
 def test_brute_force_numpy_baseline(benchmark, setup):
     params, _, _, reports = setup
-    sub = ps.Reports(k=reports.k[:500], m=reports.m[:500], bit=reports.bit[:500], order=reports.order[:500])
+    sub = subsample(reports)
     cells = params.cells(np.arange(params.d)).astype(np.int64)
 
     def brute():
         flat = sub.order.reshape(len(sub), -1)
-        ranks = flat[:, cells]
-        return ranks.argmin(axis=2)
+        sampled = sub.k.astype(np.int64) * params.M + sub.m
+        counts = np.zeros((2, params.d), dtype=np.int64)
+        for b in range(0, len(sub), 100):
+            ranks = flat[b:b + 100][:, cells]
+            kstar = ranks.argmin(axis=2)
+            hit = cells[np.arange(params.d), kstar] == sampled[b:b + 100, None]
+            up = sub.bit[b:b + 100, None] > 0
+            counts[0] += (hit & up).sum(axis=0)
+            counts[1] += (hit & ~up).sum(axis=0)
+        return counts
 
-    benchmark.extra_info["users"] = len(sub)
+    server = ps.Server(params).update(sub)
+    assert np.array_equal(brute(), np.stack([server._pos, server._neg]))
     benchmark.pedantic(brute, rounds=3, iterations=1)

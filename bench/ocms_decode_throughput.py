@@ -60,12 +60,23 @@ def numpy_count_range(z, a0, a1, m, d):
     for _ in range(lanes):
         t = stride + a1
         stride = np.where((t < stride) | (t >= p), t - p, t)
-    consts = tuple(c[:, None] for c in step_constants(stride))
+    step, wrap_at, d_step, d_wrap = (c[:, None] for c in step_constants(stride))
+    d_fix = d_wrap - d_step  # added on wrap (uint64 arithmetic wraps mod 2^64, as intended)
     zc = z[:, None]
     counts = np.zeros(d + lanes, dtype=np.uint64)
-    for x0 in range(0, d, lanes):
-        counts[x0:x0 + lanes] += np.count_nonzero(r == zc, axis=0).astype(np.uint64)
-        v, r = advance(v, r, consts)
+    wrap = np.empty(v.shape, dtype=bool)
+    big = np.empty(v.shape, dtype=bool)
+    hits = np.empty(v.shape, dtype=bool)
+    for x0 in range(0, d, lanes):  # in place: no temporaries in the loop
+        np.equal(r, zc, out=hits)
+        counts[x0:x0 + lanes] += np.count_nonzero(hits, axis=0).astype(np.uint64)
+        np.greater_equal(v, wrap_at, out=wrap)
+        np.add(v, step, out=v)
+        np.subtract(v, p, out=v, where=wrap)
+        np.add(r, d_step, out=r)
+        np.add(r, d_fix, out=r, where=wrap)
+        np.greater_equal(r, m_u, out=big)
+        np.subtract(r, m_u, out=r, where=big)
     return counts[:d]
 
 

@@ -11,7 +11,6 @@ its excess kurtosis is below 0.01 and the normal-theory chi-square law applies).
 import warnings
 
 import numpy as np
-import pytest
 from scipy import stats
 
 from ldpfast import privsketch as ps

@@ -191,3 +191,23 @@ def test_randomized_response_empty_and_dtypes():
     assert randomized_response([], 5, 1.0, rng=1).shape == (0,)
     out = randomized_response(np.array([1, 2, 3], dtype=np.uint8), 4, 1.0, rng=1)
     assert out.dtype == np.uint64 and out.shape == (3,)
+
+
+def test_ocms_perturb_stream_layout_matches_reference(backend):
+    """Element i of ocms_perturb: a0, a1 = below(p) from words 0, 1 of its first block
+    (stream 2), then the RR flip word and the replacement symbol."""
+    p, m, threshold = 2**64 - 59, 7, 2**63
+    key = bytes(range(50, 82))
+    x = np.arange(21, dtype=np.uint64) * np.uint64(1000003)
+    z, a0, a1 = _core.ocms_perturb(_core.Field.prime(p), key, x, m, threshold)
+    for i in range(len(x)):
+        block = chacha20_ref(key, i, 2)
+        words = [int.from_bytes(block[8 * k:8 * k + 8], "little") for k in range(8)]
+        assert all((w * p) % 2**64 >= (2**64 - p) % p for w in words[:2])  # no rejection here
+        assert (int(a0[i]), int(a1[i])) == ((words[0] * p) >> 64, (words[1] * p) >> 64)
+        y = ((int(a0[i]) + int(a1[i]) * int(x[i])) % p) % m
+        if words[2] >= threshold:
+            assert int(z[i]) == y
+        else:
+            other = (words[3] * (m - 1)) >> 64
+            assert int(z[i]) == (other if other < y else other + 1)

@@ -11,6 +11,13 @@
 // walked together to hide the compare->select latency, and matches go to a tile of
 // per-candidate counters that stays in L1. Lane start values per (report, tile) come
 // from one Montgomery product and one Barrett reduction.
+//
+// Other paths: count_list (and count_range over fewer than kWalkMinCandidates
+// candidates) evaluates each pair with a Montgomery product and a Barrett reduction,
+// vectorized over candidates with emulated 64x64-bit products on AVX-512/AVX2.
+// GF(2^l) count_range walks aligned candidate blocks in Gray-code order (see
+// count_range_gf). Client kernels draw from ChaCha20 blocks computed 16 (AVX-512) or 8
+// (AVX2) at a time, bit-identical to the scalar generator.
 #include "ldpfast/kernels/ocms.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -51,9 +58,10 @@ struct Walk {
   u64 dwrap;    // (step - p) mod m
 };
 
-Walk make_walk(u64 a1, u64 stride, const PrimeField& f, const FastMod& fm, u64 p_mod_m) {
+// a1_mont is a1 in Montgomery form; dwrap is unused (and may wrap) when m > 2^63.
+Walk make_walk(u64 a1_mont, u64 stride, const PrimeField& f, const FastMod& fm, u64 p_mod_m) {
   Walk w;
-  w.step = static_cast<u64>(static_cast<u128>(a1 % f.p) * stride % f.p);
+  w.step = mont_redc(static_cast<u128>(a1_mont) * stride, f);
   w.wrap_at = f.p - w.step;
   w.dstep = fast_mod(w.step, fm);
   w.dwrap = w.dstep >= p_mod_m ? w.dstep - p_mod_m : w.dstep + (fm.m - p_mod_m);
@@ -92,8 +100,8 @@ void prepare_block(RangeBlock& b, const PrimeField& f, const FastMod& fm, u64 p_
     b.z[i] = z[i];
     b.a0[i] = a0[i];
     b.a1_mont[i] = to_montgomery(a1[i], f);
-    b.unit[i] = make_walk(a1[i], 1, f, fm, p_mod_m);
-    b.lanes[i] = make_walk(a1[i], kLanes, f, fm, p_mod_m);
+    b.unit[i] = make_walk(b.a1_mont[i], 1, f, fm, p_mod_m);
+    b.lanes[i] = make_walk(b.a1_mont[i], kLanes, f, fm, p_mod_m);
   }
   b.count = (n + kGroup - 1) / kGroup * kGroup;
   for (std::size_t i = n; i < b.count; ++i) {
@@ -312,22 +320,30 @@ void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], con
 template <bool kLargeM>
 void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes],
                 u64 m, std::size_t steps, TileCounter* tile) {
-  u64 v[kGroup], r[kGroup];
+  // Constants copied to locals: tile stores could otherwise alias them.
+  u64 v[kGroup], r[kGroup], step[kGroup], wrap_at[kGroup], dstep[kGroup], dwrap[kGroup], z[kGroup];
   for (std::size_t k = 0; k < kGroup; ++k) {
+    const Walk& w = b.lanes[g + k];
     v[k] = v0[k][0];
     r[k] = r0[k][0];
+    step[k] = w.step;
+    wrap_at[k] = w.wrap_at;
+    dstep[k] = w.dstep;
+    dwrap[k] = w.dwrap;
+    z[k] = b.z[g + k];
   }
   for (std::size_t s = 0; s < steps; ++s) {
     TileCounter hits = 0;
     for (std::size_t k = 0; k < kGroup; ++k) {
-      const Walk& w = b.lanes[g + k];
+      const bool wrap = v[k] >= wrap_at[k];
       if (kLargeM) {
-        hits += reduce_large(v[k], m) == b.z[g + k];
-        v[k] = v[k] >= w.wrap_at ? v[k] - w.wrap_at : v[k] + w.step;
+        hits += reduce_large(v[k], m) == z[k];
       } else {
-        hits += r[k] == b.z[g + k];
-        advance(v[k], r[k], w, m);
+        hits += r[k] == z[k];
+        const u64 t = r[k] + (wrap ? dwrap[k] : dstep[k]);
+        r[k] = t >= m ? t - m : t;
       }
+      v[k] = wrap ? v[k] - wrap_at[k] : v[k] + step[k];
     }
     tile[s] += hits;
   }
@@ -339,7 +355,7 @@ template <bool kLargeM>
 void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u64* a1, std::size_t n,
                        u64 m, u64 x_begin, std::size_t x_count, u64* counts) {
   const FastMod fm = make_fast_mod(m);
-  const u64 p_mod_m = kLargeM ? 0 : fast_mod(f.p, fm);
+  const u64 p_mod_m = fast_mod(f.p, fm);
   RangeBlock block;
   alignas(64) TileCounter tile[kTile];
   alignas(64) u64 v0[kGroup][kLanes];
@@ -402,20 +418,6 @@ void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_
   });
 }
 
-void count_range(const FieldSpec& field, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
-                 u64 x_begin, std::size_t x_count, u64* counts) {
-  if (n == 0 || x_count == 0) return;
-  if (!field.binary) {
-    if (m > (u64{1} << 63)) {
-      count_range_prime<true>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
-    } else {
-      count_range_prime<false>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
-    }
-    return;
-  }
-  count_range_gf(field.gf, z, a0, a1, n, m, x_begin, x_count, counts);
-}
-
 // count_list over one candidate tile, prime field: per pair one Montgomery product and
 // one Barrett reduction.
 #if defined(__AVX512F__)
@@ -423,18 +425,21 @@ void count_range(const FieldSpec& field, const u64* z, const u64* a0, const u64*
 void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
                       std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
   constexpr std::size_t kBlock = 256;
-  u64 a1_mont[kBlock];
+  u64 a1_mont[kBlock], add_back[kBlock];
   const __m512i P = _mm512_set1_epi64(static_cast<long long>(f.p));
   const __m512i PINV = _mm512_set1_epi64(static_cast<long long>(f.pinv));
   const __m512i M = _mm512_set1_epi64(static_cast<long long>(fm.m));
   const __m512i MU = _mm512_set1_epi64(static_cast<long long>(fm.mu));
-  const std::size_t full = x_count / 8 * 8;
   for (std::size_t rb = 0; rb < n; rb += kBlock) {
     const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
-    for (std::size_t i = 0; i < nb; ++i) a1_mont[i] = to_montgomery(a1[rb + i], f);
-    for (std::size_t j = 0; j < full; j += 8) {
-      const __m512i x = _mm512_loadu_si512(xs + j);
-      __m512i cnt = _mm512_loadu_si512(counts + j);
+    for (std::size_t i = 0; i < nb; ++i) {
+      a1_mont[i] = to_montgomery(a1[rb + i], f);
+      add_back[i] = f.p - a0[rb + i];
+    }
+    for (std::size_t j = 0; j < x_count; j += 8) {
+      const __mmask8 live = x_count - j >= 8 ? 0xFF : static_cast<__mmask8>((1u << (x_count - j)) - 1);
+      const __m512i x = _mm512_maskz_loadu_epi64(live, xs + j);  // dead lanes compute x = 0, never stored
+      __m512i cnt = _mm512_maskz_loadu_epi64(live, counts + j);
       for (std::size_t i = 0; i < nb; ++i) {
         const __m512i a = _mm512_set1_epi64(static_cast<long long>(a1_mont[i]));
         // Montgomery: t = a x, q = t_lo p^-1, v = t_hi - (q p)_hi (+ p on borrow).
@@ -443,19 +448,80 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
         const __m512i qp_hi = mulhi_epu64(q, P);
         __m512i v = _mm512_sub_epi64(t_hi, qp_hi);
         v = _mm512_mask_add_epi64(v, _mm512_cmplt_epu64_mask(t_hi, qp_hi), v, P);
-        // + a0 mod p.
-        const __m512i s = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
-        const __mmask8 over = _mm512_cmplt_epu64_mask(s, v) | _mm512_cmpge_epu64_mask(s, P);
-        v = _mm512_mask_sub_epi64(s, over, s, P);
+        // + a0 mod p: the sum wraps around p iff v >= p - a0.
+        const __mmask8 wrap = _mm512_cmpge_epu64_mask(v, _mm512_set1_epi64(static_cast<long long>(add_back[i])));
+        v = _mm512_add_epi64(v, _mm512_set1_epi64(static_cast<long long>(a0[rb + i])));
+        v = _mm512_mask_sub_epi64(v, wrap, v, P);
         const __m512i r = fast_mod_epu64(v, M, MU);
         const __mmask8 hit = _mm512_cmpeq_epu64_mask(r, _mm512_set1_epi64(static_cast<long long>(z[rb + i])));
         cnt = _mm512_mask_sub_epi64(cnt, hit, cnt, _mm512_set1_epi64(-1));
       }
-      _mm512_storeu_si512(counts + j, cnt);
+      _mm512_mask_storeu_epi64(counts + j, live, cnt);
     }
-    for (std::size_t i = 0; i < nb; ++i)
-      for (std::size_t j = full; j < x_count; ++j)
-        counts[j] += fast_mod(prime_value(f, a0[rb + i], a1_mont[i], xs[j]), fm) == z[rb + i];
+  }
+}
+
+#elif defined(__AVX2__)
+
+// 64-bit lane arithmetic that AVX2 lacks, from 32x32-bit products and biased compares.
+inline __m256i mulhi_epu64(__m256i a, __m256i b) {
+  const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFFLL);
+  const __m256i a_hi = _mm256_srli_epi64(a, 32), b_hi = _mm256_srli_epi64(b, 32);
+  const __m256i ll = _mm256_mul_epu32(a, b), lh = _mm256_mul_epu32(a, b_hi);
+  const __m256i hl = _mm256_mul_epu32(a_hi, b), hh = _mm256_mul_epu32(a_hi, b_hi);
+  const __m256i mid = _mm256_add_epi64(_mm256_add_epi64(_mm256_srli_epi64(ll, 32), _mm256_and_si256(lh, low32)),
+                                       _mm256_and_si256(hl, low32));
+  return _mm256_add_epi64(_mm256_add_epi64(hh, _mm256_srli_epi64(lh, 32)),
+                          _mm256_add_epi64(_mm256_srli_epi64(hl, 32), _mm256_srli_epi64(mid, 32)));
+}
+
+inline __m256i mullo_epu64(__m256i a, __m256i b) {
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                         _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+  return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
+}
+
+// All-ones where a < b as unsigned 64-bit integers.
+inline __m256i lt_epu64(__m256i a, __m256i b) {
+  const __m256i bias = _mm256_set1_epi64x(static_cast<long long>(u64{1} << 63));
+  return _mm256_cmpgt_epi64(_mm256_xor_si256(b, bias), _mm256_xor_si256(a, bias));
+}
+
+void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
+                      std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
+  constexpr std::size_t kBlock = 256;
+  u64 a1_mont[kBlock], add_back[kBlock];
+  const __m256i P = _mm256_set1_epi64x(static_cast<long long>(f.p));
+  const __m256i PINV = _mm256_set1_epi64x(static_cast<long long>(f.pinv));
+  const __m256i M = _mm256_set1_epi64x(static_cast<long long>(fm.m));
+  const __m256i MU = _mm256_set1_epi64x(static_cast<long long>(fm.mu));
+  const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  for (std::size_t rb = 0; rb < n; rb += kBlock) {
+    const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
+    for (std::size_t i = 0; i < nb; ++i) {
+      a1_mont[i] = to_montgomery(a1[rb + i], f);
+      add_back[i] = f.p - a0[rb + i];  // v + a0 wraps around p iff v >= p - a0
+    }
+    for (std::size_t j = 0; j < x_count; j += 4) {
+      const long long left = static_cast<long long>(x_count - j);
+      const __m256i live = _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), lane);
+      const __m256i x = _mm256_maskload_epi64(reinterpret_cast<const long long*>(xs + j), live);
+      __m256i cnt = _mm256_maskload_epi64(reinterpret_cast<const long long*>(counts + j), live);
+      for (std::size_t i = 0; i < nb; ++i) {
+        const __m256i a = _mm256_set1_epi64x(static_cast<long long>(a1_mont[i]));
+        const __m256i t_hi = mulhi_epu64(a, x);
+        const __m256i q = mullo_epu64(mullo_epu64(a, x), PINV);
+        const __m256i qp_hi = mulhi_epu64(q, P);
+        __m256i v = _mm256_add_epi64(_mm256_sub_epi64(t_hi, qp_hi), _mm256_and_si256(lt_epu64(t_hi, qp_hi), P));
+        const __m256i c = _mm256_set1_epi64x(static_cast<long long>(add_back[i]));
+        v = _mm256_sub_epi64(_mm256_add_epi64(v, _mm256_set1_epi64x(static_cast<long long>(a0[rb + i]))),
+                             _mm256_andnot_si256(lt_epu64(v, c), P));
+        __m256i r = _mm256_sub_epi64(v, mullo_epu64(mulhi_epu64(v, MU), M));
+        r = _mm256_sub_epi64(r, _mm256_andnot_si256(lt_epu64(r, M), M));
+        cnt = _mm256_sub_epi64(cnt, _mm256_cmpeq_epi64(r, _mm256_set1_epi64x(static_cast<long long>(z[rb + i]))));
+      }
+      _mm256_maskstore_epi64(reinterpret_cast<long long*>(counts + j), live, cnt);
+    }
   }
 }
 
@@ -480,6 +546,35 @@ void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, cons
 }
 
 #endif
+
+// Below this many candidates count_range evaluates each pair directly.
+#if defined(__AVX512F__)
+constexpr std::size_t kWalkMinCandidates = 32;
+#elif defined(__AVX2__)
+constexpr std::size_t kWalkMinCandidates = 16;
+#else
+constexpr std::size_t kWalkMinCandidates = 8;
+#endif
+
+void count_range(const FieldSpec& field, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
+                 u64 x_begin, std::size_t x_count, u64* counts) {
+  if (n == 0 || x_count == 0) return;
+  if (!field.binary) {
+    if (x_count < kWalkMinCandidates) {  // too short to pay for the walk's per-report setup
+      u64 xs[kWalkMinCandidates];
+      for (std::size_t j = 0; j < x_count; ++j) xs[j] = x_begin + j;
+      count_list_prime(field.prime, make_fast_mod(m), z, a0, a1, n, xs, x_count, counts);
+      return;
+    }
+    if (m > (u64{1} << 63)) {
+      count_range_prime<true>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
+    } else {
+      count_range_prime<false>(field.prime, z, a0, a1, n, m, x_begin, x_count, counts);
+    }
+    return;
+  }
+  count_range_gf(field.gf, z, a0, a1, n, m, x_begin, x_count, counts);
+}
 
 void count_list(const FieldSpec& field, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
                 const u64* xs, std::size_t x_count, u64* counts) {

@@ -1,4 +1,19 @@
+// Threaded driver of the FWHT kernels.
+//
+// Many rows, short rows, or a multiple of the thread count: rows are split among threads.
+// Otherwise (a few long rows): each row is viewed as `blocks` x `width`; phase 1 transforms the
+// contiguous blocks of every row in parallel, phase 2 applies the stages across blocks in
+// parallel over disjoint column ranges. Both phases run in one set of threads that meets
+// once, when phase 1 is complete. Every schedule applies the same butterflies in the same
+// order to each element, so the output is bit-identical for every thread count.
 #include "ldpfast/fwht.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "ldpfast/kernels/fwht.hpp"
 #include "ldpfast/parallel.hpp"
@@ -6,20 +21,104 @@
 namespace ldpfast {
 
 namespace {
-template <class T, class Kernel>
-void run_rows(T* data, std::size_t rows, std::size_t n, int threads, Kernel kernel) {
-  parallel_for(rows, threads, [&](std::size_t r) { kernel(data + r * n, n); });
+
+constexpr std::size_t kMinParallelRow = std::size_t{1} << 18;   // elements
+constexpr std::size_t kMinBlock = std::size_t{1} << 13;         // elements per phase-1 block
+constexpr std::size_t kMinColumnChunk = 1024;                   // columns per phase-2 task
+constexpr std::size_t kRowTaskElements = std::size_t{1} << 17;  // work per task, many rows
+constexpr std::size_t kWorkerElements = std::size_t{1} << 16;   // fewer threads below this
+constexpr std::size_t kColumnAlign = 64;                        // see FwhtTypeKernels
+
+template <class T>
+class LongRows {
+ public:
+  LongRows(const FwhtTypeKernels<T>& k, T* data, std::size_t rows, std::size_t n, std::size_t workers)
+      : k_(k), data_(data), rows_(rows), n_(n) {
+    blocks_ = 8;  // at least 4 blocks per worker; 8 rows need a single pass in phase 2
+    while (blocks_ < 4 * workers) blocks_ *= 2;
+    while (blocks_ > 2 && n / blocks_ < kMinBlock) blocks_ /= 2;
+    width_ = n / blocks_;
+    const std::size_t per_row = (4 * workers + rows - 1) / rows;
+    chunk_ = width_ / per_row;
+    if (chunk_ < kMinColumnChunk) chunk_ = kMinColumnChunk;
+    chunk_ -= chunk_ % kColumnAlign;
+    chunks_per_row_ = (width_ + chunk_ - 1) / chunk_;
+  }
+
+  void run(std::size_t workers) {
+    std::vector<std::thread> pool;
+    pool.reserve(workers - 1);
+    for (std::size_t w = 1; w < workers; ++w) {
+      try {
+        pool.emplace_back([this] { work(); });
+      } catch (const std::system_error&) {
+        break;  // fewer threads: the others take over the remaining tasks
+      }
+    }
+    work();
+    for (auto& th : pool) th.join();
+  }
+
+ private:
+  void work() {
+    const std::size_t tasks1 = rows_ * blocks_;
+    for (std::size_t t = next1_.fetch_add(1); t < tasks1; t = next1_.fetch_add(1)) {
+      k_.row(data_ + (t / blocks_) * n_ + (t % blocks_) * width_, width_);
+      if (done1_.fetch_add(1) + 1 == tasks1) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        phase1_done_.notify_all();
+      }
+    }
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      phase1_done_.wait(lock, [&] { return done1_.load() == tasks1; });
+    }
+    const std::size_t tasks2 = rows_ * chunks_per_row_;
+    for (std::size_t t = next2_.fetch_add(1); t < tasks2; t = next2_.fetch_add(1)) {
+      const std::size_t c0 = (t % chunks_per_row_) * chunk_;
+      const std::size_t c1 = c0 + chunk_ < width_ ? c0 + chunk_ : width_;
+      k_.columns(data_ + (t / chunks_per_row_) * n_, blocks_, width_, c0, c1);
+    }
+  }
+
+  const FwhtTypeKernels<T>& k_;
+  T* data_;
+  std::size_t rows_, n_, blocks_ = 0, width_ = 0, chunk_ = 0, chunks_per_row_ = 0;
+  std::atomic<std::size_t> next1_{0}, done1_{0}, next2_{0};
+  std::mutex mutex_;
+  std::condition_variable phase1_done_;
+};
+
+template <class T>
+void run(const FwhtTypeKernels<T>& k, T* data, std::size_t rows, std::size_t n, int threads) {
+  if (rows == 0 || n < 2) return;
+  std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
+  // Long rows that do not split evenly among the threads are cut into blocks as well.
+  if (workers > 1 && n >= kMinParallelRow && rows % workers != 0 && rows < 4 * workers) {
+    // Starting a thread costs about as much as transforming 2^16 elements.
+    if (workers > rows * n / kWorkerElements) workers = rows * n / kWorkerElements;
+    LongRows<T>(k, data, rows, n, workers).run(workers);
+    return;
+  }
+  std::size_t per_task = kRowTaskElements / n;
+  if (per_task < 1) per_task = 1;
+  const std::size_t tasks = (rows + per_task - 1) / per_task;
+  parallel_for(tasks, static_cast<int>(workers), [&](std::size_t t) {
+    const std::size_t end = (t + 1) * per_task < rows ? (t + 1) * per_task : rows;
+    for (std::size_t r = t * per_task; r < end; ++r) k.row(data + r * n, n);
+  });
 }
+
 }  // namespace
 
 void fwht_rows(float* data, std::size_t rows, std::size_t n, int threads) {
-  run_rows(data, rows, n, threads, fwht_kernels_active().f32);
+  run(fwht_kernels_active().f32, data, rows, n, threads);
 }
 void fwht_rows(double* data, std::size_t rows, std::size_t n, int threads) {
-  run_rows(data, rows, n, threads, fwht_kernels_active().f64);
+  run(fwht_kernels_active().f64, data, rows, n, threads);
 }
 void fwht_rows(std::int64_t* data, std::size_t rows, std::size_t n, int threads) {
-  run_rows(data, rows, n, threads, fwht_kernels_active().i64);
+  run(fwht_kernels_active().i64, data, rows, n, threads);
 }
 
 }  // namespace ldpfast

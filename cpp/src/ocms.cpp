@@ -67,7 +67,9 @@ DecodePlan plan_decode(std::size_t n, std::size_t x_count, int threads) {
   // cannot keep every worker busy.
   std::size_t blocks = chunks >= workers ? 1 : std::min(ceil_div(tasks, chunks), ceil_div(n, kMinReportBlock));
   blocks = std::max<std::size_t>(1, std::min(blocks, kMaxPartialEntries / std::max<std::size_t>(1, x_count)));
-  return DecodePlan{ceil_div(x_count, chunks), ceil_div(n, blocks)};
+  // Whole kernel tiles per chunk (aligned tiles also keep the GF(2^l) walk on its fast path).
+  const std::size_t chunk = ceil_div(ceil_div(x_count, chunks), kMinCandidateChunk) * kMinCandidateChunk;
+  return DecodePlan{chunk, ceil_div(n, blocks)};
 }
 
 // Runs count(report_begin, report_end, cand_begin, cand_end, out) over the plan, where

@@ -6,7 +6,8 @@ bit, an *ordering matrix* ``O`` that ranks the cells of the user's K x M Bloom-s
 so that every 0-cell ranks below every 1-cell. ``O`` is a deterministic function of which
 cells are 1 (up to a random order inside each group), so the report is **not eps-LDP for
 any finite eps**: anyone who receives it can read the user's sketch support, and with it
-recover the items of small sets (SPEC 5.4; :mod:`tests.test_privsketch_leak` does it).
+recover the items of small sets (SPEC 5.4; the test suite's ``test_privsketch_leak.py``
+recovers single-item users' items from ``O`` alone).
 The paper's Thm 3.3 limits its claim to an "indistinguishable input set" derived from the
 output itself, which is not the LDP definition. :class:`Client` and :class:`NoSmpClient`
 therefore emit a :class:`PrivacyWarning` on construction; their ``epsilon`` is only the
@@ -33,9 +34,10 @@ All sketch protocols share ``K`` public pairwise-independent hash functions
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import warnings
-from typing import ClassVar, Dict, Optional, Tuple, Union
+from typing import ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -57,10 +59,8 @@ MAX_EPSILON = 700.0
 
 class PrivacyWarning(UserWarning):
     """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
-    ordering matrix). Shown every time (``warnings`` "always" filter) unless filtered."""
-
-
-warnings.simplefilter("always", PrivacyWarning)
+    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
+    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""
 
 _NOT_LDP = (
     "{name} reports are NOT eps-LDP: the ordering matrix O reveals which sketch cells are 1 "
@@ -414,6 +414,7 @@ class NoSmpClient(_SketchClient):
         return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> NoSmpReports:
+        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
         _, bits, order = self._perturb(sets)
         return NoSmpReports(bits=bits.reshape(-1, self.params.K, self.params.M), order=order)
 
@@ -427,6 +428,7 @@ class SafeClient(_SketchClient):
     _with_order = False
 
     def perturb(self, sets) -> SafeReports:
+        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
         cell, bits, _ = self._perturb(sets)
         return SafeReports(k=(cell // self.params.M).astype(np.uint16),
                            m=(cell % self.params.M).astype(np.uint16), bit=bits[:, 0])
@@ -521,6 +523,26 @@ class _TrackedServer(Aggregator):
         self._neg[self._cand] += neg
 
 
+_INDEX_CACHE: Dict[tuple, tuple] = {}
+_INDEX_CACHE_SIZE = 4
+
+
+def _bucket_index(params: SketchParams, cand: np.ndarray) -> tuple:
+    """Per-candidate cells ``k*M + H_k(x)`` (shape (D, K)) and the inverted index
+    cell -> candidates (CSR offsets over the K*M cells, candidate positions, and each
+    entry's K cells). Built once per (parameters, candidate set) and cached."""
+    cells = params.cells(cand)
+    flat = cells.ravel().astype(np.int64)
+    order = np.argsort(flat, kind="stable")
+    bucket_cand = (order // params.K).astype(np.uint32)
+    bucket_cells = np.ascontiguousarray(cells[bucket_cand])
+    offsets = np.zeros(params.K * params.M + 1, dtype=np.int64)
+    np.cumsum(np.bincount(flat, minlength=params.K * params.M), out=offsets[1:])
+    for arr in (cells, offsets, bucket_cand, bucket_cells):
+        arr.flags.writeable = False
+    return cells, offsets, bucket_cand, bucket_cells
+
+
 class Server(_TrackedServer):
     """PrivSketch collector, decode-first with sampling (SPEC 4.4; [PS] Alg. 3 adapted).
 
@@ -539,16 +561,12 @@ class Server(_TrackedServer):
     def _build_index(self) -> None:
         if self._index_ready:
             return
-        p = self.params
-        cells = p.cells(self._cand)                       # (D, K)
-        flat = cells.ravel().astype(np.int64)
-        order = np.argsort(flat, kind="stable")
-        self._bucket_cand = (order // p.K).astype(np.uint32)
-        self._bucket_cells = np.ascontiguousarray(cells[self._bucket_cand])
-        counts = np.bincount(flat, minlength=p.K * p.M)
-        self._bucket_offsets = np.zeros(p.K * p.M + 1, dtype=np.int64)
-        np.cumsum(counts, out=self._bucket_offsets[1:])
-        self._cand_cells = cells
+        key = (self.params, hashlib.sha256(self._tracked.tobytes()).digest())
+        index = _INDEX_CACHE.pop(key, None) or _bucket_index(self.params, self._cand)
+        _INDEX_CACHE[key] = index                     # most recently used last
+        while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
+            _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
+        self._cand_cells, self._bucket_offsets, self._bucket_cand, self._bucket_cells = index
         self._index_ready = True
 
     def _decode(self, reports) -> Tuple[np.ndarray, np.ndarray, int]:
@@ -656,9 +674,8 @@ class SafeServer(Aggregator):
     protocol: ClassVar[str] = "privsketch-ldp"
     params_type: ClassVar[type] = SafeParams
 
-    def __init__(self, params: SafeParams, threads: int = 0):
+    def __init__(self, params: SafeParams):
         super().__init__(params)
-        self.threads = _check_int("threads", threads, 0)
         self._n = np.zeros(1, dtype=np.int64)
         self._pos = np.zeros((params.K, params.M), dtype=np.int64)
         self._neg = np.zeros((params.K, params.M), dtype=np.int64)

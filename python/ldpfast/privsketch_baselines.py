@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar, Dict, Optional, Tuple
+from typing import ClassVar
 
 import numpy as np
 
@@ -74,6 +74,7 @@ class MultiPCMSMeanClient(_SketchClient):
         return _rr_flip_probability(self.params.epsilon / self.params.M)
 
     def perturb(self, sets) -> MultiPCMSMeanReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         row, bits, _ = self._perturb(sets)
         return MultiPCMSMeanReports(row=row.astype(np.uint16), bits=bits)
 
@@ -82,9 +83,8 @@ class _TableServer(Aggregator):
     """State: ``sums`` (K x M, sum of the +-1 bits received per cell), ``rows`` (K, users
     per row) and ``n``."""
 
-    def __init__(self, params, threads: int = 0):
+    def __init__(self, params):
         super().__init__(params)
-        self.threads = _check_int("threads", threads, 0)
         self._n = np.zeros(1, dtype=np.int64)
         self._rows = np.zeros(params.K, dtype=np.int64)
         self._sums = np.zeros((params.K, params.M), dtype=np.int64)
@@ -182,6 +182,7 @@ class MultiPCMSMinClient(_SketchClient):
         return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> MultiPCMSMinReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         _, bits, _ = self._perturb(sets)
         return MultiPCMSMinReports(bits=bits.reshape(-1, self.params.K, self.params.M))
 
@@ -208,6 +209,7 @@ class MultiPCMSMinServer(_TableServer):
         return self
 
     def estimate(self, candidates=None) -> np.ndarray:
+        """Frequencies of ``candidates`` (default the whole domain)."""
         self._require_reports()
         p = self.params
         c = _c_eps(p.epsilon / (p.K * p.M))
@@ -296,6 +298,7 @@ class PSOLHClient:
         self._keys = KeySource(rng)
 
     def perturb(self, sets) -> PSOLHReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
         values = _core.privsketch_padding_sample(self._keys.key(), offsets, items, p.pad_len, p.d, self.threads)
@@ -331,6 +334,7 @@ class PSOLHServer(_TrackedServer):
         return self
 
     def estimate(self, candidates=None) -> np.ndarray:
+        """Frequencies of ``candidates`` (default every tracked item)."""
         cand = self._query(candidates)
         p = self.params
         keep = math.exp(p.olh_epsilon) / (math.exp(p.olh_epsilon) + p.g - 1)

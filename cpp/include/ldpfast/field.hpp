@@ -107,7 +107,10 @@ struct FastMod {
 };
 
 static inline FastMod make_fast_mod(std::uint64_t m) {
-  return FastMod{m, m == 1 ? ~std::uint64_t{0} : static_cast<std::uint64_t>((u128{1} << 64) / m)};
+  if (m == 1) return FastMod{m, ~std::uint64_t{0}};
+  // floor(2^64 / m) = floor((2^64 - 1) / m), plus one when m divides 2^64.
+  const std::uint64_t mu = ~std::uint64_t{0} / m + ((m & (m - 1)) == 0 ? 1 : 0);
+  return FastMod{m, mu};
 }
 
 static inline std::uint64_t fast_mod(std::uint64_t v, const FastMod& f) {

@@ -1,5 +1,8 @@
 // Kernel table for OCMS+RR: batched hashing, client perturbation, server match counting.
-// Each entry processes one task's share; threading lives in cpp/src/ocms.cpp.
+// Each entry processes one task's share; threading lives in cpp/src/ocms.cpp. Inputs
+// a0, a1, x and candidates must be field elements (the bindings check it); report
+// symbols z may be anything (z >= m never matches). Every ISA's copy gives bit-identical
+// results; client entries draw element i from ElementRng(key, stream, i) whatever the split.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +21,8 @@ struct OcmsKernels {
   void (*perturb)(const FieldSpec& field, const RngKey& key, const std::uint64_t* x,
                   std::size_t begin, std::size_t end, std::uint64_t m, std::uint64_t flip_threshold,
                   std::uint64_t* z, std::uint64_t* a0, std::uint64_t* a1);
-  // counts[j] += #{i < n : h_i(x_begin + j) == z[i]} for j in [0, x_count).
+  // counts[j] += #{i < n : h_i(x_begin + j) == z[i]} for j in [0, x_count). Needs
+  // x_begin + x_count <= field size. Prime fields: incremental walk, no product per pair.
   void (*count_range)(const FieldSpec& field, const std::uint64_t* z, const std::uint64_t* a0,
                       const std::uint64_t* a1, std::size_t n, std::uint64_t m, std::uint64_t x_begin,
                       std::size_t x_count, std::uint64_t* counts);
