@@ -115,6 +115,16 @@ def test_simulate_set_file_sampled(capsys):
     assert rc == 0 and "one uniformly sampled item per user" in out and "n=77512" in out
 
 
+def test_simulate_mini_kosarak_from_a_file(capsys, tmp_path):
+    source = tmp_path / "k.dat"
+    source.write_text("1 2\n2 3\n2\n" * 50)  # 150 users, 250 clicks
+    rc, out, _ = run_cli(capsys, "simulate", "-p", "ocms-mse", "--data", "mini-kosarak", "--kosarak", str(source),
+                         "--candidates", "0:6", "--eps", "2", "--runs", "1", "--no-plot", "--quiet")
+    # default scale 100 * 150 / 990002 = 0.01515 (the full file's per-user density): counts
+    # -2: 150, -1: 250, item 1: 50, item 2: 150, item 3: 50 -> 9900 + 16500 + 3300 + 9900 + 3300
+    assert rc == 0 and "from k.dat" in out and "n=42900 users" in out and "|X|=6" in out
+
+
 def test_simulate_list(capsys):
     rc, out, _ = run_cli(capsys, "simulate", "--list")
     assert rc == 0

@@ -521,7 +521,8 @@ SYNTHETIC = ("zipf", "zipf-sampled", "gaussian", "gaussian-paper", "mini-kosarak
 
 def load_dataset(name: str, *, epsilon: Optional[float] = None, n: Optional[int] = None,
                  d: Optional[int] = None, values: str = "entries",
-                 candidates: Union[int, Sequence[int], None] = None, rng=None) -> ValueData:
+                 candidates: Union[int, Sequence[int], None] = None, rng=None,
+                 kosarak: str = "kosarak-prefix") -> ValueData:
     """One entry point for the command line: a built-in data set, a bundled set-valued
     file, or a path.
 
@@ -538,6 +539,7 @@ def load_dataset(name: str, *, epsilon: Optional[float] = None, n: Optional[int]
             or a sequence; default: the data set's own (Zipf: its 100 values,
             Gaussian: ``[0, d)``, mini-Kosarak: ``{0..999}``, files: the 100 most frequent).
         rng: seed or Generator for sampled variants (simulation only).
+        kosarak: the Kosarak file mini-Kosarak is built from (bundled prefix or a path).
     """
     kwargs = {} if n is None else {"n": n}
     if d is not None:
@@ -551,7 +553,7 @@ def load_dataset(name: str, *, epsilon: Optional[float] = None, n: Optional[int]
     elif name == "gaussian-paper":
         data = pan_gaussian("paper", rng=rng, **kwargs)
     elif name in ("mini-kosarak", "mini-kosarak-clean"):
-        data = mini_kosarak(mode="clean" if name.endswith("clean") else "faithful",
+        data = mini_kosarak(kosarak, mode="clean" if name.endswith("clean") else "faithful",
                             **({"d": d} if d is not None else {}))
     elif name in BUNDLED:
         data = sets_to_values(load_sets(name, d=d), values, rng=rng)

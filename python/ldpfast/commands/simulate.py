@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="users for the synthetic zipf/gaussian data (default: the paper's 10,000)")
     parser.add_argument("--d", type=int, default=None,
                         help="dictionary size (default: the data set's; zipf 1,000,000 as R1, the paper says 100,000)")
+    parser.add_argument("--kosarak", default="kosarak-prefix",
+                        help="Kosarak file mini-kosarak is built from: the bundled prefix (default) or a path "
+                             "to the full FIMI kosarak.dat")
     parser.add_argument("--values", choices=("entries", "sample"), default="entries",
                         help="set-valued data: one report per (user, item) entry, or one sampled item per user")
     parser.add_argument("--candidates", default=None,
@@ -120,7 +123,7 @@ def load_data(args: argparse.Namespace):
     def build(eps: Optional[float]):
         cand = None if candidates == "all" else candidates
         data = datasets.load_dataset(args.data, epsilon=eps, n=args.n, d=args.d, values=args.values,
-                                     candidates=cand, rng=args.seed)
+                                     candidates=cand, rng=args.seed, kosarak=args.kosarak)
         if candidates == "all":
             data = data.with_candidates(list(range(data.d)))
         return data
