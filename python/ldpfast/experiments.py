@@ -643,7 +643,10 @@ def pan_checks(results: Dict[str, SimulationResult]) -> Dict[str, object]:
       minus the predicted difference over the standard error (l2 only);
       ``band``: list of ``(dataset, label, eps, closed_form, measured, bound, inside)`` for
       every cell with a closed form (closed form <= Eq. 19 estimate <= Appendix K bound);
-      the paper's claim is about the MSE-OCMS+RR cells.
+      the paper's claim is about the MSE-OCMS+RR cells;
+      ``l1_bound``: ``(dataset, label, eps, l1, bound, below)`` for cells with the l1 bound;
+      ``l2_exact``: ``(dataset, label, eps, l2, expected, z)`` with ``expected = sum_x Var``
+      at the true frequencies and ``z`` the deviation in standard errors.
     """
     leads, pairs, band = [], [], []
     for name, res in results.items():
@@ -676,7 +679,14 @@ def pan_checks(results: Dict[str, SimulationResult]) -> Dict[str, object]:
                 if c.theory_mse is not None:
                     band.append((name, c.label, eps, c.theory_mse, c.worst_mse, c.appendix_k,
                                  bool(c.within_band)))
-    return {"leads": leads, "he_vs_cms": pairs, "band": band}
+    l1_bound, l2_exact = [], []
+    for name, res in results.items():
+        for c in res.cells:
+            if c.theory_l1 is not None:
+                l1_bound.append((name, c.label, c.epsilon, c.l1, c.theory_l1, c.l1 <= c.theory_l1))
+            if c.exact_l2 is not None and c.l2_se > 0:
+                l2_exact.append((name, c.label, c.epsilon, c.l2, c.exact_l2, (c.l2 - c.exact_l2) / c.l2_se))
+    return {"leads": leads, "he_vs_cms": pairs, "band": band, "l1_bound": l1_bound, "l2_exact": l2_exact}
 
 
 def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], command: str,
@@ -795,4 +805,17 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
                       "(MSE-OCMS+RR's m makes Var(f=0) = Var(f=1)); when one value's variance dominates (e.g. "
                       "l-OCMS+RR's larger m on the most frequent value), the maximum is that one value's "
                       "mean of 100 squared errors, which falls below its expectation about half the time."]
+    l1_rows, l2_rows = checks.get("l1_bound", []), checks.get("l2_exact", [])
+    if l1_rows or l2_rows:
+        lines += ["", "**Further checks.**"]
+        if l1_rows:
+            lines[-1] += (f" The measured l1 is below its Cauchy-Schwarz bound sqrt(|X| l2) ([PAN] Thm 3.8, "
+                          f"\"expected to be below it\") in {sum(r[5] for r in l1_rows)}/{len(l1_rows)} cells.")
+        if l2_rows:
+            big = max(l2_rows, key=lambda r: abs(r[5]))
+            lines[-1] += (f" The measured l2 (mean of 100 runs) is within 3 standard errors of its exact "
+                          f"expectation sum_x Var(x) at the true frequencies in "
+                          f"{sum(abs(r[5]) < 3 for r in l2_rows)}/{len(l2_rows)} cells (largest deviation "
+                          f"{big[5]:+.2f} SE: {big[0]}, {big[1]}, eps {big[2]:g}); this checks every "
+                          "implementation and closed form at once, since each estimator is unbiased.")
     return "\n".join(lines) + "\n"
