@@ -11,150 +11,35 @@ inline int hadamard_sign(std::uint64_t r, std::uint64_t c) {
   return __builtin_parityll(r & c) ? -1 : 1;
 }
 
-// ChaCha20 for kLanes consecutive elements at once (element i's first block: counter i,
-// nonce = stream, exactly as ElementRng draws it). Written as loops over lanes so each
-// ISA copy vectorizes them (16 x 32-bit lanes = one AVX-512 register); the words are the
-// same on every ISA.
-constexpr int kLanes = 16;
-
-struct LaneBlocks {
-  std::uint32_t w[16][kLanes];
-};
-
-inline void lane_quarter(LaneBlocks& s, int a, int b, int c, int d) {
-  for (int l = 0; l < kLanes; ++l) {
-    s.w[a][l] += s.w[b][l];
-    s.w[d][l] ^= s.w[a][l];
-    s.w[d][l] = (s.w[d][l] << 16) | (s.w[d][l] >> 16);
-    s.w[c][l] += s.w[d][l];
-    s.w[b][l] ^= s.w[c][l];
-    s.w[b][l] = (s.w[b][l] << 12) | (s.w[b][l] >> 20);
-    s.w[a][l] += s.w[b][l];
-    s.w[d][l] ^= s.w[a][l];
-    s.w[d][l] = (s.w[d][l] << 8) | (s.w[d][l] >> 24);
-    s.w[c][l] += s.w[d][l];
-    s.w[b][l] ^= s.w[c][l];
-    s.w[b][l] = (s.w[b][l] << 7) | (s.w[b][l] >> 25);
-  }
-}
-
-void chacha20_lanes(const RngKey& key, std::uint64_t first_counter, std::uint64_t nonce, LaneBlocks& out) {
-  static const std::uint32_t sigma[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
-  LaneBlocks input;
-  for (int l = 0; l < kLanes; ++l) {
-    for (int j = 0; j < 4; ++j) input.w[j][l] = sigma[j];
-    for (int j = 0; j < 8; ++j) input.w[4 + j][l] = key.words[j];
-    const std::uint64_t counter = first_counter + static_cast<std::uint64_t>(l);
-    input.w[12][l] = static_cast<std::uint32_t>(counter);
-    input.w[13][l] = static_cast<std::uint32_t>(counter >> 32);
-    input.w[14][l] = static_cast<std::uint32_t>(nonce);
-    input.w[15][l] = static_cast<std::uint32_t>(nonce >> 32);
-  }
-  out = input;
-  for (int round = 0; round < 10; ++round) {
-    lane_quarter(out, 0, 4, 8, 12);
-    lane_quarter(out, 1, 5, 9, 13);
-    lane_quarter(out, 2, 6, 10, 14);
-    lane_quarter(out, 3, 7, 11, 15);
-    lane_quarter(out, 0, 5, 10, 15);
-    lane_quarter(out, 1, 6, 11, 12);
-    lane_quarter(out, 2, 7, 8, 13);
-    lane_quarter(out, 3, 4, 9, 14);
-  }
-  for (int j = 0; j < 16; ++j)
-    for (int l = 0; l < kLanes; ++l) out.w[j][l] += input.w[j][l];
-}
-
-// The random words of one element, starting from its precomputed first block and
-// continuing exactly like ElementRng (next blocks: nonce = stream | block_no << 48).
-class LaneRng {
- public:
-  LaneRng(const RngKey& key, std::uint64_t stream, std::uint64_t element, const LaneBlocks& first, int lane)
-      : key_(key), stream_(stream), element_(element) {
-    for (int i = 0; i < 8; ++i)
-      words_[i] = static_cast<std::uint64_t>(first.w[2 * i][lane]) |
-                  (static_cast<std::uint64_t>(first.w[2 * i + 1][lane]) << 32);
-  }
-
-  std::uint64_t next_u64() {
-    if (pos_ == 8) refill();
-    return words_[pos_++];
-  }
-
-  std::uint64_t below(std::uint64_t bound) {
-    unsigned __int128 product = static_cast<unsigned __int128>(next_u64()) * bound;
-    std::uint64_t low = static_cast<std::uint64_t>(product);
-    if (low < bound) {
-      const std::uint64_t threshold = (0 - bound) % bound;
-      while (low < threshold) {
-        product = static_cast<unsigned __int128>(next_u64()) * bound;
-        low = static_cast<std::uint64_t>(product);
-      }
-    }
-    return static_cast<std::uint64_t>(product >> 64);
-  }
-
-  bool bernoulli(std::uint64_t threshold) { return next_u64() < threshold; }
-
-  std::uint64_t randomized_response(std::uint64_t y, std::uint64_t m, std::uint64_t flip_threshold) {
-    if (!bernoulli(flip_threshold)) return y;
-    const std::uint64_t other = below(m - 1);
-    return other < y ? other : other + 1;
-  }
-
- private:
-  void refill() {
-    std::uint32_t block[16];
-    chacha20_block(key_, element_, stream_ | (block_no_ << 48), block);
-    ++block_no_;
-    for (int i = 0; i < 8; ++i)
-      words_[i] = static_cast<std::uint64_t>(block[2 * i]) | (static_cast<std::uint64_t>(block[2 * i + 1]) << 32);
-    pos_ = 0;
-  }
-
-  const RngKey& key_;
-  std::uint64_t stream_;
-  std::uint64_t element_;
-  std::uint64_t block_no_ = 1;
-  std::uint64_t words_[8];
-  int pos_ = 0;
-};
-
 void perturb(const HadamardPlan& plan, const RngKey& key, const std::uint64_t* x, std::size_t begin,
              std::size_t end, std::uint32_t* group, bool draw_groups, std::uint32_t* row, bool draw_rows,
              std::int8_t* bits) {
-  LaneBlocks blocks;
-  for (std::size_t base = begin; base < end; base += kLanes) {
-    chacha20_lanes(key, base, kStreamHadamard, blocks);
-    const std::size_t stop = end - base < kLanes ? end : base + kLanes;
-    for (std::size_t i = base; i < stop; ++i) {
-      LaneRng rng(key, kStreamHadamard, i, blocks, static_cast<int>(i - base));
-      std::uint32_t g = 0;
-      if (group) {
-        if (draw_groups) {
-          const std::size_t level = plan.n_levels > 1 ? static_cast<std::size_t>(rng.below(plan.n_levels)) : 0;
-          const std::uint32_t count = plan.level_count[level];
-          g = plan.level_first[level] + (count > 1 ? static_cast<std::uint32_t>(rng.below(count)) : 0u);
-          group[i] = g;
-        } else {
-          g = group[i];
-        }
-      }
-      const HadamardGroup& grp = plan.groups[g];
-      std::uint64_t r;
-      if (draw_rows) {
-        r = rng.below(grp.rows);
-        row[i] = static_cast<std::uint32_t>(r);
+  for_each_element_rng(key, kStreamHadamard, begin, end, [&](std::size_t i, ElementRng& rng) {
+    std::uint32_t g = 0;
+    if (group) {
+      if (draw_groups) {
+        const std::size_t level = plan.n_levels > 1 ? static_cast<std::size_t>(rng.below(plan.n_levels)) : 0;
+        const std::uint32_t count = plan.level_count[level];
+        g = plan.level_first[level] + (count > 1 ? static_cast<std::uint32_t>(rng.below(count)) : 0u);
+        group[i] = g;
       } else {
-        r = row[i];
+        g = group[i];
       }
-      std::uint64_t y = x[i] >> grp.shift;
-      if (grp.hash_modulus) y = FieldHasher(*plan.field, grp.a0, grp.a1).value(y) % grp.hash_modulus;
-      int sign = hadamard_sign(r, y + grp.col_offset);
-      if (rng.bernoulli(plan.flip_threshold)) sign = -sign;
-      bits[i] = static_cast<std::int8_t>(sign);
     }
-  }
+    const HadamardGroup& grp = plan.groups[g];
+    std::uint64_t r;
+    if (draw_rows) {
+      r = rng.below(grp.rows);
+      row[i] = static_cast<std::uint32_t>(r);
+    } else {
+      r = row[i];
+    }
+    std::uint64_t y = x[i] >> grp.shift;
+    if (grp.hash_modulus) y = FieldHasher(*plan.field, grp.a0, grp.a1).value(y) % grp.hash_modulus;
+    int sign = hadamard_sign(r, y + grp.col_offset);
+    if (rng.bernoulli(plan.flip_threshold)) sign = -sign;
+    bits[i] = static_cast<std::int8_t>(sign);
+  });
 }
 
 constexpr std::size_t kScanBlock = 4096;
@@ -242,24 +127,18 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, s
                  std::uint32_t* row, bool draw_rows, std::uint32_t* z) {
   const std::uint64_t low_mask = (std::uint64_t{1} << base_bits) - 1;
   const std::uint64_t symbols = std::uint64_t{1} << (base_bits + 1);
-  LaneBlocks blocks;
-  for (std::size_t base = begin; base < end; base += kLanes) {
-    chacha20_lanes(key, base, kStreamHadamard, blocks);
-    const std::size_t stop = end - base < kLanes ? end : base + kLanes;
-    for (std::size_t i = base; i < stop; ++i) {
-      LaneRng rng(key, kStreamHadamard, i, blocks, static_cast<int>(i - base));
-      std::uint64_t r;
-      if (draw_rows) {
-        r = rng.below(hsize);
-        row[i] = static_cast<std::uint32_t>(r);
-      } else {
-        r = row[i];
-      }
-      const std::uint64_t h01 = hadamard_sign(r, (x[i] >> base_bits) + 1) > 0 ? 1 : 0;
-      const std::uint64_t y = 2 * (x[i] & low_mask) + h01;
-      z[i] = static_cast<std::uint32_t>(rng.randomized_response(y, symbols, flip_threshold));
+  for_each_element_rng(key, kStreamHadamard, begin, end, [&](std::size_t i, ElementRng& rng) {
+    std::uint64_t r;
+    if (draw_rows) {
+      r = rng.below(hsize);
+      row[i] = static_cast<std::uint32_t>(r);
+    } else {
+      r = row[i];
     }
-  }
+    const std::uint64_t h01 = hadamard_sign(r, (x[i] >> base_bits) + 1) > 0 ? 1 : 0;
+    const std::uint64_t y = 2 * (x[i] & low_mask) + h01;
+    z[i] = static_cast<std::uint32_t>(randomized_response(rng, y, symbols, flip_threshold));
+  });
 }
 
 }  // namespace

@@ -392,25 +392,10 @@ u64 draw_field_element(ElementRng& rng, const FieldSpec& field) {
   return rng.below(field.prime.p);
 }
 
-// Elements [begin, end) in groups of kChachaLanes whose first ChaCha20 blocks are computed
-// together; body(element, rng) then draws exactly as with a fresh ElementRng.
-template <class Body>
-void for_elements(const RngKey& key, std::uint64_t stream, std::size_t begin, std::size_t end, Body&& body) {
-  alignas(64) u32 blocks[16 * kChachaLanes];
-  for (std::size_t i = begin; i < end; i += kChachaLanes) {
-    chacha20_blocks(key, i, ElementRng::nonce(stream, 0), blocks);
-    const std::size_t count = end - i < kChachaLanes ? end - i : kChachaLanes;
-    for (std::size_t j = 0; j < count; ++j) {
-      ElementRng rng(key, stream, i + j, blocks + j, kChachaLanes);
-      body(i + j, rng);
-    }
-  }
-}
-
 void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_t begin, std::size_t end,
              u64 m, u64 flip_threshold, u64* z, u64* a0, u64* a1) {
   const FastMod fm = make_fast_mod(m);
-  for_elements(key, kStreamOcms, begin, end, [&](std::size_t i, ElementRng& rng) {
+  for_each_element_rng(key, kStreamOcms, begin, end, [&](std::size_t i, ElementRng& rng) {
     a0[i] = draw_field_element(rng, field);
     a1[i] = draw_field_element(rng, field);
     const u64 y = fast_mod(FieldHasher(field, a0[i], a1[i]).value(x[i]), fm);
@@ -596,7 +581,7 @@ void count_list(const FieldSpec& field, const u64* z, const u64* a0, const u64* 
 
 void randomized_response_batch(const RngKey& key, const u64* y, std::size_t begin, std::size_t end, u64 m,
                                u64 flip_threshold, u64* out) {
-  for_elements(key, kStreamRandomizedResponse, begin, end, [&](std::size_t i, ElementRng& rng) {
+  for_each_element_rng(key, kStreamRandomizedResponse, begin, end, [&](std::size_t i, ElementRng& rng) {
     out[i] = randomized_response(rng, y[i], m, flip_threshold);
   });
 }

@@ -16,22 +16,13 @@ constexpr std::size_t kReduceChunk = 1 << 15;   // cells per reduction task
 constexpr std::size_t kPartialLimit = std::size_t{1} << 30;
 constexpr std::size_t kMaxPartialCells = std::size_t{1} << 22;  // 16 MiB int32 table per worker
 
-std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
-
-template <class Body>
-void for_chunks(std::size_t n, std::size_t chunk, int threads, Body&& body) {
-  parallel_for(ceil_div(n, chunk), threads, [&](std::size_t task) {
-    const std::size_t begin = task * chunk;
-    body(begin, std::min(n, begin + chunk));
-  });
-}
 }  // namespace
 
 void hadamard_perturb(const HadamardPlan& plan, const RngKey& key, const std::uint64_t* x, std::size_t n,
                       std::uint32_t* group, bool draw_groups, std::uint32_t* row, bool draw_rows,
                       std::int8_t* bits, int threads) {
   const auto& k = hadamard_kernels_active();
-  for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+  parallel_for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
     k.perturb(plan, key, x, b, e, group, draw_groups, row, draw_rows, bits);
   });
 }
@@ -83,7 +74,7 @@ bool accumulate_with_partials(std::size_t n, std::size_t n_cells, std::size_t wo
     });
     for (char flag : ok)
       if (!flag) return false;
-    for_chunks(n_cells, kReduceChunk, threads, [&](std::size_t b, std::size_t e) {
+    parallel_for_chunks(n_cells, kReduceChunk, threads, [&](std::size_t b, std::size_t e) {
       for (std::size_t w = 0; w < workers; ++w) {
         const std::int32_t* p = partial.data() + w * n_cells;
         for (std::size_t c = b; c < e; ++c) z[c] += p[c];
@@ -144,7 +135,7 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t n, std::
                  std::uint64_t hsize, std::uint64_t flip_threshold, std::uint32_t* row, bool draw_rows,
                  std::uint32_t* z, int threads) {
   const auto& k = hadamard_kernels_active();
-  for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+  parallel_for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
     k.rhr_perturb(key, x, b, e, base_bits, hsize, flip_threshold, row, draw_rows, z);
   });
 }

@@ -11,22 +11,12 @@ namespace ldpfast {
 namespace {
 constexpr std::size_t kElementChunk = 1 << 14;   // client-side elements per task
 
-std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
-
-template <class Body>
-void for_chunks(std::size_t n, std::size_t chunk, int threads, Body&& body) {
-  parallel_for(ceil_div(n, chunk), threads, [&](std::size_t task) {
-    const std::size_t begin = task * chunk;
-    body(begin, std::min(n, begin + chunk));
-  });
-}
-
 }  // namespace
 
 void ocms_hash(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
                const std::uint64_t* x, std::size_t n, std::uint64_t m, std::uint64_t* out, int threads) {
   const auto& k = ocms_kernels_active();
-  for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+  parallel_for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
     k.hash(field, a0 + b, a1 + b, x + b, e - b, m, out + b);
   });
 }
@@ -35,7 +25,7 @@ void ocms_perturb(const FieldSpec& field, const RngKey& key, const std::uint64_t
                   std::uint64_t m, std::uint64_t flip_threshold, std::uint64_t* z, std::uint64_t* a0,
                   std::uint64_t* a1, int threads) {
   const auto& k = ocms_kernels_active();
-  for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+  parallel_for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
     k.perturb(field, key, x, b, e, m, flip_threshold, z, a0, a1);
   });
 }
@@ -93,7 +83,7 @@ void run_decode(std::size_t n, std::size_t x_count, std::uint64_t* counts, int t
     count(rb, re, cb, ce, out);
   });
   if (blocks > 1) {
-    for_chunks(x_count, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+    parallel_for_chunks(x_count, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
       for (std::size_t block = 0; block < blocks; ++block) {
         const std::uint64_t* src = partial.data() + block * x_count;
         for (std::size_t j = b; j < e; ++j) counts[j] += src[j];
@@ -126,7 +116,7 @@ void ocms_count_list(const FieldSpec& field, const std::uint64_t* z, const std::
 void randomized_response(const RngKey& key, const std::uint64_t* y, std::size_t n, std::uint64_t m,
                          std::uint64_t flip_threshold, std::uint64_t* out, int threads) {
   const auto& k = ocms_kernels_active();
-  for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
+  parallel_for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
     k.randomized_response(key, y, b, e, m, flip_threshold, out);
   });
 }

@@ -11,8 +11,6 @@ namespace ldpfast {
 namespace {
 constexpr std::size_t kClientChunk = 1 << 11;  // users per client task
 
-std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
-
 // Splits n users into one contiguous range per worker; each range decodes into its own
 // integer partial counts, which are then added (exact, so independent of the split).
 template <class Decode>

@@ -21,8 +21,9 @@ import numpy as np
 
 from . import _base, _core
 from ._random import KeySource, RngLike
+from ._validate import check_threads, probability_threshold
 from .errors import ParameterError, ReportError
-from .ocms import _check_below, _check_threads, uint64_column
+from .ocms import _check_below, uint64_column
 from .theory import ocms as _theory
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
@@ -70,7 +71,7 @@ class Params(_base.Params):
 
     @property
     def flip_threshold(self) -> int:
-        return min(int(self.flip_probability * 2.0**64), _U64 - 1)
+        return probability_threshold(self.flip_probability)
 
     @property
     def communication_bits(self) -> int:
@@ -104,7 +105,7 @@ class Client:
         if not isinstance(params, Params):
             raise ParameterError(f"params must be ldpfast.grr.Params, got {type(params).__name__}")
         self.params = params
-        self.threads = _check_threads(threads)
+        self.threads = check_threads(threads)
         self._keys = KeySource(rng)
 
     def perturb(self, values) -> Reports:

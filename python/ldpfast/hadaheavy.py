@@ -30,9 +30,9 @@ import numpy as np
 from ._base import Params as _ParamsBase
 from ._base import Protocol, register_protocol
 from .errors import ParameterError
-from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, check_choice,
-                       check_epsilon, check_int, gf64_field, hash_coefficients, make_layout, pow2_at_least,
-                       _random_seed)
+from ._validate import check_choice, check_epsilon, check_int
+from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, gf64_field,
+                       hash_coefficients, make_layout, pow2_at_least, _random_seed)
 from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from .theory import hadamard as _theory
 

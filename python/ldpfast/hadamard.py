@@ -26,9 +26,11 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params, Reports
+from ._base import Aggregator, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
+from ._validate import check_choice, check_epsilon, check_int, check_threads, probability_threshold
 from .errors import DTypeError, ParameterError, ReportError
+from .theory.hadamard import c_eps
 
 __all__ = [
     "Params", "Client", "Reports", "Server",
@@ -40,50 +42,10 @@ __all__ = [
     "BitReports", "GroupBitReports", "PRIME",
 ]
 
-PRIME = 2**64 - 59
+from .kernels.field import PRIME  # noqa: E402  (re-exported)
 #: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (SPEC 2.3/6): the low bits of a1*x XOR a0 are an
 #: exactly pairwise-independent hash into a power-of-two range.
 GF64_POLY_LOW = 0x1B
-MAX_EPSILON = 700.0
-
-
-# -- validation -----------------------------------------------------------------------
-def check_epsilon(epsilon: Any) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"epsilon must be a real number, got {type(epsilon).__name__}")
-    value = float(epsilon)
-    if not math.isfinite(value) or not 0.0 < value <= MAX_EPSILON:
-        raise ParameterError(f"epsilon must be finite and in (0, {MAX_EPSILON:g}], got {epsilon!r}")
-    return value
-
-
-def check_int(name: str, value: Any, low: int, high: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ParameterError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ParameterError(f"{name} must be in {bound}, got {value}")
-    return value
-
-
-def check_choice(name: str, value: Any, choices: Tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ParameterError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
-
-
-def check_threads(threads: Any) -> int:
-    return check_int("threads", threads, 0)
-
-
-def c_eps(epsilon: float) -> float:
-    return (math.expm1(epsilon) + 2.0) / math.expm1(epsilon)
-
-
-def probability_threshold(prob: float) -> int:
-    """``P = threshold / 2^64`` for the C++ Bernoulli draw (SPEC 5.5)."""
-    return min(int(prob * 2**64), 2**64 - 1)
 
 
 def binary_flip_threshold(epsilon: float) -> int:
@@ -1026,7 +988,6 @@ Client = HRRClient
 Reports = HRRReports
 Server = HRRServer
 
-from ._base import Protocol, register_protocol  # noqa: E402
 
 for _pid, _params, _reports, _server, _client in (
         ("hrr", HRRParams, HRRReports, HRRServer, HRRClient),

@@ -28,11 +28,12 @@ import numpy as np
 
 from ._base import Protocol, register_protocol
 from .errors import ParameterError
-from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, c_eps, cached_layout,
-                       check_choice, check_epsilon, check_int, gf64_field, hash_coefficients, make_layout,
-                       pow2_at_least, _random_seed)
 from ._base import Params as _ParamsBase
+from ._validate import check_choice, check_epsilon, check_int
+from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, gf64_field,
+                       hash_coefficients, make_layout, pow2_at_least, _random_seed)
 from .theory import hadamard as _theory
+from .theory.hadamard import c_eps
 
 __all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from . import _base, _core
 from ._random import KeySource, RngLike
+from ._validate import check_threads, probability_threshold
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 from .kernels import field as _field
 from .kernels.field import PRIME
@@ -110,12 +111,6 @@ def _check_below(arr: np.ndarray, bound: int, name: str, what: str, error: type)
     if arr.size and bound < _U64 and int(arr.max()) >= bound:
         bad = int(np.argmax(arr >= np.uint64(bound)))
         raise error(f"{name} must be {what} [0, {bound}), got {int(arr[bad])} at index {bad}")
-
-
-def _check_threads(threads) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
-        raise ParameterError(f"threads must be a non-negative int (0 = default), got {threads!r}")
-    return int(threads)
 
 
 # --- parameter selection ([PAN] Algorithm 1 lines 7-26) ---------------------------------
@@ -296,7 +291,7 @@ class Params(_base.Params):
     @property
     def flip_threshold(self) -> int:
         """``rr_flip`` as the 64-bit threshold the C++ sampler compares against."""
-        return min(int(self.rr_flip * 2.0**64), _U64 - 1)
+        return probability_threshold(self.rr_flip)
 
     @property
     def decode_constants(self) -> Tuple[float, float]:
@@ -367,7 +362,7 @@ class Client:
         if not isinstance(params, Params):
             raise ParameterError(f"params must be ldpfast.ocms.Params, got {type(params).__name__}")
         self.params = params
-        self.threads = _check_threads(threads)
+        self.threads = check_threads(threads)
         self._keys = KeySource(rng)
 
     def perturb(self, values) -> Reports:
@@ -447,7 +442,7 @@ class Server(_base.Aggregator):
 
     def __init__(self, params: Params, candidates=None, threads: int = 0):
         super().__init__(params)
-        self.threads = _check_threads(threads)
+        self.threads = check_threads(threads)
         self._chunks: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._canonical = True
         self._candidates: Optional[np.ndarray] = None

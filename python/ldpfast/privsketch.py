@@ -37,7 +37,7 @@ import dataclasses
 import hashlib
 import math
 import warnings
-from typing import ClassVar, Dict, Optional, Tuple
+from typing import ClassVar, Dict, Tuple
 
 import numpy as np
 
@@ -45,16 +45,17 @@ from . import _core
 from ._base import Aggregator, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
 from ._random import KeySource, RngLike
 from .datasets import SetData
+from ._validate import check_epsilon, check_int, probability_threshold
 from .errors import DTypeError, IncompatibleError, ParameterError, ReportError
+from .kernels.field import PRIME, is_prime
+from .theory.hadamard import c_eps
 
 __all__ = [
     "PrivacyWarning", "PRIME", "SketchParams", "Params", "NoSmpParams", "SafeParams", "Reports",
     "NoSmpReports", "SafeReports", "Client", "NoSmpClient", "SafeClient", "Server", "NoSmpServer",
-    "SafeServer", "as_sets", "flip_threshold",
+    "SafeServer", "as_sets",
 ]
 
-PRIME = 18446744073709551557  # 2^64 - 59, the default hash field (SPEC 2.3)
-MAX_EPSILON = 700.0
 
 
 class PrivacyWarning(UserWarning):
@@ -71,62 +72,9 @@ _NOT_LDP = (
 
 
 # -- parameter helpers -----------------------------------------------------------------------
-def _check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ParameterError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ParameterError(f"{name} must be in {bound}, got {value}")
-    return value
-
-
-def _check_epsilon(epsilon) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"epsilon must be a real number, got {type(epsilon).__name__}")
-    eps = float(epsilon)
-    if not math.isfinite(eps) or not 0.0 < eps <= MAX_EPSILON:
-        raise ParameterError(f"epsilon must be finite and in (0, {MAX_EPSILON:g}], got {epsilon!r}")
-    return eps
-
-
-def _is_prime(p: int) -> bool:
-    """Deterministic Miller-Rabin for p < 3.3e24 (bases up to 41)."""
-    if p < 2:
-        return False
-    small = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
-    for q in small:
-        if p % q == 0:
-            return p == q
-    d, s = p - 1, 0
-    while d % 2 == 0:
-        d, s = d // 2, s + 1
-    for a in small:
-        x = pow(a, d, p)
-        if x in (1, p - 1):
-            continue
-        for _ in range(s - 1):
-            x = x * x % p
-            if x == p - 1:
-                break
-        else:
-            return False
-    return True
-
-
-def flip_threshold(probability: float) -> int:
-    """A flip probability as the ``bernoulli`` threshold of the C++ core (P = t / 2^64)."""
-    return min(int(probability * 2**64), 2**64 - 1)
-
-
 def _rr_flip_probability(eps: float) -> float:
     """Binary RR: flip with probability 1/(e^eps + 1), computed without cancellation."""
     return 1.0 / (math.exp(eps) + 1.0) if eps < 700 else 0.0
-
-
-def _c_eps(eps: float) -> float:
-    """(e^eps + 1)/(e^eps - 1): E[c_eps b] = s for the binary RR bit b of s in {-1, +1}."""
-    return (math.exp(eps) + 1.0) / math.expm1(eps)
 
 
 def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -176,17 +124,17 @@ class SketchParams(_ParamsBase):
     field_size: int = PRIME
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", _check_epsilon(self.epsilon))
-        K = _check_int("K", self.K, 1, 65536)
-        M = _check_int("M", self.M, 2, 65536)
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        K = check_int("K", self.K, 1, 65536)
+        M = check_int("M", self.M, 2, 65536)
         if K * M > 65536:
             raise ParameterError(f"K*M must be <= 65536 (ranks are uint16), got K*M={K * M}")
-        p = _check_int("field_size", self.field_size, 3, 2**64 - 1)
-        if not _is_prime(p):
+        p = check_int("field_size", self.field_size, 3, 2**64 - 1)
+        if not is_prime(p):
             raise ParameterError(f"field_size must be a prime, got {p}")
-        d = _check_int("d", self.d, 1, p - 1)
+        d = check_int("d", self.d, 1, p - 1)
         for name in ("hash_a0", "hash_a1"):
-            coeffs = tuple(_check_int(name, a, 0, p - 1) for a in getattr(self, name))
+            coeffs = tuple(check_int(name, a, 0, p - 1) for a in getattr(self, name))
             if len(coeffs) != K:
                 raise ParameterError(f"{name} must hold K={K} coefficients, got {len(coeffs)}")
             object.__setattr__(self, name, coeffs)
@@ -200,7 +148,7 @@ class SketchParams(_ParamsBase):
         """Parameters with K hash functions drawn uniformly from the field (pairwise
         independent, SPEC 2.3). The coefficients are public; ``seed`` makes them
         reproducible (``None``: OS entropy)."""
-        K = _check_int("K", K, 1, 65536)
+        K = check_int("K", K, 1, 65536)
         field_size = kwargs.pop("field_size", PRIME)
         gen = KeySource(seed).generator()
         a = gen.integers(0, field_size, size=(2, K), dtype=np.uint64)
@@ -356,7 +304,7 @@ class _SketchClient:
         if not isinstance(params, self.params_type):
             raise ParameterError(f"params must be {self.params_type.__name__}, got {type(params).__name__}")
         self.params = params
-        self.threads = _check_int("threads", threads, 0)
+        self.threads = check_int("threads", threads, 0)
         self._keys = KeySource(rng)
 
     def _flip_probability(self) -> float:
@@ -368,7 +316,7 @@ class _SketchClient:
         a0, a1 = p.coefficients()
         return _core.privsketch_perturb(p.field, a0, a1, p.K, p.M, offsets, items, self._keys.key(),
                                         self._sampling, self._with_order,
-                                        flip_threshold(self._flip_probability()), self.threads)
+                                        probability_threshold(self._flip_probability()), self.threads)
 
 
 class Client(_SketchClient):
@@ -456,7 +404,7 @@ class _TrackedServer(Aggregator):
 
     def __init__(self, params, candidates=None, threads: int = 0):
         super().__init__(params)
-        self.threads = _check_int("threads", threads, 0)
+        self.threads = check_int("threads", threads, 0)
         d = params.d
         tracked = np.ones(d, dtype=np.uint8)
         if candidates is not None:
@@ -610,7 +558,7 @@ class Server(_TrackedServer):
         return 1
 
     def _bit_constant(self) -> float:
-        return _c_eps(self.params.epsilon)
+        return c_eps(self.params.epsilon)
 
     def estimate(self, candidates=None, estimator: str = "r2") -> np.ndarray:
         """Frequencies (fractions of users) of ``candidates`` (default: every tracked item).
@@ -624,7 +572,7 @@ class Server(_TrackedServer):
         cand = self._query(candidates)
         p = self.params
         pos, neg = self._pos[cand].astype(np.float64), self._neg[cand].astype(np.float64)
-        KM, n, c = p.K * p.M, float(self.n), _c_eps(p.epsilon)
+        KM, n, c = p.K * p.M, float(self.n), c_eps(p.epsilon)
         if estimator == "r2":
             return KM / n * (c * (pos - neg) + (pos + neg)) / 2.0
         if estimator == "centred":
@@ -649,7 +597,7 @@ class NoSmpServer(Server):
         return self.params.K * self.params.M
 
     def _bit_constant(self) -> float:
-        return _c_eps(self.params.epsilon / (self.params.K * self.params.M))
+        return c_eps(self.params.epsilon / (self.params.K * self.params.M))
 
     def estimate(self, candidates=None) -> np.ndarray:
         """``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
@@ -657,7 +605,7 @@ class NoSmpServer(Server):
         ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
         cand = self._query(candidates)
         p = self.params
-        c = _c_eps(p.epsilon / (p.K * p.M))
+        c = c_eps(p.epsilon / (p.K * p.M))
         diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
         return 0.5 * (c * diff / self.n + 1.0)
 
@@ -705,7 +653,7 @@ class SafeServer(Aggregator):
 
     def _cell_sums(self) -> np.ndarray:
         """Per cell, the sum of the debiased bits ``(c b + 1)/2`` of the users that sampled it."""
-        c = _c_eps(self.params.epsilon)
+        c = c_eps(self.params.epsilon)
         return (c * (self._pos - self._neg) + (self._pos + self._neg)) / 2.0
 
     def mean_fill(self) -> float:

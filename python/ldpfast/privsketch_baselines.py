@@ -27,9 +27,11 @@ from ._base import Aggregator, Params as _ParamsBase, Protocol, Reports as _Repo
 from ._random import KeySource, RngLike
 from .datasets import SetData
 from .errors import ParameterError, ReportError
-from .privsketch import (PRIME, SketchParams, _c_eps, _candidate_array, _check_below, _check_bits,
-                         _check_epsilon, _check_int, _column, _rr_flip_probability, _SketchClient,
-                         _TrackedServer, as_sets, flip_threshold)
+from ._validate import check_epsilon, check_int, probability_threshold
+from .kernels.field import PRIME
+from .privsketch import (SketchParams, _candidate_array, _check_below, _check_bits, _column, _rr_flip_probability,
+                         _SketchClient, _TrackedServer, as_sets)
+from .theory.hadamard import c_eps
 
 __all__ = [
     "MultiPCMSMeanParams", "MultiPCMSMeanReports", "MultiPCMSMeanClient", "MultiPCMSMeanServer",
@@ -141,7 +143,7 @@ class MultiPCMSMeanServer(_TableServer):
         (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
         self._require_reports()
         p = self.params
-        c = _c_eps(p.epsilon / p.M)
+        c = c_eps(p.epsilon / p.M)
         decoded = c / 2.0 * self._sums + self._rows[:, None] / 2.0   # sum over users of (c v + 1)/2
         count = decoded.ravel()[self._cells(candidates)].sum(axis=1)
         if not correction:
@@ -212,7 +214,7 @@ class MultiPCMSMinServer(_TableServer):
         """Frequencies of ``candidates`` (default the whole domain)."""
         self._require_reports()
         p = self.params
-        c = _c_eps(p.epsilon / (p.K * p.M))
+        c = c_eps(p.epsilon / (p.K * p.M))
         table = c / 2.0 * self._sums + self.n / 2.0
         return table.ravel()[self._cells(candidates)].min(axis=1) / self.n
 
@@ -220,7 +222,7 @@ class MultiPCMSMinServer(_TableServer):
 # -- PS-OLH --------------------------------------------------------------------------------------
 def olh_g(epsilon: float) -> int:
     """OLH's hash range ``g = round(e^eps) + 1`` (SPEC 2.7)."""
-    return int(round(math.exp(_check_epsilon(epsilon)))) + 1
+    return int(round(math.exp(check_epsilon(epsilon)))) + 1
 
 
 def padding_length(sets, quantile: float = 90.0) -> int:
@@ -249,13 +251,13 @@ class PSOLHParams(_ParamsBase):
     field_size: int = PRIME
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", _check_epsilon(self.epsilon))
-        _check_int("d", self.d, 1, self.field_size - 2)
-        _check_int("pad_len", self.pad_len, 1)
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        check_int("d", self.d, 1, self.field_size - 2)
+        check_int("pad_len", self.pad_len, 1)
         if not isinstance(self.amplify, bool):
             raise ParameterError(f"amplify must be a bool, got {type(self.amplify).__name__}")
         g = self.g or int(round(math.exp(self.olh_epsilon))) + 1
-        object.__setattr__(self, "g", _check_int("g", g, 2, 2**62))
+        object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
 
     @property
     def olh_epsilon(self) -> float:
@@ -294,7 +296,7 @@ class PSOLHClient:
         if not isinstance(params, PSOLHParams):
             raise ParameterError(f"params must be PSOLHParams, got {type(params).__name__}")
         self.params = params
-        self.threads = _check_int("threads", threads, 0)
+        self.threads = check_int("threads", threads, 0)
         self._keys = KeySource(rng)
 
     def perturb(self, sets) -> PSOLHReports:
@@ -303,7 +305,7 @@ class PSOLHClient:
         offsets, items = as_sets(sets, p.d)
         values = _core.privsketch_padding_sample(self._keys.key(), offsets, items, p.pad_len, p.d, self.threads)
         z, a0, a1 = _core.ocms_perturb(_core.Field.prime(p.field_size), self._keys.key(), values, p.g,
-                                       flip_threshold(p.flip_probability), self.threads)
+                                       probability_threshold(p.flip_probability), self.threads)
         return PSOLHReports(z=z, a0=a0, a1=a1)
 
 
@@ -367,7 +369,7 @@ def _olh_counts(values: np.ndarray, domain: int, epsilon: float, keys: KeySource
     """OLH count estimates ``(g C - n)/(p g - 1)`` of ``candidates`` from users holding ``values``."""
     p_flip = (g - 1) / (math.exp(epsilon) + g - 1)
     field = _core.Field.prime(PRIME)
-    z, a0, a1 = _core.ocms_perturb(field, keys.key(), values.astype(np.uint64), g, flip_threshold(p_flip), threads)
+    z, a0, a1 = _core.ocms_perturb(field, keys.key(), values.astype(np.uint64), g, probability_threshold(p_flip), threads)
     matches = np.zeros(candidates.size, dtype=np.uint64)
     _core.ocms_count_list(field, z, a0, a1, g, candidates.astype(np.uint64), matches, threads)
     keep = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
@@ -385,8 +387,8 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     ``|C| < L e^eps (4L-1) + 1``, else OLH(eps). Estimates: ``fhat = L chat3/(0.9 n3)``
     (SPEC 4.6 [CHOICE]; R3 leaves out L). Returns the top k of C. Seeds: simulation only.
     """
-    eps = _check_epsilon(epsilon)
-    k = _check_int("k", k, 1)
+    eps = check_epsilon(epsilon)
+    k = check_int("k", k, 1)
     keys = KeySource(rng)
     gen = keys.generator()
     n = sets.n
@@ -424,7 +426,7 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
         eps_amp = math.log(L * math.expm1(eps) + 1)
         m = c_size + 1
         p_flip = (m - 1) / (math.exp(eps_amp) + m - 1)
-        z = _core.randomized_response(keys.key(), values.astype(np.uint64), m, flip_threshold(p_flip), threads)
+        z = _core.randomized_response(keys.key(), values.astype(np.uint64), m, probability_threshold(p_flip), threads)
         keep, other = math.exp(eps_amp) / (math.exp(eps_amp) + m - 1), 1.0 / (math.exp(eps_amp) + m - 1)
         counts = np.bincount(z.astype(np.int64), minlength=m)[:c_size]
         chat3 = (counts - values.size * other) / (keep - other)

@@ -47,4 +47,15 @@ void parallel_for(std::size_t n_tasks, int threads, Body&& body) {
   if (error) std::rethrow_exception(error);
 }
 
+inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// Runs body(begin, end) over consecutive chunks of [0, n) of `chunk` elements.
+template <class Body>
+void parallel_for_chunks(std::size_t n, std::size_t chunk, int threads, Body&& body) {
+  parallel_for(ceil_div(n, chunk), threads, [&](std::size_t task) {
+    const std::size_t begin = task * chunk;
+    body(begin, begin + chunk < n ? begin + chunk : n);
+  });
+}
+
 }  // namespace ldpfast

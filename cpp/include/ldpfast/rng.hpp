@@ -195,6 +195,22 @@ class ElementRng {
   int pos_ = 8;
 };
 
+// Elements [begin, end) in groups of kChachaLanes whose first ChaCha20 blocks are computed
+// together; body(element, rng) then draws exactly as with a fresh ElementRng.
+template <class Body>
+void for_each_element_rng(const RngKey& key, std::uint64_t stream, std::size_t begin, std::size_t end,
+                          Body&& body) {
+  alignas(64) std::uint32_t blocks[16 * kChachaLanes];
+  for (std::size_t i = begin; i < end; i += kChachaLanes) {
+    chacha20_blocks(key, i, ElementRng::nonce(stream, 0), blocks);
+    const std::size_t count = end - i < kChachaLanes ? end - i : kChachaLanes;
+    for (std::size_t j = 0; j < count; ++j) {
+      ElementRng rng(key, stream, i + j, blocks + j, kChachaLanes);
+      body(i + j, rng);
+    }
+  }
+}
+
 }  // namespace
 
 // k-ary randomized response on [0, m): keep y unless a flip (probability

@@ -19,11 +19,11 @@ import numpy as np
 
 from .. import _core
 from .._random import KeySource, RngLike
+from .._validate import check_epsilon, probability_threshold
 from ..errors import DTypeError, ParameterError
 
 __all__ = ["randomized_response", "rr_flip_threshold"]
 
-_MAX_EPSILON = 700.0
 _U64_MAX = 2**64 - 1
 
 
@@ -34,15 +34,6 @@ def _check_m(m) -> int:
     if m < 2 or m > _U64_MAX:
         raise ParameterError(f"m must be an integer in [2, 2^64 - 1], got {m}")
     return m
-
-
-def _check_epsilon(epsilon) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"epsilon must be a real number in (0, {_MAX_EPSILON:g}], got {epsilon!r}")
-    eps = float(epsilon)
-    if not math.isfinite(eps) or eps <= 0.0 or eps > _MAX_EPSILON:
-        raise ParameterError(f"epsilon must be finite and in (0, {_MAX_EPSILON:g}], got {epsilon!r}")
-    return eps
 
 
 def rr_flip_threshold(epsilon: float, m: int) -> int:
@@ -76,10 +67,10 @@ def rr_flip_threshold(epsilon: float, m: int) -> int:
     ParameterError
         If ``epsilon`` or ``m`` is out of range or of the wrong type.
     """
-    eps = _check_epsilon(epsilon)
+    eps = check_epsilon(epsilon)
     m = _check_m(m)
     prob = (m - 1) / (math.expm1(eps) + m)
-    return min(int(prob * 2.0**64), _U64_MAX)
+    return probability_threshold(prob)
 
 
 def _as_symbols(values, m: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from .._validate import check_epsilon
 from ..errors import ParameterError
 
 _REAL = (int, float, np.integer, np.floating)
@@ -30,15 +31,6 @@ __all__ = [
 #: KL(1/2 || 1/8): the Chernoff exponent of "half of k groups are bad" when each group is
 #: bad with probability 1/8 (SPEC 3.3).
 KL_HALF_EIGHTH = 0.5 * math.log(0.5 / 0.125) + 0.5 * math.log(0.5 / 0.875)
-
-
-def _check_eps(epsilon: float) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, _REAL):
-        raise ParameterError(f"epsilon must be a real number, got {type(epsilon).__name__}")
-    epsilon = float(epsilon)
-    if not math.isfinite(epsilon) or not 0.0 < epsilon <= 700.0:
-        raise ParameterError(f"epsilon must be finite and in (0, 700], got {epsilon}")
-    return epsilon
 
 
 def _check_positive(name: str, value: float) -> float:
@@ -55,7 +47,7 @@ def _check_beta(beta: float) -> float:
 
 def c_eps(epsilon: float) -> float:
     """Binary-RR debias constant ``(e^eps + 1)/(e^eps - 1)`` (SPEC 0.3)."""
-    epsilon = _check_eps(epsilon)
+    epsilon = check_epsilon(epsilon)
     return (math.expm1(epsilon) + 2.0) / math.expm1(epsilon)
 
 
@@ -103,7 +95,7 @@ def rhr_parameters(epsilon: float, d: int) -> Tuple[int, int, int, int]:
     ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and ``hsize`` =
     the smallest power of two above the largest column ``(d-1) // base + 1`` (R1's
     ``2^ceil(log2(d // base + 1))`` wherever that one is large enough)."""
-    epsilon = _check_eps(epsilon)
+    epsilon = check_epsilon(epsilon)
     b = max(1, math.ceil(epsilon * math.log2(math.e)))
     base = 1 << (b - 1)
     # smallest power of two above the largest column (d-1)//base + 1; equals R1's
@@ -118,7 +110,7 @@ def rhr_variance(epsilon: float, n: float, f: float = 0.0, residue_fraction: flo
     shares ``x mod base`` (``residue_fraction``, including ``x`` itself),
     ``Var = [C^2 (F (e+1) + 2 (1-F)) / (e + m - 1) - f] / n``. With ``b = 1`` this is HE's
     ``(c_eps^2 - f)/n``; the adversarial data set of [PAN] section 6 has ``F = 1``."""
-    epsilon = _check_eps(epsilon)
+    epsilon = check_epsilon(epsilon)
     n = _check_positive("n", n)
     b = max(1, math.ceil(epsilon * math.log2(math.e)))
     m = float(1 << b)
@@ -131,14 +123,14 @@ def rhr_variance(epsilon: float, n: float, f: float = 0.0, residue_fraction: flo
 
 def olh_g(epsilon: float) -> int:
     """OLH hash range ``g = round(e^eps) + 1`` (ties upward; SPEC 2.7)."""
-    return int(math.floor(math.exp(_check_eps(epsilon)) + 0.5)) + 1
+    return int(math.floor(math.exp(check_epsilon(epsilon)) + 0.5)) + 1
 
 
 def olh_variance(epsilon: float, n: float, f: float = 0.0, g: Optional[int] = None) -> float:
     """OLH variance (fractions): the CMS+RR variance with ``m = g`` and a
     pairwise-independent hash ([PAN] Eq. 20):
     ``(1-f)/(n(g-1)) + g[(1-f)(e-1)(2-g) + g e] / (n (g-1) (e-1)^2)``."""
-    epsilon = _check_eps(epsilon)
+    epsilon = check_epsilon(epsilon)
     n = _check_positive("n", n)
     g = olh_g(epsilon) if g is None else g
     em1 = math.expm1(epsilon)
@@ -211,7 +203,7 @@ def hadaheavy_defaults(epsilon: float, n: float, beta: float, d: int, b: Optiona
 
     ``b``, ``delta`` and ``tau`` override the defaults. Returns a dict with keys ``b, B, t,
     L, delta, tau, report_threshold, max_outputs, beta_level, k, m``."""
-    epsilon = _check_eps(epsilon)
+    epsilon = check_epsilon(epsilon)
     n = _check_positive("n", n)
     beta = _check_beta(beta)
     if b is None:

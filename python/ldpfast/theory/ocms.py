@@ -19,6 +19,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from .._validate import MAX_EPSILON as EPSILON_MAX  # noqa: F401  (public name)
+from .._validate import check_epsilon
 from ..errors import ParameterError
 
 __all__ = [
@@ -30,17 +32,11 @@ __all__ = [
     "grr_variance", "he_variance",
 ]
 
-#: Largest accepted epsilon: e^eps must stay finite in double (overflow near 709.78).
-EPSILON_MAX = 700.0
 
 
 def _eps(epsilon) -> Tuple[float, float, float]:
     """Validated (eps, e^eps, e^eps - 1) with e - 1 from expm1 (no cancellation)."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"epsilon must be a real number, got {epsilon!r}")
-    eps = float(epsilon)
-    if not math.isfinite(eps) or not 0.0 < eps <= EPSILON_MAX:
-        raise ParameterError(f"epsilon must be finite and in (0, {EPSILON_MAX:g}], got {epsilon!r}")
+    eps = check_epsilon(epsilon)
     return eps, math.exp(eps), math.expm1(eps)
 
 

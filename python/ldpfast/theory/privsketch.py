@@ -10,6 +10,9 @@ import math
 
 import numpy as np
 
+from .._validate import check_epsilon
+from ..errors import ParameterError
+
 __all__ = [
     "privsketch_flip_probability", "privsketch_nosmp_flip_probability", "multi_pcms_mean_flip_probability",
     "multi_pcms_min_flip_probability", "privsketch_variance", "privsketch_centred_variance",
@@ -19,12 +22,11 @@ __all__ = [
 
 
 def _check(eps: float, K: int, M: int, n: float) -> None:
-    if not (math.isfinite(eps) and 0 < eps <= 700):
-        raise ValueError(f"epsilon must be finite and in (0, 700], got {eps!r}")
+    check_epsilon(eps)
     if K < 1 or M < 1:
-        raise ValueError(f"K and M must be >= 1, got K={K}, M={M}")
+        raise ParameterError(f"K and M must be >= 1, got K={K}, M={M}")
     if not n > 0:
-        raise ValueError(f"n must be > 0, got {n!r}")
+        raise ParameterError(f"n must be > 0, got {n!r}")
 
 
 def _rr_flip(eps: float) -> float:
