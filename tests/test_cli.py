@@ -1,0 +1,247 @@
+"""The command line (tiny sizes) and the README's code blocks."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ldpfast
+from ldpfast import cli, experiments
+from ldpfast.theory import ocms as theory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_cli(capsys, *argv):
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _env():
+    """The environment for child interpreters: the ldpfast this test imported comes first."""
+    paths = [os.path.dirname(os.path.dirname(os.path.abspath(ldpfast.__file__))), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+
+
+def test_python_dash_m_help():
+    out = subprocess.run([sys.executable, "-m", "ldpfast", "--help"], capture_output=True, text=True, env=_env(),
+                         check=True).stdout
+    for name in ("demo", "params", "simulate", "reproduce"):
+        assert name in out
+
+
+# -- params ---------------------------------------------------------------------------
+
+def test_params_table(capsys):
+    rc, out, _ = run_cli(capsys, "params", "--eps", "2", "--d", "100000", "--n", "10000")
+    assert rc == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line and line.split()[0] in
+            ("MSE-OCMS+RR", "l-OCMS+RR", "HE", "CMS+HE", "OLH", "RHR", "HRR", "GRR")}
+    assert set(rows) == {"MSE-OCMS+RR", "l-OCMS+RR", "HE", "CMS+HE", "OLH", "RHR", "HRR", "GRR"}
+    assert rows["MSE-OCMS+RR"][1:3] == ["4", "130"]       # SPEC 6: m = 4 at eps 2; 128 + 2 bits
+    assert rows["l-OCMS+RR"][1] == "8"
+    assert float(rows["HE"][3]) == pytest.approx(1.7241e-4, rel=1e-4)  # SPEC 6, HE at n = 10,000
+    assert "lowest worst-case MSE: MSE-OCMS+RR" in out
+
+
+def test_params_json_and_compact_field(capsys):
+    rc, out, _ = run_cli(capsys, "params", "--eps", "3", "--d", "100000", "--n", "1", "--mode", "mse",
+                         "--field", "compact", "--json")
+    assert rc == 0
+    data = json.loads(out)
+    first = data["protocols"][0]
+    assert first["protocol"] == "MSE-OCMS+RR" and first["m"] == 5 and first["bits"] == 37  # SPEC 6
+    assert first["mse"] == pytest.approx(theory.ocms_variance(3, 5, 1, 0.0), rel=1e-9)
+    assert first["l1"] == pytest.approx(np.sqrt(100000 * first["l2"]))
+
+
+def test_params_prior_changes_m(capsys):
+    _, out, _ = run_cli(capsys, "params", "--eps", "4", "--d", "1000000", "--f-star", "0.01", "--json")
+    assert json.loads(out)["protocols"][0]["m"] == 45  # SPEC 6: f* = 0.01 at eps 4
+
+
+@pytest.mark.parametrize("argv,match", [(("--eps", "-1", "--d", "10"), "epsilon"),
+                                        (("--eps", "1", "--d", "1"), "d must"),
+                                        (("--eps", "1", "--d", "10", "--f-star", "2"), "f_star")])
+def test_params_errors(capsys, argv, match):
+    rc, _, err = run_cli(capsys, "params", *argv)
+    assert rc == 2 and "ldpfast params: error:" in err and match in err
+
+
+# -- simulate -------------------------------------------------------------------------
+
+def test_simulate_zipf(capsys, tmp_path):
+    path = tmp_path / "res.json"
+    rc, out, err = run_cli(capsys, "simulate", "-p", "ocms-mse,he", "--data", "zipf", "--n", "500",
+                           "--eps", "1,2", "--runs", "3", "--no-plot", "--json", str(path), "--progress")
+    assert rc == 0
+    assert "zipf: worst-case MSE (PAN Eq. 19)" in out and "zipf: l2 loss" in out
+    assert "MSE-OCMS+RR" in out and "HE" in out and "App. K bound" in out
+    assert "12/12" in err  # progress bar: 2 protocols x 2 eps x 3 runs
+    saved = json.loads(path.read_text())
+    assert saved["n"] == 500 and saved["runs"] == 3 and len(saved["cells"]) == 4
+    assert {c["epsilon"] for c in saved["cells"]} == {1.0, 2.0}
+
+
+def test_simulate_is_seeded(capsys, tmp_path):
+    outs = []
+    for seed in ("5", "5", "6"):
+        rc, out, _ = run_cli(capsys, "simulate", "-p", "ocms-l", "--data", "gaussian", "--candidates", "900:1100",
+                             "--eps", "2", "--runs", "2", "--no-plot", "--quiet", "--seed", seed)
+        outs.append(out)
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+    assert "|X|=200" in outs[0]
+
+
+def test_simulate_file_and_plot(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    data = tmp_path / "values.txt"
+    data.write_text("\n".join(str(v) for v in np.random.default_rng(1).integers(0, 30, 400)))
+    png = tmp_path / "out.png"
+    rc, out, _ = run_cli(capsys, "simulate", "-p", "grr,ocms-mse", "--data", str(data), "--candidates", "10",
+                         "--eps", "1", "--runs", "2", "--plot", str(png), "--quiet", "--markdown")
+    assert rc == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    assert "| algorithm | eps=1 |" in out and f"wrote {png}" in out
+
+
+def test_simulate_set_file_sampled(capsys):
+    rc, out, _ = run_cli(capsys, "simulate", "-p", "he", "--data", "bms-webview-2", "--values", "sample",
+                         "--candidates", "5", "--eps", "2", "--runs", "1", "--no-plot", "--quiet")
+    assert rc == 0 and "one uniformly sampled item per user" in out and "n=77512" in out
+
+
+def test_simulate_mini_kosarak_from_a_file(capsys, tmp_path):
+    source = tmp_path / "k.dat"
+    source.write_text("1 2\n2 3\n2\n" * 50)  # 150 users, 250 clicks
+    rc, out, _ = run_cli(capsys, "simulate", "-p", "ocms-mse", "--data", "mini-kosarak", "--kosarak", str(source),
+                         "--candidates", "0:6", "--eps", "2", "--runs", "1", "--no-plot", "--quiet")
+    # default scale 100 * 150 / 990002 = 0.01515 (the full file's per-user density): counts
+    # -2: 150, -1: 250, item 1: 50, item 2: 150, item 3: 50 -> 9900 + 16500 + 3300 + 9900 + 3300
+    assert rc == 0 and "from k.dat" in out and "n=42900 users" in out and "|X|=6" in out
+
+
+def test_simulate_list(capsys):
+    rc, out, _ = run_cli(capsys, "simulate", "--list")
+    assert rc == 0
+    for name in ("ocms-mse", "ocms-l", "grr", "zipf", "gaussian", "mini-kosarak", "kosarak-prefix"):
+        assert name in out
+
+
+@pytest.mark.parametrize("argv,match", [(("-p", "nope"), "protocol must be one of"),
+                                        (("--data", "missing.txt"), "data must be one of"),
+                                        (("--eps", "a,b"), "--eps must be"),
+                                        (("--runs", "0"), "runs must be"),
+                                        (("--candidates", "x"), "--candidates must be"),
+                                        (("--threads", "-1"), "--threads must be")])
+def test_simulate_errors(capsys, argv, match):
+    rc, _, err = run_cli(capsys, "simulate", "--no-plot", "--quiet", "--n", "100", "--runs", "1", "--eps", "1",
+                         *argv)
+    assert rc == 2 and match in err
+
+
+def test_simulate_without_matplotlib(capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    rc, _, err = run_cli(capsys, "simulate", "-p", "ocms-mse", "--n", "100", "--eps", "1", "--runs", "1")
+    assert rc == 2 and "pip install 'ldpfast[plot]'" in err and "--no-plot" in err
+
+
+# -- reproduce --------------------------------------------------------------------------
+
+def test_reproduce_small(capsys, tmp_path):
+    report = tmp_path / "report.md"
+    argv = ["reproduce", "--datasets", "zipf", "--runs", "3", "--eps", "1,2", "--report", str(report),
+            "--plots", str(tmp_path / "img"), "--quiet", "--json", str(tmp_path / "cells.json")]
+    available = [a.name for a in experiments.available_algorithms()]
+    if not all(a in available for a in experiments.PAN_ALGORITHMS):
+        argv += ["--algorithms", "ocms-mse,ocms-l"]
+    if not _has_matplotlib():
+        argv.append("--no-plot")
+    rc, out, _ = run_cli(capsys, *argv)
+    assert rc == 0
+    text = report.read_text()
+    assert text.startswith("# Reproduction of Pan") and "ldpfast reproduce" in text
+    assert "**3. Does every measured worst-case MSE sit between" in text
+    assert "| zipf | 1 |" in text  # the band table has one row per eps
+    saved = json.loads((tmp_path / "cells.json").read_text())
+    assert saved["command"].startswith("ldpfast reproduce --datasets zipf")
+    cells = saved["results"]["zipf"]["cells"]
+    assert len(cells) == 2 * (len(argv[argv.index("--algorithms") + 1].split(",")) if "--algorithms" in argv
+                              else len(experiments.PAN_ALGORITHMS))
+    if "--no-plot" not in argv:
+        assert (tmp_path / "img" / "pan_zipf.png").exists() and "](img/pan_zipf.png)" in text
+    # Re-rendering from the JSON gives the same tables.
+    again = tmp_path / "again.md"
+    rc, _, _ = run_cli(capsys, "reproduce", "--from-json", str(tmp_path / "cells.json"), "--report", str(again),
+                       "--no-plot")
+    assert rc == 0
+    rerendered = again.read_text()
+    assert rerendered.split("## Checks")[1] == text.split("## Checks")[1]
+    assert "re-rendered from" in rerendered and saved["command"] in rerendered
+
+
+def test_reproduce_rejects_unknown_dataset(capsys):
+    rc, _, err = run_cli(capsys, "reproduce", "--datasets", "mnist", "--no-plot")
+    assert rc == 2 and "--datasets must name" in err
+
+
+def _has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# -- demo -----------------------------------------------------------------------------
+
+def test_demo_real_data_part(capsys):
+    rc, out, _ = run_cli(capsys, "demo", "--users", "2000", "--dict-size", "300", "--runs", "2", "--top", "10",
+                         "--real", "bms-webview-1", "--values", "sample", "--seed", "3")
+    assert rc == 0
+    assert "OCMS+RR demo" in out  # part 1 (synthetic Zipf) is kept
+    assert "59,601 reports (one sampled item per user)" in out
+    assert "bms-webview-1: worst-case MSE (PAN Eq. 19)" in out and "lowest worst-case MSE:" in out
+
+
+def test_demo_without_real_data(capsys):
+    rc, out, _ = run_cli(capsys, "demo", "--users", "500", "--dict-size", "50", "--runs", "1", "--top", "5",
+                         "--real", "none")
+    assert rc == 0 and "Real data" not in out
+
+
+# -- README ---------------------------------------------------------------------------
+
+def _readme_blocks(lang):
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        text = fh.read()
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_commands_match_ci():
+    bash = "\n".join(_readme_blocks("bash"))
+    assert 'pip install ".[test]" && python -m pytest -q tests' in bash
+    with open(os.path.join(ROOT, ".ci", "run")) as fh:
+        ci = fh.read()
+    assert 'python -m pip install ".[test]"' in ci and "python -m pytest -q tests" in ci
+
+
+@pytest.mark.parametrize("index", range(len(_readme_blocks("python"))))
+def test_readme_python_blocks_run(index):
+    # Each block runs in a fresh interpreter, as a user would paste it.
+    code = _readme_blocks("python")[index]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
