@@ -100,24 +100,87 @@ void accumulate(const std::uint32_t* group, const std::uint32_t* row, const std:
   for (; i < end; ++i) z[cell_base[group[i]] + row[i]] += bits[i];
 }
 
-void accumulate32(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* z) {
-  accumulate(group, row, bits, begin, end, cell_base, z);
-}
-
 void accumulate64(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                   std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z) {
   accumulate(group, row, bits, begin, end, cell_base, z);
 }
 
+void accumulate32(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* t) {
+  accumulate(group, row, bits, begin, end, cell_base, t);
+}
+
+// t[cell] += bit in an int16 partial table that never overflows: an increment that leaves
+// the int16 range moves the exact sum to the spill log and resets the cell to 0. From 0, a
+// cell needs >= 256 increments of |bit| <= 128 to spill again. On x86-64 the add goes
+// straight to memory and the overflow flag is tested (2 instructions per increment).
+inline void add_spilling(std::int16_t* t, std::uint64_t cell, std::int8_t bit, SpillLog& log) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const std::int16_t b16 = bit;
+  asm goto("addw %1, %0\n\tjo %l[overflow]" : : "m"(t[cell]), "r"(b16) : "memory", "cc" : overflow);
+  return;
+overflow:
+  // The 16-bit add wrapped by 2^16 towards the opposite sign.
+  log.value[log.count] = static_cast<std::int64_t>(t[cell]) + (bit > 0 ? 65536 : -65536);
+#else
+  std::int16_t sum;
+  if (__builtin_expect(!__builtin_add_overflow(t[cell], static_cast<std::int16_t>(bit), &sum), 1)) {
+    t[cell] = sum;
+    return;
+  }
+  log.value[log.count] = static_cast<std::int64_t>(t[cell]) + bit;
+#endif
+  log.cell[log.count] = static_cast<std::uint32_t>(cell);
+  ++log.count;
+  t[cell] = 0;
+}
+
+void accumulate16(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int16_t* t,
+                  SpillLog* spill) {
+  SpillLog log = *spill;
+  const std::size_t ahead_end = end > kPrefetchDistance ? end - kPrefetchDistance : 0;
+  std::size_t i = begin;
+  if (!group) {
+    const std::uint64_t base = cell_base[0];
+    for (; i < ahead_end; ++i) {
+      __builtin_prefetch(t + base + row[i + kPrefetchDistance], 1, 1);
+      add_spilling(t, base + row[i], bits[i], log);
+    }
+    for (; i < end; ++i) add_spilling(t, base + row[i], bits[i], log);
+  } else {
+    for (; i < ahead_end; ++i) {
+      __builtin_prefetch(t + cell_base[group[i + kPrefetchDistance]] + row[i + kPrefetchDistance], 1, 1);
+      add_spilling(t, cell_base[group[i]] + row[i], bits[i], log);
+    }
+    for (; i < end; ++i) add_spilling(t, cell_base[group[i]] + row[i], bits[i], log);
+  }
+  spill->count = log.count;
+}
+
+// Validates and accumulates block by block: each block is checked (vectorized) while it
+// is hot in cache, then added. Returns the first invalid index in [begin, end), or end.
 std::size_t accumulate32_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int32_t* z) {
+                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int32_t* t) {
   for (std::size_t b = begin; b < end; b += kScanBlock) {
     const std::size_t e = end - b < kScanBlock ? end : b + kScanBlock;
     const std::size_t bad = first_invalid(group, row, bits, b, e, group_rows, n_groups);
     if (bad < e) return bad;
-    accumulate(group, row, bits, b, e, cell_base, z);
+    accumulate(group, row, bits, b, e, cell_base, t);
+  }
+  return end;
+}
+
+std::size_t accumulate16_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                                 std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
+                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int16_t* t,
+                                 SpillLog* spill) {
+  for (std::size_t b = begin; b < end; b += kScanBlock) {
+    const std::size_t e = end - b < kScanBlock ? end : b + kScanBlock;
+    const std::size_t bad = first_invalid(group, row, bits, b, e, group_rows, n_groups);
+    if (bad < e) return bad;
+    accumulate16(group, row, bits, b, e, cell_base, t, spill);
   }
   return end;
 }
@@ -143,8 +206,14 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, s
 
 }  // namespace
 
-extern const HadamardKernels hadamard_kernels = {&perturb,      &first_invalid,        &accumulate32,
-                                                 &accumulate64, &accumulate32_checked, &rhr_perturb};
+extern const HadamardKernels hadamard_kernels = {&perturb,
+                                                 &first_invalid,
+                                                 &accumulate64,
+                                                 &accumulate32,
+                                                 &accumulate16,
+                                                 &accumulate32_checked,
+                                                 &accumulate16_checked,
+                                                 &rhr_perturb};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast
