@@ -203,10 +203,11 @@ void accumulate32(const std::uint32_t* group, const std::uint32_t* row, const st
 
 // t[cell] += bit in an int16 partial table that never overflows: an increment that leaves
 // the int16 range moves the exact sum to the spill log and resets the cell to 0. From 0, a
-// cell needs >= 256 increments of |bit| <= 128 to spill again. On x86-64 the add goes
-// straight to memory and the overflow flag is tested (2 instructions per increment).
+// cell needs >= 256 increments of |bit| <= 128 to spill again. The SIMD builds add straight
+// to memory and test the overflow flag (2 instructions per increment, as fast as an
+// unchecked int32 add); the portable build (scalar backend) checks the sum instead.
 inline void add_spilling(std::int16_t* t, std::uint64_t cell, std::int8_t bit, SpillLog& log) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX2__)
   const std::int16_t b16 = bit;
   asm goto("addw %1, %0\n\tjo %l[overflow]" : : "m"(t[cell]), "r"(b16) : "memory", "cc" : overflow);
   return;

@@ -20,7 +20,7 @@ constexpr std::size_t kScanChunk = 1 << 18;     // validation: reports per task
 constexpr std::size_t kReduceChunk = 1 << 15;   // cells per reduction task
 constexpr std::size_t kInt32TableReports = std::size_t{1} << 30;
 constexpr std::size_t kMaxInt32PartialCells = std::size_t{1} << 20;  // 4 MiB int32 table per worker
-constexpr std::size_t kMaxPartialCells = std::size_t{1} << 22;       // 8 MiB int16 table per worker
+constexpr std::size_t kMaxPartialCells = std::size_t{1} << 23;       // 16 MiB int16 table per worker
 
 }  // namespace
 
