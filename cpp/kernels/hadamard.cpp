@@ -79,14 +79,15 @@ std::size_t first_invalid(const std::uint32_t* group, const std::uint32_t* row, 
 }
 
 // Random increments into a table that may exceed the L2 cache: prefetch the cell a fixed
-// distance ahead (into L1) so several misses are in flight, and the report columns further
-// ahead, once per 16 reports, so their stream from memory does not stall the loop.
+// distance ahead (into L1) so several misses are in flight (PrefetchCells; it only costs
+// time when the table fits in L2), and the report columns further ahead, once per 16
+// reports, so their stream from memory does not stall the loop.
 constexpr std::size_t kPrefetchDistance = 64;
 constexpr std::size_t kStreamAhead = 1024;
 constexpr std::size_t kUnroll = 16;
 
 // Calls add(t, cell, bit) for reports [begin, end), cell = cell_base[group[i]] + row[i].
-template <class T, class Add>
+template <bool PrefetchCells, class T, class Add>
 inline void scatter(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                     std::size_t begin, std::size_t end, const std::uint64_t* cell_base, T* t, Add&& add) {
   const std::size_t ahead_end = end > kPrefetchDistance ? end - kPrefetchDistance : 0;
@@ -97,7 +98,7 @@ inline void scatter(const std::uint32_t* group, const std::uint32_t* row, const 
       __builtin_prefetch(row + i + kStreamAhead, 0, 0);
       __builtin_prefetch(bits + i + kStreamAhead, 0, 0);
       for (std::size_t j = i; j < i + kUnroll; ++j) {
-        __builtin_prefetch(t + base + row[j + kPrefetchDistance], 1, 3);
+        if (PrefetchCells) __builtin_prefetch(t + base + row[j + kPrefetchDistance], 1, 3);
         add(t, base + row[j], bits[j]);
       }
     }
@@ -109,7 +110,8 @@ inline void scatter(const std::uint32_t* group, const std::uint32_t* row, const 
     __builtin_prefetch(row + i + kStreamAhead, 0, 0);
     __builtin_prefetch(bits + i + kStreamAhead, 0, 0);
     for (std::size_t j = i; j < i + kUnroll; ++j) {
-      __builtin_prefetch(t + cell_base[group[j + kPrefetchDistance]] + row[j + kPrefetchDistance], 1, 3);
+      if (PrefetchCells)
+        __builtin_prefetch(t + cell_base[group[j + kPrefetchDistance]] + row[j + kPrefetchDistance], 1, 3);
       add(t, cell_base[group[j]] + row[j], bits[j]);
     }
   }
@@ -149,7 +151,7 @@ inline bool block_invalid(const std::uint32_t* row, const std::int8_t* bits, std
 // all were valid and added. Single group: validation fused into the scatter loop, each
 // kUnroll reports checked (SIMD) while in L1, before any of them is added. Several
 // groups: blocks of kScanBlock reports checked by first_invalid, then added.
-template <class T, class Add>
+template <bool PrefetchCells, class T, class Add>
 std::size_t scatter_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                             std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
                             const std::uint64_t* group_rows, std::size_t n_groups, T* t, Add&& add) {
@@ -158,7 +160,7 @@ std::size_t scatter_checked(const std::uint32_t* group, const std::uint32_t* row
       const std::size_t e = end - b < kScanBlock ? end : b + kScanBlock;
       const std::size_t bad = first_invalid(group, row, bits, b, e, group_rows, n_groups);
       if (bad < e) return bad;
-      scatter(group, row, bits, b, e, cell_base, t, add);
+      scatter<PrefetchCells>(group, row, bits, b, e, cell_base, t, add);
     }
     return end;
   }
@@ -174,31 +176,36 @@ std::size_t scatter_checked(const std::uint32_t* group, const std::uint32_t* row
       return first_invalid(nullptr, row, bits, i, i + kUnroll, group_rows, n_groups);
     for (std::size_t j = i; j < i + kUnroll; ++j) {
       // row[j + kPrefetchDistance] is not validated yet: a prefetch cannot fault.
-      __builtin_prefetch(t + base + row[j + kPrefetchDistance], 1, 3);
+      if (PrefetchCells) __builtin_prefetch(t + base + row[j + kPrefetchDistance], 1, 3);
       add(t, base + row[j], bits[j]);
     }
   }
   const std::size_t bad = first_invalid(nullptr, row, bits, i, end, group_rows, n_groups);
   if (bad < end) return bad;
-  scatter(nullptr, row, bits, i, end, cell_base, t, add);
+  scatter<PrefetchCells>(nullptr, row, bits, i, end, cell_base, t, add);
   return end;
 }
 
 template <class T>
 void accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                std::size_t begin, std::size_t end, const std::uint64_t* cell_base, T* z) {
-  scatter(group, row, bits, begin, end, cell_base, z,
-          [](T* t, std::uint64_t cell, std::int8_t bit) { t[cell] += bit; });
+                std::size_t begin, std::size_t end, const std::uint64_t* cell_base, T* z, bool prefetch) {
+  auto add = [](T* t, std::uint64_t cell, std::int8_t bit) { t[cell] += bit; };
+  if (prefetch)
+    scatter<true>(group, row, bits, begin, end, cell_base, z, add);
+  else
+    scatter<false>(group, row, bits, begin, end, cell_base, z, add);
 }
 
 void accumulate64(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z) {
-  accumulate(group, row, bits, begin, end, cell_base, z);
+                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z,
+                  bool prefetch) {
+  accumulate(group, row, bits, begin, end, cell_base, z, prefetch);
 }
 
 void accumulate32(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* t) {
-  accumulate(group, row, bits, begin, end, cell_base, t);
+                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* t,
+                  bool prefetch) {
+  accumulate(group, row, bits, begin, end, cell_base, t, prefetch);
 }
 
 // t[cell] += bit in an int16 partial table that never overflows: an increment that leaves
@@ -229,28 +236,34 @@ overflow:
 
 void accumulate16(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                   std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int16_t* t,
-                  SpillLog* spill) {
+                  bool prefetch, SpillLog* spill) {
   SpillLog log = *spill;
-  scatter(group, row, bits, begin, end, cell_base, t,
-          [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); });
+  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); };
+  if (prefetch)
+    scatter<true>(group, row, bits, begin, end, cell_base, t, add);
+  else
+    scatter<false>(group, row, bits, begin, end, cell_base, t, add);
   spill->count = log.count;
 }
 
 std::size_t accumulate32_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int32_t* t) {
-  return scatter_checked(group, row, bits, begin, end, cell_base, group_rows, n_groups, t,
-                         [](std::int32_t* table, std::uint64_t cell, std::int8_t bit) { table[cell] += bit; });
+                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int32_t* t,
+                                 bool prefetch) {
+  auto add = [](std::int32_t* table, std::uint64_t cell, std::int8_t bit) { table[cell] += bit; };
+  if (prefetch) return scatter_checked<true>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
+  return scatter_checked<false>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
 }
 
 std::size_t accumulate16_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
                                  const std::uint64_t* group_rows, std::size_t n_groups, std::int16_t* t,
-                                 SpillLog* spill) {
+                                 bool prefetch, SpillLog* spill) {
   SpillLog log = *spill;
-  const std::size_t bad = scatter_checked(
-      group, row, bits, begin, end, cell_base, group_rows, n_groups, t,
-      [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); });
+  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); };
+  const std::size_t bad =
+      prefetch ? scatter_checked<true>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add)
+               : scatter_checked<false>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
   spill->count = log.count;
   return bad;
 }
