@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace {
 constexpr std::size_t kElementChunk = 1 << 14;  // client-side elements per task
 constexpr std::size_t kScanChunk = 1 << 18;     // validation: reports per task
 constexpr std::size_t kReduceChunk = 1 << 15;   // cells per reduction task
+constexpr std::size_t kMaxCachedScratch = std::size_t{1} << 26;  // 64 MiB
 constexpr std::size_t kPrefetchTableBytes = std::size_t{1} << 20;
 constexpr std::size_t kInt32TableReports = std::size_t{1} << 30;
 constexpr std::size_t kMaxInt32PartialCells = std::size_t{1} << 20;  // 4 MiB int32 table per worker
@@ -64,7 +66,42 @@ std::size_t partial_workers(std::size_t n, std::size_t n_cells, int threads) {
 
 // Uninitialised storage for partial tables: each worker first-touches (clears) its own
 // table. Large blocks are 2 MiB aligned and advised to use transparent huge pages, which
-// cuts TLB misses of the random increments.
+// cuts TLB misses of the random increments. The last large block freed (up to
+// kMaxCachedScratch bytes) is kept for the next batch, which then skips the page faults
+// and the kernel's zeroing of fresh pages.
+class ScratchCache {
+ public:
+  // A cached block of at least `bytes` (and at most twice that), or null; *size: its size.
+  void* take(std::size_t bytes, std::size_t* size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!block_ || bytes_ < bytes || bytes_ > 2 * bytes) return nullptr;
+    void* out = block_;
+    *size = bytes_;
+    block_ = nullptr;
+    return out;
+  }
+  // Keeps `block` (returns true) when the cache is free and the block is not too large.
+  bool give(void* block, std::size_t bytes) {
+    if (bytes > kMaxCachedScratch) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (block_) return false;
+    block_ = block;
+    bytes_ = bytes;
+    return true;
+  }
+  ~ScratchCache() { std::free(block_); }
+
+ private:
+  std::mutex mutex_;
+  void* block_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+ScratchCache& scratch_cache() {
+  static ScratchCache cache;
+  return cache;
+}
+
 template <class T>
 class Scratch {
  public:
@@ -72,22 +109,31 @@ class Scratch {
     constexpr std::size_t kHuge = std::size_t{1} << 21;
     const std::size_t bytes = std::max<std::size_t>(count * sizeof(T), 1);
     const std::size_t align = bytes >= kHuge ? kHuge : 64;
-    const std::size_t padded = (bytes + align - 1) / align * align;
-    data_ = static_cast<T*>(std::aligned_alloc(align, padded));
+    padded_ = (bytes + align - 1) / align * align;
+    if (align == kHuge) data_ = static_cast<T*>(scratch_cache().take(padded_, &padded_));
+    if (data_) {
+      cacheable_ = true;
+      return;
+    }
+    data_ = static_cast<T*>(std::aligned_alloc(align, padded_));
     if (!data_) throw std::bad_alloc();
+    cacheable_ = align == kHuge;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == kHuge) madvise(data_, padded, MADV_HUGEPAGE);
+    if (cacheable_) madvise(data_, padded_, MADV_HUGEPAGE);
 #endif
   }
-  ~Scratch() { std::free(data_); }
+  ~Scratch() {
+    if (!cacheable_ || !scratch_cache().give(data_, padded_)) std::free(data_);
+  }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   T* get() const { return data_; }
 
  private:
-  T* data_;
+  T* data_ = nullptr;
+  std::size_t padded_ = 0;
+  bool cacheable_ = false;
 };
-
 // Splits [0, n) over `workers` private tables of T: `fill(worker, begin, end, table, spill)`
 // adds its reports to a cleared table (returning false abandons the update before z is
 // touched); then the tables are added to z in cell order and the spilled sums after them,
