@@ -249,33 +249,45 @@ def test_accumulate_exact_beyond_int16_range(backend, log2_width, groups):
         np.testing.assert_array_equal(z, ref - 3)
 
 
-@pytest.mark.parametrize("log2_width", [9, 21])
-def test_validated_update_single_group_finds_first_invalid(backend, log2_width):
-    """Single group: validation is fused into the accumulation loop (16 reports at a time,
-    plus the unchecked tail of each worker's range). Bad reports at block edges, in worker
-    tails and in every position class must be found exactly, with z unchanged."""
-    rng = np.random.default_rng(50 + log2_width)
+@pytest.mark.parametrize("log2_width,groups", [(9, 1), (21, 1), (9, 3), (19, 3)])
+def test_validated_update_finds_first_invalid(backend, log2_width, groups):
+    """Validation is fused into the accumulation loop (16 reports at a time, plus the
+    unchecked tail of each worker's range). Bad groups, rows (against their own group's
+    size) and bits at block edges and in worker tails must be found exactly, z unchanged."""
+    rng = np.random.default_rng(50 + log2_width + groups)
     width = 2**log2_width
     n = 3 * 2**20 + 1001
     rows = rng.integers(0, width, n).astype(np.uint32)
     bits = rng.choice(np.array([-1, 1], np.int8), n)
-    group_rows = np.array([width], np.uint64)
-    base = np.zeros(1, np.uint64)
-    start = rng.integers(-9, 9, width).astype(np.int64)
+    if groups == 1:
+        g, group_rows = None, np.array([width], np.uint64)
+    else:
+        g = rng.integers(0, groups, n).astype(np.uint32)
+        group_rows = np.array([width, width // 2, width], np.uint64)  # group 1 uses half its cells
+        rows[g == 1] %= width // 2
+    base = np.arange(groups, dtype=np.uint64) * np.uint64(width)
+    start = rng.integers(-9, 9, groups * width).astype(np.int64)
     thirds = [n // 3, 2 * n // 3, n]
     positions = [0, 15, 16, 17, 4095, 4096, n // 2, thirds[0] - 1, thirds[0] - 40, thirds[1] - 63, n - 1, n - 70]
+    kinds = ("row", "bit") if groups == 1 else ("group", "row", "bit")
     for pos in positions:
-        for what in ("row", "bit"):
+        for what in kinds:
+            gg = g.copy() if g is not None else None
             r, b = rows.copy(), bits.copy()
-            if what == "row":
+            if what == "group":
+                gg[pos] = groups + pos % 5
+            elif what == "row" and groups == 1:
                 r[pos] = width + pos % 7
+            elif what == "row":
+                gg[pos] = 1
+                r[pos] = width // 2 + pos % 7  # in range for groups 0 and 2, not for group 1
             else:
                 b[pos] = (0, 2, -128, 127)[pos % 4]
             later = min(n - 1, pos + 1 + pos % 50)
             b[later] = 0  # a second invalid report after the first never wins
             for threads in (1, 2, 3):
                 z = start.copy()
-                assert _core.hadamard_update(None, r, b, group_rows, base, z, threads) == pos, (pos, what, threads)
+                assert _core.hadamard_update(gg, r, b, group_rows, base, z, threads) == pos, (pos, what, threads)
                 np.testing.assert_array_equal(z, start)
 
 

@@ -147,14 +147,59 @@ inline bool block_invalid(const std::uint32_t* row, const std::int8_t* bits, std
 #endif
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// Several groups: true when one of the kUnroll reports from i has group >= n_groups,
+// row >= group_rows[group] or a bit other than +-1 (n_groups < 2^32).
+inline bool block_invalid_groups(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                                 std::size_t i, const std::uint64_t* group_rows, std::uint32_t n_groups) {
+  const __m512i g = _mm512_loadu_si512(group + i);
+  const __mmask16 group_ok = _mm512_cmplt_epu32_mask(g, _mm512_set1_epi32(static_cast<int>(n_groups)));
+  const __m512i safe = _mm512_maskz_mov_epi32(group_ok, g);  // out-of-range groups read group 0
+  const __m512i limit_lo = _mm512_i32gather_epi64(_mm512_castsi512_si256(safe), group_rows, 8);
+  const __m512i limit_hi = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(safe, 1), group_rows, 8);
+  const __m512i r = _mm512_loadu_si512(row + i);
+  const __mmask8 row_ok_lo = _mm512_cmplt_epu64_mask(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(r)), limit_lo);
+  const __mmask8 row_ok_hi = _mm512_cmplt_epu64_mask(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(r, 1)), limit_hi);
+  const __m128i b = _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + i)));
+  const __mmask16 bit_ok = _mm_cmpeq_epi8_mask(b, _mm_set1_epi8(1));
+  const __mmask16 row_ok = static_cast<__mmask16>(row_ok_lo | (static_cast<unsigned>(row_ok_hi) << 8));
+  return static_cast<__mmask16>(group_ok & row_ok & bit_ok) != 0xFFFF;
+}
+#endif
+
 // Validated accumulation, returning the first invalid index in [begin, end) or end when
-// all were valid and added. Single group: validation fused into the scatter loop, each
-// kUnroll reports checked (SIMD) while in L1, before any of them is added. Several
-// groups: blocks of kScanBlock reports checked by first_invalid, then added.
+// all were valid and added. Validation is fused into the scatter loop, each kUnroll reports
+// checked (SIMD) while in L1, before any of them is added; several groups without
+// AVX-512: blocks of kScanBlock reports checked by first_invalid, then added.
 template <bool PrefetchCells, class T, class Add>
 std::size_t scatter_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                             std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
                             const std::uint64_t* group_rows, std::size_t n_groups, T* t, Add&& add) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if (group && n_groups <= 0xFFFFFFFFu) {
+    const std::size_t ahead_end = end > kPrefetchDistance ? end - kPrefetchDistance : 0;
+    const std::uint32_t groups32 = static_cast<std::uint32_t>(n_groups);
+    std::size_t i = begin;
+    for (; i + kUnroll <= ahead_end; i += kUnroll) {
+      __builtin_prefetch(group + i + kStreamAhead, 0, 0);
+      __builtin_prefetch(row + i + kStreamAhead, 0, 0);
+      __builtin_prefetch(bits + i + kStreamAhead, 0, 0);
+      if (block_invalid_groups(group, row, bits, i, group_rows, groups32))
+        return first_invalid(group, row, bits, i, i + kUnroll, group_rows, n_groups);
+      for (std::size_t j = i; j < i + kUnroll; ++j) {
+        if (PrefetchCells) {
+          const std::uint32_t g = group[j + kPrefetchDistance];  // not validated yet: clamp
+          __builtin_prefetch(t + cell_base[g < n_groups ? g : 0u] + row[j + kPrefetchDistance], 1, 3);
+        }
+        add(t, cell_base[group[j]] + row[j], bits[j]);
+      }
+    }
+    const std::size_t bad = first_invalid(group, row, bits, i, end, group_rows, n_groups);
+    if (bad < end) return bad;
+    scatter<PrefetchCells>(group, row, bits, i, end, cell_base, t, add);
+    return end;
+  }
+#endif
   if (group || group_rows[0] == 0) {
     for (std::size_t b = begin; b < end; b += kScanBlock) {
       const std::size_t e = end - b < kScanBlock ? end : b + kScanBlock;
