@@ -142,7 +142,8 @@ template <class T, class Fill>
 bool accumulate_with_partials(std::size_t n, std::size_t n_cells, std::size_t workers, int threads,
                               std::int64_t* z, Fill&& fill) {
   Scratch<T> tables(workers * n_cells);
-  const std::size_t spill_capacity = n / workers / 256 + 2;  // ranges hold <= n / workers + 1 reports
+  // Only int16 tables spill; a range holds <= n / workers + 1 reports.
+  const std::size_t spill_capacity = sizeof(T) == 2 ? n / workers / 256 + 2 : 0;
   Scratch<std::uint32_t> spill_cells(workers * spill_capacity);
   Scratch<std::int64_t> spill_values(workers * spill_capacity);
   std::vector<SpillLog> spills(workers);
