@@ -201,6 +201,96 @@ def test_first_invalid_matches_reference(position, what, seed):
     assert _core.hadamard_first_invalid(groups, rows, bits, group_rows, 2) == expected
 
 
+def _heavy_cell_batch(rng, n, width, groups):
+    """Uniform reports plus cells hit far more often than an int16 partial table can hold:
+    +1 x 200_000 (six int16 overflows), -1 x 100_000, +1 x 32_767 and x 32_768 (the int16
+    limit and one past it), and a mixed-sign cell whose partial sums swing across the
+    whole int16 range. Shuffled, so every worker's range gets a share of each."""
+    rows = rng.integers(0, width, n).astype(np.uint32)
+    bits = rng.choice(np.array([-1, 1], np.int8), n)
+    g = rng.integers(0, groups, n).astype(np.uint32) if groups > 1 else None
+    start = 0
+    for cell, count, sign in ((7, 200_000, 1), (9, 100_000, -1), (11, 32_767, 1), (13, 32_768, 1)):
+        rows[start:start + count] = cell
+        bits[start:start + count] = sign
+        start += count
+    swing = 120_000  # runs of 40_000 +1, then 80_000 -1 (ordered), at cell 15
+    rows[start:start + swing] = 15
+    bits[start:start + 40_000] = 1
+    bits[start + 40_000:start + swing] = -1
+    perm = np.concatenate([rng.permutation(start), np.arange(start, start + swing), rng.permutation(np.arange(start + swing, n))])
+    rows, bits = rows[perm], bits[perm]
+    if g is not None:
+        g = g[perm]
+        g[start:start + swing] = 1  # keep the swing cell's run in one group and in order
+    return g, rows, bits
+
+
+@pytest.mark.parametrize("log2_width,groups", [(21, 1), (9, 1), (19, 4)])
+def test_accumulate_exact_beyond_int16_range(backend, log2_width, groups):
+    """Large z (> 2^20 cells) uses int16 partial tables that spill a cell to a side log when
+    it would overflow; smaller z uses int32 tables. Both must equal np.bincount exactly,
+    for every thread count, through accumulate and the validated update."""
+    rng = np.random.default_rng(40 + log2_width)
+    width = 2**log2_width
+    n = 3_300_000  # > 3 * 2^20: three int16 workers even for 2^21 cells
+    g, rows, bits = _heavy_cell_batch(rng, n, width, groups)
+    cells = rows.astype(np.int64) + (g.astype(np.int64) * width if g is not None else 0)
+    ref = np.bincount(cells, weights=bits, minlength=groups * width).astype(np.int64)
+    assert np.abs(ref).max() > 2**15  # the batch really exceeds the int16 range
+    base = np.arange(groups, dtype=np.uint64) * np.uint64(width)
+    group_rows = np.full(groups, width, np.uint64)
+    for threads in (1, 2, 3):
+        z = np.zeros(groups * width, np.int64)
+        _core.hadamard_accumulate(g, rows, bits, base, z, threads)
+        np.testing.assert_array_equal(z, ref)
+        z = np.full(groups * width, -3, np.int64)
+        assert _core.hadamard_update(g, rows, bits, group_rows, base, z, threads) == n
+        np.testing.assert_array_equal(z, ref - 3)
+
+
+@pytest.mark.parametrize("log2_width,groups", [(9, 1), (21, 1), (9, 3), (19, 3)])
+def test_validated_update_finds_first_invalid(backend, log2_width, groups):
+    """Validation is fused into the accumulation loop (16 reports at a time, plus the
+    unchecked tail of each worker's range). Bad groups, rows (against their own group's
+    size) and bits at block edges and in worker tails must be found exactly, z unchanged."""
+    rng = np.random.default_rng(50 + log2_width + groups)
+    width = 2**log2_width
+    n = 3 * 2**20 + 1001
+    rows = rng.integers(0, width, n).astype(np.uint32)
+    bits = rng.choice(np.array([-1, 1], np.int8), n)
+    if groups == 1:
+        g, group_rows = None, np.array([width], np.uint64)
+    else:
+        g = rng.integers(0, groups, n).astype(np.uint32)
+        group_rows = np.array([width, width // 2, width], np.uint64)  # group 1 uses half its cells
+        rows[g == 1] %= width // 2
+    base = np.arange(groups, dtype=np.uint64) * np.uint64(width)
+    start = rng.integers(-9, 9, groups * width).astype(np.int64)
+    thirds = [n // 3, 2 * n // 3, n]
+    positions = [0, 15, 16, 17, 4095, 4096, n // 2, thirds[0] - 1, thirds[0] - 40, thirds[1] - 63, n - 1, n - 70]
+    kinds = ("row", "bit") if groups == 1 else ("group", "row", "bit")
+    for pos in positions:
+        for what in kinds:
+            gg = g.copy() if g is not None else None
+            r, b = rows.copy(), bits.copy()
+            if what == "group":
+                gg[pos] = groups + pos % 5
+            elif what == "row" and groups == 1:
+                r[pos] = width + pos % 7
+            elif what == "row":
+                gg[pos] = 1
+                r[pos] = width // 2 + pos % 7  # in range for groups 0 and 2, not for group 1
+            else:
+                b[pos] = (0, 2, -128, 127)[pos % 4]
+            later = min(n - 1, pos + 1 + pos % 50)
+            b[later] = 0  # a second invalid report after the first never wins
+            for threads in (1, 2, 3):
+                z = start.copy()
+                assert _core.hadamard_update(gg, r, b, group_rows, base, z, threads) == pos, (pos, what, threads)
+                np.testing.assert_array_equal(z, start)
+
+
 def test_rhr_kernel_backends_and_threads_agree(backend):
     x = np.random.default_rng(5).integers(0, 10**6, 30_000, dtype=np.uint64)
     thr = H.probability_threshold(0.6)

@@ -17,7 +17,8 @@ std::size_t hadamard_first_invalid(const std::uint32_t* group, const std::uint32
                                    std::size_t n_groups, int threads);
 
 // z[cell_base[group[i]] + row[i]] += bits[i] for all i (reports must be valid). Large
-// batches use per-thread int32 partial tables reduced in cell order, so the result is
+// batches use per-thread partial tables (int32 up to 2^20 cells, int16 with exact
+// spilling of overflowing cells up to 2^23) reduced in cell order, so the result is
 // identical for every thread count.
 void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                          std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells,
@@ -25,8 +26,8 @@ void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, c
 
 // Validated update: if every report is valid (see hadamard_first_invalid), adds them to z
 // like hadamard_accumulate and returns n; otherwise returns the first invalid index and
-// leaves z unchanged. Large batches validate inside the private-table pass, so the
-// reports are read from memory once.
+// leaves z unchanged. Large batches validate inside the private-table pass (16 reports at
+// a time, before they are added), so the reports are read from memory once.
 std::size_t hadamard_update(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                             std::size_t n, const std::uint64_t* group_rows, std::size_t n_groups,
                             const std::uint64_t* cell_base, std::size_t n_cells, std::int64_t* z, int threads);

@@ -38,6 +38,14 @@ struct HadamardPlan {
   std::uint64_t flip_threshold;  // P(flip) = flip_threshold / 2^64
 };
 
+// Sums moved out of an int16 partial table: cell[k] had reached value[k] (outside the
+// int16 range) when it was reset to 0.
+struct SpillLog {
+  std::uint32_t* cell;
+  std::int64_t* value;
+  std::size_t count;
+};
+
 struct HadamardKernels {
   // Elements [begin, end). group may be null (single group 0); when draw_groups the
   // group is drawn and written, else read. Same for rows with draw_rows.
@@ -49,20 +57,34 @@ struct HadamardKernels {
   std::size_t (*first_invalid)(const std::uint32_t* group, const std::uint32_t* row,
                                const std::int8_t* bits, std::size_t begin, std::size_t end,
                                const std::uint64_t* group_rows, std::size_t n_groups);
-  // z[cell_base[group[i]] + row[i]] += bits[i] for i in [begin, end).
-  void (*accumulate32)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                       std::int32_t* z);
+  // z[cell_base[group[i]] + row[i]] += bits[i] for i in [begin, end). prefetch: prefetch
+  // cells ahead (worth it once the table outgrows the L2 cache).
   void (*accumulate64)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                        std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                       std::int64_t* z);
-  // Validates and accumulates block by block (each block is checked while it is hot in
-  // cache, then added): returns the first invalid index in [begin, end), or end when all
-  // were valid and added. z may be partly updated when an invalid report is found.
+                       std::int64_t* z, bool prefetch);
+  // The same into a private int32 table (the caller bounds the reports so it cannot
+  // overflow).
+  void (*accumulate32)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
+                       std::int32_t* t, bool prefetch);
+  // The same into a private int16 table that never overflows: a cell whose sum would leave
+  // the int16 range is appended to *spill (its exact sum) and reset to 0. Spill capacity
+  // needed: (end - begin) / 256 + 1 entries.
+  void (*accumulate16)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
+                       std::int16_t* t, bool prefetch, SpillLog* spill);
+  // Validate (see first_invalid) and accumulate: return the first invalid index in
+  // [begin, end), or end when all were valid and added (t may be partly updated when an
+  // invalid report is found). Single group: checked 16 reports at a time (SIMD) in the
+  // accumulation loop; several groups: blocks checked while hot in cache, then added.
   std::size_t (*accumulate32_checked)(const std::uint32_t* group, const std::uint32_t* row,
                                       const std::int8_t* bits, std::size_t begin, std::size_t end,
                                       const std::uint64_t* cell_base, const std::uint64_t* group_rows,
-                                      std::size_t n_groups, std::int32_t* z);
+                                      std::size_t n_groups, std::int32_t* t, bool prefetch);
+  std::size_t (*accumulate16_checked)(const std::uint32_t* group, const std::uint32_t* row,
+                                      const std::int8_t* bits, std::size_t begin, std::size_t end,
+                                      const std::uint64_t* cell_base, const std::uint64_t* group_rows,
+                                      std::size_t n_groups, std::int16_t* t, bool prefetch, SpillLog* spill);
   // Recursive Hadamard Response (R1 layout): y = 2 (x mod 2^base_bits) +
   // H01[r, (x >> base_bits) + 1], z = RR_{2^(base_bits+1)}(y); rows drawn from [0, hsize)
   // when draw_rows, else read.
