@@ -441,7 +441,7 @@ class SVIMItemParams(_SVIMOLHParams):
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         check_int("d", self.d, 1, self.field_size - 1)
-        check_int("k", self.k, 1, self.d)
+        check_int("k", self.k, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
 
     @property
@@ -828,7 +828,7 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     k = check_int("k", k, 1)
     gen = KeySource(rng).generator()
     groups = svim_groups(sets, shares, gen)
-    items_params = SVIMItemParams(epsilon=eps, d=sets.d, k=min(k, sets.d))
+    items_params = SVIMItemParams(epsilon=eps, d=sets.d, k=k)
     server1 = SVIMItemServer(items_params, threads)
     server1.update(SVIMItemClient(items_params, gen, threads).perturb(groups[0]))
     length_params = server1.length_params()
