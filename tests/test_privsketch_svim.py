@@ -19,11 +19,11 @@ D = 16
 CAND = (3, 0, 7, 12, 5, 9, 1, 14, 2, 10)      # |C| = 10, in "rank order" (not sorted)
 
 
-def make_sets(n, seed):
+def make_sets(n, seed, max_size=6):
     gen = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, D + 1)
     sets = []
-    for size in gen.integers(0, 7, n):          # sizes 0..6, some empty
+    for size in gen.integers(0, max_size + 1, n):       # some empty
         sets.append(gen.choice(D, size=size, replace=False, p=weights / weights.sum()))
     return SetData.from_lists(sets, d=D)
 
@@ -103,7 +103,8 @@ def test_phase2_length_of_a_clear_histogram():
 @pytest.mark.parametrize("L, eps, grr", [(2, 1.0, True), (1, 1.0, False)])
 def test_phase3_estimates_the_padded_sampling_frequency(L, eps, grr):
     # |C| = 10 < L e^eps (4L-1) + 1 is 39.1 for L = 2 (GRR) and 9.15 for L = 1 (OLH).
-    data = make_sets(30000, 6)
+    # Small sets, so that padding (L = 2) and sampling (|S ∩ C| > L) both matter.
+    data = make_sets(40000, 6, max_size=3)
     params = ps.SVIMPaddedParams(epsilon=eps, d=D, candidates=CAND, L=L)
     assert params.uses_grr is grr
     reports = ps.SVIMPaddedClient(params, rng=7).perturb(data)
