@@ -816,7 +816,8 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     that draws, in order, the group split (:func:`svim_groups` with ``shares``) and the
     keys of the phase-1, phase-2 and phase-3 clients, so the result equals running
     ``SVIMItemClient``/``SVIMItemServer``, ``SVIMLengthClient``/``SVIMLengthServer`` and
-    ``SVIMPaddedClient``/``SVIMPaddedServer`` by hand with that Generator.
+    ``SVIMPaddedClient``/``SVIMPaddedServer`` by hand with that Generator. ``threads``:
+    C++ worker threads (0 = default; results do not depend on it).
     G1: one sampled item per non-empty user, OLH over [0, d) (``g = int(e^eps) + 1`` as in
     R3), the top 2k become candidates C. G2: ``|S ∩ C|`` with OLH; L = the smallest length
     whose estimated cumulative share exceeds 0.9. G3: pad-and-sample ``S ∩ C`` to L, GRR
