@@ -77,23 +77,24 @@ def test_phase2_estimates_the_length_histogram(max_length):
     data = make_sets(30000, 3)
     params = ps.SVIMLengthParams(epsilon=1.5, d=D, candidates=CAND, max_length=max_length)
     assert params.max_length == (max_length or len(CAND))      # default |C|: never clips
-    server = ps.SVIMLengthServer(params).update(ps.SVIMLengthClient(params, rng=4).perturb(as_lists(data)))
+    reports = ps.SVIMLengthClient(params, rng=4).perturb(as_lists(data))
+    server = ps.SVIMLengthServer(params).update(reports)
     lengths = np.minimum([len(set(s) & set(CAND)) for s in as_lists(data)], params.max_length)
     holds = (lengths[:, None] == np.arange(params.max_length + 1)).astype(float)
     check_unbiased(server.estimate(), holds.mean(axis=0), olh_match_prob(holds, params.g, 1.5), data.n,
                    olh_scale(params.g, 1.5))
-    # L: the first l >= 1 whose cumulative share of the clipped histogram exceeds 0.9.
-    hist = np.clip(server.estimate(), 0, None)
-    share = np.cumsum(hist) / hist.sum()
+    # L: the first l >= 1 whose cumulative share of the raw histogram exceeds 0.9.
+    share = np.cumsum(server.estimate()) / server.estimate().sum()
     expected = next((l for l in range(1, params.max_length + 1) if share[l] > 0.9), params.max_length)
     assert server.length() == expected
+    assert expected > 1 and ps.SVIMLengthServer(dataclass_replace(params, max_L=1)).update(reports).length() == 1
     padded = server.padded_params()
     assert (padded.L, padded.candidates, padded.epsilon, padded.coverage) == (expected, CAND, 1.5, 0.9)
 
 
 def test_phase2_length_of_a_clear_histogram():
     # Every user holds exactly 2 candidates: the histogram is (0, 0, 1, 0, ...); each bin's
-    # estimate has sd < 0.01 here, so L = 2 unless a bin is off by > 0.1 (z > 10).
+    # estimate has sd < 0.01 here, so L = 2 unless the 11 bins are off by > 0.1 together (z > 3 sqrt(11)).
     sets = [[CAND[i % 10], CAND[(i + 1) % 10], 4, 6] for i in range(20000)]
     params = ps.SVIMLengthParams(epsilon=4.0, d=D, candidates=CAND)
     server = ps.SVIMLengthServer(params).update(ps.SVIMLengthClient(params, rng=5).perturb(sets))

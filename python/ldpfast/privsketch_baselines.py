@@ -53,7 +53,7 @@ __all__ = [
     "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
     "SVIMLengthParams", "SVIMLengthReports", "SVIMLengthClient", "SVIMLengthServer",
     "SVIMPaddedParams", "SVIMPaddedReports", "SVIMPaddedClient", "SVIMPaddedServer",
-    "SVIM_SHARES", "SVIM_COVERAGE", "svim_groups", "svim", "SvimResult",
+    "SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L", "svim_groups", "svim", "SvimResult",
 ]
 
 
@@ -395,6 +395,8 @@ register_protocol(Protocol(id="ps-olh", params=PSOLHParams, reports=PSOLHReports
 SVIM_SHARES = (0.4, 0.1, 0.5)
 #: SVIM's default coverage: L covers this share of the users' ``|S ∩ C|``.
 SVIM_COVERAGE = 0.9
+#: SVIM's default cap on L (R3 ``find_percentile_set``).
+SVIM_MAX_L = 31
 
 
 def _svim_g(epsilon: float, g: int) -> int:
@@ -454,8 +456,9 @@ class SVIMLengthParams(_SVIMOLHParams):
     """SVIM phase 2: each G2 user reports ``min(|S ∩ C|, max_length)`` with OLH over
     ``[0, max_length]``. ``candidates`` (C, from phase 1, in rank order) fixes what clients
     intersect with; ``max_length`` defaults to ``|C|``, which never clips since
-    ``|S ∩ C| <= |C|`` (R3 caps lengths near 30: pass ``max_length=30`` for that).
-    ``coverage``: L is the smallest ``l >= 1`` whose estimated cumulative share exceeds it."""
+    ``|S ∩ C| <= |C|`` (as R3). ``coverage`` and ``max_L``: L is the smallest ``l >= 1``
+    whose estimated cumulative share exceeds ``coverage``, capped at ``max_L`` (default 31:
+    R3's ``find_percentile_set`` stops after l = 30 and then returns 31) and ``max_length``."""
 
     protocol: ClassVar[str] = "svim-lengths"
     epsilon: float
@@ -463,6 +466,7 @@ class SVIMLengthParams(_SVIMOLHParams):
     candidates: tuple
     max_length: int = 0
     coverage: float = SVIM_COVERAGE
+    max_L: int = SVIM_MAX_L
     g: int = 0
     field_size: int = PRIME
 
@@ -473,6 +477,7 @@ class SVIMLengthParams(_SVIMOLHParams):
         object.__setattr__(self, "max_length",
                            check_int("max_length", self.max_length or len(self.candidates), 1))
         object.__setattr__(self, "coverage", _check_coverage(self.coverage))
+        check_int("max_L", self.max_L, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
 
     @property
@@ -693,11 +698,13 @@ class SVIMItemServer(_SVIMServer):
         """C: the ``2k`` items with the largest estimates, best first (ties by item id)."""
         return np.argsort(-self.estimate(), kind="stable")[: min(2 * self.params.k, self.params.d)]
 
-    def length_params(self, max_length: int = 0, coverage: float = SVIM_COVERAGE) -> SVIMLengthParams:
-        """Phase-2 parameters carrying this phase's candidates."""
+    def length_params(self, max_length: int = 0, coverage: float = SVIM_COVERAGE,
+                      max_L: int = SVIM_MAX_L) -> SVIMLengthParams:
+        """Phase-2 parameters carrying this phase's candidates (other arguments: see
+        :class:`SVIMLengthParams`)."""
         p = self.params
         return SVIMLengthParams(epsilon=p.epsilon, d=p.d, candidates=tuple(self.candidates().tolist()),
-                                max_length=max_length, coverage=coverage, field_size=p.field_size)
+                                max_length=max_length, coverage=coverage, max_L=max_L, field_size=p.field_size)
 
 
 class SVIMLengthServer(_SVIMServer):
@@ -713,12 +720,17 @@ class SVIMLengthServer(_SVIMServer):
         return self._chat() / self.n
 
     def length(self) -> int:
-        """L: the smallest ``l >= 1`` whose cumulative share of the (clipped at 0) estimated
-        histogram exceeds ``coverage``; ``max_length`` if none does."""
-        hist = np.clip(self.estimate(), 0.0, None)
-        share = np.cumsum(hist) / max(hist.sum(), 1e-300)
-        above = np.flatnonzero(share[1:] > self.params.coverage)
-        return int(above[0]) + 1 if above.size else self.params.max_length
+        """L: the smallest ``l >= 1`` whose cumulative share of the estimated histogram
+        (raw, not clipped at 0, as R3) exceeds ``coverage``, capped at
+        ``min(max_L, max_length)`` (also the answer when no l qualifies)."""
+        p = self.params
+        hist = self.estimate()
+        cap = min(p.max_L, p.max_length)
+        total = hist.sum()
+        if not total > 0:
+            return cap
+        above = np.flatnonzero(np.cumsum(hist)[1:] / total > p.coverage)
+        return min(int(above[0]) + 1, cap) if above.size else cap
 
     def padded_params(self) -> SVIMPaddedParams:
         """Phase-3 parameters carrying C and this phase's L."""
@@ -820,7 +832,7 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     C++ worker threads (0 = default; results do not depend on it).
     G1: one sampled item per non-empty user, OLH over [0, d) (``g = int(e^eps) + 1`` as in
     R3), the top 2k become candidates C. G2: ``|S ∩ C|`` with OLH; L = the smallest length
-    whose estimated cumulative share exceeds 0.9. G3: pad-and-sample ``S ∩ C`` to L, GRR
+    whose estimated cumulative share exceeds 0.9, at most 31. G3: pad-and-sample ``S ∩ C`` to L, GRR
     with ``eps' = log(L(e^eps-1)+1)`` when ``|C| < L e^eps (4L-1) + 1``, else OLH(eps);
     ``fhat = L chat3/(0.9 n3)``. Returns the top k of C (:class:`SvimResult`).
     Raises ParameterError for bad epsilon, k, shares or items outside [0, d).
