@@ -7,8 +7,21 @@
 * ``multi-pcms-min``: the whole K x M sketch, every cell flipped with budget eps/(KM),
   aggregate first and take the min; eps-LDP.
 * ``ps-olh``: padding and sampling (PSFO, Wang, Li, Jha S&P 2018) + OLH; eps-LDP.
-* :func:`svim`: SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``), a
-  three-group simulation.
+* SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``; SPEC 4.6), three
+  phases over disjoint user groups (:func:`svim_groups`: G1/G2/G3 = 40%/10%/50%), each
+  with its own Params/Client/Reports/Server; the parameters of phases 2 and 3 carry what
+  the previous phase's server decided, so clients and server agree on it:
+
+  - ``svim-items`` (:class:`SVIMItemParams`): one sampled item per user, OLH over
+    ``[0, d)``; :meth:`SVIMItemServer.length_params` keeps the top 2k as candidates C.
+  - ``svim-lengths`` (:class:`SVIMLengthParams`, carries C): ``|S ∩ C|`` with OLH;
+    :meth:`SVIMLengthServer.padded_params` picks the length L.
+  - ``svim-padded`` (:class:`SVIMPaddedParams`, carries C and L): pad and sample
+    ``S ∩ C`` to L, GRR with the amplified eps' or OLH(eps);
+    :meth:`SVIMPaddedServer.top` returns the top k of C.
+
+  Each phase is eps-LDP for its users (every user belongs to one group and reports once).
+  :func:`svim` runs the three phases on a :class:`~ldpfast.datasets.SetData` (simulation).
 
 OLH here is the CMS+RR estimator with ``m = g`` and per-user pairwise-independent hashes
 over the prime field (SPEC 2.7), on the OCMS kernels.
@@ -37,7 +50,10 @@ __all__ = [
     "MultiPCMSMeanParams", "MultiPCMSMeanReports", "MultiPCMSMeanClient", "MultiPCMSMeanServer",
     "MultiPCMSMinParams", "MultiPCMSMinReports", "MultiPCMSMinClient", "MultiPCMSMinServer",
     "PSOLHParams", "PSOLHReports", "PSOLHClient", "PSOLHServer", "padding_length", "olh_g",
-    "svim", "SvimResult",
+    "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
+    "SVIMLengthParams", "SVIMLengthReports", "SVIMLengthClient", "SVIMLengthServer",
+    "SVIMPaddedParams", "SVIMPaddedReports", "SVIMPaddedClient", "SVIMPaddedServer",
+    "SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L", "svim_groups", "svim", "SvimResult",
 ]
 
 
@@ -272,10 +288,9 @@ class PSOLHParams(_ParamsBase):
 
 
 @dataclasses.dataclass
-class PSOLHReports(_ReportsBase):
+class _OLHReports(_ReportsBase):
     """OLH reports: perturbed hash ``z`` in [0, g) and the user's hash ``a0, a1`` (uint64)."""
 
-    protocol: ClassVar[str] = "ps-olh"
     z: np.ndarray
     a0: np.ndarray
     a1: np.ndarray
@@ -285,6 +300,34 @@ class PSOLHReports(_ReportsBase):
         self.a0 = _column("a0", self.a0, np.uint64, 1)
         self.a1 = _column("a1", self.a1, np.uint64, 1)
         self._check_lengths()
+
+
+def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
+    """OLH (SPEC 2.7): a fresh pairwise-independent hash ``(a0, a1)`` per user over the
+    prime field ``params.field_size``, its value in [0, g) kept or moved by GRR with
+    ``params.flip_probability``. Returns ``(z, a0, a1)``."""
+    return _core.ocms_perturb(_core.Field.prime(params.field_size), keys.key(), values.astype(np.uint64),
+                              params.g, probability_threshold(params.flip_probability), threads)
+
+
+def _check_olh_reports(reports, params) -> None:
+    _check_below("z", reports.z, params.g, "g")
+    _check_below("a0", reports.a0, params.field_size, "field_size")
+    _check_below("a1", reports.a1, params.field_size, "field_size")
+
+
+def _olh_debias(matches: np.ndarray, n: int, g: int, epsilon: float) -> np.ndarray:
+    """OLH counts ``chat = (g C - n)/(p g - 1)``, ``p = e^eps/(e^eps + g - 1)``, from the
+    numbers ``C`` of users whose hash of the item matches their report (SPEC 2.7)."""
+    keep = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
+    return (g * np.asarray(matches, dtype=np.float64) - n) / (keep * g - 1.0)
+
+
+@dataclasses.dataclass
+class PSOLHReports(_OLHReports):
+    """OLH reports: perturbed hash ``z`` in [0, g) and the user's hash ``a0, a1`` (uint64)."""
+
+    protocol: ClassVar[str] = "ps-olh"
 
 
 class PSOLHClient:
@@ -304,8 +347,7 @@ class PSOLHClient:
         p = self.params
         offsets, items = as_sets(sets, p.d)
         values = _core.privsketch_padding_sample(self._keys.key(), offsets, items, p.pad_len, p.d, self.threads)
-        z, a0, a1 = _core.ocms_perturb(_core.Field.prime(p.field_size), self._keys.key(), values, p.g,
-                                       probability_threshold(p.flip_probability), self.threads)
+        z, a0, a1 = _olh_perturb(p, self._keys, values, self.threads)
         return PSOLHReports(z=z, a0=a0, a1=a1)
 
 
@@ -322,9 +364,7 @@ class PSOLHServer(_TrackedServer):
         p = self.params
         if not isinstance(reports, PSOLHReports):
             raise ReportError(f"reports must be PSOLHReports, got {type(reports).__name__}")
-        _check_below("z", reports.z, p.g, "g")
-        _check_below("a0", reports.a0, p.field_size, "field_size")
-        _check_below("a1", reports.a1, p.field_size, "field_size")
+        _check_olh_reports(reports, p)
         field = _core.Field.prime(p.field_size)
         matches = np.zeros(self._cand.size, dtype=np.uint64)
         if self._cand.size == p.d:
@@ -339,9 +379,7 @@ class PSOLHServer(_TrackedServer):
         """Frequencies of ``candidates`` (default every tracked item)."""
         cand = self._query(candidates)
         p = self.params
-        keep = math.exp(p.olh_epsilon) / (math.exp(p.olh_epsilon) + p.g - 1)
-        chat = (p.g * self._pos[cand].astype(np.float64) - self.n) / (keep * p.g - 1.0)
-        return p.pad_len * chat / self.n
+        return p.pad_len * _olh_debias(self._pos[cand], self.n, p.g, p.olh_epsilon) / self.n
 
 
 register_protocol(Protocol(id="multi-pcms-mean", params=MultiPCMSMeanParams, reports=MultiPCMSMeanReports,
@@ -353,6 +391,423 @@ register_protocol(Protocol(id="ps-olh", params=PSOLHParams, reports=PSOLHReports
 
 
 # -- SVIM -------------------------------------------------------------------------------------
+#: SVIM's default user groups G1 / G2 / G3 (candidates / lengths / padded items).
+SVIM_SHARES = (0.4, 0.1, 0.5)
+#: SVIM's default coverage: L covers this share of the users' ``|S ∩ C|``.
+SVIM_COVERAGE = 0.9
+#: SVIM's default cap on L (R3 ``find_percentile_set``).
+SVIM_MAX_L = 31
+
+
+def _svim_g(epsilon: float, g: int) -> int:
+    """OLH range in SVIM: ``g = int(e^eps) + 1`` (truncation, as R3's ``fo.lh``) unless given."""
+    return check_int("g", g or int(math.exp(epsilon)) + 1, 2, 2**62)
+
+
+def _check_coverage(coverage) -> float:
+    if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) or not 0.0 < coverage <= 1.0:
+        raise ParameterError(f"coverage must be a number in (0, 1], got {coverage!r}")
+    return float(coverage)
+
+
+def _check_candidates(candidates, d: int) -> tuple:
+    cand = _candidate_array(candidates, d)
+    if cand.size == 0:
+        raise ParameterError("candidates must not be empty")
+    if np.unique(cand).size != cand.size:
+        raise ParameterError("candidates must be distinct")
+    return tuple(int(x) for x in cand)
+
+
+class _SVIMOLHParams(_ParamsBase):
+    """OLH over the phase's own domain with the full epsilon and ``g`` of :func:`_svim_g`."""
+
+    @property
+    def flip_probability(self) -> float:
+        """GRR flip probability of the hashed value, ``(g-1)/(e^eps + g - 1)``."""
+        return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SVIMItemParams(_SVIMOLHParams):
+    """SVIM phase 1 (SPEC 4.6): each G1 user reports one uniformly sampled item of its set
+    with OLH over ``[0, d)``; the server keeps the top ``2k`` as candidates."""
+
+    protocol: ClassVar[str] = "svim-items"
+    epsilon: float
+    d: int
+    k: int = 50
+    g: int = 0
+    field_size: int = PRIME
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        check_int("d", self.d, 1, self.field_size - 1)
+        check_int("k", self.k, 1)
+        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+
+    @property
+    def domain(self) -> int:
+        return self.d
+
+
+@dataclasses.dataclass(frozen=True)
+class SVIMLengthParams(_SVIMOLHParams):
+    """SVIM phase 2: each G2 user reports ``min(|S ∩ C|, max_length)`` with OLH over
+    ``[0, max_length]``. ``candidates`` (C, from phase 1, in rank order) fixes what clients
+    intersect with; ``max_length`` defaults to ``|C|``, which never clips since
+    ``|S ∩ C| <= |C|`` (as R3). ``coverage`` and ``max_L``: L is the smallest ``l >= 1``
+    whose estimated cumulative share exceeds ``coverage``, capped at ``max_L`` (default 31:
+    R3's ``find_percentile_set`` stops after l = 30 and then returns 31) and ``max_length``."""
+
+    protocol: ClassVar[str] = "svim-lengths"
+    epsilon: float
+    d: int
+    candidates: tuple
+    max_length: int = 0
+    coverage: float = SVIM_COVERAGE
+    max_L: int = SVIM_MAX_L
+    g: int = 0
+    field_size: int = PRIME
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        check_int("d", self.d, 1, self.field_size - 1)
+        object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
+        object.__setattr__(self, "max_length",
+                           check_int("max_length", self.max_length or len(self.candidates), 1))
+        object.__setattr__(self, "coverage", _check_coverage(self.coverage))
+        check_int("max_L", self.max_L, 1)
+        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+
+    @property
+    def domain(self) -> int:
+        return self.max_length + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SVIMPaddedParams(_ParamsBase):
+    """SVIM phase 3: each G3 user pads and samples ``S ∩ C`` to length ``L`` (dummy
+    ``|C|``; items are reported by their position in ``candidates``) and reports it with GRR
+    over ``|C| + 1`` values and the amplified ``eps' = log(L(e^eps - 1) + 1)`` when
+    ``|C| < L e^eps (4L - 1) + 1``, else with OLH(eps) (SPEC 4.6). ``L`` comes from phase 2."""
+
+    protocol: ClassVar[str] = "svim-padded"
+    epsilon: float
+    d: int
+    candidates: tuple
+    L: int
+    coverage: float = SVIM_COVERAGE
+    g: int = 0
+    field_size: int = PRIME
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        check_int("d", self.d, 1, self.field_size - 1)
+        object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
+        check_int("L", self.L, 1)
+        object.__setattr__(self, "coverage", _check_coverage(self.coverage))
+        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+
+    @property
+    def domain(self) -> int:
+        """Reported values: candidate positions ``[0, |C|)`` and the dummy ``|C|``."""
+        return len(self.candidates) + 1
+
+    @property
+    def uses_grr(self) -> bool:
+        """GRR when ``|C| < L e^eps (4L - 1) + 1`` (the SVIM/PSFO switch), else OLH."""
+        return len(self.candidates) < self.L * math.exp(self.epsilon) * (4 * self.L - 1) + 1
+
+    @property
+    def grr_epsilon(self) -> float:
+        """The amplified budget ``eps' = log(L(e^eps - 1) + 1)`` of the GRR branch."""
+        return math.log(self.L * math.expm1(self.epsilon) + 1.0)
+
+    @property
+    def flip_probability(self) -> float:
+        """GRR branch: ``(m-1)/(e^eps' + m - 1)`` with ``m = |C| + 1``; OLH branch:
+        ``(g-1)/(e^eps + g - 1)``."""
+        if self.uses_grr:
+            return (self.domain - 1) / (math.exp(self.grr_epsilon) + self.domain - 1)
+        return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
+
+
+@dataclasses.dataclass
+class SVIMItemReports(_OLHReports):
+    """Phase-1 OLH reports ``(z, a0, a1)`` (one per user with a non-empty set)."""
+
+    protocol: ClassVar[str] = "svim-items"
+
+
+@dataclasses.dataclass
+class SVIMLengthReports(_OLHReports):
+    """Phase-2 OLH reports ``(z, a0, a1)`` of the users' capped ``|S ∩ C|``."""
+
+    protocol: ClassVar[str] = "svim-lengths"
+
+
+@dataclasses.dataclass
+class SVIMPaddedReports(_OLHReports):
+    """Phase-3 reports. OLH branch: ``(z, a0, a1)``. GRR branch: ``z`` is the perturbed
+    value in ``[0, |C|]`` and ``a0 = a1 = 0`` (no hash)."""
+
+    protocol: ClassVar[str] = "svim-padded"
+
+
+class _SVIMClient:
+    params_type: ClassVar[type] = _ParamsBase
+
+    def __init__(self, params, rng: RngLike = None, threads: int = 0):
+        if not isinstance(params, self.params_type):
+            raise ParameterError(f"params must be {self.params_type.__name__}, got {type(params).__name__}")
+        self.params = params
+        self.threads = check_int("threads", threads, 0)
+        self._keys = KeySource(rng)
+
+
+def _intersect_candidates(offsets: np.ndarray, items: np.ndarray, candidates: tuple):
+    """Each user's ``S ∩ C`` as CSR ``(offsets, positions in C)`` (set order kept)."""
+    cand = np.asarray(candidates, dtype=np.uint64)
+    order = np.argsort(cand, kind="stable")
+    ordered = cand[order]
+    pos = np.minimum(np.searchsorted(ordered, items), ordered.size - 1)
+    keep = ordered[pos] == items
+    users = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    sizes = np.bincount(users[keep], minlength=offsets.size - 1)
+    return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), order[pos[keep]].astype(np.uint64)
+
+
+class SVIMItemClient(_SVIMClient):
+    """SVIM phase-1 user side: one uniformly sampled item of ``S`` reported with OLH over
+    ``[0, d)``; users with empty sets send nothing, so ``perturb`` returns one report per
+    non-empty set. ``rng``: None = OS entropy (real clients); seeds are for simulation only."""
+
+    params_type: ClassVar[type] = SVIMItemParams
+
+    def perturb(self, sets) -> SVIMItemReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        offsets, items = as_sets(sets, self.params.d)
+        sizes = np.diff(offsets)
+        nonempty = np.concatenate(([0], np.cumsum(sizes[sizes > 0]))).astype(np.int64)
+        # Padding and sampling to length 1 is a uniform pick from a non-empty set.
+        picks = _core.privsketch_padding_sample(self._keys.key(), nonempty, items, 1, self.params.d, self.threads)
+        return SVIMItemReports(*_olh_perturb(self.params, self._keys, picks, self.threads))
+
+
+class SVIMLengthClient(_SVIMClient):
+    """SVIM phase-2 user side: ``min(|S ∩ C|, max_length)`` reported with OLH over
+    ``[0, max_length]``. ``rng``: None = OS entropy; seeds are for simulation only."""
+
+    params_type: ClassVar[type] = SVIMLengthParams
+
+    def perturb(self, sets) -> SVIMLengthReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        p = self.params
+        offsets, _ = _intersect_candidates(*as_sets(sets, p.d), p.candidates)
+        lengths = np.minimum(np.diff(offsets), p.max_length)
+        return SVIMLengthReports(*_olh_perturb(p, self._keys, lengths, self.threads))
+
+
+class SVIMPaddedClient(_SVIMClient):
+    """SVIM phase-3 user side: pad and sample ``S ∩ C`` to ``L`` (one position in C, or the
+    dummy ``|C|``), then GRR with eps' or OLH(eps) (see :class:`SVIMPaddedParams`).
+    ``rng``: None = OS entropy; seeds are for simulation only."""
+
+    params_type: ClassVar[type] = SVIMPaddedParams
+
+    def perturb(self, sets) -> SVIMPaddedReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        p = self.params
+        offsets, positions = _intersect_candidates(*as_sets(sets, p.d), p.candidates)
+        values = _core.privsketch_padding_sample(self._keys.key(), offsets, positions, p.L, p.domain - 1,
+                                                 self.threads)
+        if not p.uses_grr:
+            return SVIMPaddedReports(*_olh_perturb(p, self._keys, values, self.threads))
+        z = _core.randomized_response(self._keys.key(), values, p.domain, probability_threshold(p.flip_probability),
+                                      self.threads)
+        zeros = np.zeros(z.size, dtype=np.uint64)
+        return SVIMPaddedReports(z=z, a0=zeros, a1=zeros.copy())
+
+
+class _SVIMServer(Aggregator):
+    """State: ``n`` (reports) and ``counts`` (int64 per value of the phase's domain: OLH,
+    the users whose hash of the value matches their report; GRR, the reports equal to it)."""
+
+    reports_type: ClassVar[type] = _OLHReports
+
+    def __init__(self, params, threads: int = 0):
+        super().__init__(params)
+        self.threads = check_int("threads", threads, 0)
+        self._n = np.zeros(1, dtype=np.int64)
+        self._counts = np.zeros(params.domain, dtype=np.int64)
+
+    def _state(self):
+        return {"n": self._n, "counts": self._counts}
+
+    def _set_state(self, state):
+        self._n, self._counts = state["n"], state["counts"]
+
+    @property
+    def n(self) -> int:
+        return int(self._n[0])
+
+    def _uses_olh(self) -> bool:
+        return True
+
+    def update(self, reports):
+        """Add a batch (validated first; a rejected batch changes nothing). Returns self."""
+        p = self.params
+        if not isinstance(reports, self.reports_type):
+            raise ReportError(f"reports must be {self.reports_type.__name__}, got {type(reports).__name__}")
+        if self._uses_olh():
+            _check_olh_reports(reports, p)
+            counts = np.zeros(p.domain, dtype=np.uint64)
+            _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
+                                   counts, self.threads)
+        else:
+            _check_below("z", reports.z, p.domain, "|C|+1")
+            if np.any(reports.a0) or np.any(reports.a1):
+                raise ReportError("GRR reports must have a0 = a1 = 0")
+            counts = np.bincount(reports.z.astype(np.int64), minlength=p.domain)
+        self._counts = self._counts + counts.astype(np.int64)
+        self._n = self._n + len(reports)
+        return self
+
+    def _chat(self) -> np.ndarray:
+        """Unbiased estimates of how many reporting users hold each value of the domain."""
+        if self.n == 0:
+            raise ReportError("estimate needs at least one report (n = 0)")
+        return _olh_debias(self._counts, self.n, self.params.g, self.params.epsilon)
+
+
+class SVIMItemServer(_SVIMServer):
+    """SVIM phase-1 collector. Decoding costs O(n d) hash evaluations (C++, threads)."""
+
+    protocol: ClassVar[str] = "svim-items"
+    params_type: ClassVar[type] = SVIMItemParams
+    reports_type: ClassVar[type] = SVIMItemReports
+
+    def estimate(self, candidates=None) -> np.ndarray:
+        """Unbiased estimates of the item-sampling frequencies ``P(sampled item = x)`` over
+        the reporting users (``candidates``: default every item of ``[0, d)``)."""
+        freq = self._chat() / self.n
+        return freq if candidates is None else freq[_candidate_array(candidates, self.params.d)]
+
+    def candidates(self) -> np.ndarray:
+        """C: the ``2k`` items with the largest estimates, best first (ties by item id)."""
+        return np.argsort(-self.estimate(), kind="stable")[: min(2 * self.params.k, self.params.d)]
+
+    def length_params(self, max_length: int = 0, coverage: float = SVIM_COVERAGE,
+                      max_L: int = SVIM_MAX_L) -> SVIMLengthParams:
+        """Phase-2 parameters carrying this phase's candidates (other arguments: see
+        :class:`SVIMLengthParams`)."""
+        p = self.params
+        return SVIMLengthParams(epsilon=p.epsilon, d=p.d, candidates=tuple(self.candidates().tolist()),
+                                max_length=max_length, coverage=coverage, max_L=max_L, field_size=p.field_size)
+
+
+class SVIMLengthServer(_SVIMServer):
+    """SVIM phase-2 collector."""
+
+    protocol: ClassVar[str] = "svim-lengths"
+    params_type: ClassVar[type] = SVIMLengthParams
+    reports_type: ClassVar[type] = SVIMLengthReports
+
+    def estimate(self) -> np.ndarray:
+        """Unbiased estimates of the length histogram: the share of reporting users with
+        capped ``|S ∩ C| = l`` for ``l = 0 .. max_length``."""
+        return self._chat() / self.n
+
+    def length(self) -> int:
+        """L: the smallest ``l >= 1`` whose cumulative share of the estimated histogram
+        (raw, not clipped at 0, as R3) exceeds ``coverage``, capped at
+        ``min(max_L, max_length)`` (also the answer when no l qualifies)."""
+        p = self.params
+        hist = self.estimate()
+        cap = min(p.max_L, p.max_length)
+        total = hist.sum()
+        if not total > 0:
+            return cap
+        above = np.flatnonzero(np.cumsum(hist)[1:] / total > p.coverage)
+        return min(int(above[0]) + 1, cap) if above.size else cap
+
+    def padded_params(self) -> SVIMPaddedParams:
+        """Phase-3 parameters carrying C and this phase's L."""
+        p = self.params
+        return SVIMPaddedParams(epsilon=p.epsilon, d=p.d, candidates=p.candidates, L=self.length(),
+                                coverage=p.coverage, field_size=p.field_size)
+
+
+class SVIMPaddedServer(_SVIMServer):
+    """SVIM phase-3 collector (GRR or OLH as the parameters say)."""
+
+    protocol: ClassVar[str] = "svim-padded"
+    params_type: ClassVar[type] = SVIMPaddedParams
+    reports_type: ClassVar[type] = SVIMPaddedReports
+
+    def _uses_olh(self) -> bool:
+        return not self.params.uses_grr
+
+    def sampling_frequencies(self) -> np.ndarray:
+        """Unbiased estimates of ``P(padded sample = C[i])`` over the reporting users."""
+        p = self.params
+        if p.uses_grr:
+            if self.n == 0:
+                raise ReportError("estimate needs at least one report (n = 0)")
+            e = math.exp(p.grr_epsilon)
+            keep, other = e / (e + p.domain - 1), 1.0 / (e + p.domain - 1)
+            chat = (self._counts - self.n * other) / (keep - other)
+        else:
+            chat = self._chat()
+        return chat[:-1] / self.n
+
+    def estimate(self) -> np.ndarray:
+        """Item frequencies of C (in ``candidates`` order): ``fhat = L chat3 / (coverage n3)``
+        (SPEC 4.6 [CHOICE]; R3 leaves out L)."""
+        return self.params.L * self.sampling_frequencies() / self.params.coverage
+
+    def top(self, k: int) -> tuple:
+        """The ``k`` candidates with the largest estimates, best first (ties by position in
+        C), and their estimates."""
+        k = check_int("k", k, 1)
+        freq = self.estimate()
+        best = np.argsort(-freq, kind="stable")[:k]
+        return np.asarray(self.params.candidates, dtype=np.int64)[best], freq[best]
+
+
+register_protocol(Protocol(id="svim-items", params=SVIMItemParams, reports=SVIMItemReports,
+                           aggregator=SVIMItemServer, client=SVIMItemClient))
+register_protocol(Protocol(id="svim-lengths", params=SVIMLengthParams, reports=SVIMLengthReports,
+                           aggregator=SVIMLengthServer, client=SVIMLengthClient))
+register_protocol(Protocol(id="svim-padded", params=SVIMPaddedParams, reports=SVIMPaddedReports,
+                           aggregator=SVIMPaddedServer, client=SVIMPaddedClient))
+
+
+def svim_groups(sets, shares=SVIM_SHARES, rng: RngLike = None) -> tuple:
+    """Split users at random into SVIM's groups G1 / G2 / G3 (``shares``, default 40% /
+    10% / 50%; the first ``int(s1 n)`` of a random permutation, the next ``int((s1+s2) n) -
+    int(s1 n)``, the rest). Returns three ``(offsets, items)`` CSR pairs. ``rng``: None =
+    OS entropy; a seed makes the split reproducible (simulation)."""
+    shares = tuple(float(s) for s in shares)
+    if len(shares) != 3 or min(shares) <= 0 or abs(sum(shares) - 1.0) > 1e-9:
+        raise ParameterError(f"shares must be three positive numbers summing to 1, got {shares}")
+    offsets, items = as_sets(sets, 2**64)
+    gen = KeySource(rng).generator()
+    n = offsets.size - 1
+    perm = gen.permutation(n)
+    cut1, cut2 = int(shares[0] * n), int((shares[0] + shares[1]) * n)
+    return tuple(_select_users(offsets, items, users) for users in (perm[:cut1], perm[cut1:cut2], perm[cut2:]))
+
+
+def _select_users(offsets: np.ndarray, items: np.ndarray, users: np.ndarray) -> tuple:
+    sizes = np.diff(offsets)[users]
+    starts = offsets[users]
+    out_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    index = np.repeat(starts - out_offsets[:-1], sizes) + np.arange(out_offsets[-1])
+    return out_offsets, items[index]
+
+
 @dataclasses.dataclass
 class SvimResult:
     """``top``: the k items SVIM reports (most frequent first); ``estimates``: their
@@ -364,74 +819,37 @@ class SvimResult:
     L: int
 
 
-def _olh_counts(values: np.ndarray, domain: int, epsilon: float, keys: KeySource, candidates: np.ndarray,
-                g: int, threads: int) -> np.ndarray:
-    """OLH count estimates ``(g C - n)/(p g - 1)`` of ``candidates`` from users holding ``values``."""
-    p_flip = (g - 1) / (math.exp(epsilon) + g - 1)
-    field = _core.Field.prime(PRIME)
-    z, a0, a1 = _core.ocms_perturb(field, keys.key(), values.astype(np.uint64), g, probability_threshold(p_flip), threads)
-    matches = np.zeros(candidates.size, dtype=np.uint64)
-    _core.ocms_count_list(field, z, a0, a1, g, candidates.astype(np.uint64), matches, threads)
-    keep = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
-    return (g * matches.astype(np.float64) - values.size) / (keep * g - 1.0)
+def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, threads: int = 0,
+         shares=SVIM_SHARES) -> SvimResult:
+    """SVIM frequent items (SPEC 4.6; Wang, Li, Jha 2018; R3 ``svsm.find_singleton``),
+    simulated on ``sets`` by running the three Client/Server phases in turn.
 
-
-def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, threads: int = 0) -> SvimResult:
-    """SVIM frequent items (SPEC 4.6; R3 ``svsm.find_singleton``), simulated on ``sets``.
-
-    Users are split at random into groups of 40% / 10% / 50%. G1: one uniformly sampled
-    item per non-empty user, OLH over [0, d) (``g = int(e^eps) + 1`` as in R3), the top 2k
-    become candidates C. G2: ``|S ∩ C|`` with OLH; L = the smallest length whose estimated
-    cumulative share exceeds 0.9. G3: pad-and-sample ``S ∩ C`` to L (dummy ``|C|``),
-    reported with GRR and the amplified ``eps' = log(L(e^eps-1)+1)`` when
-    ``|C| < L e^eps (4L-1) + 1``, else OLH(eps). Estimates: ``fhat = L chat3/(0.9 n3)``
-    (SPEC 4.6 [CHOICE]; R3 leaves out L). Returns the top k of C. Seeds: simulation only.
+    ``rng`` (None = OS entropy; a seed is for simulation only) becomes one numpy Generator
+    that draws, in order, the group split (:func:`svim_groups` with ``shares``) and the
+    keys of the phase-1, phase-2 and phase-3 clients, so the result equals running
+    ``SVIMItemClient``/``SVIMItemServer``, ``SVIMLengthClient``/``SVIMLengthServer`` and
+    ``SVIMPaddedClient``/``SVIMPaddedServer`` by hand with that Generator. ``threads``:
+    C++ worker threads (0 = default; results do not depend on it).
+    G1: one sampled item per non-empty user, OLH over [0, d) (``g = int(e^eps) + 1`` as in
+    R3), the top 2k become candidates C. G2: ``|S ∩ C|`` with OLH; L = the smallest length
+    whose estimated cumulative share exceeds 0.9, at most 31. G3: pad-and-sample ``S ∩ C`` to L, GRR
+    with ``eps' = log(L(e^eps-1)+1)`` when ``|C| < L e^eps (4L-1) + 1``, else OLH(eps);
+    ``fhat = L chat3/(0.9 n3)``. Returns the top k of C (:class:`SvimResult`).
+    Raises ParameterError for bad epsilon, k, shares or items outside [0, d).
     """
     eps = check_epsilon(epsilon)
     k = check_int("k", k, 1)
-    keys = KeySource(rng)
-    gen = keys.generator()
-    n = sets.n
-    perm = gen.permutation(n)
-    g1, g2, g3 = perm[: int(0.4 * n)], perm[int(0.4 * n): int(0.5 * n)], perm[int(0.5 * n):]
-    g_olh = int(math.exp(eps)) + 1
-    sizes = sets.sizes()
-
-    # Phase 1: candidates.
-    users = g1[sizes[g1] > 0]
-    picks = sets.items[sets.offsets[users] + (gen.random(users.size) * sizes[users]).astype(np.int64)]
-    est1 = _olh_counts(picks, sets.d, eps, keys, np.arange(sets.d), g_olh, threads)
-    cand = np.argsort(-est1, kind="stable")[: 2 * k]
-    in_cand = np.zeros(sets.d, dtype=bool)
-    in_cand[cand] = True
-
-    def intersect(user_ids):
-        return [sets.user(i)[in_cand[sets.user(i)]] for i in user_ids]
-
-    # Phase 2: length of S ∩ C.
-    lengths = np.array([s.size for s in intersect(g2)], dtype=np.int64)
-    max_len = max(2, int(lengths.max(initial=0)) + 1)
-    est2 = _olh_counts(lengths, max_len, eps, keys, np.arange(max_len), g_olh, threads)
-    share = np.cumsum(np.clip(est2, 0, None)) / max(np.clip(est2, 0, None).sum(), 1e-300)
-    L = next((l for l in range(1, max_len) if share[l] > 0.9), max_len - 1)
-
-    # Phase 3: pad and sample to L over C ∪ {dummy}.
-    c_size = cand.size
-    local = np.full(sets.d, c_size, dtype=np.int64)
-    local[cand] = np.arange(c_size)
-    inter = intersect(g3)
-    r = (gen.random(len(inter)) * L).astype(np.int64)
-    values = np.array([local[s[j]] if j < s.size else c_size for s, j in zip(inter, r)], dtype=np.int64)
-    if c_size < L * math.exp(eps) * (4 * L - 1) + 1:
-        eps_amp = math.log(L * math.expm1(eps) + 1)
-        m = c_size + 1
-        p_flip = (m - 1) / (math.exp(eps_amp) + m - 1)
-        z = _core.randomized_response(keys.key(), values.astype(np.uint64), m, probability_threshold(p_flip), threads)
-        keep, other = math.exp(eps_amp) / (math.exp(eps_amp) + m - 1), 1.0 / (math.exp(eps_amp) + m - 1)
-        counts = np.bincount(z.astype(np.int64), minlength=m)[:c_size]
-        chat3 = (counts - values.size * other) / (keep - other)
-    else:
-        chat3 = _olh_counts(values, c_size + 1, eps, keys, np.arange(c_size), g_olh, threads)
-    freq = L * chat3 / (0.9 * max(len(inter), 1))
-    best = np.argsort(-freq, kind="stable")[:k]
-    return SvimResult(top=cand[best], estimates=freq[best], candidates=cand, L=int(L))
+    gen = KeySource(rng).generator()
+    groups = svim_groups(sets, shares, gen)
+    items_params = SVIMItemParams(epsilon=eps, d=sets.d, k=k)
+    server1 = SVIMItemServer(items_params, threads)
+    server1.update(SVIMItemClient(items_params, gen, threads).perturb(groups[0]))
+    length_params = server1.length_params()
+    server2 = SVIMLengthServer(length_params, threads)
+    server2.update(SVIMLengthClient(length_params, gen, threads).perturb(groups[1]))
+    padded_params = server2.padded_params()
+    server3 = SVIMPaddedServer(padded_params, threads)
+    server3.update(SVIMPaddedClient(padded_params, gen, threads).perturb(groups[2]))
+    top, estimates = server3.top(k)
+    return SvimResult(top=top, estimates=estimates, candidates=np.asarray(length_params.candidates, dtype=np.int64),
+                      L=padded_params.L)

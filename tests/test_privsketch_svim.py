@@ -1,0 +1,256 @@
+"""SVIM's three phases (SPEC 4.6): each server is unbiased for its target, API contract
+(validation, rejected batches, merge, serialization, registry), and svim() is the three
+Client/Server phases run in turn."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from ldpfast import _base
+from ldpfast import privsketch as ps
+from ldpfast.datasets import SetData, zipf_sets
+from ldpfast.errors import IncompatibleError, ParameterError, ReportError
+
+# Per-assertion bound |estimate - truth| < Z sd: P(|N(0,1)| > 6) = 2e-9, so even the
+# ~30 coordinates of one test together fail by chance with probability < 1e-7.
+Z = 6.0
+D = 16
+CAND = (3, 0, 7, 12, 5, 9, 1, 14, 2, 10)      # |C| = 10, in "rank order" (not sorted)
+
+
+def make_sets(n, seed, max_size=6):
+    gen = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, D + 1)
+    sets = []
+    for size in gen.integers(0, max_size + 1, n):       # some empty
+        sets.append(gen.choice(D, size=size, replace=False, p=weights / weights.sum()))
+    return SetData.from_lists(sets, d=D)
+
+
+def as_lists(data):
+    return [data.user(i).tolist() for i in range(data.n)]
+
+
+def check_unbiased(est, truth, q, n, scale):
+    """``est = scale (count/n - offset)`` with count a sum of independent Bernoulli(q_i)
+    per coordinate (q: shape (n, coords)): Var(est) = scale^2 sum q(1-q) / n^2."""
+    sd = scale * np.sqrt((q * (1 - q)).sum(axis=0)) / n
+    assert np.all(np.abs(est - truth) < Z * sd), np.max(np.abs(est - truth) / sd)
+
+
+def olh_match_prob(holds, g, eps):
+    """P(user's hash of x matches the report): p when the reported value is x, else 1/g
+    (``holds`` = P(value = x))."""
+    p = np.exp(eps) / (np.exp(eps) + g - 1)
+    return holds * p + (1 - holds) / g
+
+
+def olh_scale(g, eps):
+    p = np.exp(eps) / (np.exp(eps) + g - 1)
+    return g / (p * g - 1)
+
+
+def test_phase1_estimates_the_item_sampling_frequency():
+    data = make_sets(30000, 1)
+    params = ps.SVIMItemParams(epsilon=2.0, d=D, k=4)
+    assert params.g == 8                                        # int(e^2) + 1, R3's truncation
+    reports = ps.SVIMItemClient(params, rng=2).perturb(data)
+    sizes = data.sizes()
+    assert len(reports) == np.count_nonzero(sizes)              # empty sets send nothing
+    server = ps.SVIMItemServer(params).update(reports)
+    users = [data.user(i) for i in range(data.n) if sizes[i]]
+    holds = np.zeros((len(users), D))                           # P(sampled item = x) per user
+    for i, s in enumerate(users):
+        holds[i, s] = 1.0 / s.size
+    check_unbiased(server.estimate(), holds.mean(axis=0), olh_match_prob(holds, params.g, 2.0), len(users),
+                   olh_scale(params.g, 2.0))
+    assert np.array_equal(server.estimate([4, 2]), server.estimate()[[4, 2]])
+    cand = server.candidates()
+    assert cand.size == 8 and np.array_equal(cand, np.argsort(-server.estimate(), kind="stable")[:8])
+    lp = server.length_params(max_length=5)
+    assert lp.candidates == tuple(cand.tolist()) and lp.max_length == 5 and lp.epsilon == 2.0
+
+
+@pytest.mark.parametrize("max_length", [0, 3])
+def test_phase2_estimates_the_length_histogram(max_length):
+    data = make_sets(30000, 3)
+    params = ps.SVIMLengthParams(epsilon=1.5, d=D, candidates=CAND, max_length=max_length)
+    assert params.max_length == (max_length or len(CAND))      # default |C|: never clips
+    reports = ps.SVIMLengthClient(params, rng=4).perturb(as_lists(data))
+    server = ps.SVIMLengthServer(params).update(reports)
+    lengths = np.minimum([len(set(s) & set(CAND)) for s in as_lists(data)], params.max_length)
+    holds = (lengths[:, None] == np.arange(params.max_length + 1)).astype(float)
+    check_unbiased(server.estimate(), holds.mean(axis=0), olh_match_prob(holds, params.g, 1.5), data.n,
+                   olh_scale(params.g, 1.5))
+    # L: the first l >= 1 whose cumulative share of the raw histogram exceeds 0.9.
+    share = np.cumsum(server.estimate()) / server.estimate().sum()
+    expected = next((l for l in range(1, params.max_length + 1) if share[l] > 0.9), params.max_length)
+    assert server.length() == expected
+    assert expected > 1 and ps.SVIMLengthServer(dataclass_replace(params, max_L=1)).update(reports).length() == 1
+    padded = server.padded_params()
+    assert (padded.L, padded.candidates, padded.epsilon, padded.coverage) == (expected, CAND, 1.5, 0.9)
+
+
+def test_phase2_length_of_a_clear_histogram():
+    # Every user holds exactly 2 candidates: the histogram is (0, 0, 1, 0, ...); each bin's
+    # estimate has sd < 0.01 here, so L = 2 unless the 11 bins are off by > 0.1 together (z > 3 sqrt(11)).
+    sets = [[CAND[i % 10], CAND[(i + 1) % 10], 4, 6] for i in range(20000)]
+    params = ps.SVIMLengthParams(epsilon=4.0, d=D, candidates=CAND)
+    server = ps.SVIMLengthServer(params).update(ps.SVIMLengthClient(params, rng=5).perturb(sets))
+    assert server.length() == 2
+
+
+@pytest.mark.parametrize("L, eps, grr", [(2, 1.0, True), (1, 1.0, False)])
+def test_phase3_estimates_the_padded_sampling_frequency(L, eps, grr):
+    # |C| = 10 < L e^eps (4L-1) + 1 is 39.1 for L = 2 (GRR) and 9.15 for L = 1 (OLH).
+    # Small sets, so that padding (L = 2) and sampling (|S ∩ C| > L) both matter.
+    data = make_sets(40000, 6, max_size=3)
+    params = ps.SVIMPaddedParams(epsilon=eps, d=D, candidates=CAND, L=L)
+    assert params.uses_grr is grr
+    reports = ps.SVIMPaddedClient(params, rng=7).perturb(data)
+    server = ps.SVIMPaddedServer(params).update(reports)
+    holds = np.zeros((data.n, len(CAND)))                       # P(padded sample = C[j])
+    for i, s in enumerate(as_lists(data)):
+        inter = [j for j, c in enumerate(CAND) if c in s]
+        holds[i, inter] = 1.0 / max(L, len(inter))
+    if grr:
+        assert not reports.a0.any() and not reports.a1.any()
+        e = np.exp(params.grr_epsilon)
+        assert params.grr_epsilon == pytest.approx(np.log(L * np.expm1(eps) + 1))
+        keep, other = e / (e + 10), 1 / (e + 10)
+        q, scale = holds * keep + (1 - holds) * other, 1 / (keep - other)
+    else:
+        q, scale = olh_match_prob(holds, params.g, eps), olh_scale(params.g, eps)
+    check_unbiased(server.sampling_frequencies(), holds.mean(axis=0), q, data.n, scale)
+    assert np.allclose(server.estimate(), L * server.sampling_frequencies() / 0.9, rtol=1e-15, atol=0)
+    top, est = server.top(3)
+    order = np.argsort(-server.estimate(), kind="stable")[:3]
+    assert np.array_equal(top, np.array(CAND)[order]) and np.array_equal(est, server.estimate()[order])
+
+
+def test_groups_partition_the_users():
+    data = make_sets(1001, 8)
+    groups = ps.svim_groups(data, rng=9)
+    assert [g[0].size - 1 for g in groups] == [400, 100, 501]
+    assert sum(g[1].size for g in groups) == data.items.size
+    merged = sorted(tuple(sorted(g[1][g[0][i]:g[0][i + 1]].tolist())) for g in groups for i in range(g[0].size - 1))
+    assert merged == sorted(tuple(sorted(s)) for s in as_lists(data))
+    again = ps.svim_groups(data, rng=9)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(groups, again))
+    assert [g[0].size - 1 for g in ps.svim_groups(data, shares=(0.2, 0.3, 0.5), rng=9)] == [200, 300, 501]
+    with pytest.raises(ParameterError, match="shares"):
+        ps.svim_groups(data, shares=(0.5, 0.5, 0.5))
+
+
+def test_svim_is_the_three_phases_by_hand():
+    data = zipf_sets(5000, 300, length=5, seed=10)
+    result = ps.svim(data, 3.0, k=8, rng=11)
+    gen = np.random.default_rng(11)
+    g1, g2, g3 = ps.svim_groups(data, rng=gen)
+    p1 = ps.SVIMItemParams(epsilon=3.0, d=data.d, k=8)
+    s1 = ps.SVIMItemServer(p1).update(ps.SVIMItemClient(p1, rng=gen).perturb(g1))
+    p2 = s1.length_params()
+    s2 = ps.SVIMLengthServer(p2).update(ps.SVIMLengthClient(p2, rng=gen).perturb(g2))
+    p3 = s2.padded_params()
+    s3 = ps.SVIMPaddedServer(p3).update(ps.SVIMPaddedClient(p3, rng=gen).perturb(g3))
+    top, est = s3.top(8)
+    assert np.array_equal(result.candidates, p2.candidates) and result.L == p3.L
+    assert np.array_equal(result.top, top) and np.array_equal(result.estimates, est)
+
+
+def test_reports_do_not_depend_on_threads():
+    data = make_sets(3000, 12)
+    for params, client in [(ps.SVIMItemParams(epsilon=2.0, d=D), ps.SVIMItemClient),
+                           (ps.SVIMLengthParams(epsilon=2.0, d=D, candidates=CAND), ps.SVIMLengthClient),
+                           (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=2), ps.SVIMPaddedClient),
+                           (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1), ps.SVIMPaddedClient)]:
+        a, b = client(params, rng=13, threads=1).perturb(data), client(params, rng=13, threads=3).perturb(data)
+        assert all(np.array_equal(x, y) for x, y in zip(a.columns().values(), b.columns().values()))
+
+
+PHASES = [
+    (ps.SVIMItemParams(epsilon=2.0, d=D, k=3), ps.SVIMItemClient, ps.SVIMItemServer),
+    (ps.SVIMLengthParams(epsilon=2.0, d=D, candidates=CAND), ps.SVIMLengthClient, ps.SVIMLengthServer),
+    (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=2), ps.SVIMPaddedClient, ps.SVIMPaddedServer),
+    (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1), ps.SVIMPaddedClient, ps.SVIMPaddedServer),
+]
+
+
+@pytest.mark.parametrize("params, client_cls, server_cls", PHASES)
+def test_merge_bytes_pickle_registry(params, client_cls, server_cls):
+    data = make_sets(2000, 14)
+    client = client_cls(params, rng=15)
+    r1, r2 = client.perturb(data), client.perturb(data)
+    whole = server_cls(params).update(r1).update(r2)
+    merged = server_cls(params).update(r1).merge(server_cls(params).update(r2))
+    assert merged == whole and merged.n == len(r1) + len(r2)
+    assert server_cls.from_bytes(whole.to_bytes()) == whole
+    assert pickle.loads(pickle.dumps(whole)) == whole
+    assert server_cls(params).merge(whole) == whole                  # empty = identity
+    assert type(params).from_dict(params.to_dict()) == params and hash(params) == hash(type(params).from_dict(
+        params.to_dict()))
+    proto = _base.protocols()[params.protocol]
+    assert (proto.params, proto.client, proto.aggregator) == (type(params), client_cls, server_cls)
+    if hasattr(params, "candidates"):
+        other = dataclass_replace(params, candidates=CAND[::-1])
+        with pytest.raises(IncompatibleError):
+            whole.merge(server_cls(other))
+
+
+def dataclass_replace(params, **changes):
+    import dataclasses
+    return dataclasses.replace(params, **changes)
+
+
+@pytest.mark.parametrize("params, client_cls, server_cls", PHASES)
+def test_rejected_batch_leaves_the_state_unchanged(params, client_cls, server_cls):
+    data = make_sets(500, 16)
+    server = server_cls(params).update(client_cls(params, rng=17).perturb(data))
+    before = server.to_bytes()
+    good = client_cls(params, rng=18).perturb(data)
+    bound = params.domain if getattr(params, "uses_grr", False) else params.g
+    bad_z = type(good)(z=np.where(np.arange(len(good)) == len(good) - 1, bound, good.z), a0=good.a0, a1=good.a1)
+    with pytest.raises(ReportError, match="z must be <"):
+        server.update(bad_z)
+    if getattr(params, "uses_grr", False):
+        bad_a = type(good)(z=good.z, a0=np.where(np.arange(len(good)) == 3, 1, good.a0), a1=good.a1)
+        with pytest.raises(ReportError, match="a0 = a1 = 0"):
+            server.update(bad_a)
+    else:
+        bad_a = type(good)(z=good.z, a0=good.a0, a1=np.full(len(good), params.field_size, dtype=np.uint64))
+        with pytest.raises(ReportError, match="a1 must be <"):
+            server.update(bad_a)
+    with pytest.raises(ReportError, match="reports must be"):
+        server.update(ps.PSOLHReports(z=good.z, a0=good.a0, a1=good.a1))
+    assert server.to_bytes() == before
+    with pytest.raises(ReportError, match="n = 0"):
+        server_cls(params).estimate()
+
+
+def test_parameter_validation():
+    with pytest.raises(ParameterError, match="epsilon"):
+        ps.SVIMItemParams(epsilon=0.0, d=D)
+    with pytest.raises(ParameterError, match="k must be"):
+        ps.SVIMItemParams(epsilon=1.0, d=D, k=0)
+    with pytest.raises(ParameterError, match="not be empty"):
+        ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=())
+    with pytest.raises(ParameterError, match="distinct"):
+        ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=(1, 1))
+    with pytest.raises(ParameterError, match="candidates must lie in"):
+        ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=(1, D), L=1)
+    with pytest.raises(ParameterError, match="L must be"):
+        ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=0)
+    with pytest.raises(ParameterError, match="coverage"):
+        ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=CAND, coverage=1.5)
+    with pytest.raises(ParameterError, match="params must be SVIMLengthParams"):
+        ps.SVIMLengthClient(ps.SVIMItemParams(epsilon=1.0, d=D))
+    with pytest.raises(IncompatibleError):
+        ps.SVIMPaddedServer(ps.SVIMItemParams(epsilon=1.0, d=D))
+    with pytest.raises(ParameterError, match="items must be in"):
+        ps.SVIMItemClient(ps.SVIMItemParams(epsilon=1.0, d=D), rng=1).perturb([[D]])
+    with pytest.raises(ParameterError, match="k must be"):
+        ps.SVIMPaddedServer(ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1)).top(0)
+    # numpy candidates become a tuple of ints (hashable, JSON-serializable).
+    p = ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=np.array(CAND))
+    assert p.candidates == CAND and isinstance(p.candidates[0], int)
