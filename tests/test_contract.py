@@ -63,6 +63,12 @@ EXAMPLES = {
     "multi-pcms-min": ("multi-pcms-min", lambda: (_family("multi-pcms-min", "params").create(
         epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
     "ps-olh": ("ps-olh", lambda: (_family("ps-olh", "params")(epsilon=2.0, d=60, pad_len=3), _sets(60)), None),
+    "svim-items": ("svim-items", lambda: (_family("svim-items", "params")(epsilon=2.0, d=60, k=10),
+                                          _sets(60)), None),
+    "svim-lengths": ("svim-lengths", lambda: (_family("svim-lengths", "params")(
+        epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5))), _sets(60)), None),
+    "svim-padded": ("svim-padded", lambda: (_family("svim-padded", "params")(
+        epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5)), L=3), _sets(60)), None),
     "hadaoracle": ("hadaoracle", lambda: (_family("hadaoracle", "params").create(
         epsilon=2.0, d=1000, n=4000, hash_seed=3), _values(1000)), None),
     "hadaheavy": ("hadaheavy", lambda: (_family("hadaheavy", "params").create(
@@ -239,9 +245,9 @@ def test_rejected_batch_leaves_the_aggregator_unchanged(case):
 #: Aggregators that do not check column lengths before using a batch (known contract
 #: violations, reported to their owners): they raise numpy/C++ errors instead of ReportError.
 NO_LENGTH_CHECK = {pid: "update() does not call Reports._check_lengths(): unequal columns raise "
-                        "ValueError/IndexError, not ReportError"
+                        "ValueError/IndexError (or, svim-padded, are accepted), not ReportError"
                    for pid in ("privsketch", "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean",
-                               "ps-olh")}
+                               "ps-olh", "svim-items", "svim-lengths", "svim-padded")}
 
 
 def test_batch_with_unequal_columns_is_rejected(case, request):

@@ -62,13 +62,18 @@ def cases():
         "multi-pcms-min": ("multi-pcms-min", lambda: fam("multi-pcms-min").create(
             epsilon=2.0, d=60, K=2, M=8, seed=1), None),
         "ps-olh": ("ps-olh", lambda: fam("ps-olh")(epsilon=2.0, d=60, pad_len=3), None),
+        "svim-items": ("svim-items", lambda: fam("svim-items")(epsilon=2.0, d=60, k=10), None),
+        "svim-lengths": ("svim-lengths", lambda: fam("svim-lengths")(
+            epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5))), None),
+        "svim-padded": ("svim-padded", lambda: fam("svim-padded")(
+            epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5)), L=3), None),
     }
     return {case: (pid, make, zero, 2000, 20261121) for case, (pid, make, zero) in table.items()
             if pid in known}
 
 
 SET_VALUED = {"privsketch", "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean", "multi-pcms-min",
-              "ps-olh"}
+              "ps-olh", "svim-items", "svim-lengths", "svim-padded"}
 
 
 def client_inputs(pid, d, n, seed):
