@@ -151,14 +151,8 @@ def test_empty_aggregator_is_the_merge_identity(case):
 
 #: Protocols whose merged bytes depend on the merge order (a known contract violation,
 #: reported to their owners): the test is expected to fail for them until fixed.
-ORDER_DEPENDENT = {"olh": "OLHServer.merge concatenates kept reports in arrival order "
-                          "(no canonical order), so a.merge(b) != b.merge(a) byte-wise"}
-
-
-def test_merge_is_exact_associative_and_commutative(case, request):
+def test_merge_is_exact_associative_and_commutative(case):
     proto, params, reports, (a, b, c), _, zero = case
-    if proto.id in ORDER_DEPENDENT:
-        request.applymarker(pytest.mark.xfail(reason=ORDER_DEPENDENT[proto.id], strict=True))
     whole = _agg(case, reports).to_bytes()
     in_parts = _agg(case, a, b, c).to_bytes()
     left = _agg(case, a).merge(_agg(case, b)).merge(_agg(case, c))
@@ -244,18 +238,10 @@ def test_rejected_batch_leaves_the_aggregator_unchanged(case):
 
 #: Aggregators that do not check column lengths before using a batch (known contract
 #: violations, reported to their owners): they raise numpy/C++ errors instead of ReportError.
-NO_LENGTH_CHECK = {pid: "update() does not call Reports._check_lengths(): unequal columns raise "
-                        "ValueError/IndexError (or, svim-padded, are accepted), not ReportError"
-                   for pid in ("privsketch", "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean",
-                               "ps-olh", "svim-items", "svim-lengths", "svim-padded")}
-
-
-def test_batch_with_unequal_columns_is_rejected(case, request):
+def test_batch_with_unequal_columns_is_rejected(case):
     proto, params, reports, (a, b, _c), _, zero = case
     if len(b.column_names()) < 2:
         pytest.skip("a single column cannot have unequal lengths")
-    if proto.id in NO_LENGTH_CHECK:
-        request.applymarker(pytest.mark.xfail(reason=NO_LENGTH_CHECK[proto.id], strict=True))
     agg = _agg(case, a)
     before = agg.to_bytes()
     bad = copy.copy(b)

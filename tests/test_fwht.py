@@ -345,3 +345,15 @@ def test_rejects_read_only_and_unaligned():
 def test_rejects_bad_thread_counts(threads):
     with pytest.raises(ParameterError, match=rf"threads must be an integer in \[0, 65536\].*{threads!r}"):
         fwht(np.ones(8, dtype=np.float64), threads=threads)
+
+
+def test_unpickled_arrays_are_accepted():
+    """Arrays that crossed a process boundary (pickle) carry an equal but not identical
+    dtype object; kernels must accept them without copying."""
+    import pickle
+
+    data = pickle.loads(pickle.dumps(np.arange(8, dtype=np.int64)))
+    expected = data.copy()
+    fwht(data)
+    fwht(data)
+    assert np.array_equal(data, expected * 8)

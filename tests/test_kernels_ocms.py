@@ -358,3 +358,15 @@ def test_decode_split_both_ways_is_exact(backend):
     np.testing.assert_array_equal(one, many)
     # About x_count / m matches per report (mean 3.3e7, sd < 5e3): half of that is 3000 sd away.
     assert int(one.sum()) >= n * x_count // 3 // 2
+
+
+def test_unpickled_report_columns_are_accepted():
+    """Report columns that crossed a process boundary (pickle, np.load) have an equal but
+    not identical dtype object; the bindings must accept them."""
+    import pickle
+
+    field = _core.Field.prime(2**64 - 59)
+    a0, a1, x = (pickle.loads(pickle.dumps(np.arange(5, dtype=np.uint64) + k)) for k in (1, 2, 3))
+    assert a0.dtype is not np.dtype(np.uint64)
+    expected = [((1 + i) + (2 + i) * (3 + i)) % (2**64 - 59) % 7 for i in range(5)]
+    assert _core.ocms_hash(field, a0, a1, x, 7).tolist() == expected

@@ -32,9 +32,9 @@ void register_fwht(py::module_& m) {
       throw py::value_error("data's last dimension must be a power of two in [2, 2^30], got " + std::to_string(n));
     if (!(data.flags() & py::array::c_style))
       throw py::value_error("data must be C-contiguous (fwht works in place and never copies)");
-    if (data.dtype().is(py::dtype::of<float>())) return transform<float>(data, threads);
-    if (data.dtype().is(py::dtype::of<double>())) return transform<double>(data, threads);
-    if (data.dtype().is(py::dtype::of<std::int64_t>())) return transform<std::int64_t>(data, threads);
+    if (has_dtype<float>(data)) return transform<float>(data, threads);
+    if (has_dtype<double>(data)) return transform<double>(data, threads);
+    if (has_dtype<std::int64_t>(data)) return transform<std::int64_t>(data, threads);
     throw py::type_error("data must have dtype float32, float64 or int64 (native byte order), got " +
                          std::string(py::str(data.dtype().attr("str"))));
   }, py::arg("data"), py::arg("threads") = 0,

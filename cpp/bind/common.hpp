@@ -28,6 +28,13 @@ const char* dtype_name() {
   return "?";
 }
 
+// Equivalent dtypes match (not only the identical dtype object, which unpickled or
+// np.load-ed arrays do not share); byte-swapped layouts do not.
+template <class T>
+bool has_dtype(const py::array& arr) {
+  return py::isinstance<py::array_t<T>>(arr);
+}
+
 // Checks that `obj` is a C-contiguous numpy array of dtype T (and ndim, when >= 0).
 template <class T>
 py::array_t<T> checked_array(const py::handle& obj, const char* name, int ndim = 1, bool writable = false) {
@@ -35,7 +42,7 @@ py::array_t<T> checked_array(const py::handle& obj, const char* name, int ndim =
     throw py::type_error(std::string(name) + " must be a numpy array, got " +
                          std::string(py::str(py::type::of(obj).attr("__name__"))));
   py::array arr = py::reinterpret_borrow<py::array>(obj);
-  if (!arr.dtype().is(py::dtype::of<T>()))
+  if (!has_dtype<T>(arr))
     throw py::type_error(std::string(name) + " must have dtype " + dtype_name<T>() + ", got " +
                          std::string(py::str(arr.dtype())));
   if (!(arr.flags() & py::array::c_style))

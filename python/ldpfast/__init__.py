@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
-    "metrics", "datasets", "experiments", "cli", "dask", "aggregate", "wire", "arrow",
+    "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "errors", *sorted(_SUBMODULES)]

@@ -29,7 +29,7 @@ from . import _core
 from ._base import Aggregator, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
 from ._validate import check_choice, check_epsilon, check_int, check_threads, probability_threshold
-from .errors import DTypeError, ParameterError, ReportError
+from .errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from .theory.hadamard import c_eps
 
 __all__ = [
@@ -911,56 +911,52 @@ class OLHServer(Aggregator):
     """OLH server: keeps the reports (each has its own hash, so there is no shared
     sketch) and answers ``fhat(x) = (C(x)/n - 1/g)/(p - 1/g)`` with
     ``C(x) = #{i: h_i(x) = z_i}`` and ``p = e/(e + g - 1)`` (equal to the CMS estimator
-    with ``m = g``). State: the report columns (uint64); merge concatenates."""
+    with ``m = g``). The reports are held by an OCMS report-keeping server with
+    ``m = g``, so state and bytes are canonical and merge is exact and order-free."""
 
     protocol = "olh"
     params_type = OLHParams
 
     def __init__(self, params: OLHParams, threads: int = 0):
         super().__init__(params)
-        self.threads = check_threads(threads)
-        empty = np.zeros(0, dtype=np.uint64)
-        self._cols = {"z": empty, "a0": empty.copy(), "a1": empty.copy()}
+        from . import ocms
+
+        self._reports = ocms.Server(ocms.Params(epsilon=params.epsilon, d=params.d, m=params.g,
+                                                use_m_prime=False), threads=check_threads(threads))
 
     def _state(self) -> Dict[str, np.ndarray]:
-        return dict(self._cols)
+        return self._reports._state()
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._cols = {k: np.ascontiguousarray(state[k], dtype=np.uint64) for k in ("z", "a0", "a1")}
+        self._reports._set_state(state)
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
-        from .errors import FormatError
-
-        if set(state) != {"z", "a0", "a1"} or any(v.dtype != np.uint64 or v.ndim != 1 for v in state.values()) \
-                or len({len(v) for v in state.values()}) != 1:
-            raise FormatError("stored state does not match OLH reports")
+        if set(state) != {"z", "a0", "a1"}:
+            raise FormatError(f"stored state must hold the OLH report columns z, a0, a1, got {sorted(state)}")
+        self._reports._check_state(state)
 
     def merge(self, other: "OLHServer") -> "OLHServer":
-        """Append ``other``'s reports (exact; ``other`` is unchanged)."""
-        from .errors import IncompatibleError
-
+        """Add ``other``'s reports (exact; ``other`` is unchanged)."""
         if type(other) is not type(self):
             raise IncompatibleError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
         if other.params != self.params:
             raise IncompatibleError(f"cannot merge aggregators with different parameters: {self.params} vs {other.params}")
-        self._cols = {k: np.concatenate([self._cols[k], other._cols[k]]) for k in self._cols}
+        self._reports.merge(other._reports)
         return self
 
     @property
     def n(self) -> int:
-        return int(len(self._cols["z"]))
+        return self._reports.n
 
     def update(self, reports: OLHReports) -> "OLHServer":
         """Add a validated batch (``z < g``, ``a0, a1 < PRIME``); a rejected batch leaves
         the state unchanged."""
+        from . import ocms
+
         if not isinstance(reports, OLHReports):
             raise ReportError(f"reports must be OLHReports, got {type(reports).__name__}")
         reports._check_lengths()
-        for name, arr, high in (("z", reports.z, self.params.g), ("a0", reports.a0, PRIME), ("a1", reports.a1, PRIME)):
-            if len(arr) and int(arr.max()) >= high:
-                bad = int(np.argmax(arr >= np.uint64(high)))
-                raise ReportError(f"report {bad}: {name} = {int(arr[bad])} is out of range [0, {high})")
-        self._cols = {k: np.concatenate([self._cols[k], getattr(reports, k)]) for k in self._cols}
+        self._reports.update(ocms.Reports(z=reports.z, a0=reports.a0, a1=reports.a1))
         return self
 
     def estimate(self, candidates: Any = None) -> np.ndarray:
@@ -969,13 +965,8 @@ class OLHServer(Aggregator):
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
-        counts = np.zeros(p.d if candidates is None else len(np.atleast_1d(candidates)), dtype=np.uint64)
-        c = self._cols
-        if candidates is None:
-            _core.ocms_count_range(prime_field(), c["z"], c["a0"], c["a1"], p.g, 0, counts, self.threads)
-        else:
-            xs = as_values(candidates, p.d, "candidates")
-            _core.ocms_count_list(prime_field(), c["z"], c["a0"], c["a1"], p.g, xs, counts, self.threads)
+        xs = None if candidates is None else as_values(candidates, p.d, "candidates")
+        counts = self._reports.match_counts(xs)
         em1 = math.expm1(p.epsilon)
         # p_keep - 1/g = (e - 1)(g - 1) / (g (e + g - 1))
         gap = em1 * (p.g - 1.0) / (p.g * (em1 + p.g))

@@ -281,6 +281,7 @@ class SafeReports(_ReportsBase):
 def _check_reports(reports, cls, params: SketchParams) -> None:
     if not isinstance(reports, cls):
         raise ReportError(f"reports must be {cls.__name__}, got {type(reports).__name__}")
+    reports._check_lengths()
     K, M = params.K, params.M
     if hasattr(reports, "k"):
         _check_below("k", reports.k, K, "K")

@@ -140,6 +140,7 @@ class MultiPCMSMeanServer(_TableServer):
         p = self.params
         if not isinstance(reports, MultiPCMSMeanReports):
             raise ReportError(f"reports must be MultiPCMSMeanReports, got {type(reports).__name__}")
+        reports._check_lengths()
         _check_below("row", reports.row, p.K, "K")
         if reports.bits.shape[1] != p.M:
             raise ReportError(f"bits must have shape (n, M={p.M}), got {reports.bits.shape}")
@@ -311,6 +312,7 @@ def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
 
 
 def _check_olh_reports(reports, params) -> None:
+    reports._check_lengths()
     _check_below("z", reports.z, params.g, "g")
     _check_below("a0", reports.a0, params.field_size, "field_size")
     _check_below("a1", reports.a1, params.field_size, "field_size")
@@ -660,6 +662,7 @@ class _SVIMServer(Aggregator):
         p = self.params
         if not isinstance(reports, self.reports_type):
             raise ReportError(f"reports must be {self.reports_type.__name__}, got {type(reports).__name__}")
+        reports._check_lengths()
         if self._uses_olh():
             _check_olh_reports(reports, p)
             counts = np.zeros(p.domain, dtype=np.uint64)
