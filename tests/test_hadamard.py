@@ -477,8 +477,8 @@ def _mean_sq_error(server_factory, client_factory, xs, counts, runs, seed):
     f = counts / counts.sum()
     total = 0.0
     for i in range(runs):
-        params, server_cls, client = server_factory(i), None, None
-        server = params[1](params[0]).update(client_factory(params[0], seed * 7919 + i).perturb(values))
+        params, server_type = server_factory(i)
+        server = server_type(params).update(client_factory(params, seed * 7919 + i).perturb(values))
         total += np.mean((server.estimate(xs) - f) ** 2)
     return total / runs
 

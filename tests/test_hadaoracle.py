@@ -261,7 +261,7 @@ def test_median_tail_with_fixed_hashes_matches_berry_esseen_bound():
     rng = np.random.default_rng(12)
     values = _data(rng, n, heavy=(0.2, 0.05))
     params = O.Params.create(epsilon=eps, d=2**20, n=n, beta=0.01, hash_seed=5)
-    k, m, layout = params.k, params.m, params.layout()
+    k, layout = params.k, params.layout()
     c = th.c_eps(eps)
     xs = np.array([1000, 1017, 424242], dtype=np.uint64)
     truth = np.array([np.count_nonzero(values == x) for x in xs])

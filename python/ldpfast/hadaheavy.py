@@ -31,8 +31,9 @@ from ._base import Params as _ParamsBase
 from ._base import Protocol, register_protocol
 from .errors import ParameterError
 from ._validate import check_choice, check_epsilon, check_int
-from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, gf64_field,
+from .hadamard import (GroupBitReports, Layout, LayoutServer, as_values, cached_layout, gf64_field,
                        hash_coefficients, make_layout, pow2_at_least, _random_seed)
+from . import hadaoracle
 from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from .theory import hadamard as _theory
 
@@ -172,7 +173,7 @@ class Reports(GroupBitReports):
     protocol: ClassVar[str] = "hadaheavy"
 
 
-class Client(LayoutClient):
+class Client(hadaoracle.Client):
     """HadaHeavy client: the user's level and subset (drawn: level uniform, then subset
     uniform; or assigned by :meth:`Server.assign`) pick one HRR instance on the hashed
     prefix; one bit is sent. ``rng``: ``None`` = OS entropy (real users); a seed makes a
@@ -180,19 +181,6 @@ class Client(LayoutClient):
 
     params_type = Params
     reports_type = Reports
-
-    def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
-        """Privatize ``values`` in ``[0, d)``; returns :class:`Reports`.
-
-        Raises:
-            ParameterError: bad values, or permutation partitioning without groups.
-        """
-        if self.params.partition == "permutation" and groups is None:
-            raise ParameterError("groups must be given for permutation partitioning "
-                                 "(use Server.assign(n, partition='permutation'))")
-        x = as_values(values, self.params.d)
-        g, r, b = self._perturb(x, groups, rows)
-        return Reports(groups=g, rows=r, bits=b)
 
 
 @dataclasses.dataclass

@@ -155,7 +155,7 @@ class Client(LayoutClient):
                                  "(use Server.assign(n, partition='permutation'))")
         x = as_values(values, self.params.d)
         g, r, b = self._perturb(x, groups, rows)
-        return Reports(groups=g, rows=r, bits=b)
+        return self.reports_type(groups=g, rows=r, bits=b)
 
 
 QUERY_METHODS = ("fwht", "direct")

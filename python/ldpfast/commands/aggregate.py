@@ -244,10 +244,7 @@ def run(args: argparse.Namespace) -> int:
                 agg.update(batch)
                 reports += len(batch)
             done.append({"name": path.name, "size": path.stat().st_size, "sha256": _sha256(path)})
-            kill = None
-            if kill_at == len(done):
-                def kill():
-                    os.kill(os.getpid(), signal.SIGKILL)
+            kill = (lambda: os.kill(os.getpid(), signal.SIGKILL)) if kill_at == len(done) else None
             atomic_write(args.state, encode_checkpoint(agg, done), before_replace=kill)
             if pause_after == len(done):
                 print(f"ldpfast-aggregate: paused after {len(done)}", flush=True)
