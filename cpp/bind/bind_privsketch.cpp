@@ -17,6 +17,20 @@ void check_order(const py::array_t<std::uint16_t>& order, py::ssize_t n, std::ui
     throw py::value_error("order must have shape (n, K, M) = (" + std::to_string(n) + ", " + std::to_string(K) +
                           ", " + std::to_string(M) + ")");
 }
+// Every sketch-cell index must address one of the K*M cells.
+template <class T>
+void check_cells(const T* cells, py::ssize_t count, std::uint32_t K, std::uint32_t M, const char* name) {
+  for (py::ssize_t e = 0; e < count; ++e)
+    if (cells[e] >= static_cast<std::size_t>(K) * M)
+      throw py::value_error(std::string(name) + " entries must be < K*M = " + std::to_string(K * M) + ", got " +
+                            std::to_string(cells[e]) + " at index " + std::to_string(e));
+}
+
+py::array_t<std::int64_t> zero_counts(std::size_t n) {
+  py::array_t<std::int64_t> out(n);
+  std::fill(out.mutable_data(), out.mutable_data() + n, 0);
+  return out;
+}
 }  // namespace
 
 void register_privsketch(py::module_& m) {
@@ -91,14 +105,10 @@ void register_privsketch(py::module_& m) {
     const std::uint16_t* pcells = cells.data();
     for (py::ssize_t e = 0; e < cand.size(); ++e)
       if (pc[e] >= n_cand) throw py::value_error("bucket_cand entries must be < n_cand");
-    for (py::ssize_t e = 0; e < cells.size(); ++e)
-      if (pcells[e] >= static_cast<std::size_t>(K) * M) throw py::value_error("bucket_cells entries must be < K*M");
+    check_cells(pcells, cells.size(), K, M, "bucket_cells");
     const std::uint32_t* pcell = cell.data();
-    for (py::ssize_t i = 0; i < n; ++i)
-      if (pcell[i] >= static_cast<std::size_t>(K) * M) throw py::value_error("cell entries must be < K*M");
-    py::array_t<std::int64_t> pos(n_cand), neg(n_cand);
-    std::fill(pos.mutable_data(), pos.mutable_data() + n_cand, 0);
-    std::fill(neg.mutable_data(), neg.mutable_data() + n_cand, 0);
+    check_cells(pcell, n, K, M, "cell");
+    py::array_t<std::int64_t> pos = zero_counts(n_cand), neg = zero_counts(n_cand);
     const std::uint16_t* pord = order.data();
     const std::int8_t* pb = bits.data();
     std::int64_t* pp = pos.mutable_data(); std::int64_t* pn = neg.mutable_data();
@@ -126,12 +136,9 @@ void register_privsketch(py::module_& m) {
       throw py::value_error("bits must have shape (n, K*M)");
     if (cells.shape(1) != K) throw py::value_error("cand_cells must have K columns");
     const std::uint16_t* pcells = cells.data();
-    for (py::ssize_t e = 0; e < cells.size(); ++e)
-      if (pcells[e] >= static_cast<std::size_t>(K) * M) throw py::value_error("cand_cells entries must be < K*M");
+    check_cells(pcells, cells.size(), K, M, "cand_cells");
     const std::size_t n_cand = static_cast<std::size_t>(cells.shape(0));
-    py::array_t<std::int64_t> pos(n_cand), neg(n_cand);
-    std::fill(pos.mutable_data(), pos.mutable_data() + n_cand, 0);
-    std::fill(neg.mutable_data(), neg.mutable_data() + n_cand, 0);
+    py::array_t<std::int64_t> pos = zero_counts(n_cand), neg = zero_counts(n_cand);
     const std::uint16_t* pord = order.data();
     const std::int8_t* pb = bits.data();
     std::int64_t* pp = pos.mutable_data(); std::int64_t* pn = neg.mutable_data();
