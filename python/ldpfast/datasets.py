@@ -45,6 +45,18 @@ BUNDLED: Dict[str, tuple] = {
 }
 
 
+def _domain_size(ids: np.ndarray, d: Union[int, None], name: str, empty_size: int) -> int:
+    """``d`` checked to cover the non-negative ``ids``; ``None`` means ``max(ids) + 1``."""
+    if ids.size and ids.min() < 0:
+        raise ParameterError(f"{name} must be non-negative, got {int(ids.min())}")
+    top = int(ids.max()) + 1 if ids.size else empty_size
+    if d is None:
+        return top
+    if d < top:
+        raise ParameterError(f"d must exceed every one of the {name} ({top - 1}), got {d}")
+    return int(d)
+
+
 @dataclass(frozen=True)
 class SetData:
     """Users holding sets of items from the domain ``[0, d)`` (CSR layout)."""
@@ -74,14 +86,8 @@ class SetData:
         offsets = np.zeros(len(cleaned) + 1, dtype=np.int64)
         np.cumsum([len(s) for s in cleaned], out=offsets[1:])
         items = np.concatenate(cleaned) if cleaned else np.zeros(0, dtype=np.int64)
-        if items.size and items.min() < 0:
-            raise ParameterError(f"items must be non-negative, got {int(items.min())}")
-        top = int(items.max()) + 1 if items.size else 0
-        if d is None:
-            d = top
-        elif d < top:
-            raise ParameterError(f"d must exceed every item id ({top - 1}), got {d}")
-        return cls(offsets=offsets, items=items, d=int(d), name=name)
+        d = _domain_size(items, d, "items", empty_size=0)
+        return cls(offsets=offsets, items=items, d=d, name=name)
 
 
 def bundled_path(name: str) -> str:
@@ -290,13 +296,7 @@ def load_values(name_or_path: str, d: Optional[int] = None, *,
         except ValueError:
             raise FormatError(f"{name} line {lineno}: value must be an integer, got {tokens[0]!r}") from None
     arr = np.array(values, dtype=np.int64)
-    if arr.size and arr.min() < 0:
-        raise ParameterError(f"values must be non-negative, got {int(arr.min())}")
-    top = int(arr.max()) + 1 if arr.size else 1
-    if d is None:
-        d = top
-    elif d < top:
-        raise ParameterError(f"d must exceed every value ({top - 1}), got {d}")
+    d = _domain_size(arr, d, "values", empty_size=1)
     return ValueData(arr, d, _candidates(arr, d, candidates), f_star, name,
                      f"{name}: one value per user from a file")
 
