@@ -253,12 +253,11 @@ def _finish(params: Params, columns: dict) -> Reports:
     """Build the batch and run the protocol's own validation on it."""
     proto = protocol(params.protocol)
     reports = proto.reports.from_columns({n: columns[n] for n in proto.reports.column_names()}, params)
+    reports.params_fingerprint = params.fingerprint
     if callable(getattr(reports, "validate", None)):
         reports.validate(params)
-    elif callable(getattr(proto.aggregator, "_validate", None)):
-        proto.aggregator(params)._validate(reports)
-    else:  # the aggregator's update validates the whole batch before counting
-        proto.aggregator(params).update(reports)
+    else:
+        proto.aggregator(params).validate(reports)
     return reports
 
 
