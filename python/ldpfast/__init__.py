@@ -12,6 +12,7 @@ import importlib
 from typing import Any, Dict, List
 
 from . import _core, errors
+from ._memory import get_memory_limit, set_memory_limit
 
 __version__ = "0.1.0"
 
@@ -20,7 +21,8 @@ _SUBMODULES = frozenset({
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
 })
 
-__all__ = ["backend_info", "set_backend", "set_num_threads", "errors", *sorted(_SUBMODULES)]
+__all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "errors",
+           *sorted(_SUBMODULES)]
 
 
 def backend_info() -> Dict[str, Any]:

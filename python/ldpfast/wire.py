@@ -15,7 +15,8 @@ Two framings:
   (no per-report padding), for moving many reports between servers.
 
 Neither framing carries the parameters: both ends must agree on them (they define the
-field widths). Decoding checks lengths and padding, rejects values outside a field's
+field widths). The encoder refuses a batch made with other parameters, and the decoded
+batch records the decoder's (``Reports.params_fingerprint``). Decoding checks lengths and padding, rejects values outside a field's
 range or codebook, and then runs the protocol's own batch validation, so anything that
 decodes is a batch the aggregator accepts.
 
@@ -207,6 +208,10 @@ def _bit_matrix(codes: Sequence[np.ndarray], widths: Sequence[int]) -> np.ndarra
 def _codes_of(params: Params, reports: Reports):
     if reports.protocol != params.protocol:
         raise IncompatibleError(f"reports are {reports.protocol!r}, params are {params.protocol!r}")
+    made_with = reports.params_fingerprint
+    if made_with is not None and made_with != params.fingerprint:
+        raise IncompatibleError(f"the reports were made with other parameters (fingerprint {made_with[:16]}) "
+                                f"than the given {params}")
     spec = fields(params)
     columns = reports.columns()
     codes = [_to_codes(f.column, columns[f.column], f.bits, f.codebook) for f in spec]
