@@ -161,6 +161,16 @@ def test_merge_is_exact_associative_and_commutative(case):
     assert whole == in_parts == left.to_bytes() == right.to_bytes() == swapped.to_bytes()
 
 
+def test_update_is_the_shared_template(case):
+    """Every server adds batches through ``Aggregator.update`` (checked batch, fingerprint,
+    one-step commit under the lock) and implements only ``_validate``/``_ingest``."""
+    proto, params, _, _, _, zero = case
+    agg = zero(params)
+    assert type(agg).update is Aggregator.update
+    assert type(agg)._ingest is not Aggregator._ingest
+    assert hasattr(agg, "_st"), "the committed state lives in one attribute"
+
+
 def test_merge_modifies_only_the_left_side(case):
     proto, params, _, (a, b, _c), _, zero = case
     left, right = _agg(case, a), _agg(case, b)

@@ -300,7 +300,7 @@ class LayoutServer(Aggregator):
             raise FormatError(f"stored report counts are inconsistent: n = {n}, per group {_describe(sizes)}")
         # each report adds +-1 to one cell of its group
         starts = self.params.layout().cell_base.astype(np.intp)
-        spread = np.add.reduceat(np.abs(state["z"]), starts)
+        spread = np.add.reduceat(np.abs(state["z"].astype(np.float64)), starts)
         parity = np.add.reduceat(state["z"], starts) % 2
         if np.any(spread > sizes) or np.any(parity != sizes % 2):
             raise FormatError("stored aggregation vector does not fit the stored report counts")
@@ -857,7 +857,7 @@ class RHRServer(Aggregator):
         super()._check_state(state)
         n, z = int(state["n"][0]), state["z"]
         # each report adds +-1 to one cell
-        if n < 0 or float(np.abs(z).sum(dtype=np.float64)) > n or int(z.sum()) % 2 != n % 2:
+        if n < 0 or float(np.abs(z.astype(np.float64)).sum()) > n or int(z.sum()) % 2 != n % 2:
             raise FormatError(f"stored aggregation vector does not fit the stored report count n = {n}")
 
     @property

@@ -127,7 +127,7 @@ class _TableServer(Aggregator):
         super()._check_state(state)
         n, rows, sums = int(state["n"][0]), state["rows"], state["sums"]
         # each report adds one +-1 bit to every cell of the rows it covers
-        if n < 0 or int(rows.min()) < 0 or np.any(np.abs(sums) > rows[:, None]) \
+        if n < 0 or int(rows.min()) < 0 or np.any(np.abs(sums.astype(np.float64)) > rows[:, None]) \
                 or np.any((sums - rows[:, None]) % 2) or not self._rows_fit(rows, n):
             raise FormatError(f"stored sketch counts do not fit the stored n = {n}")
 
