@@ -15,7 +15,7 @@ from _fuzz_cases import batches, case_ids, example
 from ldpfast.errors import IncompatibleError, ReportError
 
 CASES = case_ids()
-_FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture(scope="module", params=CASES)

@@ -51,7 +51,7 @@ def _load_bounded(load, blob):
         assert peak < MEMORY_LIMIT + 4 * len(blob), f"allocated {peak} bytes"
 
 
-_FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @_FUZZ

@@ -121,7 +121,7 @@ def test_interrupted_update_is_all_or_nothing(conc_case):
     make(params).update(parts[0]).update(batch)
     duration = time.perf_counter() - start
     outcomes = {"unchanged": 0, "complete": 0}
-    trials = 12
+    trials = 20
     for trial in range(trials):
         agg = proto.aggregator.from_bytes(before)
         delay = duration * trial / trials
