@@ -322,6 +322,10 @@ class Aggregator:
     params_type: ClassVar[type] = Params
     #: The batch type ``update`` accepts (default: the registered protocol's Reports).
     reports_type: ClassVar[Optional[type]] = None
+    #: True when ``_ingest`` itself checks every value before building the new state (e.g.
+    #: in the C++ kernel) and calls ``_validate`` only to name a bad report: ``update``
+    #: then skips the separate ``_validate`` pass (``validate`` still runs it).
+    _ingest_validates: ClassVar[bool] = False
 
     _st: _State
 
@@ -420,7 +424,8 @@ class Aggregator:
             IncompatibleError: the batch records other parameters (``params_fingerprint``).
         """
         batch = self._accepted(reports)
-        self._validate(batch)
+        if not self._ingest_validates:
+            self._validate(batch)
         if len(batch) == 0:
             return self
         with self._lock:

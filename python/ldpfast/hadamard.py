@@ -264,6 +264,7 @@ class LayoutServer(Aggregator):
     of reports per group. Decoding applies one exact int64 FWHT per group."""
 
     reports_type: ClassVar[type] = BitReports
+    _ingest_validates = True  # hadamard_update checks every report before adding any
 
     def __init__(self, params: Params, threads: int = 0):
         super().__init__(params)
@@ -392,6 +393,7 @@ class LayoutServer(Aggregator):
         bad = _core.hadamard_update(groups, reports.rows, reports.bits, np.ascontiguousarray(layout.rows),
                                     layout.cell_base, z, self.threads)
         if bad < len(reports):
+            self._validate(reports)  # names the first bad report
             raise ReportError(f"report {bad} does not fit the parameters")
         if groups is None:
             sizes = st["group_sizes"] + len(reports)
@@ -835,6 +837,7 @@ class RHRServer(Aggregator):
     protocol = "rhr"
     params_type = RHRParams
     reports_type = RHRReports
+    _ingest_validates = True  # hadamard_update checks every report before adding any
 
     def __init__(self, params: RHRParams, threads: int = 0):
         super().__init__(params)
@@ -883,6 +886,7 @@ class RHRServer(Aggregator):
         z = self._st["z"].copy()
         bad = _core.hadamard_update(blocks, reports.rows, bits, group_rows, cell_base, z, self.threads)
         if bad < len(reports):
+            self._validate(reports)  # names the first bad report
             raise ReportError(f"report {bad} does not fit the parameters")
         return {"z": z, "n": self._st["n"] + len(reports)}
 
