@@ -53,7 +53,7 @@ import json
 import struct
 import threading
 import zlib
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, cast
 
 import numpy as np
 
@@ -396,7 +396,7 @@ class Aggregator:
             if name == "Reports":  # the protocol modules' short name: say which module
                 name = f"{expected.__module__}.{name}"
             raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
-        batch = copy.copy(reports)
+        batch = cast(Reports, copy.copy(reports))
         batch._check_columns()
         fingerprint = batch.params_fingerprint
         if fingerprint is not None and fingerprint != self.params.fingerprint:
@@ -509,7 +509,7 @@ class Aggregator:
         header, arrays = _parse_container(blob, key, verify=True)
         if cls.protocol and header["protocol"] != cls.protocol:
             raise FormatError(f"bytes hold a {header['protocol']!r} aggregator, not {cls.protocol!r}")
-        target = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
+        target: Type[A] = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
         try:
             params = target.params_type.from_dict(header["params"])
         except Exception as exc:  # the stored values are untrusted: any rejection is a format error
@@ -725,8 +725,8 @@ def _parse_container(blob: bytes, key: Optional[bytes] = None,
     if "mac" in header:
         if len(body) - cur.pos < _MAC_SIZE:
             raise FormatError("aggregator bytes are truncated (no authentication code)")
-        body, mac = body[:-_MAC_SIZE], bytes(body[-_MAC_SIZE:])
-        cur.data = body
+        mac = bytes(body[-_MAC_SIZE:])
+        body = cur.data = body[:-_MAC_SIZE]
         if verify:
             if key is None:
                 raise FormatError("aggregator bytes are authenticated (HMAC-SHA256): pass the key "
@@ -808,7 +808,7 @@ def register_protocol(protocol: Protocol) -> Protocol:
             raise ValueError(f"{cls.__name__}.protocol != {protocol.id!r}")
     perturb = getattr(protocol.client, "perturb", None)
     if callable(perturb) and not getattr(perturb, "_ldpfast_stamps", False):
-        protocol.client.perturb = _stamping(perturb)
+        setattr(protocol.client, "perturb", _stamping(perturb))
     _REGISTRY[protocol.id] = protocol
     return protocol
 
