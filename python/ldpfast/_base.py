@@ -67,8 +67,8 @@ def _jsonable(value: Any) -> Any:
 def _short(value: Any) -> str:
     """``repr`` of a parameter value, long sequences cut to their first items."""
     if isinstance(value, (tuple, list, np.ndarray)) and len(value) > 6:
-        return f"[{', '.join(repr(_jsonable(v)) for v in list(value[:3]))}, ... ({len(value)} items)]"
-    return repr(_jsonable(value))
+        return f"({', '.join(repr(_jsonable(v)) for v in list(value[:3]))}, ... {len(value)} items)"
+    return repr(_jsonable(value) if isinstance(value, np.generic) else value)
 
 
 def params_summary(params: Any) -> str:
