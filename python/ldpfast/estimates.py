@@ -322,10 +322,10 @@ def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Varianc
             return ((lambda f: theory.rhr_variance(p.epsilon, n, f, residue_fraction=1.0)),
                     f"{plug} (theory.rhr_variance with every user in the candidate's residue class: "
                     "an upper bound)")
-        whole = np.clip(server.estimate(), 0.0, 1.0)
-        per_class = np.bincount(np.arange(p.d) % p.base, weights=whole, minlength=p.base)
-        share = np.minimum(per_class[candidates.astype(np.int64) % p.base], 1.0)
-        return ((lambda f: theory.rhr_variance(p.epsilon, n, f, residue_fraction=share)),
+        # the raw estimates of a residue class sum to an unbiased estimate of its share
+        per_class = np.bincount(np.arange(p.d) % p.base, weights=server.estimate(), minlength=p.base)
+        share = np.clip(per_class[candidates.astype(np.int64) % p.base], 0.0, 1.0)
+        return ((lambda f: theory.rhr_variance(p.epsilon, n, f, residue_fraction=np.maximum(share, f))),
                 f"{plug} (theory.rhr_variance; the residue-class share is plugged in from the estimates)")
     if pid == "privsketch":
         return ((lambda f: theory.privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M)),
