@@ -10,14 +10,14 @@ import argparse
 import importlib
 import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from .errors import LdpfastError
 
 COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate")
 
 
-def _load(name: str):
+def _load(name: str) -> Any:
     return importlib.import_module(f"ldpfast.commands.{name}")
 
 

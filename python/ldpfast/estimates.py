@@ -44,7 +44,8 @@ POSTPROCESSING = ("clip", "norm-sub", "norm-mul", "base-cut", "simplex")
 FDR_METHODS = ("bh", "by", "bonferroni")
 
 _MAX_WHOLE_DOMAIN = 2**24
-VarianceFn = Callable[[np.ndarray], np.ndarray]
+#: f (per-candidate true frequencies) -> Var(fhat) per candidate; the theory functions broadcast.
+VarianceFn = Callable[[Any], Any]
 
 
 def _normal_quantile(p: float) -> float:
@@ -53,7 +54,8 @@ def _normal_quantile(p: float) -> float:
 
 def _upper_tail(z: np.ndarray) -> np.ndarray:
     """``P(Z > z)`` for standard normal Z (erfc keeps small tails accurate)."""
-    return 0.5 * np.vectorize(math.erfc)(np.asarray(z, dtype=np.float64) / math.sqrt(2.0))
+    scaled = np.asarray(z, dtype=np.float64) / math.sqrt(2.0)
+    return np.array([0.5 * math.erfc(v) for v in scaled.ravel()], dtype=np.float64).reshape(scaled.shape)
 
 
 def _check_alpha(name: str, alpha: float) -> float:
@@ -137,8 +139,13 @@ class Estimate:
         if not 0.0 <= threshold <= 1.0:
             raise ParameterError(f"threshold must be a frequency in [0, 1], got {threshold!r}")
         self._require_raw("p_values")
-        sd = np.sqrt(np.broadcast_to(self.variance(np.full(len(self), threshold)), self.values.shape))
-        return _upper_tail((self.values - threshold) / sd)
+        return _upper_tail((self.values - threshold) / self._std_at(threshold))
+
+    def _std_at(self, frequency: float) -> np.ndarray:
+        """Standard errors of every candidate's estimate if its frequency were ``frequency``."""
+        assert self.variance is not None  # checked by _require_raw
+        variance = self.variance(np.full(len(self), frequency))
+        return np.sqrt(np.broadcast_to(np.asarray(variance, dtype=np.float64), self.values.shape))
 
     # -- selections -----------------------------------------------------------------
     def _subset(self, index: np.ndarray) -> "Estimate":
@@ -237,13 +244,12 @@ class Estimate:
         else:
             alpha = _check_alpha("alpha", alpha)
             self._require_raw("base-cut")
-            sd0 = np.sqrt(np.broadcast_to(self.variance(np.zeros(len(self))), v.shape))
-            cut = _normal_quantile(1.0 - alpha / max(v.size, 1)) * sd0
+            cut = _normal_quantile(1.0 - alpha / max(v.size, 1)) * self._std_at(0.0)
             out = np.where(v >= cut, v, 0.0)
         return dataclasses.replace(self, values=out, postprocessing=method)
 
     # -- export ----------------------------------------------------------------------
-    def to_pandas(self, alpha: float = 0.05):
+    def to_pandas(self, alpha: float = 0.05) -> Any:
         """A ``pandas.DataFrame`` with columns ``candidate, estimate, std, count`` and, for
         raw estimates with standard errors, ``ci_low, ci_high`` (``1 - alpha``).
 
@@ -275,7 +281,7 @@ def project_simplex(values: Any, total: float = 1.0) -> np.ndarray:
     ranks = np.arange(1, v.size + 1)
     rho = int(np.flatnonzero(u - cumulative / ranks > 0)[-1])
     theta = cumulative[rho] / (rho + 1)
-    return np.maximum(v - theta, 0.0)
+    return np.asarray(np.maximum(v - theta, 0.0))
 
 
 def _norm_sub(values: np.ndarray, total: float) -> np.ndarray:
@@ -306,7 +312,8 @@ def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Varianc
     if pid == "ocms":
         if p.a_range != "full":
             return None, "OCMS with a_range='nonzero' has no closed-form variance"
-        return (lambda f: theory.ocms_variance(p, n=n, f=f)), f"{plug} (theory.ocms_variance)"
+        return ((lambda f: theory.ocms_variance(p, n=n, f=f)),  # type: ignore[no-untyped-call]
+                f"{plug} (theory.ocms_variance)")
     if pid == "grr":
         return (lambda f: theory.grr_variance(p.epsilon, p.d, n, f)), f"{plug} (theory.grr_variance)"
     if pid in ("hrr", "he"):
@@ -349,10 +356,10 @@ def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Varianc
     if pid == "svim-padded":
         scale = p.L / p.coverage
         if p.uses_grr:
-            def var(f):
+            def var(f: Any) -> Any:
                 return scale**2 * theory.grr_variance(p.grr_epsilon, p.domain, n, np.clip(f / scale, 0.0, 1.0))
         else:
-            def var(f):
+            def var(f: Any) -> Any:
                 return scale**2 * theory.olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
         return var, f"{plug} (the GRR/OLH variance of the padded sample, scaled by (L/coverage)^2)"
     return None, (f"no closed-form variance for {pid!r}'s estimator (a median or minimum over "
@@ -361,10 +368,8 @@ def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Varianc
 
 def _default_candidates(server: Any) -> np.ndarray:
     p, pid = server.params, server.protocol
-    if pid == "ocms" and not server.keeps_reports:
-        return server.candidates
-    if pid in ("privsketch", "privsketch-nosmp", "ps-olh"):
-        return server.candidates
+    if (pid == "ocms" and not server.keeps_reports) or pid in ("privsketch", "privsketch-nosmp", "ps-olh"):
+        return np.asarray(server.candidates)
     if pid == "svim-lengths":
         return np.arange(p.max_length + 1, dtype=np.int64)
     if pid == "svim-padded":
