@@ -312,7 +312,10 @@ def test_bad_data_files_give_one_line_errors(capsys, tmp_path):
 def test_unwritable_outputs_and_bad_json_give_one_line_errors(capsys, tmp_path):
     rc, _, err = run_cli(capsys, "simulate", "--data", "zipf", "--n", "200", "--runs", "1", "--eps", "1",
                          "--no-plot", "--json", str(tmp_path / "missing" / "dir" / "x.json"))
-    _assert_clean_error(rc, err, "No such file or directory")
+    _assert_clean_error(rc, err, "--json must be a file path in an existing folder")
+    rc, _, err = run_cli(capsys, "simulate", "--data", "zipf", "--n", "200", "--runs", "1", "--eps", "1",
+                         "--plot", str(tmp_path))
+    _assert_clean_error(rc, err, "--plot must be a file path")
     garbage = tmp_path / "garbage.json"
     garbage.write_text("not json")
     rc, _, err = run_cli(capsys, "reproduce", "--from-json", str(garbage), "--no-plot", "--out", str(tmp_path))

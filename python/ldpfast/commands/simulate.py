@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List, Optional, Union
 
@@ -96,6 +97,13 @@ def setup_threads(threads: int) -> None:
     ldpfast.set_num_threads(threads)
 
 
+def check_output_path(path: str, flag: str) -> None:
+    """ParameterError unless ``path`` can be created: its folder exists and it is not a folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        raise ParameterError(f"{flag} must be a file path in an existing folder, got {path!r}")
+
+
 def progress_enabled(flag: Optional[bool]) -> bool:
     return sys.stderr.isatty() if flag is None else flag
 
@@ -142,8 +150,12 @@ def run(args: argparse.Namespace) -> int:
     names = [p.strip() for p in args.protocol.split(",") if p.strip()]
     algorithms = [experiments.get_algorithm(name) for name in names]
     epsilons = parse_floats(args.eps)
+    # fail before the simulation, not after it
     if not args.no_plot:
-        experiments.require_matplotlib()  # fail before the simulation, not after it
+        experiments.require_matplotlib()
+        check_output_path(args.plot, "--plot")
+    if args.json:
+        check_output_path(args.json, "--json")
     result = experiments.simulate(algorithms, load_data(args), epsilons, args.runs, seed=args.seed,
                                   progress=progress_enabled(args.progress))
     print(f"{result.note}\nn={result.n} users, d={result.d}, |X|={result.n_candidates} values of interest, "
