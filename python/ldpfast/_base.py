@@ -36,11 +36,15 @@ import io
 import json
 import struct
 import zlib
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type,
+                    TypeVar)
 
 import numpy as np
 
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
+
+if TYPE_CHECKING:
+    from .estimates import Estimate
 
 __all__ = ["Params", "Reports", "Aggregator", "ClientBase", "Protocol", "register_protocol", "protocols",
            "protocol", "params_from_json", "load_aggregator", "read_header", "FORMAT_MAGIC",
@@ -165,6 +169,7 @@ class Reports:
         return all(np.array_equal(mine[k], theirs[k]) for k in mine)
 
     def __repr__(self) -> str:
+        size: object
         try:
             size = len(self)
         except Exception:  # half-built batch (a constructor that raised part way)
@@ -367,7 +372,7 @@ class Aggregator:
         """More state to show in ``repr`` (e.g. a mode); empty by default."""
         return ""
 
-    def frequencies(self, candidates: Any = None) -> Any:
+    def frequencies(self, candidates: Any = None) -> "Estimate":
         """The frequency estimates of ``candidates`` with standard errors, as an
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
         false-discovery control, consistency post-processing, ``to_pandas``).
