@@ -115,23 +115,25 @@ def test_confidence_interval_api():
 
 # -- heavy hitters -------------------------------------------------------------------------
 
-def _grr_runs(freqs, reps, d):
-    params = lf.grr.Params(epsilon=2.0, d=d)
+def _grr_runs(freqs, reps, d, protocol="grr"):
+    """Estimates of `reps` seeded runs on a fixed data set with the given frequencies."""
+    params = lf.grr.Params(epsilon=2.0, d=d) if protocol == "grr" else lf.hadamard.HRRParams(epsilon=2.0, d=d)
+    family = lf._base.protocols()[protocol]
     values = _values(d, freqs)
     for r in range(reps):
-        yield lf.grr.Server(params).update(lf.grr.Client(params, rng=5000 + r).perturb(values)).frequencies()
+        yield family.aggregator(params).update(family.client(params, rng=5000 + r).perturb(values)).frequencies()
 
 
-@pytest.mark.parametrize("method", ["bh", "by", "bonferroni"])
-def test_heavy_hitters_control_false_discoveries_under_the_null(method):
+@pytest.mark.parametrize("method,protocol", [("bh", "grr"), ("by", "grr"), ("bonferroni", "grr"), ("bh", "hrr")])
+def test_heavy_hitters_control_false_discoveries_under_the_null(method, protocol):
     """Every value sits exactly at the threshold (the worst case of H0: f <= t), so every
     declaration is false and FDR = P(any declaration). The number of runs with a
     declaration is Binomial(R, FDR) with FDR <= q: one-sided bound R q + z_{1-delta}
     sqrt(R q (1-q)). Uncorrected per-candidate tests exceed it by far (checked, so the
     bound is not vacuous)."""
-    d, q, reps, t = 25, 0.1, REPS, 0.04
+    d, q, reps, t = 25, 0.1, REPS, 0.04      # HRR pads d = 25 to 32 Hadamard columns
     any_declared = uncorrected = 0
-    for e in _grr_runs(np.full(d, t), reps, d):
+    for e in _grr_runs(np.full(d, t), reps, d, protocol):
         any_declared += len(e.heavy_hitters(t, fdr=q, method=method)) > 0
         uncorrected += bool((e.p_values(t) < q).any())
     bound = reps * q + stats.norm.ppf(1 - DELTA) * np.sqrt(reps * q * (1 - q))
