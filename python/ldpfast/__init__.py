@@ -9,7 +9,7 @@ Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from . import _core, errors
 from ._memory import get_memory_limit, set_memory_limit
@@ -19,10 +19,25 @@ __version__ = "0.1.0"
 _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
+    "estimates",
 })
 
-__all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "errors",
-           *sorted(_SUBMODULES)]
+__all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
+           "errors", *sorted(_SUBMODULES)]
+
+
+def load(blob: bytes, key: Optional[bytes] = None) -> Any:
+    """The aggregator (Server) of whichever protocol serialized ``blob`` with
+    ``to_bytes()``, e.g. a checkpoint or a worker's partial result. ``key``: the HMAC key
+    the bytes were written with (``to_bytes(key=...)``), if any.
+
+    Raises:
+        ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator (or fail
+            authentication).
+    """
+    from ._base import load_aggregator
+
+    return load_aggregator(blob, key=key)
 
 
 def backend_info() -> Dict[str, Any]:
