@@ -202,7 +202,8 @@ def test_bytes_and_pickle_round_trip(case):
     agg = _agg(case, reports)
     blob = agg.to_bytes()
     for restored in (proto.aggregator.from_bytes(blob), pickle.loads(pickle.dumps(agg)),
-                     load_aggregator(blob), Aggregator.from_bytes(bytearray(blob))):
+                     load_aggregator(blob), Aggregator.from_bytes(bytearray(blob)), copy.copy(agg),
+                     copy.deepcopy(agg)):
         assert type(restored) is proto.aggregator
         assert restored == agg
         assert restored.to_bytes() == blob
