@@ -113,13 +113,17 @@ def test_interrupted_update_is_all_or_nothing(conc_case):
     """Ctrl-C (SIGINT, or interrupt_main) at spread-out moments during ``update``: the
     state is the old one or the old one plus the whole batch, never anything between."""
     proto, params, make, parts = conc_case
-    base = make(params).update(parts[0])
+    before = make(params).update(parts[0]).to_bytes()
     batch = parts[1]
-    before = base.to_bytes()
-    after = make(params).update(parts[0]).update(batch).to_bytes()
-    start = time.perf_counter()
-    make(params).update(parts[0]).update(batch)
-    duration = time.perf_counter() - start
+    for attempt in range(6):  # a batch whose update takes ~5 ms or more, so interrupts land inside
+        agg = proto.aggregator.from_bytes(before)
+        start = time.perf_counter()
+        agg.update(batch)
+        duration = time.perf_counter() - start
+        after = agg.to_bytes()
+        if duration > 0.005 or attempt == 5:
+            break
+        batch = tiled(batch, 2)
     outcomes = {"unchanged": 0, "complete": 0}
     trials = 20
     for trial in range(trials):
