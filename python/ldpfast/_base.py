@@ -302,9 +302,16 @@ class Reports:
 
 class _State(dict):
     """A committed aggregator state: name -> array (or other immutable value). Committed
-    states are never modified in place; an update or merge builds a new one and commits
-    it with a single attribute assignment. Caches derived from a state (e.g. decoded
-    transforms) are stored as attributes of it, so a commit invalidates them."""
+    states are never modified in place (their arrays are made read-only); an update or
+    merge builds a new one and commits it with a single attribute assignment. Caches
+    derived from a state (e.g. decoded transforms) are stored as attributes of it, so a
+    commit invalidates them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for value in self.values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
 
 
 def _locked(method: Callable) -> Callable:

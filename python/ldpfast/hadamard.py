@@ -421,6 +421,7 @@ class LayoutServer(Aggregator):
                 if width >= 2:
                     _core.fwht(block, self.threads)
                 start = stop
+            out.flags.writeable = False  # cached with the state it was decoded from
             st.decoded = decoded = out
         return decoded
 

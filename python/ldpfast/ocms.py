@@ -409,6 +409,12 @@ def decode_matches(params: Params, matches, n: int, clip: bool = False) -> np.nd
     return np.clip(fhat, 0.0, 1.0) if clip else fhat
 
 
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only (kept reports are shared between merged servers)."""
+    array.flags.writeable = False
+    return array
+
+
 def _contiguous_start(candidates: np.ndarray) -> Optional[int]:
     """First value if ``candidates`` is ``[c, c+1, ..., c+k-1]``, else None."""
     if candidates.size == 0:
@@ -490,7 +496,7 @@ class Server(_base.Aggregator):
     def _ingest(self, reports: Reports):
         st = self._st
         if self.keeps_reports:
-            chunk = (reports.z.copy(), reports.a0.copy(), reports.a1.copy())
+            chunk = tuple(_frozen(column.copy()) for column in (reports.z, reports.a0, reports.a1))
             return {"chunks": st["chunks"] + (chunk,), "canonical": False}
         counts = st["counts"].copy()
         self._count_into(reports.z, reports.a0, reports.a1, self._candidates, counts)
@@ -593,11 +599,11 @@ class Server(_base.Aggregator):
                 empty = np.zeros(0, dtype=np.uint64)
                 return empty, empty, empty
             if len(chunks) > 1:
-                chunks = (tuple(np.concatenate([c[i] for c in chunks]) for i in range(3)),)
+                chunks = (tuple(_frozen(np.concatenate([c[i] for c in chunks])) for i in range(3)),)
             if canonical and not ordered:
                 z, a0, a1 = chunks[0]
                 order = np.lexsort((a1, a0, z))
-                chunks, ordered = ((z[order], a0[order], a1[order]),), True
+                chunks, ordered = (tuple(_frozen(column[order]) for column in (z, a0, a1)),), True
             if chunks is not st["chunks"]:
                 self._st = _base._State(chunks=chunks, canonical=ordered)
             return chunks[0]
@@ -642,7 +648,7 @@ class Server(_base.Aggregator):
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
         if "z" in state:
             self._candidates = None
-            z, a0, a1 = (np.array(state[k], dtype=np.uint64) for k in ("z", "a0", "a1"))
+            z, a0, a1 = (_frozen(np.array(state[k], dtype=np.uint64)) for k in ("z", "a0", "a1"))
             self._st = _base._State(chunks=((z, a0, a1),) if z.size else (), canonical=False)
         else:
             self._candidates = np.array(state["candidates"], dtype=np.uint64)
