@@ -29,7 +29,7 @@ import numpy as np
 from ._base import Protocol, register_protocol
 from .errors import ParameterError
 from ._base import Params as _ParamsBase
-from ._validate import check_choice, check_epsilon, check_int
+from ._validate import check_binary_epsilon, check_choice, check_epsilon, check_int
 from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, gf64_field,
                        hash_coefficients, make_layout, pow2_at_least, _random_seed)
 from .theory import hadamard as _theory
@@ -47,7 +47,7 @@ class Params(_ParamsBase):
     """HadaOracle parameters ([WW] Alg. 1; SPEC 3.3). Use :meth:`create` for the defaults.
 
     Args:
-        epsilon: privacy parameter, in (0, 700].
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: domain size, ``2 <= d <= 2^64``.
         k: number of subsets / hash functions, odd so the median is a single value.
         m: hash range, a power of two in ``[2, 2^30]``.
@@ -73,7 +73,7 @@ class Params(_ParamsBase):
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "k", check_int("k", self.k, 1, 2**16))
         if self.k % 2 == 0:

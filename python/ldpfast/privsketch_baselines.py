@@ -45,10 +45,10 @@ from ._base import Aggregator, Params as _ParamsBase, Protocol, Reports as _Repo
 from ._random import KeySource, RngLike
 from .datasets import SetData
 from .errors import ParameterError, ReportError
-from ._validate import check_epsilon, check_int, probability_threshold
+from ._validate import check_epsilon, check_int, rr_threshold
 from .kernels.field import PRIME
 from .privsketch import (PrivacyWarning, SketchParams, _candidate_array, _check_below, _check_bits, _column,
-                         _rr_flip_probability, _SketchClient, _TrackedServer, as_sets)
+                         _SketchClient, _TrackedServer, as_sets)
 from .theory.hadamard import c_eps
 
 __all__ = [
@@ -69,6 +69,7 @@ class MultiPCMSMeanParams(SketchParams):
     of its +-1 set sketch with every cell flipped with probability 1/(1 + e^{eps/M})."""
 
     protocol: ClassVar[str] = "multi-pcms-mean"
+    bit_divisor: ClassVar[str] = "M"
 
 
 @dataclasses.dataclass
@@ -92,9 +93,6 @@ class MultiPCMSMeanClient(_SketchClient):
     params_type: ClassVar[type] = MultiPCMSMeanParams
     _sampling = 2
     _with_order = False
-
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon / self.params.M)
 
     def perturb(self, sets) -> MultiPCMSMeanReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
@@ -182,6 +180,7 @@ class MultiPCMSMinParams(SketchParams):
     flipped with probability 1/(1 + e^{eps/(KM)})."""
 
     protocol: ClassVar[str] = "multi-pcms-min"
+    bit_divisor: ClassVar[str] = "K*M"
 
 
 @dataclasses.dataclass
@@ -201,9 +200,6 @@ class MultiPCMSMinClient(_SketchClient):
     params_type: ClassVar[type] = MultiPCMSMinParams
     _sampling = 0
     _with_order = False
-
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> MultiPCMSMinReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
@@ -290,6 +286,7 @@ class PSOLHParams(_ParamsBase):
             raise ParameterError(f"amplify must be a bool, got {type(self.amplify).__name__}")
         g = self.g or int(round(math.exp(self.olh_epsilon))) + 1
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def true_epsilon(self) -> float:
@@ -304,8 +301,13 @@ class PSOLHParams(_ParamsBase):
 
     @property
     def flip_probability(self) -> float:
-        """GRR flip probability ``(g-1)/(e^eps' + g - 1)`` (SPEC 1.2)."""
+        """GRR flip probability ``(g-1)/(e^eps' + g - 1)``."""
         return (self.g - 1) / (math.exp(self.olh_epsilon) + self.g - 1)
+
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (rounded so OLH is at most ``olh_epsilon``-LDP)."""
+        return rr_threshold(self.olh_epsilon, self.g, "epsilon' (amplified)" if self.amplify else "epsilon")
 
 
 @dataclasses.dataclass
@@ -328,7 +330,7 @@ def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
     prime field ``params.field_size``, its value in [0, g) kept or moved by GRR with
     ``params.flip_probability``. Returns ``(z, a0, a1)``."""
     return _core.ocms_perturb(_core.Field.prime(params.field_size), keys.key(), values.astype(np.uint64),
-                              params.g, probability_threshold(params.flip_probability), threads)
+                              params.g, params.flip_threshold, threads)
 
 
 def _check_olh_reports(reports, params) -> None:
@@ -455,6 +457,11 @@ class _SVIMOLHParams(_ParamsBase):
         """GRR flip probability of the hashed value, ``(g-1)/(e^eps + g - 1)``."""
         return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
 
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (rounded so OLH is at most eps-LDP)."""
+        return rr_threshold(self.epsilon, self.g)
+
 
 @dataclasses.dataclass(frozen=True)
 class SVIMItemParams(_SVIMOLHParams):
@@ -475,6 +482,7 @@ class SVIMItemParams(_SVIMOLHParams):
         check_int("d", self.d, 1, self.field_size - 2)      # the dummy d is a field element too
         check_int("k", self.k, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        self.flip_threshold
 
     @property
     def domain(self) -> int:
@@ -509,6 +517,7 @@ class SVIMLengthParams(_SVIMOLHParams):
         object.__setattr__(self, "coverage", _check_coverage(self.coverage))
         check_int("max_L", self.max_L, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        self.flip_threshold
 
     @property
     def domain(self) -> int:
@@ -555,6 +564,7 @@ class SVIMPaddedParams(_ParamsBase):
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
         if not isinstance(self.reference, bool):
             raise ParameterError(f"reference must be a bool, got {type(self.reference).__name__}")
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def dummies(self) -> int:
@@ -589,6 +599,13 @@ class SVIMPaddedParams(_ParamsBase):
         if self.uses_grr:
             return (self.domain - 1) / (math.exp(self.grr_epsilon) + self.domain - 1)
         return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
+
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (:func:`ldpfast._validate.rr_threshold`)."""
+        if self.uses_grr:
+            return rr_threshold(self.grr_epsilon, self.domain, "epsilon' = log(L(e^eps-1)+1)")
+        return rr_threshold(self.epsilon, self.g)
 
 
 @dataclasses.dataclass
@@ -708,8 +725,7 @@ class SVIMPaddedClient(_SVIMClient):
             values[dummy] += _uniform_below(self._keys, dummy.size, p.dummies, self.threads)
         if not p.uses_grr:
             return SVIMPaddedReports(*_olh_perturb(p, self._keys, values, self.threads))
-        z = _core.randomized_response(self._keys.key(), values, p.domain, probability_threshold(p.flip_probability),
-                                      self.threads)
+        z = _core.randomized_response(self._keys.key(), values, p.domain, p.flip_threshold, self.threads)
         zeros = np.zeros(z.size, dtype=np.uint64)
         return SVIMPaddedReports(z=z, a0=zeros, a1=zeros.copy())
 
