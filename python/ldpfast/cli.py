@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from .errors import LdpfastError
 
-COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate")
+COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "audit")
 
 
 def _load(name: str):
