@@ -58,7 +58,16 @@ class Params(_ParamsBase):
             estimates by ``k``; ``"subset"`` by ``n/|U_j|`` **[CHOICE]** (SPEC 3.3).
         collision_correction: if True, each subset estimate ``E_j`` is replaced by
             ``(m E_j - n)/(m - 1)``, removing the expected collision mass ``(n - c)/m``
-            (off by default: [WW] uses the plain Count-Median sketch).
+            (off by default: [WW] uses the plain Count-Median sketch). Median bias: the
+            colliding mass ``sum_{x' != x} c(x') 1{h_j(x') = h_j(x)}`` is >= 0, so without
+            the correction every subset, hence the median, is biased up: by about the
+            light mass ``(n - c - sum_{heavy x'} c(x'))/m``, at most ``(n - c)/m``. It is
+            also right-skewed (a heavy ``x'`` collides in a share ``1/m`` of the subsets
+            only, which the median ignores), so the median of the *corrected* subsets is
+            biased down by about ``sum_{heavy x'} c(x')/m``: the correction makes each
+            subset unbiased, not the median. Measured (n = 20,000, 20% on one value,
+            eps = 2, k = 13, m = 32, 300 runs): +537 +- 14 counts uncorrected (light mass/m
+            = 500), -121 +- 14 corrected (heavy mass/m = 125).
         hash_seed: seed of the public hash functions (default: fresh from OS entropy).
     """
 
