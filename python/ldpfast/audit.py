@@ -115,8 +115,9 @@ def effective_epsilon(params) -> float:
     flip thresholds its samplers use (:func:`ldpfast._validate.rr_effective_epsilon`) and the
     mechanism's composition: one RR over ``m`` symbols (GRR, OCMS, OLH, RHR, PS-OLH, SVIM),
     one binary flip (Hadamard protocols, PrivSketch's sampled bit), ``M`` or ``K M`` flipped
-    bits (Multi-PCMS-Mean / -Min, PrivSketch-noSmp), SVIM phase 3's GRR through the padding
-    amplification ``log(1 + (e^eps' - 1)/dummies ... )`` (see :class:`SVIMPaddedParams`).
+    bits (Multi-PCMS-Mean / -Min, PrivSketch-noSmp), and SVIM phase 3's GRR through the
+    padding amplification ``log(1 + (e^g - 1)/L)`` with ``g`` its GRR's effective epsilon
+    (R3's single dummy: ``g`` itself; see ``privsketch.SVIMPaddedParams``).
     For PrivSketch and PrivSketch-noSmp this is only the randomized-response part: their
     ordering matrix is not LDP at all."""
     pid = params.protocol
