@@ -98,7 +98,7 @@ def test_audit_validation():
 
 
 def test_cli_prints_the_table(capsys):
-    assert main(["audit", "grr", "--eps", "1", "4", "--reports", "20000", "--seed", "1"]) == 0
+    assert main(["audit", "grr", "--eps", "1", "4", "--reports", "2e4", "--seed", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["mechanism", "claimed", "eps", "eps_lb", "(99%)", "reports/input", "event"]
     assert [ln.split()[:2] for ln in lines[1:]] == [["grr", "1"], ["grr", "4"]]

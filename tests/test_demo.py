@@ -48,7 +48,7 @@ def test_real_part_states_what_it_spends_per_user(capsys):
     assert "7 x eps = 14" in line
     sample = demo.privacy_spending(sizes, "sample", 2.0)
     assert "eps = 2 per user" in sample and "1 users with empty sets send nothing" in sample
-    assert cli.main(["demo", "--users", "2000", "--dict-size", "200", "--runs", "1", "--top", "10",
+    assert cli.main(["demo", "--n", "2000", "--d", "200", "--runs", "1", "--top", "10",
                      "--seed", "1", "--real", "kosarak-prefix"]) == 0
     out = capsys.readouterr().out
     assert "% of the 36,681 users spend more than eps = 2, the most active one" in out

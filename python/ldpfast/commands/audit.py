@@ -20,6 +20,7 @@ import json
 import warnings
 
 from ..errors import ParameterError
+from ._options import integer
 
 HELP = "empirical LDP audit: Clopper-Pearson lower bound on each protocol's privacy loss"
 
@@ -27,8 +28,8 @@ HELP = "empirical LDP audit: Clopper-Pearson lower bound on each protocol's priv
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("protocol", help="registered protocol id (e.g. grr, ocms, svim-padded) or 'all'")
     parser.add_argument("--eps", type=float, nargs="+", required=True, help="claimed epsilon(s) to audit")
-    parser.add_argument("--reports", type=int, default=1_000_000, help="reports per input (default 1,000,000)")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--reports", type=integer, default=1_000_000, help="reports per input (default 1e6)")
+    parser.add_argument("--seed", type=integer, default=None,
                         help="seed (reproducible audit); default fresh OS entropy")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a parameter of the audit configuration (VALUE as JSON, "
