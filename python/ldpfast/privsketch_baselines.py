@@ -485,7 +485,7 @@ class SVIMItemParams(_SVIMOLHParams):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        check_int("d", self.d, 1, self.field_size - 2)      # the dummy d is a field element too
+        check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
         check_int("k", self.k, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
         self.flip_threshold
@@ -532,9 +532,10 @@ class SVIMLengthParams(_SVIMOLHParams):
 
 @dataclasses.dataclass(frozen=True)
 class SVIMPaddedParams(_ParamsBase):
-    """SVIM phase 3: each G3 user pads ``S ∩ C`` with distinct dummies to length ``L`` and
+    """SVIM phase 3: each G3 user pads ``S ∩ C`` to length ``L`` with ``L - |S ∩ C|``
+    distinct dummies drawn at random from the ``L`` dummies ``|C| + j`` (``j < L``) and
     samples one of the ``max(L, |S ∩ C|)`` slots uniformly (items are reported by their
-    position in ``candidates``, dummies as ``|C| + j``, ``j < L``), then reports it with GRR
+    position in ``candidates``), then reports it with GRR
     over ``|C| + L`` values and the amplified ``eps' = log(L(e^eps - 1) + 1)`` when
     ``|C| < L e^eps (4L - 1) + 1``, else with OLH(eps) (Wang, Li, Jha 2018). ``L`` comes
     from phase 2.
