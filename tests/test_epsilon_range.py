@@ -29,7 +29,7 @@ def test_effective_epsilon_never_exceeds_the_claim(pid):
         try:
             params = audit.default_params(pid, eps)
         except ParameterError as exc:
-            assert "must be" in str(exc) and "got" in str(exc), exc     # names parameter, range, value
+            assert "epsilon" in str(exc) and "must be" in str(exc) and "got" in str(exc), exc
             continue
         accepted.append(eps)
         effective = audit.effective_epsilon(params)

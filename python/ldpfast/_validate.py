@@ -45,6 +45,14 @@ def check_binary_epsilon(epsilon: Any) -> float:
     return value
 
 
+def check_derived_range(epsilon: float, g: int, rule: str, high: int = 2**62) -> int:
+    """``g`` derived from epsilon by ``rule`` (a hash range such as ``round(e^eps) + 1``)
+    must be at most ``high``: refuse the epsilon, naming the largest usable one."""
+    if g > high:
+        raise ParameterError(f"epsilon must be <= {math.log(high - 1):.6g} so that {rule} <= 2^62, got {epsilon!r}")
+    return g
+
+
 def rr_epsilon_range(m: int) -> Tuple[float, float]:
     """The budgets ``[low, high]`` :func:`rr_threshold` accepts for RR over ``m`` symbols:
     ``high = log((m-1)(2^32-1))`` (flip probability >= 2^-32), ``low`` the larger of

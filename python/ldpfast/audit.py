@@ -371,7 +371,8 @@ def default_params(protocol: str, epsilon: float, **changes):
         "ps-olh": lambda e, **kw: ps.PSOLHParams(epsilon=e, d=64, pad_len=4, **kw),
         "svim-items": lambda e, **kw: ps.SVIMItemParams(epsilon=e, d=64, **kw),
         "svim-lengths": lambda e, **kw: ps.SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
-        "svim-padded": lambda e, **kw: ps.SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)), L=5, **kw),
+        "svim-padded": lambda e, **kw: ps.SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)),
+                                                           L=5, **kw),
     }
     if protocol not in makers:
         raise ParameterError(f"protocol must be one of {sorted(makers)}, got {protocol!r}")

@@ -28,7 +28,8 @@ import numpy as np
 from . import _core
 from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_binary_epsilon, check_choice, check_epsilon, check_int, check_threads, rr_threshold
+from ._validate import (check_binary_epsilon, check_choice, check_derived_range, check_epsilon, check_int,
+                        check_threads, rr_threshold)
 from ._validate import probability_threshold  # noqa: F401  (re-exported)
 from .errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from .theory.hadamard import c_eps
@@ -871,7 +872,11 @@ class OLHParams(Params):
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, PRIME))
-        g = int(math.floor(math.exp(self.epsilon) + 0.5)) + 1 if self.g is None else self.g
+        if self.g is None:
+            g = check_derived_range(self.epsilon, int(math.floor(math.exp(self.epsilon) + 0.5)) + 1,
+                                    "g = round(e^eps) + 1")
+        else:
+            g = self.g
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
         self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 

@@ -45,7 +45,7 @@ from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Repo
 from ._random import KeySource, RngLike
 from .datasets import SetData
 from .errors import ParameterError, ReportError
-from ._validate import check_epsilon, check_int, rr_threshold
+from ._validate import check_derived_range, check_epsilon, check_int, rr_threshold
 from .kernels.field import PRIME
 from .privsketch import (PrivacyWarning, SketchParams, _candidate_array, _check_below, _check_bits, _column,
                          _SketchClient, _TrackedServer, as_sets)
@@ -288,7 +288,8 @@ class PSOLHParams(_ParamsBase):
         check_int("pad_len", self.pad_len, 1)
         if not isinstance(self.amplify, bool):
             raise ParameterError(f"amplify must be a bool, got {type(self.amplify).__name__}")
-        g = self.g or int(round(math.exp(self.olh_epsilon))) + 1
+        g = self.g or check_derived_range(self.epsilon, int(round(math.exp(self.olh_epsilon))) + 1,
+                                          "g = round(e^eps') + 1" if self.amplify else "g = round(e^eps) + 1")
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
         self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
@@ -437,7 +438,7 @@ SVIM_MAX_L = 31
 
 def _svim_g(epsilon: float, g: int) -> int:
     """OLH range in SVIM: ``g = int(e^eps) + 1`` (truncation, as R3's ``fo.lh``) unless given."""
-    return check_int("g", g or int(math.exp(epsilon)) + 1, 2, 2**62)
+    return check_int("g", g or check_derived_range(epsilon, int(math.exp(epsilon)) + 1, "g = int(e^eps) + 1"), 2, 2**62)
 
 
 def _check_coverage(coverage) -> float:
@@ -961,9 +962,10 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     ``SVIMPaddedClient``/``SVIMPaddedServer`` by hand with that Generator. ``threads``:
     C++ worker threads (0 = default; results do not depend on it).
     G1: one sampled item per user (the dummy d for an empty set; R3 skips those users), OLH
-    (``g = int(e^eps) + 1`` as in R3), the top 2k of [0, d) become candidates C. G2: ``|S ∩ C|`` with OLH; L = the smallest length
-    whose estimated cumulative share exceeds 0.9, at most 31. G3: pad ``S ∩ C`` with distinct dummies
-    to L and sample a slot (``reference=True``: R3's single dummy, not eps-LDP, warns), GRR
+    (``g = int(e^eps) + 1`` as in R3), the top 2k of [0, d) become candidates C. G2:
+    ``|S ∩ C|`` with OLH; L = the smallest length whose estimated cumulative share exceeds
+    0.9, at most 31. G3: pad ``S ∩ C`` with distinct dummies to L and sample a slot
+    (``reference=True``: R3's single dummy, not eps-LDP, warns), GRR
     with ``eps' = log(L(e^eps-1)+1)`` when ``|C| < L e^eps (4L-1) + 1``, else OLH(eps);
     ``fhat = L chat3/(0.9 n3)``. Returns the top k of C (:class:`SvimResult`).
     Raises ParameterError for bad epsilon, k, shares or items outside [0, d).
