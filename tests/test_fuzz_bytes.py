@@ -115,7 +115,7 @@ def test_headers_declaring_huge_states_are_refused_before_allocating():
     from ldpfast import grr, hadamard, privsketch
 
     for params in (privsketch.Params.create(epsilon=1.0, d=2**27, K=2, M=8, seed=1),
-                   grr.Params(epsilon=1.0, d=2**40), hadamard.HRRParams(epsilon=1.0, d=2**30),
+                   grr.Params(epsilon=10.0, d=2**40), hadamard.HRRParams(epsilon=1.0, d=2**30),
                    privsketch.SVIMItemParams(epsilon=1.0, d=2**40)):
         blob = seal(header_of(params), {})
         assert len(blob) < 600

@@ -32,7 +32,7 @@ def _refused_small(make, match):
 
 def test_huge_servers_are_refused_before_allocating(limit):
     limit(1 << 30)
-    _refused_small(lambda: grr.Server(grr.Params(epsilon=1.0, d=2**62)), r"would need .*TiB .*bytes.*memory limit")
+    _refused_small(lambda: grr.Server(grr.Params(epsilon=30.0, d=2**62)), r"would need .*TiB .*bytes.*memory limit")
     _refused_small(lambda: grr.Server(grr.Params(epsilon=1.0, d=2**28)), r"2147483648 bytes")
     _refused_small(lambda: privsketch.Server(privsketch.Params.create(epsilon=1.0, d=2**27, K=2, M=8, seed=1)),
                    "privsketch")
