@@ -233,3 +233,17 @@ def test_keyed_mac_round_trip_and_refusals(blob_case):
         proto.aggregator.from_bytes(reseal(bytes(tampered)), key=key)
     # stripping the MAC (header flag and code) and resealing is refused when a key is given
     assert blob != signed
+
+
+def test_olh_field_sizes_outside_the_64_bit_primes_do_not_load():
+    """PS-OLH and SVIM once accepted any field_size (e.g. 2^64 + 1): such bytes loaded and
+    the next update failed inside the C++ binding."""
+    from ldpfast import privsketch
+
+    for params in (privsketch.PSOLHParams(epsilon=1.0, d=60, pad_len=3), privsketch.SVIMItemParams(epsilon=1.0, d=60)):
+        agg = {"ps-olh": privsketch.PSOLHServer, "svim-items": privsketch.SVIMItemServer}[params.protocol](params)
+        arrays = {k: np.asarray(v) for k, v in agg._state().items()}
+        for size in (2**64 + 1, 2**40, 10**30, "7"):
+            header = _fingerprinted(params.protocol, {**header_of(params)["params"], "field_size": size})
+            with pytest.raises(FormatError, match="field_size"):
+                Aggregator.from_bytes(seal(header, arrays))

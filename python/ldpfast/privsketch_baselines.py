@@ -48,7 +48,7 @@ from ._random import KeySource, RngLike
 from .datasets import SetData
 from .errors import FormatError, ParameterError, ReportError
 from ._validate import check_derived_range, check_epsilon, check_int, rr_threshold
-from .kernels.field import PRIME
+from .kernels.field import PRIME, is_prime
 from .privsketch import (PrivacyWarning, SketchParams, _candidate_array, _check_below, _check_bits, _column,
                          _SketchClient, _TrackedServer, as_sets)
 from .theory.hadamard import c_eps
@@ -314,6 +314,7 @@ class PSOLHParams(_ParamsBase):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 2)
         check_int("pad_len", self.pad_len, 1)
         if not isinstance(self.amplify, bool):
@@ -359,6 +360,14 @@ class _OLHReports(_ReportsBase):
         self.a0 = _column("a0", self.a0, np.uint64, 1)
         self.a1 = _column("a1", self.a1, np.uint64, 1)
         self._check_lengths()
+
+
+def _check_field_size(value) -> int:
+    """The OLH hash field: a prime below 2^64 (the C++ field arithmetic is 64-bit)."""
+    size = check_int("field_size", value, 3, 2**64 - 1)
+    if not is_prime(size):
+        raise ParameterError(f"field_size must be a prime below 2^64, got {size}")
+    return size
 
 
 def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
@@ -516,6 +525,7 @@ class SVIMItemParams(_SVIMOLHParams):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
         check_int("k", self.k, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
@@ -547,6 +557,7 @@ class SVIMLengthParams(_SVIMOLHParams):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
         object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
         object.__setattr__(self, "max_length",
@@ -595,6 +606,7 @@ class SVIMPaddedParams(_ParamsBase):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
         object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
         check_int("L", self.L, 1, self.field_size - 1 - len(self.candidates))
