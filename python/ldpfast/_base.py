@@ -630,6 +630,7 @@ class Aggregator:
         """More state to show in ``repr`` (e.g. a mode); empty by default."""
         return ""
 
+    @_locked  # several estimate calls on one state
     def frequencies(self, candidates: Any = None) -> "Estimate":
         """The frequency estimates of ``candidates`` with standard errors, as an
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
