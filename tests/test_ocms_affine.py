@@ -90,12 +90,13 @@ def test_affine_counts_equal_reference(l):
 
 
 def test_many_reports_split_across_tasks():
-    """Enough reports that the decode splits them into blocks with partial counts."""
+    """Enough reports that one task walks them in two cursor blocks (2^16 reports each),
+    and that several threads split them into blocks with partial counts."""
     rng = np.random.default_rng(7)
     field, m = binary_field(12), 8
-    rs = reports(rng, 12, m, 50000)
+    rs = reports(rng, 12, m, 70000)
     expected = counts(field, rs, m, 5, 3000, 1, "scan")
-    for threads in (2, 5):
+    for threads in (1, 2, 5):
         np.testing.assert_array_equal(counts(field, rs, m, 5, 3000, threads, "affine"), expected)
 
 

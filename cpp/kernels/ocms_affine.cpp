@@ -171,16 +171,15 @@ inline void add_coset(u64 x, const u64* low, int n_low, u64* counts, u64 origin,
   }
 }
 
-constexpr std::size_t kCursorBudgetWords = 1 << 15;  // records + cursors of one block: 256 KiB
-
 void count(const u64* records, std::size_t n, int l, int b, int tile_bits, u64 x_begin, std::size_t x_count,
-           u64* counts) {
+           u64* counts, u64* cursors) {
   if (n == 0 || x_count == 0) return;
   const std::size_t stride = affine_record_words(l, b);
-  const std::size_t block = kCursorBudgetWords / (stride + 2);  // stride >= 3
+  const std::size_t block = kAffineCursorBlock;
   const u64 x_last = x_begin + (x_count - 1);
   const u64 first_tile = x_begin >> tile_bits, last_tile = x_last >> tile_bits;
-  u64 cursor_x[kCursorBudgetWords / 5], cursor_u[kCursorBudgetWords / 5];
+  u64* const cursor_x = cursors;
+  u64* const cursor_u = cursors + block;
   for (std::size_t rb = 0; rb < n; rb += block) {
     const std::size_t nb = n - rb < block ? n - rb : block;
     const u64* recs = records + rb * stride;

@@ -103,10 +103,14 @@ void run_scan(std::size_t n, std::size_t x_count, std::uint64_t* counts, int thr
   run_decode(n, x_count, 0, plan_decode(n, x_count, pairs, kMinCandidateChunk, threads), counts, threads, count);
 }
 
-// Affine decode: candidate tiles of up to 2^kAffineTileBits counters (128 KiB,
-// L2-resident), no larger than the range (a report visits its whole coset in every tile
-// it touches); report records are prepared once per super-block of reports (<= 32 MiB).
-constexpr int kAffineTileBits = 14;
+// Affine decode: candidate tiles of 2^14 counters (128 KiB, L2-resident), larger for
+// large m so a report still has >= 64 matches per tile (its fixed cost per tile is
+// amortized; up to 2^16 = 512 KiB), never larger than the range (a report visits its
+// whole coset in every tile it touches); report records are prepared once per
+// super-block of reports (<= 32 MiB).
+constexpr int kAffineMinTileBits = 14;
+constexpr int kAffineMaxTileBits = 16;
+constexpr int kAffineMatchesPerTileBits = 6;
 constexpr std::size_t kAffineRecordBudgetWords = std::size_t{1} << 22;
 constexpr std::size_t kPrepareChunk = 2048;
 // Costs in units of one scanned (report, candidate) pair of the GF(2^l) walk, measured by
@@ -130,7 +134,8 @@ void count_range_affine(const BinaryField& field, const std::uint64_t* z, const 
   const std::size_t stride = affine_record_words(field.l, b);
   const std::size_t super = std::min(n, std::max<std::size_t>(kPrepareChunk, kAffineRecordBudgetWords / stride));
   std::vector<std::uint64_t> records(super * stride);
-  const int tile_bits = std::min(kAffineTileBits, 63 - __builtin_clzll(x_count));
+  const int tile_bits = std::min({std::max(kAffineMinTileBits, b + kAffineMatchesPerTileBits), kAffineMaxTileBits,
+                                   63 - __builtin_clzll(x_count)});
   const std::size_t tile = std::size_t{1} << tile_bits;
   const std::size_t lead_in = static_cast<std::size_t>(x_begin & (tile - 1));
   for (std::size_t s0 = 0; s0 < n; s0 += super) {
@@ -144,8 +149,9 @@ void count_range_affine(const BinaryField& field, const std::uint64_t* z, const 
     const DecodePlan plan = plan_decode(sn, lead_in + x_count, work, tile, threads);
     run_decode(sn, x_count, lead_in, plan, counts, threads,
                [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
+                 std::vector<std::uint64_t> cursors(2 * kAffineCursorBlock);
                  k.count(records.data() + rb * stride, re - rb, field.l, b, tile_bits, x_begin + cb,
-                         ce - cb, out);
+                         ce - cb, out, cursors.data());
                });
   }
 }
