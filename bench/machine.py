@@ -20,7 +20,7 @@ import platform
 import subprocess
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable
 
 import numpy as np
 
@@ -45,9 +45,9 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _lscpu() -> Dict[str, str]:
+def _lscpu() -> dict[str, str]:
     try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     keep = ("L1d cache", "L2 cache", "L3 cache", "Thread(s) per core", "Core(s) per socket", "Socket(s)",
@@ -60,7 +60,7 @@ def _lscpu() -> Dict[str, str]:
     return info
 
 
-def _memory_bytes() -> Optional[int]:
+def _memory_bytes() -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -71,12 +71,13 @@ def _memory_bytes() -> Optional[int]:
     return None
 
 
-def _git_commit() -> Optional[str]:
+def _git_commit() -> str | None:
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10,
+                             check=False)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=10)
+                               capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -84,7 +85,7 @@ def _git_commit() -> Optional[str]:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def describe() -> Dict[str, object]:
+def describe() -> dict[str, object]:
     import ldpfast
     from ldpfast import _core
 
@@ -127,7 +128,7 @@ def _run_threads(threads: int, work: Callable[[int], None]) -> float:
     return max(done) - t0
 
 
-def stream_bandwidth(threads: int, mib_per_thread: int = 64, repeat: int = 5) -> Dict[str, float]:
+def stream_bandwidth(threads: int, mib_per_thread: int = 64, repeat: int = 5) -> dict[str, float]:
     """Copy (b = a) and triad (c = a + 2 b) bandwidth in GB/s (bytes read + written) with
     `threads` threads, each on its own float64 arrays of `mib_per_thread` MiB. The best of
     `repeat` runs: a limit is what the machine can do, not what a noisy run got."""
@@ -151,11 +152,11 @@ def stream_bandwidth(threads: int, mib_per_thread: int = 64, repeat: int = 5) ->
     return {"threads": threads, "copy_gbs": copy_gbs, "triad_gbs": triad_gbs, "stream_gbs": max(copy_gbs, triad_gbs)}
 
 
-def stream_table(thread_counts: List[int], mib_per_thread: int = 64) -> List[Dict[str, float]]:
+def stream_table(thread_counts: list[int], mib_per_thread: int = 64) -> list[dict[str, float]]:
     return [stream_bandwidth(t, mib_per_thread) for t in thread_counts]
 
 
 if __name__ == "__main__":
     print(json.dumps(describe(), indent=2))
     for row in stream_table(list(range(1, (os.cpu_count() or 1) + 1))):
-        print("threads %(threads)2d  copy %(copy_gbs)6.1f GB/s  triad %(triad_gbs)6.1f GB/s" % row)
+        print(f"threads {row['threads']:2d}  copy {row['copy_gbs']:6.1f} GB/s  triad {row['triad_gbs']:6.1f} GB/s")

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Dict, List
 
 import numpy as np
-
 from ldpfast import _core
 from ldpfast.kernels import field as kfield
 
@@ -32,7 +30,7 @@ def binary_field(l: int):
     return _core.Field.binary(l, sum(1 << e for e in poly[1:]))
 
 
-def run(n: int, d: int, thread_counts: List[int], repeat: int = 3, seed: int = 1) -> Dict[str, object]:
+def run(n: int, d: int, thread_counts: list[int], repeat: int = 3, seed: int = 1) -> dict[str, object]:
     l = max(3, int(d).bit_length())  # the smallest GF(2^l) holding [0, d]
     field = binary_field(l)
     rng = np.random.default_rng(seed)
@@ -46,7 +44,7 @@ def run(n: int, d: int, thread_counts: List[int], repeat: int = 3, seed: int = 1
             for method in ("scan", "affine"):
                 counts = np.zeros(d, dtype=np.uint64)
 
-                def decode():
+                def decode(counts=counts, z=z, a0=a0, a1=a1, m=m, threads=threads, method=method):
                     counts[:] = 0
                     _core.ocms_count_range(field, z, a0, a1, m, 0, counts, threads, method=method)
 
@@ -63,7 +61,7 @@ def run(n: int, d: int, thread_counts: List[int], repeat: int = 3, seed: int = 1
     return {"n": n, "d": d, "l": l, "rows": rows}
 
 
-def print_table(result: Dict[str, object]) -> None:
+def print_table(result: dict[str, object]) -> None:
     print(f"OCMS decode, GF(2^{result['l']}), n = {result['n']} reports, d = {result['d']} candidates "
           "(baseline: full scan, same run)")
     print(f"{'m':>6} {'thr':>4} {'scan s':>9} {'affine s':>9} {'speedup':>8} {'scan Gpair/s':>13} "

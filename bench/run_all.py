@@ -23,9 +23,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import machine  # noqa: E402
-import ocms_affine_decode  # noqa: E402
-import scaling  # noqa: E402
+import machine
+import ocms_affine_decode
+import scaling
 
 
 def main() -> None:

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Dict, List
 
 import numpy as np
-
 from ldpfast import _core
 from ldpfast.kernels import fwht
 
@@ -32,8 +30,8 @@ except ImportError:
     from .machine import median_time, stream_bandwidth
 
 
-def hrr(log2_cells: int, n: int, thread_counts: List[int], bandwidth: Dict[int, Dict[str, float]],
-        repeat: int = 3) -> List[Dict[str, float]]:
+def hrr(log2_cells: int, n: int, thread_counts: list[int], bandwidth: dict[int, dict[str, float]],
+        repeat: int = 3) -> list[dict[str, float]]:
     rng = np.random.default_rng(log2_cells)
     cells = 2**log2_cells
     rows = rng.integers(0, cells, n, dtype=np.uint32)
@@ -46,15 +44,15 @@ def hrr(log2_cells: int, n: int, thread_counts: List[int], bandwidth: Dict[int, 
         assert _core.hadamard_update(None, rows, bits, group_rows, cell_base, z, threads) == n
         reference = z.copy() if reference is None else reference
         assert np.array_equal(z, reference), "HRR sums differ between thread counts"
-        t = median_time(lambda: _core.hadamard_update(None, rows, bits, group_rows, cell_base, z, threads), repeat)
+        t = median_time(lambda t=threads: _core.hadamard_update(None, rows, bits, group_rows, cell_base, z, t), repeat)
         rate = n / t
         out.append({"log2_cells": log2_cells, "threads": threads, "reports_per_s": rate,
                     "pct_stream": 100 * rate * 5 / 1e9 / bandwidth[threads]["stream_gbs"]})
     return out
 
 
-def fwht_rows(log2_n: int, thread_counts: List[int], bandwidth: Dict[int, Dict[str, float]],
-              repeat: int = 5) -> List[Dict[str, float]]:
+def fwht_rows(log2_n: int, thread_counts: list[int], bandwidth: dict[int, dict[str, float]],
+              repeat: int = 5) -> list[dict[str, float]]:
     x = np.random.default_rng(log2_n).standard_normal(2**log2_n).astype(np.float32)
     zeros = np.zeros_like(x)  # timed on zeros: values do not change the speed, repeats stay finite
     out, reference = [], None
@@ -63,14 +61,14 @@ def fwht_rows(log2_n: int, thread_counts: List[int], bandwidth: Dict[int, Dict[s
         fwht(y, threads)
         reference = y if reference is None else reference
         assert np.array_equal(y.view(np.uint32), reference.view(np.uint32)), "FWHT differs between thread counts"
-        t = median_time(lambda: fwht(zeros, threads), repeat)
+        t = median_time(lambda t=threads: fwht(zeros, t), repeat)
         one_pass = 2 * x.nbytes / 1e9 / bandwidth[threads]["stream_gbs"]
         out.append({"log2_n": log2_n, "threads": threads, "ms": 1e3 * t, "pct_one_pass": 100 * one_pass / t})
     return out
 
 
-def privsketch(users: int, thread_counts: List[int], bandwidth: Dict[int, Dict[str, float]],
-               repeat: int = 3) -> List[Dict[str, float]]:
+def privsketch(users: int, thread_counts: list[int], bandwidth: dict[int, dict[str, float]],
+               repeat: int = 3) -> list[dict[str, float]]:
     K, M, D = 4, 128, 41_271
     KM = K * M
     rng = np.random.default_rng(7)
@@ -93,14 +91,14 @@ def privsketch(users: int, thread_counts: List[int], bandwidth: Dict[int, Dict[s
         assert bad == users
         reference = (pos, neg) if reference is None else reference
         assert np.array_equal(pos, reference[0]) and np.array_equal(neg, reference[1])
-        t = median_time(lambda: decode(threads), repeat)
+        t = median_time(lambda t=threads: decode(t), repeat)
         rate = users / t
         out.append({"threads": threads, "users_per_s": rate,
                     "pct_stream": 100 * rate * (2 * KM + 5) / 1e9 / bandwidth[threads]["stream_gbs"]})
     return out
 
 
-def run(quick: bool, thread_counts: List[int], bandwidth: Dict[int, Dict[str, float]]) -> Dict[str, object]:
+def run(quick: bool, thread_counts: list[int], bandwidth: dict[int, dict[str, float]]) -> dict[str, object]:
     n_hrr = 2**22 if quick else 2**25
     return {
         "hrr": hrr(20, n_hrr, thread_counts, bandwidth) + hrr(24, n_hrr, thread_counts, bandwidth),
@@ -109,7 +107,7 @@ def run(quick: bool, thread_counts: List[int], bandwidth: Dict[int, Dict[str, fl
     }
 
 
-def print_tables(result: Dict[str, object]) -> None:
+def print_tables(result: dict[str, object]) -> None:
     print("HRR ingestion (validated), one group; % = report stream (5 B/report) / STREAM bandwidth")
     for r in result["hrr"]:
         print(f"  d=2^{r['log2_cells']:<3} threads {r['threads']:>2}  {r['reports_per_s']:10.3g} reports/s  "

@@ -5,7 +5,6 @@ backend and thread count, over random and edge parameters."""
 import numpy as np
 import pytest
 
-import ldpfast
 from ldpfast import _core, ocms
 from ldpfast.kernels import field as kfield
 
