@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         cli,
         dask,
         datasets,
+        estimates,
         experiments,
         grr,
         hadaheavy,

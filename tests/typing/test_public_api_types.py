@@ -106,3 +106,15 @@ def test_privsketch_safe_variant_and_datasets() -> None:
                               lf.privsketch.SafeReports))
     assert_type(server.estimate(CANDIDATES), np.ndarray)
     assert_type(sets.frequencies(), np.ndarray)
+
+
+def test_estimates_with_error_bars_and_generic_loading() -> None:
+    params = lf.grr.Params(epsilon=3.0, d=D)
+    server = lf.grr.Server(params).update(lf.grr.Client(params, rng=9).perturb(VALUES))
+    result = assert_type(server.frequencies(CANDIDATES), lf.estimates.Estimate)
+    low, high = result.confidence_interval(0.05)
+    assert_type(low, np.ndarray)
+    assert_type(result.top_k(2), lf.estimates.Estimate)
+    assert_type(result.std, np.ndarray)
+    restored = lf.load(server.to_bytes())
+    assert np.array_equal(restored.estimate(CANDIDATES), server.estimate(CANDIDATES))
