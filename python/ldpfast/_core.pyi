@@ -6,7 +6,7 @@ so each array parameter is typed with the one dtype the binding accepts. Arrays 
 "in place" must also be writable. Keep in sync with the bindings.
 """
 
-from typing import Optional, Tuple, Union
+from typing import Literal, Optional, Tuple, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,8 +54,9 @@ def randomized_response(
 ) -> _U64: ...
 def ocms_count_range(  # in place: counts
     field: Field, z: _U64, a0: _U64, a1: _U64, m: int, x_begin: int, counts: _U64,
-    threads: int = 0,
+    threads: int = 0, method: Literal["auto", "scan", "affine"] = "auto",
 ) -> None: ...
+def ocms_decode_method(field: Field, m: int, x_count: int) -> Literal["scan", "affine"]: ...
 def ocms_count_list(  # in place: counts
     field: Field, z: _U64, a0: _U64, a1: _U64, m: int, candidates: _U64, counts: _U64,
     threads: int = 0,
