@@ -314,14 +314,18 @@ class _State(dict):
                 value.flags.writeable = False
 
 
-def _locked(method: Callable) -> Callable:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(method: F) -> F:
+    """``method`` run under its aggregator's lock."""
     @functools.wraps(method)
-    def call(self, *args, **kwargs):
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return method(self, *args, **kwargs)
 
     call._ldpfast_locked = True  # type: ignore[attr-defined]
-    return call
+    return cast(F, call)
 
 
 def _describe(obj: Any) -> str:
