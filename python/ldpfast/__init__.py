@@ -2,7 +2,8 @@
 
 Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms`,
 :mod:`ldpfast.hadamard`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
-:mod:`ldpfast.privsketch`; shared pieces in :mod:`ldpfast.kernels`,
+:mod:`ldpfast.privsketch`, and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
+:mod:`ldpfast.subset_selection`; shared pieces in :mod:`ldpfast.kernels`,
 :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
 """
 
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
+    "rappor_cms", "subset_selection",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "errors", *sorted(_SUBMODULES)]

@@ -106,6 +106,8 @@ class Algorithm:
         summary: one line for ``ldpfast simulate --list``.
         client, server: explicit classes for protocols outside the registry (default:
             the classes registered for the parameter type).
+        server_candidates: construct the server with ``candidates=data.candidates``
+            (servers that count a candidate set instead of the whole dictionary).
     """
 
     name: str
@@ -117,6 +119,7 @@ class Algorithm:
     summary: str = ""
     client: Optional[type] = None
     server: Optional[type] = None
+    server_candidates: bool = False
 
     def available(self) -> bool:
         """True when the implementing module is part of this build."""
@@ -196,6 +199,21 @@ def _hadamard(name: str):
     return getattr(_mod("hadamard"), name)
 
 
+def _own_variance(params, data, f):
+    return params.variance(data.n, f)  # the protocol's closed form (ldpfast.theory)
+
+
+def _own_l2(params, n, size):
+    # Var is affine in f and sum_x f(x) <= 1 over the values of interest.
+    at_zero, at_one = params.variance(n, 0.0), params.variance(n, 1.0)
+    return float(size * at_zero + max(0.0, at_one - at_zero))
+
+
+def _rappor_cms(variant: str):
+    return lambda eps, data, gen: _mod("rappor_cms").Params.optimal(
+        epsilon=eps, d=data.d, variant=variant, tau=0.1)
+
+
 ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ocms-mse", "MSE-OCMS+RR", "ocms",
               lambda eps, data, gen: _mod("ocms").Params.optimal(
@@ -226,6 +244,15 @@ ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
               lambda eps, data, gen: _mod("hadaoracle").Params.create(
                   epsilon=eps, d=data.d, n=data.n, beta=0.05, hash_seed=int(gen.integers(0, 2**63))),
               None, None, "WW sketch: k subsets x HRR on [m], median query (beta = 0.05 defaults)"),
+    Algorithm("cms-srp", "CMS+sRP", "rappor_cms", _rappor_cms("symmetric"), _own_variance, _own_l2,
+              "CMS with symmetric RAPPOR, m within 10% of its m -> inf error (PAN App. G)",
+              server_candidates=True),
+    Algorithm("cms-arp", "CMS+aRP", "rappor_cms", _rappor_cms("asymmetric"), _own_variance, _own_l2,
+              "CMS with asymmetric RAPPOR, m within 10% of its m -> inf error (PAN App. G)",
+              server_candidates=True),
+    Algorithm("ss", "SS", "subset_selection",
+              lambda eps, data, gen: _mod("subset_selection").Params(epsilon=eps, d=data.d),
+              _own_variance, _own_l2, "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),
     Algorithm("grr", "GRR", "grr",
               lambda eps, data, gen: _mod("grr").Params(epsilon=eps, d=data.d),
               _grr_variance, _grr_l2, "k-ary randomized response on the whole dictionary (d counters)"),
@@ -434,7 +461,7 @@ def run_once(algorithm: Algorithm, epsilon: float, data: ValueData,
     params = algorithm.make_params(epsilon, data, gen)
     client_cls, server_cls = algorithm.classes(params)
     reports = client_cls(params, rng=gen).perturb(data.values)
-    server = server_cls(params)
+    server = server_cls(params, candidates=data.candidates) if algorithm.server_candidates else server_cls(params)
     server.update(reports)
     return params, np.asarray(server.estimate(data.candidates), dtype=np.float64)
 

@@ -67,6 +67,11 @@ def cases():
             epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5))), None),
         "svim-padded": ("svim-padded", lambda: fam("svim-padded")(
             epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5)), L=3), None),
+        "cms-rappor": ("cms-rappor", lambda: fam("cms-rappor")(epsilon=2.0, d=200, m=24, variant="asymmetric",
+                                                                field_size=211), None),
+        "cms-rappor-candidates": ("cms-rappor", lambda: fam("cms-rappor")(epsilon=1.0, d=200, m=16),
+                                  lambda p: fam("cms-rappor", "aggregator")(p, candidates=np.arange(0, 200, 9))),
+        "ss": ("ss", lambda: fam("ss")(epsilon=1.0, d=200), None),
     }
     return {case: (pid, make, zero, 2000, 20261121) for case, (pid, make, zero) in table.items()
             if pid in known}
