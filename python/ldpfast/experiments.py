@@ -199,6 +199,12 @@ def _hadamard(name: str):
     return getattr(_mod("hadamard"), name)
 
 
+def _rhr_original_variance(params, data, f):
+    high = params.B
+    locations = np.bincount(data.values // high, minlength=params.D // high) / data.n
+    return params.variance(data.n, f, location_fraction=locations[data.candidates // high])
+
+
 def _own_variance(params, data, f):
     return params.variance(data.n, f)  # the protocol's closed form (ldpfast.theory)
 
@@ -234,6 +240,14 @@ ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("rhr", "RHR", "hadamard",
               lambda eps, data, gen: _hadamard("RHRParams")(epsilon=eps, d=data.d),
               _rhr_variance, None, "Recursive Hadamard Response, R1's layout (PAN section 6)"),
+    Algorithm("cms-he-apple", "CMS+HE (Apple layout)", "hadamard_variants",
+              lambda eps, data, gen: _mod("hadamard_variants").AppleCMSHEParams(
+                  epsilon=eps, d=data.d, hash_seed=int(gen.integers(0, 2**63))),
+              _cmshe_variance, None, "Apple's HCMS: Hadamard size m = 1024, column h_j(x) (pure-LDP layout)"),
+    Algorithm("rhr-original", "RHR (original)", "hadamard_variants",
+              lambda eps, data, gen: _mod("hadamard_variants").RHROriginalParams(epsilon=eps, d=data.d),
+              _rhr_original_variance, None,
+              "Recursive Hadamard Response, Chen et al.'s layout (location x // B), random rows"),
     Algorithm("olh", "OLH", "hadamard",
               lambda eps, data, gen: _hadamard("OLHParams")(epsilon=eps, d=data.d),
               _olh_variance, _olh_l2, "Optimal Local Hashing, g = round(e^eps)+1, pairwise hash"),

@@ -72,6 +72,8 @@ def cases():
         "cms-rappor-candidates": ("cms-rappor", lambda: fam("cms-rappor")(epsilon=1.0, d=200, m=16),
                                   lambda p: fam("cms-rappor", "aggregator")(p, candidates=np.arange(0, 200, 9))),
         "ss": ("ss", lambda: fam("ss")(epsilon=1.0, d=200), None),
+        "cmshe-apple": ("cmshe-apple", lambda: fam("cmshe-apple")(epsilon=2.0, d=200, k=8, m=32, hash_seed=7), None),
+        "rhr-original": ("rhr-original", lambda: fam("rhr-original")(epsilon=2.0, d=200), None),
     }
     return {case: (pid, make, zero, 2000, 20261121) for case, (pid, make, zero) in table.items()
             if pid in known}

@@ -24,7 +24,7 @@ __all__ = [
     "RAPPOR_VARIANTS", "rappor_bit_probabilities", "rappor_variances", "cms_rappor_variance",
     "cms_rappor_mse_limit", "cms_rappor_l2_limit", "cms_rappor_optimal_m",
     "subset_selection_probabilities", "subset_selection_variance", "subset_selection_optimal_k",
-    "pairwise_assignment_bits",
+    "pairwise_assignment_bits", "rhr_original_variance",
 ]
 
 RAPPOR_VARIANTS = ("symmetric", "asymmetric")
@@ -174,3 +174,22 @@ def pairwise_assignment_bits(n: int, k: int) -> int:
     n = _positive_int(n, "n", 1)
     k = _positive_int(k, "k", 1)
     return 2 * int(math.ceil(math.log2(max(n, k) + 1)))
+
+
+def rhr_original_variance(epsilon: float, k: int, n=1, f=0.0, location_fraction=1.0):
+    """Variance of the original Recursive Hadamard Response estimate (Chen, Kairouz and
+    Ozgur 2020) with uniformly random Hadamard rows and ``2^k``-ary randomized response
+    (:mod:`ldpfast.hadamard_variants`; derived here). With ``K = 2^k``,
+    ``c_k = (e + K - 1)/(e - 1)`` and ``F`` the share of users whose value has the
+    location ``x // B`` of the queried ``x`` (``x`` included): each user's term is
+    ``c_k`` times a sign when its report is one of the two symbols of that location
+    (probability ``(e+1)/(e+K-1)`` for those ``F`` users, ``2/(e+K-1)`` for the others),
+    else 0, with mean ``1[x_i = x]``:
+    ``Var = [c_k^2 (F (e+1) + 2 (1-F))/(e + K - 1) - f] / n``."""
+    _, e, em1 = _eps(epsilon)
+    k = _positive_int(k, "k", 1)
+    symbols = float(1 << k)
+    share = _f(location_fraction)
+    c_k = (em1 + symbols) / em1
+    second = c_k * c_k * (share * (e + 1) + 2 * (1 - share)) / (em1 + symbols)
+    return _out((second - _f(f)) / _n(n))
