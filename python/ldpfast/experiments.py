@@ -267,6 +267,10 @@ ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ss", "SS", "subset_selection",
               lambda eps, data, gen: _mod("subset_selection").Params(epsilon=eps, d=data.d),
               _own_variance, _own_l2, "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),
+    Algorithm("hashtogram", "Hashtogram", "hashtogram",
+              lambda eps, data, gen: _mod("hashtogram").Params.create(
+                  epsilon=eps, d=data.d, n=data.n, beta=0.05, hash_seed=int(gen.integers(0, 2**63))),
+              None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),
     Algorithm("grr", "GRR", "grr",
               lambda eps, data, gen: _mod("grr").Params(epsilon=eps, d=data.d),
               _grr_variance, _grr_l2, "k-ary randomized response on the whole dictionary (d counters)"),

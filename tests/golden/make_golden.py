@@ -74,6 +74,7 @@ def cases():
         "ss": ("ss", lambda: fam("ss")(epsilon=1.0, d=200), None),
         "cmshe-apple": ("cmshe-apple", lambda: fam("cmshe-apple")(epsilon=2.0, d=200, k=8, m=32, hash_seed=7), None),
         "rhr-original": ("rhr-original", lambda: fam("rhr-original")(epsilon=2.0, d=200), None),
+        "hashtogram": ("hashtogram", lambda: fam("hashtogram")(epsilon=2.0, d=1000, R=5, T=32, hash_seed=3), None),
     }
     return {case: (pid, make, zero, 2000, 20261121) for case, (pid, make, zero) in table.items()
             if pid in known}

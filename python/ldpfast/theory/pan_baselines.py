@@ -24,7 +24,7 @@ __all__ = [
     "RAPPOR_VARIANTS", "rappor_bit_probabilities", "rappor_variances", "cms_rappor_variance",
     "cms_rappor_mse_limit", "cms_rappor_l2_limit", "cms_rappor_optimal_m",
     "subset_selection_probabilities", "subset_selection_variance", "subset_selection_optimal_k",
-    "pairwise_assignment_bits", "rhr_original_variance",
+    "pairwise_assignment_bits", "rhr_original_variance", "hashtogram_variance",
 ]
 
 RAPPOR_VARIANTS = ("symmetric", "asymmetric")
@@ -193,3 +193,27 @@ def rhr_original_variance(epsilon: float, k: int, n=1, f=0.0, location_fraction=
     c_k = (em1 + symbols) / em1
     second = c_k * c_k * (share * (e + 1) + 2 * (1 - share)) / (em1 + symbols)
     return _out((second - _f(f)) / _n(n))
+
+
+def hashtogram_variance(epsilon: float, R: int, T: int, n=1, f=0.0, sum_sq_other=0.0):
+    """Variance (fractions) of Hashtogram's mean-combined estimate (:mod:`ldpfast.hashtogram`)
+    over the randomized response, the Hadamard rows, the users' uniform groups and the draw
+    of the pairwise-independent bucket and sign hashes (derived here):
+    ``(c_eps^2 - f)/n + (sum_sq_other - (1 - f)/n)/(R T)`` with
+    ``sum_sq_other = sum_{x' != x} f(x')^2`` (the frequencies summing to 1).
+
+    Each user's term ``c_eps b g(x) H[s, h(x)]`` is ``+-c_eps``; given the hashes its mean is
+    ``g(x_i) g(x) 1[h(x_i) = h(x)]``. Users holding the same other value in the same group
+    share that mean (covariance ``1/T``); all other pairs are uncorrelated because the signs
+    average out. The ``(n - c(x))/T`` lost from the conditional variances and the
+    ``sum c(x')/(T)`` added by the shared means cancel, leaving the pairs term."""
+    c = _th_c_eps(epsilon)
+    R = _positive_int(R, "R", 1)
+    T = _positive_int(T, "T", 2)
+    n, f = _n(n), _f(f)
+    return _out((c * c - f) / n + (float(sum_sq_other) - (1 - f) / n) / (R * T))
+
+
+def _th_c_eps(epsilon: float) -> float:
+    _, e, em1 = _eps(epsilon)
+    return (e + 1) / em1
