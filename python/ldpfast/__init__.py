@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
-    "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram",
+    "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "errors", *sorted(_SUBMODULES)]

@@ -475,7 +475,8 @@ def protocols() -> Dict[str, Protocol]:
     import importlib
 
     for module in ("ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "rappor_cms",
-                   "subset_selection", "hadamard_variants", "hashtogram"):
+                   "subset_selection", "hadamard_variants", "hashtogram",
+                   "treehist_cs"):
         try:
             importlib.import_module(f"ldpfast.{module}")
         except ModuleNotFoundError as exc:  # a family not built into this version
