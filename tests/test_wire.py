@@ -48,6 +48,13 @@ def _family_cases(only=None):
     add("ps-olh", "ps-olh", lambda: known["ps-olh"].params(epsilon=1.0, d=1000, pad_len=2), 2 + 2 * 64)
     add("privsketch-ldp", "privsketch-ldp", lambda: known["privsketch-ldp"].params.create(
         epsilon=1.0, d=1000, K=4, M=128, seed=1), 2 + 7 + 1)                           # k, m, bit
+    add("cmshe-apple", "cmshe-apple", lambda: known["cmshe-apple"].params(epsilon=1.0, d=1000, k=16, m=64,
+                                                                           hash_seed=1), 4 + 6 + 1)  # row of m = 64
+    add("rhr-original", "rhr-original", lambda: known["rhr-original"].params(epsilon=2.0, d=1000), 8 + 3)  # B=256, k=3
+    add("hashtogram", "hashtogram", lambda: known["hashtogram"].params(epsilon=1.0, d=1000, R=5, T=32,
+                                                                       hash_seed=1), 3 + 5 + 1)
+    add("treehist-cs", "treehist-cs", lambda: known["treehist-cs"].params(epsilon=1.0, d=1000, R=3, T=32, delta=1.0,
+                                                                          tau=2.0, hash_seed=1), 5 + 5 + 1)  # L R = 30
     return cases or [pytest.param(None, None, marks=pytest.mark.skip(
         reason="no protocol family is merged on this branch"))]
 

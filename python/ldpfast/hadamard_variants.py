@@ -80,6 +80,14 @@ class AppleCMSHEReports(_h.CMSHEReports):
 
     protocol: ClassVar[str] = "cmshe-apple"
 
+    @classmethod
+    def wire_fields(cls, params):
+        """The hash index, the row (``log2 m`` bits, one fewer than [PAN]'s layout) and one bit."""
+        from .wire import WireField, bits_for
+
+        return [WireField("groups", bits_for(params.k), dtype="uint32"),
+                WireField("rows", bits_for(params.m), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
+
 
 class AppleCMSHEClient(_h.CMSHEClient):
     """Apple HCMS client (see :class:`ldpfast.hadamard.CMSHEClient` for ``rng`` and the
@@ -198,6 +206,14 @@ class RHROriginalReports(Reports):
         return np.array_equal(self.rows, other.rows) and np.array_equal(self.z, other.z)
 
     __hash__ = None
+
+    @classmethod
+    def wire_fields(cls, params):
+        """The row (``log2 B`` bits; implied by the user's index in the original) and the
+        ``k``-bit symbol."""
+        from .wire import WireField, bits_for
+
+        return [WireField("rows", bits_for(params.B)), WireField("z", params.k)]
 
     def validate(self, params: RHROriginalParams) -> None:
         self._check_lengths()

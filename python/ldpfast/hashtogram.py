@@ -134,6 +134,15 @@ class Reports(GroupBitReports):
 
     __hash__ = None
 
+    @classmethod
+    def wire_fields(cls, params):
+        """The group, the Hadamard row and one bit (only the bit when the server assigns
+        group and row)."""
+        from .wire import WireField, bits_for
+
+        return [WireField("groups", bits_for(params.R), dtype="uint32"),
+                WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
+
 
 def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
     """``count`` uniform draws on ``[0, size)`` from ChaCha20: randomized response of 0

@@ -140,6 +140,15 @@ class Reports(GroupBitReports):
 
     __hash__ = None
 
+    @classmethod
+    def wire_fields(cls, params):
+        """The group, the Hadamard row and one bit (only the bit when the server assigns
+        group and row)."""
+        from .wire import WireField, bits_for
+
+        return [WireField("groups", bits_for(params.L * params.R), dtype="uint32"),
+                WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
+
 
 class Client:
     """TreeHist client: a uniform level and group (unless assigned), one bit about the
