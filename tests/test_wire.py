@@ -10,7 +10,7 @@ from ldpfast import wire
 from ldpfast._base import protocols
 from ldpfast.errors import IncompatibleError, ReportError
 
-SET_VALUED = {"ps-olh", "privsketch-ldp"}
+SET_VALUED = {"ps-olh", "privsketch-ldp", "svim-items", "svim-lengths", "svim-padded"}
 
 
 def _inputs(params, values):
@@ -48,6 +48,11 @@ def _family_cases(only=None):
     add("ps-olh", "ps-olh", lambda: known["ps-olh"].params(epsilon=1.0, d=1000, pad_len=2), 2 + 2 * 64)
     add("privsketch-ldp", "privsketch-ldp", lambda: known["privsketch-ldp"].params.create(
         epsilon=1.0, d=1000, K=4, M=128, seed=1), 2 + 7 + 1)                           # k, m, bit
+    add("svim-items", "svim-items", lambda: known["svim-items"].params(epsilon=1.0, d=1000, k=10), 2 + 2 * 64)  # g = 3
+    add("svim-padded-grr", "svim-padded", lambda: known["svim-padded"].params(
+        epsilon=1.0, d=1000, candidates=tuple(range(0, 1000, 50)), L=3), 5)       # GRR on |C| + 1 = 21 values
+    add("svim-padded-olh", "svim-padded", lambda: known["svim-padded"].params(
+        epsilon=1.0, d=1000, candidates=tuple(range(1000)), L=2), 2 + 2 * 64)     # 1000 >= 2 e (8 - 1) + 1: OLH
     add("cmshe-apple", "cmshe-apple", lambda: known["cmshe-apple"].params(epsilon=1.0, d=1000, k=16, m=64,
                                                                            hash_seed=1), 4 + 6 + 1)  # row of m = 64
     add("rhr-original", "rhr-original", lambda: known["rhr-original"].params(epsilon=2.0, d=1000), 8 + 3)  # B=256, k=3

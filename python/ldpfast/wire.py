@@ -30,7 +30,7 @@ dtype]])``, e.g.::
 
 (or, from outside the class, :func:`register_fields`). The families of this version
 (``ocms``, ``grr``, ``hrr``, ``he``, ``cmshe``, ``rhr``, ``olh``, ``hadaoracle``,
-``hadaheavy``, ``ps-olh``, ``privsketch-ldp``) are declared in this module; PrivSketch,
+``hadaheavy``, ``ps-olh``, ``svim-*``, ``privsketch-ldp``) are declared in this module; PrivSketch,
 its noSmp variant and Multi-PCMS send multi-dimensional columns (sketches, ordering
 matrices) and have no wire encoding. Fields are at most 64 bits wide (columns are
 numpy integer arrays).
@@ -111,6 +111,17 @@ _BUILTIN: Dict[str, Callable[[Params], Sequence[WireField]]] = {
     # PS-OLH ([PS] baseline): OLH over F_pH after padding and sampling.
     "ps-olh": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
                          WireField("a1", bits_for(p.field_size))],
+    # SVIM ([PS] baseline, Wang et al.'s set-valued item mining): OLH reports over F_pH in
+    # phases 1 and 2; phase 3 is OLH, or GRR on |C| + 1 values (then only z travels: the
+    # hash columns are zero, 0-bit fields).
+    "svim-items": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+                             WireField("a1", bits_for(p.field_size))],
+    "svim-lengths": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+                               WireField("a1", bits_for(p.field_size))],
+    "svim-padded": lambda p: ([WireField("z", bits_for(p.domain)), WireField("a0", 0), WireField("a1", 0)]
+                              if p.uses_grr else
+                              [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+                               WireField("a1", bits_for(p.field_size))]),
     # LDP-safe PrivSketch variant: the sampled cell (k, m) and one bit. (PrivSketch itself
     # also sends a K x M ordering matrix, a multi-dimensional column: no wire encoding.)
     "privsketch-ldp": lambda p: [WireField("k", bits_for(p.K), dtype="uint16"),
