@@ -24,7 +24,7 @@ from scipy import stats
 
 from ldpfast import _core, rappor_cms, subset_selection, theory
 from ldpfast.errors import ParameterError, ReportError
-from ldpfast.kernels.field import collision_probability, core_field, next_prime
+from ldpfast.kernels.field import collision_probability, core_field
 
 ALPHA = 5e-9
 Z = stats.norm.isf(ALPHA / 2)

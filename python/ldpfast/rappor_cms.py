@@ -28,8 +28,7 @@ The server streams every batch into per-candidate sums (integral, merged by addi
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import ClassVar, Dict, Optional
+from typing import ClassVar, Dict
 
 import numpy as np
 
