@@ -13,8 +13,8 @@ output, and the server time.
     PYTHONPATH=python python3 bench/ww_table1.py [--quick] [--out DIR]
 
 ``--quick`` (n in {1e4, 1e5}, one seed) takes seconds; the default (n in {1e5, 1e6, 1e7})
-takes a few minutes on a 2-core machine. Results: a table on stdout and ``ww_table1.json``
-in ``--out`` (default bench/results).
+takes 80 s on a 2-core machine. Results: a table on stdout, ``ww_table1.json`` (raw rows)
+and ``ww_table1.png`` (largest oracle error against n) in ``--out`` (default bench/results).
 """
 
 from __future__ import annotations
@@ -110,6 +110,27 @@ def slope(rows, name):
     return float(np.polyfit(np.log(ns), np.log(mean), 1)[0])
 
 
+def plot(orows, path: Path) -> None:
+    """Largest error against n, log-log, one line per oracle (mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for name in ("HRR", "HadaOracle", "Hashtogram"):
+        ns = sorted({r["n"] for r in orows if r["oracle"] == name})
+        errs = [np.mean([r["max_err"] for r in orows if r["oracle"] == name and r["n"] == n]) for n in ns]
+        ax.loglog(ns, errs, marker="o", label=name)
+    ax.set_xlabel("n (users)")
+    ax.set_ylabel("largest count error")
+    ax.set_title("Frequency oracles, eps = 1, d = 2^20")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="n in {1e4, 1e5}, one seed (seconds)")
@@ -136,6 +157,7 @@ def main() -> None:
     total = time.perf_counter() - start
     print(f"\ntotal {total:.1f} s")
     args.out.mkdir(parents=True, exist_ok=True)
+    plot(orows, args.out / "ww_table1.png")
     (args.out / "ww_table1.json").write_text(json.dumps(
         {"oracles": orows, "slopes": slopes, "heavy_hitters": hrows, "seconds": total, "quick": args.quick}, indent=1))
 

@@ -19,3 +19,4 @@ def test_ww_table1_quick(tmp_path):
     assert {r["algorithm"] for r in result["heavy_hitters"]} == {"HadaHeavy", "TreeHist (Count-Sketch)"}
     assert all(r["max_err"] > 0 for r in result["oracles"])
     assert "log-log slope" in done.stdout
+    assert (tmp_path / "ww_table1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -42,6 +42,7 @@ from ._base import Aggregator, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
 from ._validate import check_epsilon, check_int, check_threads, probability_threshold
 from .errors import FormatError, ParameterError, ReportError
+from .hadaoracle import _parity_sign
 from .ocms import _check_below, uint64_column
 from .theory import pan_baselines as _pt
 
@@ -222,7 +223,8 @@ class RHROriginalReports(Reports):
 
 
 def _parity(values: np.ndarray) -> np.ndarray:
-    return (np.bitwise_count(values) & np.uint8(1)).astype(np.uint64)
+    """popcount(v) mod 2 (uint64) for a uint64 array."""
+    return ((1 - _parity_sign(values)) // 2).astype(np.uint64)
 
 
 class RHROriginalClient:

@@ -44,6 +44,7 @@ from ._validate import check_choice, check_epsilon, check_int, check_threads, pr
 from .errors import FormatError, ParameterError, ReportError
 from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
                        hash_coefficients, optional_index_array, pow2_at_least)
+from .hadaoracle import _parity_sign
 from .theory import hadamard as _th
 from .theory import pan_baselines as _pt
 
@@ -181,8 +182,7 @@ class Client:
         elif r.size and int(r.max()) >= p.T:
             raise ParameterError(f"rows must be in [0, {p.T}), got {int(r.max())}")
         bucket, sign = p.hashes(g, x)
-        parity = np.bitwise_count(r.astype(np.uint64) & bucket) & 1
-        truth = (sign * (1 - 2 * parity.astype(np.int64)) < 0).astype(np.uint64)   # 1 encodes -1
+        truth = (sign * _parity_sign(r.astype(np.uint64) & bucket) < 0).astype(np.uint64)   # 1 encodes -1
         noisy = _core.randomized_response(self._keys.key(), truth, 2, binary_flip_threshold(p.epsilon), self.threads)
         return Reports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
 

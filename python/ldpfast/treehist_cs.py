@@ -35,6 +35,7 @@ from .hadaheavy import HeavyHitters, _positive_float
 from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
                        hash_coefficients, optional_index_array, pow2_at_least)
 from .hashtogram import _uniform
+from .hadaoracle import _parity_sign
 from .theory import hadamard as _th
 
 __all__ = ["Params", "Reports", "Client", "Server"]
@@ -177,8 +178,7 @@ class Client:
             raise ParameterError(f"rows must be in [0, {p.T}), got {int(r.max())}")
         shift = (p.L - (g.astype(np.int64) // p.R + 1)).astype(np.uint64)
         bucket, sign = p.hashes(g, x >> shift)
-        parity = np.bitwise_count(r.astype(np.uint64) & bucket) & 1
-        truth = (sign * (1 - 2 * parity.astype(np.int64)) < 0).astype(np.uint64)
+        truth = (sign * _parity_sign(r.astype(np.uint64) & bucket) < 0).astype(np.uint64)
         noisy = _core.randomized_response(self._keys.key(), truth, 2, binary_flip_threshold(p.epsilon), self.threads)
         return Reports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
 
