@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Dict, Optional
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params as _ParamsBase, Protocol, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from ._random import KeySource, RngLike
 from ._validate import check_choice, check_epsilon, check_int, check_threads, probability_threshold
 from .errors import FormatError, ParameterError, ReportError
@@ -128,13 +128,6 @@ class Reports(GroupBitReports):
 
     protocol: ClassVar[str] = "hashtogram"
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in ("groups", "rows", "bits"))
-
-    __hash__ = None
-
     @classmethod
     def wire_fields(cls, params):
         """The group, the Hadamard row and one bit (only the bit when the server assigns
@@ -154,7 +147,7 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
     return _core.randomized_response(key, zeros, size, probability_threshold((size - 1) / size), threads)
 
 
-class Client:
+class Client(ClientBase):
     """Hashtogram client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only. Groups and rows may be assigned by the server."""
 
@@ -262,15 +255,16 @@ class Server(Aggregator):
         values = self.decoded()[groups, bucket.astype(np.int64)] * sign
         return (p.R * _th.c_eps(p.epsilon) / self.n) * values.reshape(p.R, xs.size).astype(np.float64)
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Fractions for ``candidates`` (default all of ``[0, d)``, for ``d <= 2^24``): the
-        median (or mean) of the group estimates."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Fractions (counts with ``counts=True``) for ``candidates`` (default all of
+        ``[0, d)``, for ``d <= 2^24``): the median (or mean) of the group estimates."""
         if candidates is None:
             if self.params.d > 1 << 24:
                 raise ParameterError("pass candidates: d > 2^24")
             candidates = np.arange(self.params.d, dtype=np.uint64)
         per_group = self.group_estimates(candidates)
-        return np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
+        est = np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
+        return est * self.n if counts else est
 
     def _state(self) -> Dict[str, np.ndarray]:
         return {"z": self._z, "n": self._n, "group_sizes": self._group_sizes}
@@ -288,9 +282,6 @@ class Server(Aggregator):
         self._n = np.array(state["n"], dtype=np.int64)
         self._group_sizes = np.array(state["group_sizes"], dtype=np.int64)
         self._decoded = None
-
-    def __repr__(self) -> str:
-        return f"hashtogram.Server(n={self.n}, params={self.params})"
 
 
 def _example():

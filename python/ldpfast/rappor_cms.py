@@ -131,13 +131,6 @@ class Reports(_base.Reports):
         self.bits = np.ascontiguousarray(bits, dtype=np.uint8) if bits.dtype != np.uint8 else bits
         self._check_lengths()
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in ("a0", "a1", "bits"))
-
-    __hash__ = None
-
     def validate(self, params: Params) -> None:
         """Raise ReportError unless the batch fits ``params``."""
         self._check_lengths()
@@ -157,7 +150,7 @@ def _bernoulli(key: bytes, count: int, prob: float, threads: int) -> np.ndarray:
     return _core.randomized_response(key, zeros, 2, probability_threshold(prob), threads).astype(np.uint8)
 
 
-class Client:
+class Client(_base.ClientBase):
     """CMS + RAPPOR client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only (anyone who knows it can undo the perturbation)."""
 
@@ -260,9 +253,10 @@ class Server(_base.Aggregator):
         self._n += other._n
         return self
 
-    def estimate(self, candidates=None, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """Unbiased frequency estimates for ``candidates`` (default: the counted ones);
-        ``clip`` clips to ``[0, 1]`` (post-processing, biased).
+        ``counts=True`` gives ``n fhat``; ``clip`` clips the fractions to ``[0, 1]``
+        (post-processing, biased).
 
         Raises:
             ReportError: no reports; ParameterError: a candidate that is not counted.
@@ -274,10 +268,8 @@ class Server(_base.Aggregator):
         c = self.params.collision_probability
         decoded = (sums.astype(np.float64) / self._n - q) / (p - q)
         fhat = (decoded - c) / (1 - c)
-        return np.clip(fhat, 0.0, 1.0) if clip else fhat
-
-    def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
-        return self._n * self.estimate(candidates, clip)
+        fhat = np.clip(fhat, 0.0, 1.0) if clip else fhat
+        return fhat * self._n if counts else fhat
 
     def _positions(self, candidates) -> np.ndarray:
         xs = uint64_column(candidates, "candidates", ParameterError)
@@ -312,8 +304,8 @@ class Server(_base.Aggregator):
         self._sums = np.ascontiguousarray(state["sums"], dtype=np.uint64).copy()
         self._n = int(state["n"][0])
 
-    def __repr__(self) -> str:
-        return f"rappor_cms.Server(n={self._n}, candidates={self._candidates.size}, params={self.params})"
+    def _repr_extra(self) -> str:
+        return f"candidates={self._candidates.size}"
 
 
 def _example():

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Dict, Optional
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params as _ParamsBase, Protocol, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from ._random import KeySource, RngLike
 from ._validate import check_epsilon, check_int, check_threads
 from .errors import FormatError, ParameterError, ReportError
@@ -134,13 +134,6 @@ class Reports(GroupBitReports):
 
     protocol: ClassVar[str] = "treehist-cs"
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in ("groups", "rows", "bits"))
-
-    __hash__ = None
-
     @classmethod
     def wire_fields(cls, params):
         """The group, the Hadamard row and one bit (only the bit when the server assigns
@@ -151,7 +144,7 @@ class Reports(GroupBitReports):
                 WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
 
 
-class Client:
+class Client(ClientBase):
     """TreeHist client: a uniform level and group (unless assigned), one bit about the
     level's prefix. ``rng=None`` (default) uses OS entropy; a seed is for simulation only."""
 
@@ -255,9 +248,10 @@ class Server(Aggregator):
         values = (self.decoded()[groups, bucket.astype(np.int64)] * sign).reshape(p.R, xs.size)
         return np.median(values.astype(np.float64), axis=0) * (p.L * p.R * _th.c_eps(p.epsilon))
 
-    def estimate(self, candidates: Any) -> np.ndarray:
-        """Fractions of ``candidates`` from the last level's oracle."""
-        return self.level_estimates(self.params.L, as_values(candidates, self.params.d, "candidates")) / self.n
+    def estimate(self, candidates: Any, counts: bool = False) -> np.ndarray:
+        """Fractions (counts with ``counts=True``) of ``candidates`` from the last level's oracle."""
+        est = self.level_estimates(self.params.L, as_values(candidates, self.params.d, "candidates"))
+        return est if counts else est / self.n
 
     def heavy_hitters(self, delta: Optional[float] = None, tau: Optional[float] = None,
                       top: Optional[int] = None) -> HeavyHitters:
@@ -302,9 +296,6 @@ class Server(Aggregator):
         self._n = np.array(state["n"], dtype=np.int64)
         self._group_sizes = np.array(state["group_sizes"], dtype=np.int64)
         self._decoded = None
-
-    def __repr__(self) -> str:
-        return f"treehist_cs.Server(n={self.n}, params={self.params})"
 
 
 def _example():
