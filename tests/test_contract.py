@@ -78,6 +78,8 @@ EXAMPLES = {
     "rhr-original": ("rhr-original", lambda: _family("rhr-original", "example")(), None),
     "hashtogram": ("hashtogram", lambda: _family("hashtogram", "example")(), None),
     "treehist-cs": ("treehist-cs", lambda: _family("treehist-cs", "example")(), None),
+    "npcms": ("npcms", lambda: (_family("npcms", "params").create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3),
+                                _sets(60)), None),
     "hadaoracle": ("hadaoracle", lambda: (_family("hadaoracle", "params").create(
         epsilon=2.0, d=1000, n=4000, hash_seed=3), _values(1000)), None),
     "hadaheavy": ("hadaheavy", lambda: (_family("hadaheavy", "params").create(

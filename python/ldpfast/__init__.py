@@ -20,6 +20,7 @@ _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
     "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
+    "npcms",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "load", "errors", *sorted(_SUBMODULES)]

@@ -555,7 +555,7 @@ def protocols() -> Dict[str, Protocol]:
 
     for module in ("ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "rappor_cms",
                    "subset_selection", "hadamard_variants", "hashtogram",
-                   "treehist_cs"):
+                   "treehist_cs", "npcms"):
         try:
             importlib.import_module(f"ldpfast.{module}")
         except ModuleNotFoundError as exc:  # a family not built into this version
