@@ -86,6 +86,14 @@ class Reports(_ReportsBase):
         self.bits = _array("bits", self.bits, np.int8, 3)
         self._check_lengths()
 
+    @classmethod
+    def wire_fields(cls, params):
+        """Each slot's row and ``M`` bits: ``L (ceil(log2 K) + M)`` bits."""
+        from .wire import WireField, bits_for
+
+        return [WireField("rows", bits_for(params.K), dtype="uint16", shape=(params.L,)),
+                WireField("bits", 1, (-1, 1), "int8", (params.L, params.M))]
+
 
 def _array(name: str, value: Any, dtype, ndim: int) -> np.ndarray:
     arr = np.asarray(value)

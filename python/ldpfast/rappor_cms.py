@@ -131,6 +131,15 @@ class Reports(_base.Reports):
         self.bits = np.ascontiguousarray(bits, dtype=np.uint8) if bits.dtype != np.uint8 else bits
         self._check_lengths()
 
+    @classmethod
+    def wire_fields(cls, params):
+        """The hash function ``(a0, a1)`` (``ceil(log2 field_size)`` bits each) and the ``m``
+        perturbed bits."""
+        from .wire import WireField, bits_for
+
+        return [WireField("a0", bits_for(params.field_size)), WireField("a1", bits_for(params.field_size)),
+                WireField("bits", 1, dtype="uint8", shape=(params.m,))]
+
     def validate(self, params: Params) -> None:
         """Raise ReportError unless the batch fits ``params``."""
         self._check_lengths()

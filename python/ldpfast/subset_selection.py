@@ -99,6 +99,13 @@ class Reports(_base.Reports):
             raise ReportError(f"items must be non-negative, got {int(items.min())}")
         self.items = np.ascontiguousarray(items, dtype=np.uint64)
 
+    @classmethod
+    def wire_fields(cls, params):
+        """The ``k`` values of the subset, ``ceil(log2 d)`` bits each."""
+        from .wire import WireField, bits_for
+
+        return [WireField("items", bits_for(params.d), shape=(params.k,))]
+
     def validate(self, params: Params) -> None:
         """Raise ReportError unless every row is ``k`` strictly increasing values below ``d``."""
         items = self.items
