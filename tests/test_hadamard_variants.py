@@ -48,7 +48,9 @@ def sum_kurtosis(var, fourth):
 
 
 def parity(v):
-    return np.bitwise_count(np.asarray(v, dtype=np.uint64)) & 1
+    """popcount(v) mod 2 for uint64 values, by unpacking bits (independent of the library)."""
+    v = np.ascontiguousarray(np.asarray(v, dtype=np.uint64).reshape(-1))
+    return (np.unpackbits(v.view(np.uint8)).reshape(-1, 64).sum(axis=1) & 1).astype(np.int64)
 
 
 # --- original RHR --------------------------------------------------------------------

@@ -24,7 +24,7 @@ from scipy import stats
 
 from ldpfast import _core, rappor_cms, subset_selection, theory
 from ldpfast.errors import ParameterError, ReportError
-from ldpfast.kernels.field import collision_probability, core_field, next_prime
+from ldpfast.kernels.field import collision_probability, core_field
 
 ALPHA = 5e-9
 Z = stats.norm.isf(ALPHA / 2)
@@ -285,3 +285,40 @@ def test_subset_selection_rejects_bad_input():
     assert server.n == 0
     with pytest.raises(ReportError, match="2-D"):
         subset_selection.Reports(items=np.array([1, 2, 3]))
+
+
+# --- Appendix A: least-squares reconstruction ------------------------------------------
+
+def test_reconstruction_matrix_reproduces_appendix_a():
+    P = np.array([[0.133, 0.143, 0.192], [0.031, 0.212, 0.658], [0.287, 0.155, 0.039],
+                  [0.161, 0.254, 0.060], [0.389, 0.236, 0.051]])
+    P = P / P.sum(axis=0)                                      # printed rounded: column 1 sums to 1.001
+    Q = theory.reconstruction_matrix(P)
+    printed = np.array([[0.366, -0.088, 2.289, -3.629, 2.267], [0.010, -0.393, -1.928, 6.625, -1.294],
+                        [0.332, 1.560, 0.476, -1.996, 0.240]])
+    # The paper prints P rounded to 3 decimals (|dP| <= 5e-4 per entry, 15 entries); to first
+    # order Q = P^+ moves by at most ||Q||_2^2 ||dP||_F, plus 5e-4 for the printed Q's rounding.
+    bound = np.linalg.norm(Q, 2) ** 2 * 5e-4 * math.sqrt(15) + 5e-4
+    assert np.abs(Q - printed).max() < bound, (np.abs(Q - printed).max(), bound)
+    np.testing.assert_allclose(Q @ P, np.eye(3), atol=1e-12)   # Property 2.1: E[R(v)] is one-hot
+
+
+@pytest.mark.parametrize("eps, m", [(0.5, 3), (2.0, 7)])
+def test_reconstruction_of_rr_gives_the_decode_constants_and_variances(eps, m):
+    e = math.exp(eps)
+    P = np.full((m, m), 1 / (e + m - 1)) + np.eye(m) * (e - 1) / (e + m - 1)
+    Q = theory.reconstruction_matrix(P)
+    on, off = theory.rr_decode_constants(eps, m)
+    np.testing.assert_allclose(Q, np.full((m, m), off) + np.eye(m) * (on - off), rtol=1e-9)
+    V = theory.reconstruction_variances(P)
+    v_eq, v_ne = theory.rr_variances(eps, m)
+    np.testing.assert_allclose(V, np.full((m, m), v_ne) + np.eye(m) * (v_eq - v_ne), rtol=1e-9)
+
+
+def test_reconstruction_rejects_bad_mechanisms():
+    with pytest.raises(ParameterError, match="distributions"):
+        theory.reconstruction_matrix([[0.5, 0.2], [0.6, 0.8]])
+    with pytest.raises(ParameterError, match="full column rank"):
+        theory.reconstruction_matrix([[0.5, 0.5], [0.5, 0.5]])
+    with pytest.raises(ParameterError, match="outputs >= inputs"):
+        theory.reconstruction_matrix([[0.5, 0.2, 1.0], [0.5, 0.8, 0.0]])

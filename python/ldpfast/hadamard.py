@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params, Protocol, Reports, register_protocol
+from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
 from ._validate import check_choice, check_epsilon, check_int, check_threads, probability_threshold
 from .errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
@@ -218,7 +218,7 @@ class GroupBitReports(Reports):
 
 
 # -- client ---------------------------------------------------------------------------
-class LayoutClient:
+class LayoutClient(ClientBase):
     """Client of a group-layout protocol. Subclasses set ``params_type``,
     ``reports_type`` and implement ``_layout()`` / ``_domain()``."""
 
@@ -574,11 +574,12 @@ class HEServer(LayoutServer):
     params_type = HEParams
     reports_type = HEReports
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``), float64."""
         self._require_reports()
         decoded = self.decoded()
-        scale = c_eps(self.params.epsilon) / self.n
+        scale = c_eps(self.params.epsilon) / (1.0 if counts else self.n)
         if candidates is None:
             return decoded[1:self.params.d + 1] * scale
         return decoded[as_values(candidates, self.params.d, "candidates") + np.uint64(1)] * scale
@@ -679,14 +680,15 @@ class CMSHEServer(LayoutServer):
     params_type = CMSHEParams
     reports_type = CMSHEReports
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``, which costs
-        ``k d`` hash evaluations), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``, which costs ``k d`` hash evaluations), float64."""
         self._require_reports()
         p = self.params
         xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
         total = _chunked_group_sum(p.layout(), self.decoded(), xs, 1, self.threads) * c_eps(p.epsilon)
-        return p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
+        est = p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
+        return est * self.n if counts else est
 
 
 # == RHR ==============================================================================
@@ -753,7 +755,7 @@ class RHRReports(Reports):
         self._check_lengths()
 
 
-class RHRClient:
+class RHRClient(ClientBase):
     """RHR client (R1 layout). ``rng``: see :class:`HRRClient`."""
 
     def __init__(self, params: RHRParams, rng: RngLike = None, threads: int = 0):
@@ -822,8 +824,9 @@ class RHRServer(Aggregator):
         self._decoded = None
         return self
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``), float64."""
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
@@ -834,7 +837,7 @@ class RHRServer(Aggregator):
             self._decoded = block
         xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
         em1 = math.expm1(p.epsilon)
-        scale = (em1 + p.symbols) / em1 / self.n
+        scale = (em1 + p.symbols) / em1 / (1.0 if counts else self.n)
         low = (xs & np.uint64(p.base - 1)).astype(np.int64)
         high = (xs >> np.uint64(p.b - 1)).astype(np.int64) + 1
         return self._decoded[low, high] * scale
@@ -887,7 +890,7 @@ class OLHReports(Reports):
         self._check_lengths()
 
 
-class OLHClient:
+class OLHClient(ClientBase):
     """OLH client: ``(GRR_g(h(x)), a0, a1)`` with ``a0, a1`` uniform on ``F_PRIME``
     (C++ OCMS kernel). ``rng``: see :class:`HRRClient`."""
 
@@ -959,18 +962,19 @@ class OLHServer(Aggregator):
         self._reports.update(ocms.Reports(z=reports.z, a0=reports.a0, a1=reports.a1))
         return self
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``; costs
-        ``n d`` hash evaluations), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``; costs ``n d`` hash evaluations), float64."""
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
         xs = None if candidates is None else as_values(candidates, p.d, "candidates")
-        counts = self._reports.match_counts(xs)
+        matches = self._reports.match_counts(xs)
         em1 = math.expm1(p.epsilon)
         # p_keep - 1/g = (e - 1)(g - 1) / (g (e + g - 1))
         gap = em1 * (p.g - 1.0) / (p.g * (em1 + p.g))
-        return (counts / self.n - 1.0 / p.g) / gap
+        est = (matches / self.n - 1.0 / p.g) / gap
+        return est * self.n if counts else est
 
 
 # == registry and short names ==========================================================

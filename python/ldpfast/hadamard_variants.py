@@ -38,10 +38,11 @@ import numpy as np
 
 from . import _core
 from . import hadamard as _h
-from ._base import Aggregator, Params, Protocol, Reports, register_protocol
+from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
 from ._validate import check_epsilon, check_int, check_threads, probability_threshold
 from .errors import FormatError, ParameterError, ReportError
+from .hadaoracle import _parity_sign
 from .ocms import _check_below, uint64_column
 from .theory import pan_baselines as _pt
 
@@ -80,6 +81,14 @@ class AppleCMSHEReports(_h.CMSHEReports):
 
     protocol: ClassVar[str] = "cmshe-apple"
 
+    @classmethod
+    def wire_fields(cls, params):
+        """The hash index, the row (``log2 m`` bits, one fewer than [PAN]'s layout) and one bit."""
+        from .wire import WireField, bits_for
+
+        return [WireField("groups", bits_for(params.k), dtype="uint32"),
+                WireField("rows", bits_for(params.m), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
+
 
 class AppleCMSHEClient(_h.CMSHEClient):
     """Apple HCMS client (see :class:`ldpfast.hadamard.CMSHEClient` for ``rng`` and the
@@ -101,13 +110,15 @@ class AppleCMSHEServer(_h.CMSHEServer):
     params_type = AppleCMSHEParams
     reports_type = AppleCMSHEReports
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``), float64."""
         self._require_reports()
         p = self.params
         xs = np.arange(p.d, dtype=np.uint64) if candidates is None else _h.as_values(candidates, p.d, "candidates")
         total = _h._chunked_group_sum(p.layout(), self.decoded(), xs, 0, self.threads) * _h.c_eps(p.epsilon)
-        return p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
+        est = p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
+        return est * self.n if counts else est
 
 
 # == the original RHR layout ==============================================================
@@ -192,12 +203,13 @@ class RHROriginalReports(Reports):
         self.z = uint64_column(self.z, "z", ReportError)
         self._check_lengths()
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return np.array_equal(self.rows, other.rows) and np.array_equal(self.z, other.z)
+    @classmethod
+    def wire_fields(cls, params):
+        """The row (``log2 B`` bits; implied by the user's index in the original) and the
+        ``k``-bit symbol."""
+        from .wire import WireField, bits_for
 
-    __hash__ = None
+        return [WireField("rows", bits_for(params.B)), WireField("z", params.k)]
 
     def validate(self, params: RHROriginalParams) -> None:
         self._check_lengths()
@@ -206,10 +218,11 @@ class RHROriginalReports(Reports):
 
 
 def _parity(values: np.ndarray) -> np.ndarray:
-    return (np.bitwise_count(values) & np.uint8(1)).astype(np.uint64)
+    """popcount(v) mod 2 (uint64) for a uint64 array."""
+    return ((1 - _parity_sign(values)) // 2).astype(np.uint64)
 
 
-class RHROriginalClient:
+class RHROriginalClient(ClientBase):
     """Original-RHR client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only."""
 
@@ -285,18 +298,19 @@ class RHROriginalServer(Aggregator):
         self._ingest(reports)
         return self
 
-    def estimate(self, candidates=None) -> np.ndarray:
-        """Unbiased fractions (with random rows) for ``candidates`` (default all of ``[0, d)``)."""
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Unbiased fractions (with random rows; counts with ``counts=True``) for
+        ``candidates`` (default all of ``[0, d)``)."""
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         p = self.params
-        counts = self._counts.reshape(p.B, p.symbols).astype(np.int64)
-        diff = np.ascontiguousarray((counts[:, 0::2] - counts[:, 1::2]).T)  # (locations, B)
+        table = self._counts.reshape(p.B, p.symbols).astype(np.int64)
+        diff = np.ascontiguousarray((table[:, 0::2] - table[:, 1::2]).T)  # (locations, B)
         if p.B > 1:
             _core.fwht(diff, self.threads)                  # sum_j H_B[x mod B, j] diff[loc, j]
         scale = (math.expm1(p.epsilon) + p.symbols) / math.expm1(p.epsilon) / n
-        full = diff.reshape(-1)[:p.d] * scale              # index loc * B + x mod B = x
+        full = diff.reshape(-1)[:p.d] * (scale * n if counts else scale)  # index loc * B + x mod B = x
         if candidates is None:
             return full
         xs = uint64_column(candidates, "candidates", ParameterError)
@@ -314,9 +328,6 @@ class RHROriginalServer(Aggregator):
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
         self._counts = np.array(state["counts"], dtype=np.uint64)
         self._n = np.array(state["n"], dtype=np.uint64)
-
-    def __repr__(self) -> str:
-        return f"hadamard_variants.RHROriginalServer(n={self.n}, params={self.params})"
 
 
 def _apple_example():

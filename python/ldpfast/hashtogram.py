@@ -38,12 +38,13 @@ from typing import Any, ClassVar, Dict, Optional
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params as _ParamsBase, Protocol, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from ._random import KeySource, RngLike
 from ._validate import check_choice, check_epsilon, check_int, check_threads, probability_threshold
 from .errors import FormatError, ParameterError, ReportError
 from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
                        hash_coefficients, optional_index_array, pow2_at_least)
+from .hadaoracle import _parity_sign
 from .theory import hadamard as _th
 from .theory import pan_baselines as _pt
 
@@ -127,12 +128,14 @@ class Reports(GroupBitReports):
 
     protocol: ClassVar[str] = "hashtogram"
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in ("groups", "rows", "bits"))
+    @classmethod
+    def wire_fields(cls, params):
+        """The group, the Hadamard row and one bit (only the bit when the server assigns
+        group and row)."""
+        from .wire import WireField, bits_for
 
-    __hash__ = None
+        return [WireField("groups", bits_for(params.R), dtype="uint32"),
+                WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
 
 
 def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
@@ -144,7 +147,7 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
     return _core.randomized_response(key, zeros, size, probability_threshold((size - 1) / size), threads)
 
 
-class Client:
+class Client(ClientBase):
     """Hashtogram client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only. Groups and rows may be assigned by the server."""
 
@@ -172,8 +175,7 @@ class Client:
         elif r.size and int(r.max()) >= p.T:
             raise ParameterError(f"rows must be in [0, {p.T}), got {int(r.max())}")
         bucket, sign = p.hashes(g, x)
-        parity = np.bitwise_count(r.astype(np.uint64) & bucket) & 1
-        truth = (sign * (1 - 2 * parity.astype(np.int64)) < 0).astype(np.uint64)   # 1 encodes -1
+        truth = (sign * _parity_sign(r.astype(np.uint64) & bucket) < 0).astype(np.uint64)   # 1 encodes -1
         noisy = _core.randomized_response(self._keys.key(), truth, 2, binary_flip_threshold(p.epsilon), self.threads)
         return Reports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
 
@@ -253,15 +255,16 @@ class Server(Aggregator):
         values = self.decoded()[groups, bucket.astype(np.int64)] * sign
         return (p.R * _th.c_eps(p.epsilon) / self.n) * values.reshape(p.R, xs.size).astype(np.float64)
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Fractions for ``candidates`` (default all of ``[0, d)``, for ``d <= 2^24``): the
-        median (or mean) of the group estimates."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Fractions (counts with ``counts=True``) for ``candidates`` (default all of
+        ``[0, d)``, for ``d <= 2^24``): the median (or mean) of the group estimates."""
         if candidates is None:
             if self.params.d > 1 << 24:
                 raise ParameterError("pass candidates: d > 2^24")
             candidates = np.arange(self.params.d, dtype=np.uint64)
         per_group = self.group_estimates(candidates)
-        return np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
+        est = np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
+        return est * self.n if counts else est
 
     def _state(self) -> Dict[str, np.ndarray]:
         return {"z": self._z, "n": self._n, "group_sizes": self._group_sizes}
@@ -279,9 +282,6 @@ class Server(Aggregator):
         self._n = np.array(state["n"], dtype=np.int64)
         self._group_sizes = np.array(state["group_sizes"], dtype=np.int64)
         self._decoded = None
-
-    def __repr__(self) -> str:
-        return f"hashtogram.Server(n={self.n}, params={self.params})"
 
 
 def _example():

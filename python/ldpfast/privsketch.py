@@ -42,7 +42,7 @@ from typing import ClassVar, Dict, Tuple
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
 from ._random import KeySource, RngLike
 from .datasets import SetData
 from ._validate import check_epsilon, check_int, probability_threshold
@@ -296,7 +296,7 @@ def _check_reports(reports, cls, params: SketchParams) -> None:
 
 
 # -- clients -----------------------------------------------------------------------------------
-class _SketchClient:
+class _SketchClient(ClientBase):
     params_type: ClassVar[type] = SketchParams
     _sampling: ClassVar[int] = 1
     _with_order: ClassVar[bool] = True
@@ -561,8 +561,9 @@ class Server(_TrackedServer):
     def _bit_constant(self) -> float:
         return c_eps(self.params.epsilon)
 
-    def estimate(self, candidates=None, estimator: str = "r2") -> np.ndarray:
-        """Frequencies (fractions of users) of ``candidates`` (default: every tracked item).
+    def estimate(self, candidates=None, counts: bool = False, estimator: str = "r2") -> np.ndarray:
+        """Frequencies (fractions of users; counts with ``counts=True``) of ``candidates``
+        (default: every tracked item).
 
         ``estimator="r2"`` (default, [PS]/R2): ``fhat = (KM/n) sum_i I_i (c b_i + 1)/2``,
         unbiased for the count-min frequency ``ftilde >= f`` with variance
@@ -575,10 +576,12 @@ class Server(_TrackedServer):
         pos, neg = self._pos[cand].astype(np.float64), self._neg[cand].astype(np.float64)
         KM, n, c = p.K * p.M, float(self.n), c_eps(p.epsilon)
         if estimator == "r2":
-            return KM / n * (c * (pos - neg) + (pos + neg)) / 2.0
-        if estimator == "centred":
-            return 0.5 + KM * c / (2.0 * n) * (pos - neg)
-        raise ParameterError(f"estimator must be 'r2' or 'centred', got {estimator!r}")
+            est = KM / n * (c * (pos - neg) + (pos + neg)) / 2.0
+        elif estimator == "centred":
+            est = 0.5 + KM * c / (2.0 * n) * (pos - neg)
+        else:
+            raise ParameterError(f"estimator must be 'r2' or 'centred', got {estimator!r}")
+        return est * n if counts else est
 
 
 class NoSmpServer(Server):
@@ -600,15 +603,16 @@ class NoSmpServer(Server):
     def _bit_constant(self) -> float:
         return c_eps(self.params.epsilon / (self.params.K * self.params.M))
 
-    def estimate(self, candidates=None) -> np.ndarray:
-        """``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
         ``c' = (e^{eps/KM}+1)/(e^{eps/KM}-1)``: unbiased for ``ftilde``, variance
         ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
         cand = self._query(candidates)
         p = self.params
         c = c_eps(p.epsilon / (p.K * p.M))
         diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
-        return 0.5 * (c * diff / self.n + 1.0)
+        est = 0.5 * (c * diff / self.n + 1.0)
+        return est * self.n if counts else est
 
 
 class SafeServer(Aggregator):
@@ -663,8 +667,9 @@ class SafeServer(Aggregator):
             raise ReportError("estimate needs at least one report (n = 0)")
         return float(self._cell_sums().sum() / self.n)
 
-    def estimate(self, candidates=None, estimator: str = "mean") -> np.ndarray:
-        """Frequencies of ``candidates`` (default the whole domain).
+    def estimate(self, candidates=None, counts: bool = False, estimator: str = "mean") -> np.ndarray:
+        """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
+        domain).
 
         * ``"mean"`` (default): ``fbar(x) = (M/n) sum_k S[k, H_k(x)]`` with ``S`` the per-cell
           sums of ``(c b + 1)/2``; unbiased for the count-mean sketch frequency
@@ -681,13 +686,15 @@ class SafeServer(Aggregator):
         cand = np.arange(p.d, dtype=np.int64) if candidates is None else _candidate_array(candidates, p.d)
         sums = self._cell_sums().ravel()[p.cells(cand).astype(np.int64)]  # (D, K)
         if estimator == "mean":
-            return p.M / self.n * sums.sum(axis=1)
-        if estimator == "mean-corrected":
+            est = p.M / self.n * sums.sum(axis=1)
+        elif estimator == "mean-corrected":
             w = self.mean_fill()
-            return (p.M / self.n * sums.sum(axis=1) - w) / (1.0 - w)
-        if estimator == "min":
-            return p.K * p.M / self.n * sums.min(axis=1)
-        raise ParameterError(f"estimator must be 'mean', 'mean-corrected' or 'min', got {estimator!r}")
+            est = (p.M / self.n * sums.sum(axis=1) - w) / (1.0 - w)
+        elif estimator == "min":
+            est = p.K * p.M / self.n * sums.min(axis=1)
+        else:
+            raise ParameterError(f"estimator must be 'mean', 'mean-corrected' or 'min', got {estimator!r}")
+        return est * self.n if counts else est
 
 
 register_protocol(Protocol(id="privsketch", params=Params, reports=Reports, aggregator=Server, client=Client))

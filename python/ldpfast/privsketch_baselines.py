@@ -36,7 +36,7 @@ from typing import ClassVar
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
 from ._random import KeySource, RngLike
 from .datasets import SetData
 from .errors import ParameterError, ReportError
@@ -153,8 +153,8 @@ class MultiPCMSMeanServer(_TableServer):
         self._n = self._n + len(reports)
         return self
 
-    def estimate(self, candidates=None, correction: bool = False) -> np.ndarray:
-        """Frequencies. ``correction=False`` (faithful to R2): ``count(x)/n`` with no collision
+    def estimate(self, candidates=None, counts: bool = False, correction: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2): ``count(x)/n`` with no collision
         correction, so items look more frequent the fuller the users' rows are.
         ``correction=True`` (derived here, SPEC 4.6): ``sum_i (bhat_i(x) - what_i/M) /
         (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
@@ -164,10 +164,12 @@ class MultiPCMSMeanServer(_TableServer):
         decoded = c / 2.0 * self._sums + self._rows[:, None] / 2.0   # sum over users of (c v + 1)/2
         count = decoded.ravel()[self._cells(candidates)].sum(axis=1)
         if not correction:
-            return count / self.n
-        total = decoded.sum()                      # sum_i what_i
-        wbar = total / self.n
-        return (count - total / p.M) / (self.n * (1.0 - wbar / p.M))
+            est = count / self.n
+        else:
+            total = decoded.sum()                      # sum_i what_i
+            wbar = total / self.n
+            est = (count - total / p.M) / (self.n * (1.0 - wbar / p.M))
+        return est * self.n if counts else est
 
 
 # -- Multi-PCMS-Min ----------------------------------------------------------------------------
@@ -227,13 +229,15 @@ class MultiPCMSMinServer(_TableServer):
         self._n = self._n + len(reports)
         return self
 
-    def estimate(self, candidates=None) -> np.ndarray:
-        """Frequencies of ``candidates`` (default the whole domain)."""
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
+        domain)."""
         self._require_reports()
         p = self.params
         c = c_eps(p.epsilon / (p.K * p.M))
         table = c / 2.0 * self._sums + self.n / 2.0
-        return table.ravel()[self._cells(candidates)].min(axis=1) / self.n
+        est = table.ravel()[self._cells(candidates)].min(axis=1)
+        return est if counts else est / self.n
 
 
 # -- PS-OLH --------------------------------------------------------------------------------------
@@ -332,7 +336,7 @@ class PSOLHReports(_OLHReports):
     protocol: ClassVar[str] = "ps-olh"
 
 
-class PSOLHClient:
+class PSOLHClient(ClientBase):
     """PS-OLH user side: padding and sampling to one item (or the dummy ``d``), then OLH
     with a fresh pairwise-independent hash per user. ``rng``: None = OS entropy; seeds are
     for simulation only."""
@@ -377,11 +381,13 @@ class PSOLHServer(_TrackedServer):
         self._commit(len(reports), matches.astype(np.int64), np.zeros(self._cand.size, dtype=np.int64))
         return self
 
-    def estimate(self, candidates=None) -> np.ndarray:
-        """Frequencies of ``candidates`` (default every tracked item)."""
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``) of ``candidates`` (default every
+        tracked item)."""
         cand = self._query(candidates)
         p = self.params
-        return p.pad_len * _olh_debias(self._pos[cand], self.n, p.g, p.olh_epsilon) / self.n
+        est = p.pad_len * _olh_debias(self._pos[cand], self.n, p.g, p.olh_epsilon)
+        return est if counts else est / self.n
 
 
 register_protocol(Protocol(id="multi-pcms-mean", params=MultiPCMSMeanParams, reports=MultiPCMSMeanReports,
@@ -557,7 +563,7 @@ class SVIMPaddedReports(_OLHReports):
     protocol: ClassVar[str] = "svim-padded"
 
 
-class _SVIMClient:
+class _SVIMClient(ClientBase):
     params_type: ClassVar[type] = _ParamsBase
 
     def __init__(self, params, rng: RngLike = None, threads: int = 0):
@@ -691,10 +697,11 @@ class SVIMItemServer(_SVIMServer):
     params_type: ClassVar[type] = SVIMItemParams
     reports_type: ClassVar[type] = SVIMItemReports
 
-    def estimate(self, candidates=None) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Unbiased estimates of the item-sampling frequencies ``P(sampled item = x)`` over
-        the reporting users (``candidates``: default every item of ``[0, d)``)."""
-        freq = self._chat() / self.n
+        the reporting users (``candidates``: default every item of ``[0, d)``; counts of
+        reporting users with ``counts=True``)."""
+        freq = self._chat() / (1.0 if counts else self.n)
         return freq if candidates is None else freq[_candidate_array(candidates, self.params.d)]
 
     def candidates(self) -> np.ndarray:
@@ -717,10 +724,12 @@ class SVIMLengthServer(_SVIMServer):
     params_type: ClassVar[type] = SVIMLengthParams
     reports_type: ClassVar[type] = SVIMLengthReports
 
-    def estimate(self) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Unbiased estimates of the length histogram: the share of reporting users with
-        capped ``|S ∩ C| = l`` for ``l = 0 .. max_length``."""
-        return self._chat() / self.n
+        capped ``|S ∩ C| = l`` for the lengths ``candidates`` (default ``l = 0 ..
+        max_length``); numbers of users with ``counts=True``."""
+        hist = self._chat() / (1.0 if counts else self.n)
+        return hist if candidates is None else hist[_candidate_array(candidates, self.params.max_length + 1)]
 
     def length(self) -> int:
         """L: the smallest ``l >= 1`` whose cumulative share of the estimated histogram
@@ -765,10 +774,27 @@ class SVIMPaddedServer(_SVIMServer):
             chat = self._chat()
         return chat[:-1] / self.n
 
-    def estimate(self) -> np.ndarray:
-        """Item frequencies of C (in ``candidates`` order): ``fhat = L chat3 / (coverage n3)``
-        (SPEC 4.6 [CHOICE]; R3 leaves out L)."""
-        return self.params.L * self.sampling_frequencies() / self.params.coverage
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Item frequencies ``fhat = L chat3 / (coverage n3)`` (R3 leaves out L) of
+        ``candidates``, items of C (default all of C, in ``params.candidates`` order);
+        ``n3 fhat`` with ``counts=True``.
+
+        Raises:
+            ParameterError: a candidate is not in C.
+        """
+        freq = self.params.L * self.sampling_frequencies() / self.params.coverage
+        if candidates is not None:
+            freq = freq[self.candidate_positions(candidates)]
+        return freq * self.n if counts else freq
+
+    def candidate_positions(self, items) -> np.ndarray:
+        """Positions in ``params.candidates`` of ``items`` (each must be in C)."""
+        items = _candidate_array(items, self.params.d)
+        lookup = {int(c): i for i, c in enumerate(self.params.candidates)}
+        missing = [int(x) for x in items if int(x) not in lookup]
+        if missing:
+            raise ParameterError(f"candidates must be items of C (params.candidates), {missing[0]} is not")
+        return np.array([lookup[int(x)] for x in items], dtype=np.int64)
 
     def top(self, k: int) -> tuple:
         """The ``k`` candidates with the largest estimates, best first (ties by position in

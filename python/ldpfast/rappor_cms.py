@@ -28,8 +28,7 @@ The server streams every batch into per-candidate sums (integral, merged by addi
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import ClassVar, Dict, Optional
+from typing import ClassVar, Dict
 
 import numpy as np
 
@@ -132,12 +131,14 @@ class Reports(_base.Reports):
         self.bits = np.ascontiguousarray(bits, dtype=np.uint8) if bits.dtype != np.uint8 else bits
         self._check_lengths()
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in ("a0", "a1", "bits"))
+    @classmethod
+    def wire_fields(cls, params):
+        """The hash function ``(a0, a1)`` (``ceil(log2 field_size)`` bits each) and the ``m``
+        perturbed bits."""
+        from .wire import WireField, bits_for
 
-    __hash__ = None
+        return [WireField("a0", bits_for(params.field_size)), WireField("a1", bits_for(params.field_size)),
+                WireField("bits", 1, dtype="uint8", shape=(params.m,))]
 
     def validate(self, params: Params) -> None:
         """Raise ReportError unless the batch fits ``params``."""
@@ -158,7 +159,7 @@ def _bernoulli(key: bytes, count: int, prob: float, threads: int) -> np.ndarray:
     return _core.randomized_response(key, zeros, 2, probability_threshold(prob), threads).astype(np.uint8)
 
 
-class Client:
+class Client(_base.ClientBase):
     """CMS + RAPPOR client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only (anyone who knows it can undo the perturbation)."""
 
@@ -261,9 +262,10 @@ class Server(_base.Aggregator):
         self._n += other._n
         return self
 
-    def estimate(self, candidates=None, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """Unbiased frequency estimates for ``candidates`` (default: the counted ones);
-        ``clip`` clips to ``[0, 1]`` (post-processing, biased).
+        ``counts=True`` gives ``n fhat``; ``clip`` clips the fractions to ``[0, 1]``
+        (post-processing, biased).
 
         Raises:
             ReportError: no reports; ParameterError: a candidate that is not counted.
@@ -275,10 +277,8 @@ class Server(_base.Aggregator):
         c = self.params.collision_probability
         decoded = (sums.astype(np.float64) / self._n - q) / (p - q)
         fhat = (decoded - c) / (1 - c)
-        return np.clip(fhat, 0.0, 1.0) if clip else fhat
-
-    def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
-        return self._n * self.estimate(candidates, clip)
+        fhat = np.clip(fhat, 0.0, 1.0) if clip else fhat
+        return fhat * self._n if counts else fhat
 
     def _positions(self, candidates) -> np.ndarray:
         xs = uint64_column(candidates, "candidates", ParameterError)
@@ -313,8 +313,8 @@ class Server(_base.Aggregator):
         self._sums = np.ascontiguousarray(state["sums"], dtype=np.uint64).copy()
         self._n = int(state["n"][0])
 
-    def __repr__(self) -> str:
-        return f"rappor_cms.Server(n={self._n}, candidates={self._candidates.size}, params={self.params})"
+    def _repr_extra(self) -> str:
+        return f"candidates={self._candidates.size}"
 
 
 def _example():

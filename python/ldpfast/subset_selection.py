@@ -99,12 +99,12 @@ class Reports(_base.Reports):
             raise ReportError(f"items must be non-negative, got {int(items.min())}")
         self.items = np.ascontiguousarray(items, dtype=np.uint64)
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return np.array_equal(self.items, other.items)
+    @classmethod
+    def wire_fields(cls, params):
+        """The ``k`` values of the subset, ``ceil(log2 d)`` bits each."""
+        from .wire import WireField, bits_for
 
-    __hash__ = None
+        return [WireField("items", bits_for(params.d), shape=(params.k,))]
 
     def validate(self, params: Params) -> None:
         """Raise ReportError unless every row is ``k`` strictly increasing values below ``d``."""
@@ -120,7 +120,7 @@ class Reports(_base.Reports):
                                   f"in report {row}")
 
 
-class Client:
+class Client(_base.ClientBase):
     """Subset Selection client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only."""
 
@@ -194,22 +194,21 @@ class Server(_base.Aggregator):
         self._ingest(reports)
         return self
 
-    def estimate(self, candidates=None, clip: bool = False) -> np.ndarray:
-        """``fhat(v) = (C(v)/n - q)/(p - q)`` for the candidates (default: all of ``[0, d)``)."""
+    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
+        """``fhat(v) = (C(v)/n - q)/(p - q)`` for the candidates (default: all of ``[0, d)``);
+        ``counts=True`` gives ``n fhat``; ``clip`` clips the fractions to ``[0, 1]``."""
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
-        counts = self._counts
+        hist = self._counts
         if candidates is not None:
             xs = uint64_column(candidates, "candidates", ParameterError)
             _check_below(xs, self.params.d, "candidates", "values in", ParameterError)
-            counts = counts[xs]
+            hist = hist[xs]
         p, q = self.params.probabilities
-        fhat = (counts.astype(np.float64) / n - q) / (p - q)
-        return np.clip(fhat, 0.0, 1.0) if clip else fhat
-
-    def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
-        return self.n * self.estimate(candidates, clip)
+        fhat = (hist.astype(np.float64) / n - q) / (p - q)
+        fhat = np.clip(fhat, 0.0, 1.0) if clip else fhat
+        return fhat * n if counts else fhat
 
     def _state(self) -> Dict[str, np.ndarray]:
         return {"counts": self._counts, "n": self._n}
@@ -222,9 +221,6 @@ class Server(_base.Aggregator):
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
         self._counts = np.array(state["counts"], dtype=np.uint64)
         self._n = np.array(state["n"], dtype=np.uint64)
-
-    def __repr__(self) -> str:
-        return f"subset_selection.Server(n={self.n}, params={self.params})"
 
 
 def _example():

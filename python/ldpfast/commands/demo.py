@@ -31,18 +31,24 @@ import numpy as np
 from .. import grr, ocms, theory
 from .._random import KeySource
 from ..errors import ParameterError
+from ._options import add_alias, integer
 
 HELP = "simulate OCMS+RR on Zipf data and compare measured errors with [PAN]'s closed forms"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--users", type=int, default=100_000, help="number of users n (default 100000)")
-    parser.add_argument("--dict-size", type=int, default=100_000, help="dictionary size d (default 100000)")
-    parser.add_argument("--epsilon", type=float, default=2.0, help="privacy parameter (default 2)")
-    parser.add_argument("--runs", type=int, default=20, help="independent runs to average (default 20)")
-    parser.add_argument("--top", type=int, default=100, help="evaluate on the TOP most frequent values (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the data set and of the simulated clients")
-    parser.add_argument("--threads", type=int, default=0, help="threads for the kernels (0 = default)")
+    parser.add_argument("--n", dest="users", type=integer, default=100_000, help="number of users (default 1e5)")
+    parser.add_argument("--d", dest="dict_size", type=integer, default=100_000,
+                        help="dictionary size (default 1e5)")
+    parser.add_argument("--eps", dest="epsilon", type=float, default=2.0, help="privacy parameter (default 2)")
+    add_alias(parser, "--users", "--n", "users", integer)
+    add_alias(parser, "--dict-size", "--d", "dict_size", integer)
+    add_alias(parser, "--epsilon", "--eps", "epsilon", float)
+    parser.add_argument("--runs", type=integer, default=20, help="independent runs to average (default 20)")
+    parser.add_argument("--top", type=integer, default=100,
+                        help="evaluate on the TOP most frequent values (default 100)")
+    parser.add_argument("--seed", type=integer, default=0, help="seed of the data set and of the simulated clients")
+    parser.add_argument("--threads", type=integer, default=0, help="threads for the kernels (0 = default)")
     parser.add_argument("--real", default="kosarak-prefix",
                         help="part 2 data: a bundled set file (kosarak-prefix, retail, bms-webview-1, "
                              "bms-webview-2), a path, or 'none' to skip (default kosarak-prefix)")
@@ -147,13 +153,13 @@ def format_table(rows: Sequence[Dict[str, object]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("users", "dict_size", "runs", "top"):
+    for name, flag in (("users", "--n"), ("dict_size", "--d"), ("runs", "--runs"), ("top", "--top")):
         if getattr(args, name) < 1:
-            raise ParameterError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+            raise ParameterError(f"{flag} must be >= 1, got {getattr(args, name)}")
     if args.threads < 0:
         raise ParameterError(f"--threads must be >= 0, got {args.threads}")
     if args.dict_size < 2:
-        raise ParameterError(f"--dict-size must be >= 2, got {args.dict_size}")
+        raise ParameterError(f"--d must be >= 2, got {args.dict_size}")
     start = time.perf_counter()
     values = zipf_values(args.users, args.dict_size, args.seed)
     top = min(args.top, args.dict_size)

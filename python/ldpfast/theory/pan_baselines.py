@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import Tuple
 
+import numpy as np
+
 from ..errors import ParameterError
 from .ocms import _eps, _f, _n, _out, _positive_int
 
@@ -24,7 +26,8 @@ __all__ = [
     "RAPPOR_VARIANTS", "rappor_bit_probabilities", "rappor_variances", "cms_rappor_variance",
     "cms_rappor_mse_limit", "cms_rappor_l2_limit", "cms_rappor_optimal_m",
     "subset_selection_probabilities", "subset_selection_variance", "subset_selection_optimal_k",
-    "pairwise_assignment_bits", "rhr_original_variance", "hashtogram_variance",
+    "pairwise_assignment_bits", "rhr_original_variance", "hashtogram_variance", "reconstruction_matrix",
+    "reconstruction_variances",
 ]
 
 RAPPOR_VARIANTS = ("symmetric", "asymmetric")
@@ -217,3 +220,33 @@ def hashtogram_variance(epsilon: float, R: int, T: int, n=1, f=0.0, sum_sq_other
 def _th_c_eps(epsilon: float) -> float:
     _, e, em1 = _eps(epsilon)
     return (e + 1) / em1
+
+
+def reconstruction_matrix(P) -> np.ndarray:
+    """[PAN] section 2 / Appendix A: the least-squares decoder ``Q = (P^T P)^-1 P^T`` of a
+    mechanism with ``P[u, v] = Pr(M(v) = u)`` (outputs x inputs, each column a distribution,
+    full column rank). Decoding output ``u`` returns ``Q[:, u]``; since ``QP = I`` its
+    expectation is the one-hot vector of the input (Property 2.1).
+
+    Raises:
+        ParameterError: ``P`` is not a 2-D matrix of column distributions with at least as
+            many rows as columns, or is rank-deficient.
+    """
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] < P.shape[1] or P.shape[1] < 1:
+        raise ParameterError(f"P must be a 2-D (outputs x inputs) matrix with outputs >= inputs, got shape {P.shape}")
+    if not np.all(np.isfinite(P)) or np.any(P < 0) or not np.allclose(P.sum(axis=0), 1.0, rtol=0, atol=1e-9):
+        raise ParameterError("P's columns must be probability distributions (non-negative, summing to 1)")
+    if np.linalg.matrix_rank(P) < P.shape[1]:
+        raise ParameterError(f"P must have full column rank {P.shape[1]}, got {np.linalg.matrix_rank(P)}")
+    return np.linalg.solve(P.T @ P, P.T)
+
+
+def reconstruction_variances(P) -> np.ndarray:
+    """``V[a, b] = Var(R(a)[b])`` for the least-squares decoder of ``P``: the variance of
+    coordinate ``b`` of the decoded vector when the input is ``a``,
+    ``sum_u P[u, a] Q[b, u]^2 - 1[a = b]``. For k-ary RR this is ``V_eq`` on the diagonal
+    and ``V_ne`` elsewhere ([PAN] Eq. 12), the inputs of every CMS variance."""
+    P = np.asarray(P, dtype=np.float64)
+    Q = reconstruction_matrix(P)
+    return ((Q * Q) @ P).T - np.eye(P.shape[1])
