@@ -45,11 +45,10 @@ import time
 import warnings
 
 import numpy as np
-
 from ldpfast import metrics
 from ldpfast import privsketch as ps
-from ldpfast.errors import ParameterError
 from ldpfast.datasets import SetData, load_sets, zipf_sets
+from ldpfast.errors import ParameterError
 
 EPSILONS = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 TOP_K = 50

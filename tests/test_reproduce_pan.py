@@ -5,7 +5,6 @@ import json
 import os
 
 import pytest
-
 from ldpfast import experiments
 
 SAVED = os.path.join(os.path.dirname(__file__), "..", "docs", "pan_reproduction.json")
