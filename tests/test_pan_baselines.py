@@ -178,21 +178,23 @@ def test_cms_rappor_is_unbiased_with_the_closed_form_variance(variant, eps, m, f
 
 
 def test_cms_rappor_naive_scaling_would_be_biased():
-    """With a small field the plain 1/m scaling is measurably biased; the server's exact
-    cbar is not (the same runs, so this test can fail only if the correction is wrong)."""
-    params = rappor_cms.Params(epsilon=3.0, d=20, m=16, variant="asymmetric", field_size=23)
-    n, runs = 1000, 300
+    """With a small field the plain 1/m scaling is biased by more than 2 Z sd of the pooled
+    estimate (computed below), so on the same runs the naive estimate misses f by more
+    than Z sd whenever the exact-cbar estimate is within Z sd of it."""
+    params = rappor_cms.Params(epsilon=5.0, d=20, m=16, variant="asymmetric", field_size=23)
+    n, runs = 1000, 800
     values = skewed_values(n, 20)
     reports = rappor_cms.Client(params, rng=11).perturb(np.tile(values, runs))
     server = rappor_cms.Server(params).update(reports)
-    pooled_var = params.variance(n=n * runs, f=0.0)
-    fhat = server.estimate([7])[0]  # f(7) = 0.1 / 18 users of the tail
+    sd = math.sqrt(params.variance(n=n * runs, f=0.0))
     f7 = float(np.mean(values == 7))
-    assert abs(fhat - f7) < Z * math.sqrt(pooled_var)
+    c, m = params.collision_probability, 16
+    naive_bias = (f7 + (1 - f7) * c - 1 / m) / (1 - 1 / m) - f7
+    assert naive_bias > 2 * Z * sd
+    assert abs(server.estimate([7])[0] - f7) < Z * sd
     p, q = params.bit_probabilities
-    sums = server._sums[7]
-    naive = ((sums / (n * runs) - q) / (p - q) - 1 / 16) / (1 - 1 / 16)
-    assert abs(naive - f7) > Z * math.sqrt(pooled_var)
+    naive = ((server._sums[7] / (n * runs) - q) / (p - q) - 1 / m) / (1 - 1 / m)
+    assert abs(naive - f7) > Z * sd
 
 
 def test_cms_rappor_bits_follow_p_and_q():

@@ -39,6 +39,7 @@ from .theory.hadamard import c_eps
 __all__ = ["Params", "Reports", "Client", "Server"]
 
 _KEY_RANGE = 1 << 62
+_CHUNK_BITS = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,10 +149,14 @@ class Client(ClientBase):
         if real.size:
             cells = p.hash(slots.ravel()[real].astype(np.uint64))          # (real, K)
             truth[real, cells[np.arange(real.size), rows[real]].astype(np.int64)] = 1
-        flips = _core.randomized_response(self._keys.key(), np.zeros(truth.size, dtype=np.uint64), 2,
-                                          probability_threshold(p.flip_probability), self.threads)
-        bits = (truth.ravel() * (1 - 2 * flips.astype(np.int8))).astype(np.int8)
-        return Reports(rows=rows.reshape(n, p.L).astype(np.uint16), bits=bits.reshape(n, p.L, p.M))
+        flat = truth.reshape(-1)
+        threshold = probability_threshold(p.flip_probability)
+        for start in range(0, flat.size, _CHUNK_BITS):  # bounds the 16 bytes per bit the sampler uses
+            stop = min(flat.size, start + _CHUNK_BITS)
+            flips = _core.randomized_response(self._keys.key(), np.zeros(stop - start, dtype=np.uint64), 2,
+                                              threshold, self.threads)
+            flat[start:stop] *= (1 - 2 * flips.astype(np.int8)).astype(np.int8)
+        return Reports(rows=rows.reshape(n, p.L).astype(np.uint16), bits=truth.reshape(n, p.L, p.M))
 
 
 class Server(Aggregator):

@@ -47,6 +47,8 @@ __all__ = ["Params", "Reports", "Client", "Server", "MAX_M", "MAX_DEFAULT_CANDID
 MAX_M = 1 << 16
 #: Largest ``d`` for which a server counts the whole dictionary by default.
 MAX_DEFAULT_CANDIDATES = 1 << 16
+#: Bits sampled per step by the client.
+_CHUNK_BITS = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,9 +180,13 @@ class Client(_base.ClientBase):
         # OCMS's client with flip probability 0 draws (a0, a1) uniformly and returns h(x).
         y, a0, a1 = _core.ocms_perturb(_field.core_field(p.field_size), self._keys.key(), x, p.m, 0, self.threads)
         prob_one, prob_zero = p.bit_probabilities
-        bits = _bernoulli(self._keys.key(), x.size * p.m, prob_zero, self.threads).reshape(x.size, p.m)
-        rows = np.arange(x.size)
-        bits[rows, y.astype(np.intp)] = _bernoulli(self._keys.key(), x.size, prob_one, self.threads)
+        bits = np.empty((x.size, p.m), dtype=np.uint8)
+        chunk = max(1, _CHUNK_BITS // p.m)  # bounds the 16 bytes per bit the sampler uses
+        for start in range(0, x.size, chunk):
+            stop = min(x.size, start + chunk)
+            bits[start:stop] = _bernoulli(self._keys.key(), (stop - start) * p.m, prob_zero,
+                                          self.threads).reshape(stop - start, p.m)
+        bits[np.arange(x.size), y.astype(np.intp)] = _bernoulli(self._keys.key(), x.size, prob_one, self.threads)
         return Reports(a0=a0, a1=a1, bits=bits)
 
 
