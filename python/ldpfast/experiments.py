@@ -36,6 +36,7 @@ import numpy as np
 
 from ._base import Params, protocols
 from .datasets import ValueData
+from ._validate import check_epsilon
 from .errors import ParameterError
 from .theory import hadamard as _theory_h
 from .theory import ocms as _theory
@@ -51,10 +52,7 @@ DataSource = Union[ValueData, Callable[[float], ValueData]]
 
 
 def _check_eps(epsilon: float) -> float:
-    if not isinstance(epsilon, (int, float, np.integer, np.floating)) or not math.isfinite(epsilon) \
-            or not 0 < epsilon <= 700:
-        raise ParameterError(f"epsilon must be finite and in (0, 700], got {epsilon!r}")
-    return float(epsilon)
+    return check_epsilon(epsilon)
 
 
 def appendix_k_factor(size: int, runs: int) -> float:

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _base, _core
 from ._random import KeySource, RngLike
-from ._validate import check_threads, probability_threshold
+from ._validate import check_threads, rr_threshold
 from .errors import ParameterError, ReportError
 from .ocms import _check_below, uint64_column
 from .theory import ocms as _theory
@@ -36,7 +36,7 @@ class Params(_base.Params):
     """GRR parameters.
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, log(d-1) + 22.18] (the 64-bit sampler; ``_validate.rr_threshold``).
         d: dictionary size (number of RR symbols), ``2 <= d < 2^63``; the server holds a
             histogram of ``d`` counters.
     """
@@ -53,6 +53,7 @@ class Params(_base.Params):
             raise ParameterError(f"d must be < 2^63, got {d}")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "d", d)
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def keep_probability(self) -> float:
@@ -71,7 +72,9 @@ class Params(_base.Params):
 
     @property
     def flip_threshold(self) -> int:
-        return probability_threshold(self.flip_probability)
+        """The 64-bit flip threshold, rounded up from the exact probability (effective
+        epsilon <= epsilon; :func:`ldpfast._validate.rr_threshold`)."""
+        return rr_threshold(self.epsilon, self.d)
 
     @property
     def communication_bits(self) -> int:

@@ -47,7 +47,7 @@ import numpy as np
 
 from . import _base, _core
 from ._random import KeySource, RngLike
-from ._validate import check_threads, probability_threshold
+from ._validate import check_threads, rr_threshold
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 from .kernels import field as _field
 from .kernels.field import PRIME
@@ -154,7 +154,7 @@ class Params(_base.Params):
     """Parameters client and server must agree on (frozen, hashable, serializable).
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]`` (``e^eps`` must not overflow).
+        epsilon: privacy parameter, in [2^-20, log(m-1) + 22.18] (the 64-bit sampler; ``_validate.rr_threshold``).
         d: dictionary size; values are integers in ``[0, d)``.
         m: hash range, ``2 <= m < field_size``.
         field_size: ``pH``: an odd prime ``< 2^64`` (``field_kind="prime"``, default
@@ -227,6 +227,7 @@ class Params(_base.Params):
         for name, value in (("epsilon", eps), ("d", d), ("m", m), ("field_size", size), ("poly", poly),
                             ("use_m_prime", bool(self.use_m_prime))):
             object.__setattr__(self, name, value)
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @classmethod
     def optimal(cls, epsilon: float, d: int, mode: str = "mse", f_star: float = 1.0,
@@ -290,8 +291,10 @@ class Params(_base.Params):
 
     @property
     def flip_threshold(self) -> int:
-        """``rr_flip`` as the 64-bit threshold the C++ sampler compares against."""
-        return probability_threshold(self.rr_flip)
+        """``rr_flip`` as the 64-bit threshold the C++ sampler compares against, rounded up
+        from the exact probability (effective epsilon <= epsilon;
+        :func:`ldpfast._validate.rr_threshold`)."""
+        return rr_threshold(self.epsilon, self.m)
 
     @property
     def decode_constants(self) -> Tuple[float, float]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import warnings
 from typing import ClassVar, Dict, Tuple
 
@@ -45,7 +44,7 @@ from . import _core
 from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
 from ._random import KeySource, RngLike
 from .datasets import SetData
-from ._validate import check_epsilon, check_int, probability_threshold
+from ._validate import check_epsilon, check_int, rr_threshold
 from .errors import DTypeError, IncompatibleError, ParameterError, ReportError
 from .kernels.field import PRIME, is_prime
 from .theory.hadamard import c_eps
@@ -72,11 +71,6 @@ _NOT_LDP = (
 
 
 # -- parameter helpers -----------------------------------------------------------------------
-def _rr_flip_probability(eps: float) -> float:
-    """Binary RR: flip with probability 1/(e^eps + 1), computed without cancellation."""
-    return 1.0 / (math.exp(eps) + 1.0) if eps < 700 else 0.0
-
-
 def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
     """Users' sets as CSR ``(offsets int64[n+1], items uint64)``, checked to lie in [0, d).
 
@@ -123,6 +117,9 @@ class SketchParams(_ParamsBase):
     hash_a1: Tuple[int, ...] = ()
     field_size: int = PRIME
 
+    #: The budget of each randomized bit: ``epsilon / bit_divisor`` (``"K*M"``, ``"M"`` or 1).
+    bit_divisor: ClassVar[str] = "1"
+
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         K = check_int("K", self.K, 1, 65536)
@@ -138,6 +135,7 @@ class SketchParams(_ParamsBase):
             if len(coeffs) != K:
                 raise ParameterError(f"{name} must hold K={K} coefficients, got {len(coeffs)}")
             object.__setattr__(self, name, coeffs)
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
         object.__setattr__(self, "K", K)
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "d", d)
@@ -172,6 +170,19 @@ class SketchParams(_ParamsBase):
             out[:, k] = _core.ocms_hash(self.field, np.full(x.size, a0[k]), np.full(x.size, a1[k]), x, self.M)
         return out
 
+    @property
+    def bit_epsilon(self) -> float:
+        """Budget of each randomized-response bit."""
+        divisor = {"1": 1, "M": self.M, "K*M": self.K * self.M}[self.bit_divisor]
+        return self.epsilon / divisor
+
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit flip threshold of each bit (:func:`ldpfast._validate.rr_threshold`:
+        rounded so the bit's effective epsilon is at most :attr:`bit_epsilon`)."""
+        name = "epsilon" if self.bit_divisor == "1" else f"epsilon/({self.bit_divisor})"
+        return rr_threshold(self.bit_epsilon, 2, name)
+
     def cells(self, x: np.ndarray) -> np.ndarray:
         """Flat cell indices ``k*M + H_k(x)``, shape ``(len(x), K)``, uint16."""
         return (self.hash(x) + np.arange(self.K, dtype=np.uint64) * self.M).astype(np.uint16)
@@ -190,6 +201,7 @@ class NoSmpParams(SketchParams):
     **Not eps-LDP** (module doc)."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"
+    bit_divisor: ClassVar[str] = "K*M"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,16 +320,13 @@ class _SketchClient(ClientBase):
         self.threads = check_int("threads", threads, 0)
         self._keys = KeySource(rng)
 
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon)
-
     def _perturb(self, sets):
         p = self.params
         offsets, items = as_sets(sets, p.d)
         a0, a1 = p.coefficients()
         return _core.privsketch_perturb(p.field, a0, a1, p.K, p.M, offsets, items, self._keys.key(),
                                         self._sampling, self._with_order,
-                                        probability_threshold(self._flip_probability()), self.threads)
+                                        p.flip_threshold, self.threads)
 
 
 class Client(_SketchClient):
@@ -358,9 +367,6 @@ class NoSmpClient(_SketchClient):
         super().__init__(params, rng, threads)
         warnings.warn(_NOT_LDP.format(name="PrivSketch-noSmp", eps=params.epsilon), PrivacyWarning,
                       stacklevel=2)
-
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> NoSmpReports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
