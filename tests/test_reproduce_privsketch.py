@@ -70,3 +70,29 @@ def test_sweeps(quick_run):
     assert "randomized response" in raw["fig7"]["notes"]["PrivSketch"]
     # Multi-PCMS-Mean spends eps on K*M-cell RR and runs at every budget
     assert all(math.isfinite(v) for v in raw["fig7"]["mse"]["Multi-PCMS-Mean"])
+
+
+def test_bias_floor_is_the_exact_count_min_frequency():
+    """The bitset computation of ftilde against the definition (share of users whose sketch
+    holds all K cells of x), on data small enough to check every (user, item) pair."""
+    import importlib.util
+
+    import numpy as np
+
+    from ldpfast import privsketch as ps
+    from ldpfast.datasets import zipf_sets
+
+    spec = importlib.util.spec_from_file_location("privsketch_reproduce", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = zipf_sets(130, 400, length=30, seed=3)  # 130 users: bitsets span 3 words
+    ftilde = module.bias_floor(data, seed=11, threads=0)
+    params = ps.Params.create(epsilon=1.0, d=data.d, K=4, M=128, seed=11)
+    item_cells = params.cells(np.arange(data.d, dtype=np.uint64))
+    expected = np.zeros(data.d)
+    for i in range(data.n):
+        sketch = np.zeros(params.K * params.M, dtype=bool)
+        sketch[params.cells(np.asarray(data.items[data.offsets[i]:data.offsets[i + 1]], dtype=np.uint64)).ravel()] = True
+        expected += sketch[item_cells].all(axis=1)
+    np.testing.assert_array_equal(ftilde, expected / data.n)
+    assert (ftilde >= data.frequencies()).all()  # a member's cells are always set
