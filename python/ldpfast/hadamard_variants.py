@@ -40,7 +40,7 @@ from . import _core
 from . import hadamard as _h
 from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_epsilon, check_int, check_threads, probability_threshold
+from ._validate import check_epsilon, check_int, check_threads, probability_threshold, rr_threshold
 from .errors import FormatError, ParameterError, ReportError
 from .hadaoracle import _parity_sign
 from .ocms import _check_below, uint64_column
@@ -177,6 +177,11 @@ class RHROriginalParams(Params):
         return (self.symbols - 1) / (math.expm1(self.epsilon) + self.symbols)
 
     @property
+    def flip_threshold(self) -> int:
+        """Its 64-bit threshold (:func:`ldpfast._validate.rr_threshold`: effective epsilon <= epsilon)."""
+        return rr_threshold(self.epsilon, self.symbols)
+
+    @property
     def communication_bits(self) -> int:
         """``k`` bits of symbol plus ``log2 B`` bits of row (0 when the row is implied by
         the user's index, as in the original)."""
@@ -259,8 +264,7 @@ class RHROriginalClient(ClientBase):
             _check_below(j, p.B, "rows", "Hadamard rows in", ParameterError)
         block = np.uint64(p.B)
         y = np.uint64(2) * (x // block) + _parity(j & (x % block))
-        z = _core.randomized_response(self._keys.key(), y, p.symbols, probability_threshold(p.flip_probability),
-                                      self.threads)
+        z = _core.randomized_response(self._keys.key(), y, p.symbols, p.flip_threshold, self.threads)
         return RHROriginalReports(rows=j.copy(), z=z)
 
 

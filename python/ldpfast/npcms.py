@@ -31,7 +31,7 @@ import numpy as np
 from . import _core
 from ._base import Aggregator, ClientBase, Protocol, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_int, check_threads, probability_threshold
+from ._validate import check_int, check_threads, probability_threshold, rr_threshold
 from .errors import FormatError, ParameterError, ReportError
 from .privsketch import SketchParams, _ReportsBase, as_sets
 from .theory.hadamard import c_eps
@@ -150,7 +150,7 @@ class Client(ClientBase):
             cells = p.hash(slots.ravel()[real].astype(np.uint64))          # (real, K)
             truth[real, cells[np.arange(real.size), rows[real]].astype(np.int64)] = 1
         flat = truth.reshape(-1)
-        threshold = probability_threshold(p.flip_probability)
+        threshold = rr_threshold(p.epsilon / (2 * p.L), 2)
         for start in range(0, flat.size, _CHUNK_BITS):  # bounds the 16 bytes per bit the sampler uses
             stop = min(flat.size, start + _CHUNK_BITS)
             flips = _core.randomized_response(self._keys.key(), np.zeros(stop - start, dtype=np.uint64), 2,

@@ -18,6 +18,7 @@ State is the integer histogram of ``d`` counters, so merges are exact.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 from typing import ClassVar, Dict
 
 import numpy as np
@@ -71,6 +72,18 @@ class Params(_base.Params):
     def probabilities(self):
         """``(p, q)``: probability that a value is reported when held / when not held."""
         return _pt.subset_selection_probabilities(self.epsilon, self.d, self.k)
+
+    @property
+    def exclude_threshold(self) -> int:
+        """64-bit threshold of leaving the user's own value out:
+        ``ceil(2^64 (d-k)/(k e + d - k))`` from 80-digit arithmetic, so the include
+        probability never exceeds the exact one and the effective epsilon never exceeds
+        ``epsilon``."""
+        with decimal.localcontext() as ctx:
+            ctx.prec = 80
+            e = decimal.Decimal(self.epsilon).exp()
+            exact = decimal.Decimal(2**64 * (self.d - self.k)) / (self.k * e + (self.d - self.k))
+            return int(exact.to_integral_value(rounding=decimal.ROUND_CEILING))
 
     @property
     def communication_bits(self) -> int:
@@ -141,10 +154,9 @@ class Client(_base.ClientBase):
         p = self.params
         x = uint64_column(values, "values", ParameterError)
         _check_below(x, p.d, "values", "integers in", ParameterError)
-        prob_in, _ = p.probabilities
         zeros = np.zeros(x.size, dtype=np.uint64)
-        include = _core.randomized_response(self._keys.key(), zeros, 2, probability_threshold(prob_in),
-                                            self.threads).astype(bool)
+        include = ~_core.randomized_response(self._keys.key(), zeros, 2, min(p.exclude_threshold, 2**64 - 1),
+                                             self.threads).astype(bool)
         out = np.empty((x.size, p.k), dtype=np.uint64)
         chunk = max(1, _CHUNK_KEYS // (p.d - 1))
         for start in range(0, x.size, chunk):
