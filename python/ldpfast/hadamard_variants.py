@@ -147,6 +147,7 @@ class RHROriginalParams(Params):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**30))
         object.__setattr__(self, "comm", check_int("comm", self.comm, 0, 64))
+        rr_threshold(self.epsilon, self.symbols)  # the sampler's range for 2^k symbols
 
     @property
     def D(self) -> int:

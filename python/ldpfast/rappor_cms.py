@@ -86,6 +86,7 @@ class Params(_base.Params):
             raise ParameterError(f"field_size must be >= max(d+1, m+1) = {max(d + 1, m + 1)}, got {size}")
         for name, value in (("epsilon", eps), ("d", d), ("m", m), ("field_size", size)):
             object.__setattr__(self, name, value)
+        _ = self.zero_threshold  # the binary sampler's range: raises ParameterError naming epsilon
 
     @classmethod
     def optimal(cls, epsilon: float, d: int, variant: str = "symmetric", tau: float = 0.01) -> "Params":
@@ -103,7 +104,9 @@ class Params(_base.Params):
         """64-bit threshold of a reported 1 for a true 0 (:func:`ldpfast._validate.rr_threshold`
         of binary RR with budget ``eps/2`` (sRP) or ``eps`` (aRP): the effective epsilon is at
         most ``epsilon``)."""
-        return rr_threshold(self.epsilon / 2 if self.variant == "symmetric" else self.epsilon, 2)
+        if self.variant == "symmetric":
+            return rr_threshold(self.epsilon / 2, 2, name="epsilon/2 (sRP's per-bit budget)")
+        return rr_threshold(self.epsilon, 2)
 
     @property
     def one_threshold(self) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import math
 from typing import ClassVar, Dict
 
 import numpy as np
@@ -67,6 +68,13 @@ class Params(_base.Params):
             raise ParameterError(f"k must be in [1, d-1] = [1, {d - 1}], got {k}")
         for name, value in (("epsilon", eps), ("d", d), ("k", k)):
             object.__setattr__(self, name, value)
+        t = self.exclude_threshold
+        if not 2**32 <= t <= 2**64 - 2**32:
+            # both branches need probability >= 2^-32 for the 64-bit sampler to be faithful
+            low = math.log(d - k) - math.log(k) - math.log(2.0**32 - 1)
+            high = math.log(d - k) - math.log(k) + math.log(2.0**32 - 1)
+            raise ParameterError(f"epsilon must be in [{low:.6g}, {high:.6g}] for Subset Selection with d={d}, "
+                                 f"k={k} (the 64-bit sampler needs both branches >= 2^-32), got {eps!r}")
 
     @property
     def probabilities(self):
