@@ -218,12 +218,35 @@ std::size_t update_partials(const HadamardKernels& k, const std::uint32_t* group
   return n;
 }
 
+// Tables too large for private copies (> kMaxPartialCells) used to be filled by one
+// thread. Instead each worker owns a contiguous range of cells and scans all reports,
+// adding those in its range: the random, cache-missing increments (the cost) are split
+// T ways, the extra cost is T streaming reads of the reports (shared through the caches
+// while the workers run side by side). Each cell is summed by one worker in report
+// order, so the result is the same for every thread count.
+bool owner_ranges(std::size_t n_cells, int threads) {
+  return n_cells > kMaxPartialCells && resolve_threads(threads) > 1;
+}
+
+void accumulate_owner_ranges(const HadamardKernels& k, const std::uint32_t* group, const std::uint32_t* row,
+                             const std::int8_t* bits, std::size_t n, const std::uint64_t* cell_base,
+                             std::size_t n_cells, std::int64_t* z, int threads) {
+  const std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
+  parallel_for(workers, threads, [&](std::size_t w) {
+    k.accumulate64_range(group, row, bits, 0, n, cell_base, z, n_cells * w / workers, n_cells * (w + 1) / workers);
+  });
+}
+
 }  // namespace
 
 void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                          std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells,
                          std::int64_t* z, int threads) {
   const auto& k = hadamard_kernels_active();
+  if (owner_ranges(n_cells, threads)) {
+    accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
+    return;
+  }
   const std::size_t workers = partial_workers(n, n_cells, threads);
   if (workers == 0)
     k.accumulate64(group, row, bits, 0, n, cell_base, z, prefetch_cells(n_cells * sizeof(std::int64_t)));
@@ -241,6 +264,10 @@ std::size_t hadamard_update(const std::uint32_t* group, const std::uint32_t* row
   if (workers == 0) {
     const std::size_t bad = hadamard_first_invalid(group, row, bits, n, group_rows, n_groups, threads);
     if (bad < n) return bad;
+    if (owner_ranges(n_cells, threads)) {
+      accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
+      return n;
+    }
     k.accumulate64(group, row, bits, 0, n, cell_base, z, prefetch_cells(n_cells * sizeof(std::int64_t)));
     return n;
   }

@@ -1,6 +1,8 @@
 #include "ldpfast/privsketch.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "ldpfast/kernels/privsketch.hpp"
@@ -11,31 +13,45 @@ namespace ldpfast {
 namespace {
 constexpr std::size_t kClientChunk = 1 << 11;  // users per client task
 
-// Splits n users into one contiguous range per worker; each range decodes into its own
-// integer partial counts, which are then added (exact, so independent of the split).
+constexpr std::size_t kDecodeChunk = 1 << 12;  // users per decode task
+
+// Users are decoded in chunks pulled dynamically by the workers (more chunks than
+// threads, so a slow or descheduled thread does not hold the batch up). At most
+// `workers` chunks run at once, and each borrows one of `workers` integer partial-count
+// slots (slot 0 is pos/neg themselves), added up at the end: the sums do not depend on
+// which slot or thread took which chunk. Returns the first invalid user, or n.
 template <class Decode>
-std::size_t decode_users(std::size_t n, std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads,
-                         Decode&& decode) {
-  const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(resolve_threads(threads), ceil_div(n, 1024)));
-  const std::size_t per_task = ceil_div(n, tasks);
-  std::vector<std::vector<std::int64_t>> partial(tasks);
-  std::vector<std::size_t> first_bad(tasks, n);
-  parallel_for(tasks, static_cast<int>(tasks), [&](std::size_t t) {
-    const std::size_t begin = std::min(n, t * per_task), end = std::min(n, begin + per_task);
+std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t KM, std::int64_t* pos,
+                         std::int64_t* neg, int threads, Decode&& decode) {
+  const std::size_t chunks = std::max<std::size_t>(1, ceil_div(n, kDecodeChunk));
+  const std::size_t slots = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), chunks);
+  std::vector<std::vector<std::int64_t>> partial(slots);
+  std::vector<std::vector<std::uint32_t>> stamps(slots);
+  std::unique_ptr<std::atomic<bool>[]> busy(new std::atomic<bool>[slots]);
+  for (std::size_t s = 0; s < slots; ++s) busy[s].store(false);
+  std::vector<std::size_t> first_bad(chunks, n);
+  parallel_for(chunks, static_cast<int>(slots), [&](std::size_t c) {
+    std::size_t slot = 0;
+    for (bool expected = false;; slot = (slot + 1) % slots, expected = false)
+      if (busy[slot].compare_exchange_weak(expected, true, std::memory_order_acquire)) break;
+    if (stamps[slot].empty()) stamps[slot].assign(KM, 0);
     std::int64_t* p = pos;
     std::int64_t* q = neg;
-    if (t > 0) {
-      partial[t].assign(2 * n_cand, 0);
-      p = partial[t].data();
+    if (slot > 0) {
+      if (partial[slot].empty()) partial[slot].assign(2 * n_cand, 0);
+      p = partial[slot].data();
       q = p + n_cand;
     }
-    const std::size_t bad = decode(begin, end, p, q);
-    if (bad < end) first_bad[t] = bad;
+    const std::size_t begin = c * kDecodeChunk, end = std::min(n, begin + kDecodeChunk);
+    const std::size_t bad = decode(begin, end, p, q, stamps[slot].data());
+    if (bad < end) first_bad[c] = bad;
+    busy[slot].store(false, std::memory_order_release);
   });
   const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
   if (bad < n) return bad;
-  for (std::size_t t = 1; t < tasks; ++t) {
-    const std::int64_t* p = partial[t].data();
+  for (std::size_t s = 1; s < slots; ++s) {
+    if (partial[s].empty()) continue;
+    const std::int64_t* p = partial[s].data();
     for (std::size_t x = 0; x < n_cand; ++x) {
       pos[x] += p[x];
       neg[x] += p[n_cand + x];
@@ -67,10 +83,10 @@ std::size_t privsketch_decode_cell(std::uint32_t K, std::uint32_t M, const std::
                                    const std::uint16_t* bucket_cells, std::size_t n_cand,
                                    std::int64_t* pos, std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
-  return decode_users(n, n_cand, pos, neg, threads,
-                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
+  return decode_users(n, n_cand, static_cast<std::size_t>(K) * M, pos, neg, threads,
+                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q, std::uint32_t* stamps) {
                         return k.decode_cell(K, M, order, cell, bits, b, e, bucket_offsets, bucket_cand,
-                                             bucket_cells, p, q);
+                                             bucket_cells, p, q, stamps);
                       });
 }
 
@@ -78,9 +94,9 @@ std::size_t privsketch_decode_full(std::uint32_t K, std::uint32_t M, const std::
                                    const std::int8_t* bits, std::size_t n, const std::uint16_t* cand_cells,
                                    std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
-  return decode_users(n, n_cand, pos, neg, threads,
-                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
-                        return k.decode_full(K, M, order, bits, b, e, cand_cells, n_cand, p, q);
+  return decode_users(n, n_cand, static_cast<std::size_t>(K) * M, pos, neg, threads,
+                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q, std::uint32_t* stamps) {
+                        return k.decode_full(K, M, order, bits, b, e, cand_cells, n_cand, p, q, stamps);
                       });
 }
 
