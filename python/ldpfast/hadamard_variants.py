@@ -40,7 +40,7 @@ from . import _core
 from . import hadamard as _h
 from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_epsilon, check_int, check_threads, probability_threshold
+from ._validate import check_epsilon, check_int, check_threads, probability_threshold, rr_threshold
 from .errors import FormatError, ParameterError, ReportError
 from .hadaoracle import _parity_sign
 from .ocms import _check_below, uint64_column
@@ -147,6 +147,7 @@ class RHROriginalParams(Params):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**30))
         object.__setattr__(self, "comm", check_int("comm", self.comm, 0, 64))
+        rr_threshold(self.epsilon, self.symbols)  # the sampler's range for 2^k symbols
 
     @property
     def D(self) -> int:
@@ -175,6 +176,11 @@ class RHROriginalParams(Params):
     def flip_probability(self) -> float:
         """``(2^k - 1)/(e + 2^k - 1)``, computed directly."""
         return (self.symbols - 1) / (math.expm1(self.epsilon) + self.symbols)
+
+    @property
+    def flip_threshold(self) -> int:
+        """Its 64-bit threshold (:func:`ldpfast._validate.rr_threshold`: effective epsilon <= epsilon)."""
+        return rr_threshold(self.epsilon, self.symbols)
 
     @property
     def communication_bits(self) -> int:
@@ -259,8 +265,7 @@ class RHROriginalClient(ClientBase):
             _check_below(j, p.B, "rows", "Hadamard rows in", ParameterError)
         block = np.uint64(p.B)
         y = np.uint64(2) * (x // block) + _parity(j & (x % block))
-        z = _core.randomized_response(self._keys.key(), y, p.symbols, probability_threshold(p.flip_probability),
-                                      self.threads)
+        z = _core.randomized_response(self._keys.key(), y, p.symbols, p.flip_threshold, self.threads)
         return RHROriginalReports(rows=j.copy(), z=z)
 
 

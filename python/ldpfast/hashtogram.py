@@ -40,7 +40,7 @@ import numpy as np
 from . import _core
 from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_choice, check_epsilon, check_int, check_threads, probability_threshold
+from ._validate import check_binary_epsilon, check_choice, check_int, check_threads, probability_threshold
 from .errors import FormatError, ParameterError, ReportError
 from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
                        hash_coefficients, optional_index_array, pow2_at_least)
@@ -77,7 +77,7 @@ class Params(_ParamsBase):
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "R", check_int("R", self.R, 1, 4096))
         object.__setattr__(self, "T", check_int("T", self.T, 2, 2**24))

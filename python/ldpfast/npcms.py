@@ -31,7 +31,7 @@ import numpy as np
 from . import _core
 from ._base import Aggregator, ClientBase, Protocol, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_int, check_threads, probability_threshold
+from ._validate import check_int, check_threads, probability_threshold, rr_threshold
 from .errors import FormatError, ParameterError, ReportError
 from .privsketch import SketchParams, _ReportsBase, as_sets
 from .theory.hadamard import c_eps
@@ -55,11 +55,18 @@ class Params(SketchParams):
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "L", check_int("L", self.L, 1, 4096))
+        _ = self.flip_threshold  # the binary sampler's range: raises ParameterError naming epsilon
 
     @property
     def flip_probability(self) -> float:
         """Per entry: ``1/(1 + e^(eps/(2L)))``."""
         return 1.0 / (1.0 + math.exp(self.epsilon / (2 * self.L)))
+
+    @property
+    def flip_threshold(self) -> int:
+        """64-bit flip threshold of every entry (:func:`ldpfast._validate.rr_threshold` with
+        budget ``eps/(2L)``: the effective epsilon never exceeds ``epsilon``)."""
+        return rr_threshold(self.epsilon / (2 * self.L), 2, name="epsilon/(2L) (the per-entry budget)")
 
     @property
     def c(self) -> float:
@@ -150,7 +157,7 @@ class Client(ClientBase):
             cells = p.hash(slots.ravel()[real].astype(np.uint64))          # (real, K)
             truth[real, cells[np.arange(real.size), rows[real]].astype(np.int64)] = 1
         flat = truth.reshape(-1)
-        threshold = probability_threshold(p.flip_probability)
+        threshold = p.flip_threshold
         for start in range(0, flat.size, _CHUNK_BITS):  # bounds the 16 bytes per bit the sampler uses
             stop = min(flat.size, start + _CHUNK_BITS)
             flips = _core.randomized_response(self._keys.key(), np.zeros(stop - start, dtype=np.uint64), 2,

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import _base, _core
 from ._random import KeySource, RngLike
-from ._validate import check_threads, probability_threshold
+from ._validate import check_threads, rr_threshold
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 from .kernels import field as _field
 from .ocms import _check_below, finite_field_size, uint64_column
@@ -86,6 +86,7 @@ class Params(_base.Params):
             raise ParameterError(f"field_size must be >= max(d+1, m+1) = {max(d + 1, m + 1)}, got {size}")
         for name, value in (("epsilon", eps), ("d", d), ("m", m), ("field_size", size)):
             object.__setattr__(self, name, value)
+        _ = self.zero_threshold  # the binary sampler's range: raises ParameterError naming epsilon
 
     @classmethod
     def optimal(cls, epsilon: float, d: int, variant: str = "symmetric", tau: float = 0.01) -> "Params":
@@ -97,6 +98,21 @@ class Params(_base.Params):
     def bit_probabilities(self):
         """``(p, q)``: probability of a reported 1 for a true 1 / a true 0."""
         return _pt.rappor_bit_probabilities(self.epsilon, self.variant)
+
+    @property
+    def zero_threshold(self) -> int:
+        """64-bit threshold of a reported 1 for a true 0 (:func:`ldpfast._validate.rr_threshold`
+        of binary RR with budget ``eps/2`` (sRP) or ``eps`` (aRP): the effective epsilon is at
+        most ``epsilon``)."""
+        if self.variant == "symmetric":
+            return rr_threshold(self.epsilon / 2, 2, name="epsilon/2 (sRP's per-bit budget)")
+        return rr_threshold(self.epsilon, 2)
+
+    @property
+    def one_threshold(self) -> int:
+        """64-bit threshold of a reported 1 for a true 1: ``2^64`` minus the flip threshold
+        (sRP) or exactly ``2^63`` (aRP's 1/2)."""
+        return 2**64 - self.zero_threshold if self.variant == "symmetric" else 2**63
 
     @property
     def collision_probability(self) -> float:
@@ -154,11 +170,11 @@ class Reports(_base.Reports):
             raise ReportError(f"bits must be 0 or 1, got {int(self.bits[row].max())} in report {row}")
 
 
-def _bernoulli(key: bytes, count: int, prob: float, threads: int) -> np.ndarray:
-    """``count`` independent Bernoulli(prob) draws (uint8) from ChaCha20 keyed by ``key``:
-    binary randomized response of 0 with flip probability ``prob``."""
+def _bernoulli(key: bytes, count: int, threshold: int, threads: int) -> np.ndarray:
+    """``count`` independent Bernoulli(threshold / 2^64) draws (uint8) from ChaCha20 keyed by
+    ``key``: binary randomized response of 0 with that flip threshold."""
     zeros = np.zeros(count, dtype=np.uint64)
-    return _core.randomized_response(key, zeros, 2, probability_threshold(prob), threads).astype(np.uint8)
+    return _core.randomized_response(key, zeros, 2, min(threshold, 2**64 - 1), threads).astype(np.uint8)
 
 
 class Client(_base.ClientBase):
@@ -179,14 +195,15 @@ class Client(_base.ClientBase):
         _check_below(x, p.d, "values", "integers in", ParameterError)
         # OCMS's client with flip probability 0 draws (a0, a1) uniformly and returns h(x).
         y, a0, a1 = _core.ocms_perturb(_field.core_field(p.field_size), self._keys.key(), x, p.m, 0, self.threads)
-        prob_one, prob_zero = p.bit_probabilities
         bits = np.empty((x.size, p.m), dtype=np.uint8)
         chunk = max(1, _CHUNK_BITS // p.m)  # bounds the 16 bytes per bit the sampler uses
         for start in range(0, x.size, chunk):
             stop = min(x.size, start + chunk)
-            bits[start:stop] = _bernoulli(self._keys.key(), (stop - start) * p.m, prob_zero,
+            bits[start:stop] = _bernoulli(self._keys.key(), (stop - start) * p.m, p.zero_threshold,
                                           self.threads).reshape(stop - start, p.m)
-        bits[np.arange(x.size), y.astype(np.intp)] = _bernoulli(self._keys.key(), x.size, prob_one, self.threads)
+        # a true 1 is reported as 1 unless it flips (threshold 2^64 - one_threshold)
+        flips = _bernoulli(self._keys.key(), x.size, 2**64 - p.one_threshold, self.threads)
+        bits[np.arange(x.size), y.astype(np.intp)] = 1 - flips
         return Reports(a0=a0, a1=a1, bits=bits)
 
 

@@ -18,6 +18,8 @@ State is the integer histogram of ``d`` counters, so merges are exact.
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import math
 from typing import ClassVar, Dict
 
 import numpy as np
@@ -66,11 +68,30 @@ class Params(_base.Params):
             raise ParameterError(f"k must be in [1, d-1] = [1, {d - 1}], got {k}")
         for name, value in (("epsilon", eps), ("d", d), ("k", k)):
             object.__setattr__(self, name, value)
+        t = self.exclude_threshold
+        if not 2**32 <= t <= 2**64 - 2**32:
+            # both branches need probability >= 2^-32 for the 64-bit sampler to be faithful
+            low = math.log(d - k) - math.log(k) - math.log(2.0**32 - 1)
+            high = math.log(d - k) - math.log(k) + math.log(2.0**32 - 1)
+            raise ParameterError(f"epsilon must be in [{low:.6g}, {high:.6g}] for Subset Selection with d={d}, "
+                                 f"k={k} (the 64-bit sampler needs both branches >= 2^-32), got {eps!r}")
 
     @property
     def probabilities(self):
         """``(p, q)``: probability that a value is reported when held / when not held."""
         return _pt.subset_selection_probabilities(self.epsilon, self.d, self.k)
+
+    @property
+    def exclude_threshold(self) -> int:
+        """64-bit threshold of leaving the user's own value out:
+        ``ceil(2^64 (d-k)/(k e + d - k))`` from 80-digit arithmetic, so the include
+        probability never exceeds the exact one and the effective epsilon never exceeds
+        ``epsilon``."""
+        with decimal.localcontext() as ctx:
+            ctx.prec = 80
+            e = decimal.Decimal(self.epsilon).exp()
+            exact = decimal.Decimal(2**64 * (self.d - self.k)) / (self.k * e + (self.d - self.k))
+            return int(exact.to_integral_value(rounding=decimal.ROUND_CEILING))
 
     @property
     def communication_bits(self) -> int:
@@ -141,10 +162,9 @@ class Client(_base.ClientBase):
         p = self.params
         x = uint64_column(values, "values", ParameterError)
         _check_below(x, p.d, "values", "integers in", ParameterError)
-        prob_in, _ = p.probabilities
         zeros = np.zeros(x.size, dtype=np.uint64)
-        include = _core.randomized_response(self._keys.key(), zeros, 2, probability_threshold(prob_in),
-                                            self.threads).astype(bool)
+        include = ~_core.randomized_response(self._keys.key(), zeros, 2, min(p.exclude_threshold, 2**64 - 1),
+                                             self.threads).astype(bool)
         out = np.empty((x.size, p.k), dtype=np.uint64)
         chunk = max(1, _CHUNK_KEYS // (p.d - 1))
         for start in range(0, x.size, chunk):

@@ -29,7 +29,7 @@ import numpy as np
 from . import _core
 from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_epsilon, check_int, check_threads
+from ._validate import check_binary_epsilon, check_int, check_threads
 from .errors import FormatError, ParameterError, ReportError
 from .hadaheavy import HeavyHitters, _positive_float
 from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
@@ -67,7 +67,7 @@ class Params(_ParamsBase):
     top: Optional[int] = None
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "R", check_int("R", self.R, 1, 4096))
         object.__setattr__(self, "T", check_int("T", self.T, 2, 2**24))
