@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     # imports them at run time, on first use); keep this list equal to _SUBMODULES.
     from . import (
         arrow,
+        assignment,
+        audit,
         cli,
         dask,
         datasets,
@@ -27,13 +29,19 @@ if TYPE_CHECKING:
         grr,
         hadaheavy,
         hadamard,
+        hadamard_variants,
         hadaoracle,
+        hashtogram,
         kernels,
         metrics,
+        npcms,
         ocms,
         privsketch,
         privsketch_baselines,
+        rappor_cms,
+        subset_selection,
         theory,
+        treehist_cs,
         wire,
     )
 
@@ -43,7 +51,7 @@ _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
     "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
-    "npcms",
+    "npcms", "audit",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "load", "errors", *sorted(_SUBMODULES)]
