@@ -69,6 +69,17 @@ EXAMPLES = {
         epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5))), _sets(60)), None),
     "svim-padded": ("svim-padded", lambda: (_family("svim-padded", "params")(
         epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5)), L=3), _sets(60)), None),
+    "cms-rappor": ("cms-rappor", lambda: _family("cms-rappor", "example")(), None),
+    "cms-rappor-candidates": ("cms-rappor", lambda: (_family("cms-rappor", "params")(epsilon=1.0, d=300, m=16),
+                                                     _values(300)),
+                              lambda params: _family("cms-rappor", "aggregator")(params, candidates=np.arange(0, 300, 7))),
+    "ss": ("ss", lambda: (_family("ss", "params")(epsilon=1.0, d=300), _values(300, n=1500)), None),
+    "cmshe-apple": ("cmshe-apple", lambda: _family("cmshe-apple", "example")(), None),
+    "rhr-original": ("rhr-original", lambda: _family("rhr-original", "example")(), None),
+    "hashtogram": ("hashtogram", lambda: _family("hashtogram", "example")(), None),
+    "treehist-cs": ("treehist-cs", lambda: _family("treehist-cs", "example")(), None),
+    "npcms": ("npcms", lambda: (_family("npcms", "params").create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3),
+                                _sets(60)), None),
     "hadaoracle": ("hadaoracle", lambda: (_family("hadaoracle", "params").create(
         epsilon=2.0, d=1000, n=4000, hash_seed=3), _values(1000)), None),
     "hadaheavy": ("hadaheavy", lambda: (_family("hadaheavy", "params").create(

@@ -2,7 +2,8 @@
 
 Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms`,
 :mod:`ldpfast.hadamard`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
-:mod:`ldpfast.privsketch`; shared pieces in :mod:`ldpfast.kernels`,
+:mod:`ldpfast.privsketch`, and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
+:mod:`ldpfast.subset_selection`; shared pieces in :mod:`ldpfast.kernels`,
 :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
 """
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     # imports them at run time, on first use); keep this list equal to _SUBMODULES.
     from . import (
         arrow,
+        assignment,
+        audit,
         cli,
         dask,
         datasets,
@@ -27,13 +30,19 @@ if TYPE_CHECKING:
         grr,
         hadaheavy,
         hadamard,
+        hadamard_variants,
         hadaoracle,
+        hashtogram,
         kernels,
         metrics,
+        npcms,
         ocms,
         privsketch,
         privsketch_baselines,
+        rappor_cms,
+        subset_selection,
         theory,
+        treehist_cs,
         wire,
     )
 
@@ -42,7 +51,8 @@ __version__ = "0.1.0"
 _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
-    "estimates",
+    "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
+    "npcms", "audit",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",

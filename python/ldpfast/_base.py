@@ -908,7 +908,9 @@ def protocols() -> Dict[str, Protocol]:
     """Every registered protocol, importing all protocol modules first."""
     import importlib
 
-    for module in ("ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch"):
+    for module in ("ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "rappor_cms",
+                   "subset_selection", "hadamard_variants", "hashtogram",
+                   "treehist_cs", "npcms"):
         try:
             importlib.import_module(f"ldpfast.{module}")
         except ModuleNotFoundError as exc:  # a family not built into this version
