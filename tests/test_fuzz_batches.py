@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _fuzz_cases import batches, case_ids, example
+from _fuzz_cases import case_params, batches, example
 from ldpfast.errors import IncompatibleError, ReportError
 
-CASES = case_ids()
+CASES = case_params()
 _FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _fuzz_cases import case_ids, example, header_of, reseal, seal
+from _fuzz_cases import case_params, example, header_of, reseal, seal
 from ldpfast._base import FORMAT_MAGIC, FORMAT_VERSION, Aggregator, load_aggregator
 from ldpfast.errors import FormatError
 
 TIME_LIMIT = 2.0
 MEMORY_LIMIT = 64 << 20
-CASES = case_ids()
+CASES = case_params()
 
 
 @pytest.fixture(scope="module", params=CASES)

@@ -12,9 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from _fuzz_cases import batches, case_ids, example, tiled
+from _fuzz_cases import case_params, batches, example, tiled
 
-CASES = case_ids()
+CASES = case_params()
 THREADS = 4
 
 
