@@ -160,8 +160,6 @@ def test_empty_aggregator_is_the_merge_identity(case):
     assert proto.aggregator.from_bytes(empty.to_bytes()).to_bytes() == empty.to_bytes()
 
 
-#: Protocols whose merged bytes depend on the merge order (a known contract violation,
-#: reported to their owners): the test is expected to fail for them until fixed.
 def test_merge_is_exact_associative_and_commutative(case):
     proto, params, reports, (a, b, c), _, zero = case
     whole = _agg(case, reports).to_bytes()
@@ -258,8 +256,6 @@ def test_rejected_batch_leaves_the_aggregator_unchanged(case):
             assert agg.to_bytes() == before, f"state changed by a batch with bad {name!r}"
 
 
-#: Aggregators that do not check column lengths before using a batch (known contract
-#: violations, reported to their owners): they raise numpy/C++ errors instead of ReportError.
 def test_batch_with_unequal_columns_is_rejected(case):
     proto, params, reports, (a, b, _c), _, zero = case
     if len(b.column_names()) < 2:
