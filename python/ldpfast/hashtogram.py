@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Dict
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, _exact_sum, register_protocol
 from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import check_binary_epsilon, check_choice, check_int, check_threads, probability_threshold
@@ -266,7 +266,7 @@ class Server(Aggregator):
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
         n, sizes, z = int(state["n"][0]), state["group_sizes"], state["z"]
-        if n < 0 or np.any(sizes < 0) or int(sizes.sum()) != n:
+        if n < 0 or np.any(sizes < 0) or _exact_sum(sizes) != n:
             raise FormatError("stored group sizes do not add up to the number of reports")
         # each report adds +-1 to one cell of its group's row
         rows = z.reshape(self.params.R, self.params.T)

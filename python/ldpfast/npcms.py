@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Dict
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Protocol, _State, register_protocol
+from ._base import Aggregator, ClientBase, Protocol, _State, _exact_sum, register_protocol
 from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import check_int, check_threads, probability_threshold, rr_threshold
@@ -234,7 +234,7 @@ class Server(Aggregator):
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
         n, rows, sums = int(state["n"][0]), state["rows"], state["sums"]
-        if n < 0 or np.any(rows < 0) or int(rows.sum()) != n * self.params.L:
+        if n < 0 or np.any(rows < 0) or _exact_sum(rows) != n * self.params.L:
             raise FormatError("stored row counts do not add up to L times the number of users")
         # each slot sent to row k adds +-1 to every one of the row's M cells
         if np.any(np.abs(sums.astype(np.float64)) > rows[:, None]) or np.any((sums - rows[:, None]) % 2):
