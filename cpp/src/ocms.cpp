@@ -62,6 +62,25 @@ DecodePlan plan_decode(std::size_t n, std::size_t x_count, int threads) {
   return DecodePlan{chunk, ceil_div(n, blocks)};
 }
 
+// Pieces of about this many (report, candidate) pairs (a few ms to tens of ms) between
+// interruption points.
+constexpr std::size_t kPairsPerPiece = std::size_t{1} << 22;
+
+// count(rb, re, cb, ce, out) in pieces with an interruption point before each. Pieces are
+// whole report blocks and candidate tiles of the kernels, and counts are integer sums, so
+// the kernels do the same work and the result is the same.
+template <class Count>
+void count_in_pieces(std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out,
+                     Count& count) {
+  const std::size_t candidates = std::min(ce - cb, kPairsPerPiece / kMinReportBlock);
+  const std::size_t reports =
+      std::max(kMinReportBlock, kPairsPerPiece / candidates / kMinReportBlock * kMinReportBlock);
+  for (std::size_t c = cb; c < ce; c += candidates) {
+    const std::size_t c_end = std::min(ce, c + candidates);
+    for_blocks(rb, re, reports, [&](std::size_t b, std::size_t e) { count(b, e, c, c_end, out + (c - cb)); });
+  }
+}
+
 // Runs count(report_begin, report_end, cand_begin, cand_end, out) over the plan, where
 // out points at the counts slot of cand_begin.
 template <class Count>
@@ -71,7 +90,7 @@ void run_decode(std::size_t n, std::size_t x_count, std::uint64_t* counts, int t
   const std::size_t chunks = ceil_div(x_count, plan.candidate_chunk);
   const std::size_t blocks = ceil_div(n, plan.report_block);
   if (chunks * blocks == 1) {
-    count(std::size_t{0}, n, std::size_t{0}, x_count, counts);
+    count_in_pieces(0, n, 0, x_count, counts, count);
     return;
   }
   std::vector<std::uint64_t> partial(blocks > 1 ? blocks * x_count : 0);
@@ -80,7 +99,7 @@ void run_decode(std::size_t n, std::size_t x_count, std::uint64_t* counts, int t
     const std::size_t cb = chunk * plan.candidate_chunk, ce = std::min(x_count, cb + plan.candidate_chunk);
     const std::size_t rb = block * plan.report_block, re = std::min(n, rb + plan.report_block);
     std::uint64_t* out = blocks > 1 ? partial.data() + block * x_count + cb : counts + cb;
-    count(rb, re, cb, ce, out);
+    count_in_pieces(rb, re, cb, ce, out, count);
   });
   if (blocks > 1) {
     parallel_for_chunks(x_count, kElementChunk, threads, [&](std::size_t b, std::size_t e) {

@@ -10,12 +10,20 @@ namespace ldpfast {
 
 namespace {
 constexpr std::size_t kClientChunk = 1 << 11;  // users per client task
+constexpr std::size_t kWorkPerPiece = std::size_t{1} << 22;  // cell reads between interruption points
+
+// Users per piece of work (between interruption points) when a user costs about `cost`.
+std::size_t users_per_piece(std::size_t cost) {
+  return std::max<std::size_t>(1, kWorkPerPiece / std::max<std::size_t>(1, cost));
+}
 
 // Splits n users into one contiguous range per worker; each range decodes into its own
 // integer partial counts, which are then added (exact, so independent of the split).
+// user_cost: about the cell reads per user.
 template <class Decode>
-std::size_t decode_users(std::size_t n, std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads,
-                         Decode&& decode) {
+std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t user_cost, std::int64_t* pos,
+                         std::int64_t* neg, int threads, Decode&& decode) {
+  const std::size_t piece = users_per_piece(user_cost);
   const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(resolve_threads(threads), ceil_div(n, 1024)));
   const std::size_t per_task = ceil_div(n, tasks);
   std::vector<std::vector<std::int64_t>> partial(tasks);
@@ -29,8 +37,15 @@ std::size_t decode_users(std::size_t n, std::size_t n_cand, std::int64_t* pos, s
       p = partial[t].data();
       q = p + n_cand;
     }
-    const std::size_t bad = decode(begin, end, p, q);
-    if (bad < end) first_bad[t] = bad;
+    for (std::size_t b = begin; b < end; b += piece) {
+      interruption_point();
+      const std::size_t e = std::min(end, b + piece);
+      const std::size_t bad = decode(b, e, p, q);
+      if (bad < e) {
+        first_bad[t] = bad;
+        return;
+      }
+    }
   });
   const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
   if (bad < n) return bad;
@@ -56,8 +71,10 @@ void privsketch_perturb(const FieldSpec& field, const std::uint64_t* a0, const s
     const std::size_t begin = task * kClientChunk, end = std::min(n, begin + kClientChunk);
     std::vector<std::uint8_t> scratch_bits(KM);
     std::vector<std::uint16_t> scratch_cells(KM);
-    k.perturb(field, a0, a1, K, M, offsets, items, begin, end, key, sampling, flip_threshold,
-              scratch_bits.data(), scratch_cells.data(), sampled, bits, order);
+    for_blocks(begin, end, users_per_piece(KM), [&](std::size_t b, std::size_t e) {
+      k.perturb(field, a0, a1, K, M, offsets, items, b, e, key, sampling, flip_threshold, scratch_bits.data(),
+                scratch_cells.data(), sampled, bits, order);
+    });
   });
 }
 
@@ -67,7 +84,10 @@ std::size_t privsketch_decode_cell(std::uint32_t K, std::uint32_t M, const std::
                                    const std::uint16_t* bucket_cells, std::size_t n_cand,
                                    std::int64_t* pos, std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
-  return decode_users(n, n_cand, pos, neg, threads,
+  // A user reads its K*M ranks and, for each candidate in its cell's bucket (n_cand / M
+  // on average), K ranks.
+  const std::size_t cost = std::size_t{K} * M + n_cand * K / M;
+  return decode_users(n, n_cand, cost, pos, neg, threads,
                       [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
                         return k.decode_cell(K, M, order, cell, bits, b, e, bucket_offsets, bucket_cand,
                                              bucket_cells, p, q);
@@ -78,7 +98,8 @@ std::size_t privsketch_decode_full(std::uint32_t K, std::uint32_t M, const std::
                                    const std::int8_t* bits, std::size_t n, const std::uint16_t* cand_cells,
                                    std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
-  return decode_users(n, n_cand, pos, neg, threads,
+  const std::size_t cost = std::size_t{K} * M + n_cand * K;  // ranks, then K per candidate
+  return decode_users(n, n_cand, cost, pos, neg, threads,
                       [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
                         return k.decode_full(K, M, order, bits, b, e, cand_cells, n_cand, p, q);
                       });
