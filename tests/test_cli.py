@@ -209,7 +209,7 @@ def _has_matplotlib():
 # -- demo -----------------------------------------------------------------------------
 
 def test_demo_real_data_part(capsys):
-    rc, out, _ = run_cli(capsys, "demo", "--users", "2000", "--dict-size", "300", "--runs", "2", "--top", "10",
+    rc, out, _ = run_cli(capsys, "demo", "--n", "2000", "--d", "300", "--runs", "2", "--top", "10",
                          "--real", "bms-webview-1", "--values", "sample", "--seed", "3")
     assert rc == 0
     assert "OCMS+RR demo" in out  # part 1 (synthetic Zipf) is kept
@@ -218,9 +218,143 @@ def test_demo_real_data_part(capsys):
 
 
 def test_demo_without_real_data(capsys):
-    rc, out, _ = run_cli(capsys, "demo", "--users", "500", "--dict-size", "50", "--runs", "1", "--top", "5",
+    rc, out, _ = run_cli(capsys, "demo", "--n", "500", "--d", "50", "--runs", "1", "--top", "5",
                          "--real", "none")
     assert rc == 0 and "Real data" not in out
+
+
+def test_demo_old_flag_names_are_deprecated_aliases(capsys):
+    common = ["--runs", "1", "--top", "5", "--real", "none", "--seed", "2"]
+    rc, new_out, new_err = run_cli(capsys, "demo", "--n", "400", "--d", "40", "--eps", "1.5", *common)
+    assert rc == 0 and "deprecated" not in new_err
+    rc, old_out, old_err = run_cli(capsys, "demo", "--users", "400", "--dict-size", "40", "--epsilon", "1.5", *common)
+    assert rc == 0
+    for old, new in (("--users", "--n"), ("--dict-size", "--d"), ("--epsilon", "--eps")):
+        assert f"{old} is deprecated, use {new}" in old_err
+    assert old_out.splitlines()[:3] == new_out.splitlines()[:3]
+    assert "--users" not in build_help("demo") and "--n" in build_help("demo")
+
+
+def build_help(command):
+    return cli.build_parser()._subparsers._group_actions[0].choices[command].format_help()
+
+
+# -- the command line as a whole ---------------------------------------------------------
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"ldpfast {ldpfast.__version__}"
+
+
+def test_broken_pipe_ends_quietly():
+    """`ldpfast params --json | head -1`: the reader is gone before we write. The read end
+    is closed before the child starts, so every write fails (deterministic)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "ldpfast", "params", "--eps", "2", "--d", "1000", "--json"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, env=_env(), timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == "" and proc.returncode == cli.EXIT_BROKEN_PIPE
+
+
+def test_broken_pipe_through_a_shell_pipeline():
+    head = subprocess.run(f"{sys.executable} -m ldpfast params --eps 2 --d 1000 --json | head -c 1",
+                          shell=True, capture_output=True, text=True, env=_env(), timeout=120)
+    assert head.stdout == "{" and "Traceback" not in head.stderr
+
+
+@pytest.mark.parametrize("text,value", [("100000", 100000), ("100_000", 100000), ("1e5", 100000),
+                                        ("1.5e3", 1500), ("1E5", 100000)])
+def test_integer_flags_accept_scientific_and_underscores(capsys, text, value):
+    rc, out, _ = run_cli(capsys, "params", "--eps", "2", "--d", text, "--n", "1e4", "--json")
+    assert rc == 0 and json.loads(out)["d"] == value and json.loads(out)["n"] == 10_000
+
+
+@pytest.mark.parametrize("text", ["1.5", "1e-3", "1e", "inf", "1__0", "ten"])
+def test_integer_flags_reject_non_integers(capsys, text):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["params", "--eps", "2", "--d", text])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "expected an integer" in err and repr(text) in err
+
+
+def _assert_clean_error(rc, err, *words):
+    assert rc == 2, err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    for word in words:
+        assert word in err, err
+
+
+def test_bad_data_files_give_one_line_errors(capsys, tmp_path):
+    strings = tmp_path / "strings.txt"
+    strings.write_text("abc\ndef\n")
+    rc, _, err = run_cli(capsys, "simulate", "--data", str(strings), "--no-plot", "--runs", "1", "--eps", "1")
+    _assert_clean_error(rc, err, "strings.txt line 1", "'abc'")
+    sets = tmp_path / "sets.txt"
+    sets.write_text("1 2\n3 x\n")
+    rc, _, err = run_cli(capsys, "simulate", "--data", str(sets), "--no-plot", "--runs", "1", "--eps", "1")
+    _assert_clean_error(rc, err, "sets.txt line 2", "'x'")
+    binary = tmp_path / "binary.gz"
+    binary.write_bytes(b"\x1f\x8b not really gzip")
+    rc, _, err = run_cli(capsys, "simulate", "--data", str(binary), "--no-plot", "--runs", "1", "--eps", "1")
+    _assert_clean_error(rc, err, "binary.gz")
+    rc, _, err = run_cli(capsys, "simulate", "--data", str(tmp_path), "--no-plot", "--runs", "1", "--eps", "1")
+    _assert_clean_error(rc, err, "Is a directory")
+    rc, _, err = run_cli(capsys, "simulate", "--data", "mini-kosarak", "--kosarak", str(strings), "--no-plot",
+                         "--runs", "1", "--eps", "1")
+    _assert_clean_error(rc, err, "line 1")
+
+
+def test_unwritable_outputs_and_bad_json_give_one_line_errors(capsys, tmp_path):
+    rc, _, err = run_cli(capsys, "simulate", "--data", "zipf", "--n", "200", "--runs", "1", "--eps", "1",
+                         "--no-plot", "--json", str(tmp_path / "missing" / "dir" / "x.json"))
+    _assert_clean_error(rc, err, "--json must be a file path in an existing folder")
+    rc, _, err = run_cli(capsys, "simulate", "--data", "zipf", "--n", "200", "--runs", "1", "--eps", "1",
+                         "--plot", str(tmp_path))
+    _assert_clean_error(rc, err, "--plot must be a file path")
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("not json")
+    rc, _, err = run_cli(capsys, "reproduce", "--from-json", str(garbage), "--no-plot", "--out", str(tmp_path))
+    _assert_clean_error(rc, err, "not a file written by")
+    rc, _, err = run_cli(capsys, "reproduce", "--from-json", str(tmp_path / "absent.json"), "--no-plot",
+                         "--out", str(tmp_path))
+    _assert_clean_error(rc, err, "absent.json")
+
+
+def test_reproduce_writes_to_its_output_folder_and_keeps_existing_reports(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["reproduce", "--datasets", "zipf", "--algorithms", "ocms-mse,he", "--runs", "2", "--eps", "1",
+            "--no-plot", "--quiet"]
+    rc, _, _ = run_cli(capsys, *argv)
+    assert rc == 0
+    assert sorted(p.name for p in (tmp_path / "ldpfast-reproduce").iterdir()) == [
+        "pan_reproduction.json", "pan_reproduction.md"]
+    tracked = tmp_path / "docs" / "pan_reproduction.md"
+    tracked.parent.mkdir()
+    tracked.write_text("the committed report")
+    rc, _, err = run_cli(capsys, *argv, "--report", str(tracked))
+    assert rc == 2 and "--force" in err and tracked.read_text() == "the committed report"
+    rc, _, _ = run_cli(capsys, *argv, "--report", str(tracked), "--force")
+    assert rc == 0 and tracked.read_text().startswith("# Reproduction of Pan")
+
+
+def test_reproduce_calibrates_and_estimates_the_remaining_time(capsys, tmp_path, monkeypatch):
+    from ldpfast.commands import reproduce
+
+    monkeypatch.setattr(reproduce, "CALIBRATE_FROM_RUNS", 2)
+    rc, _, err = run_cli(capsys, "reproduce", "--datasets", "zipf", "--algorithms", "ocms-mse", "--runs", "2",
+                         "--eps", "1,2", "--no-plot", "--quiet", "--out", str(tmp_path))
+    assert rc == 0 and "calibration: one run of each of the 2 cells" in err and "runs should take about" in err
+    # Remaining time = calibrated cost left x (elapsed / calibrated cost done).
+    bar = reproduce.CalibratedProgress([1.0, 3.0], runs=2, enabled=False)
+    bar.advance(2)
+    assert bar.remaining(elapsed=4.0) == pytest.approx(6.0 * 2.0)
+    bar.advance(1)
+    assert bar.remaining(elapsed=5.0) == pytest.approx(3.0 * 1.0)
 
 
 # -- README ---------------------------------------------------------------------------

@@ -37,3 +37,18 @@ def test_simulate_rows_are_consistent():
     assert mse_row["l1_bound"] == pytest.approx(np.sqrt(10 * var.sum()), rel=1e-12)
     assert all(np.isfinite(r[k]) for r in rows for k in ("mse_max", "l1", "l2"))
     assert "GRR" in demo.format_table(rows)
+
+
+def test_real_part_states_what_it_spends_per_user(capsys):
+    # Users with 1, 3, 0 and 7 items: two of four send more than one report (50.0%), the
+    # largest sends 7 reports (7 x eps); sampling spends eps per user.
+    sizes = np.array([1, 3, 0, 7])
+    line = demo.privacy_spending(sizes, "entries", 2.0)
+    assert "NOT eps-LDP per user" in line and "50.0% of the 4 users spend more than eps = 2" in line
+    assert "7 x eps = 14" in line
+    sample = demo.privacy_spending(sizes, "sample", 2.0)
+    assert "eps = 2 per user" in sample and "1 users with empty sets send nothing" in sample
+    assert cli.main(["demo", "--n", "2000", "--d", "200", "--runs", "1", "--top", "10",
+                     "--seed", "1", "--real", "kosarak-prefix"]) == 0
+    out = capsys.readouterr().out
+    assert "% of the 36,681 users spend more than eps = 2, the most active one" in out

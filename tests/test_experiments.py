@@ -173,9 +173,14 @@ def test_tables_json_and_progress():
 def test_plot_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
     result = ex.simulate([GRR], _toy(), [1.0, 2.0], 2)
-    path = ex.plot_results(result, str(tmp_path / "p.png"))
+    path = tmp_path / "p.png"
+    fig = ex.plot_results(result, str(path))
     with open(path, "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.figure import Figure
+
+    assert isinstance(fig, Figure) and len(fig.axes) == 3      # one panel per metric
+    assert isinstance(ex.plot_results(result), Figure)         # no path: nothing written
 
 
 def test_plot_without_matplotlib(monkeypatch, tmp_path):

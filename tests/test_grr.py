@@ -50,11 +50,14 @@ def test_probabilities():
     assert params.other_probability == pytest.approx(1 / (e + 4), rel=1e-15)
     assert params.flip_probability == pytest.approx(4 / (e + 4), rel=1e-15)
     assert params.communication_bits == 3
-    assert grr.Params(700.0, 3).flip_threshold == 0
+    # Flip probability below 2^-32: the 64-bit sampler cannot represent it (it used to be
+    # rounded to 0, a deterministic "eps = 700" mechanism).
+    with pytest.raises(ParameterError, match=r"epsilon must be in \[.*, 22.8739\] for randomized response over 3 symbols"):
+        grr.Params(30.0, 3)
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(epsilon=0.0, d=5), r"epsilon must be finite and in \(0, 700\], got 0.0"),
+    (dict(epsilon=0.0, d=5), r"epsilon must be finite and in \[9.53674e-07, 66.5\], got 0.0"),
     (dict(epsilon=float("nan"), d=5), r"epsilon must be finite"),
     (dict(epsilon=1.0, d=1), r"d must be >= 2, got 1"),
     (dict(epsilon=1.0, d=2.0), r"d must be an integer, got 2.0"),

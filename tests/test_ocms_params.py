@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ldpfast import ocms
+from ldpfast._validate import rr_effective_epsilon
 from ldpfast.errors import ParameterError
 from ldpfast.kernels.field import PRIME
 from ldpfast.theory import ocms_optimal_m
@@ -103,8 +104,9 @@ def test_optimal_fields():
     assert (huge.field_size, huge.field_kind, huge.poly) == (2**64, "binary", (64, 4, 3, 1, 0))
     with pytest.raises(ParameterError, match="field must be 'paper', 'compact' or 'binary'"):
         ocms.Params.optimal(1.0, 10, field="tiny")
-    with pytest.raises(ParameterError, match="> 2\\^64"):
-        ocms.Params.optimal(700.0, 10)  # m = 1 + e^350 needs a field beyond 64 bits
+    # m = 5.9e9 at eps = 45: flip probability (m-1)/(e^45 + m - 1) < 2^-32, not representable.
+    with pytest.raises(ParameterError, match=r"epsilon must be in \[1.32237, 44.6807\] for randomized response"):
+        ocms.Params.optimal(45.0, 10)
 
 
 def test_explicit_params_defaults_and_normalisation():
@@ -127,9 +129,9 @@ def test_params_dict_round_trip_and_fingerprint():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(epsilon=0.0), r"epsilon must be finite and in \(0, 700\], got 0.0"),
-    (dict(epsilon=-1), r"epsilon must be finite and in \(0, 700\], got -1"),
-    (dict(epsilon=float("nan")), r"epsilon must be finite and in \(0, 700\], got nan"),
+    (dict(epsilon=0.0), r"epsilon must be finite and in \[9.53674e-07, 66.5\], got 0.0"),
+    (dict(epsilon=-1), r"epsilon must be finite and in \[9.53674e-07, 66.5\], got -1"),
+    (dict(epsilon=float("nan")), r"epsilon must be finite and in \[9.53674e-07, 66.5\], got nan"),
     (dict(epsilon=float("inf")), r"epsilon must be finite .* got inf"),
     (dict(epsilon=701.0), r"epsilon must be finite .* got 701.0"),
     (dict(epsilon="2"), r"epsilon must be a real number, got '2'"),
@@ -160,14 +162,18 @@ def test_params_validation_messages(kwargs, message):
         ocms.Params(**base)
 
 
-def test_large_epsilon_is_numerically_safe():
-    p = ocms.Params(700.0, 10, 3)
-    assert p.rr_flip == pytest.approx(2 / math.exp(700.0), rel=1e-12) and p.flip_threshold == 0
-    assert p.rr_keep == 1.0
-    small = ocms.Params(1e-9, 10, 3)
-    assert small.rr_flip == pytest.approx(2 / 3, rel=1e-8)
+def test_epsilon_range_edges_are_numerically_safe():
+    # Flip probability 2/(e^eps + 2) >= 2^-32 up to eps = log(2 (2^32 - 1)) = 22.87.
+    p = ocms.Params(22.8, 10, 3)
+    assert p.rr_flip == pytest.approx(2 / (math.exp(22.8) + 2), rel=1e-12) and p.flip_threshold >= 2**32
+    with pytest.raises(ParameterError, match=r"epsilon must be in \[.*, 22.8739\]"):
+        ocms.Params(22.9, 10, 3)
+    small = ocms.Params(1e-6, 10, 3)
+    assert small.rr_flip == pytest.approx(2 / 3, rel=1e-6)
     match, other = small.decode_constants
-    assert match == pytest.approx(2 / 1e-9, rel=1e-6) and other == pytest.approx(-1e9, rel=1e-6)
+    assert match == pytest.approx(2 / 1e-6, rel=1e-5) and other == pytest.approx(-1e6, rel=1e-5)
+    with pytest.raises(ParameterError, match=r"epsilon must be finite and in \[9.53674e-07, 66.5\], got 5e-324"):
+        ocms.Params(5e-324, 10, 3)
 
 
 def test_rr_probabilities_and_threshold():
@@ -175,7 +181,8 @@ def test_rr_probabilities_and_threshold():
     e = math.exp(3.0)
     assert p.rr_keep == pytest.approx(e / (e + 4), rel=1e-15)
     assert p.rr_flip == pytest.approx(4 / (e + 4), rel=1e-15)
-    assert p.flip_threshold == int(p.rr_flip * 2**64)
+    assert 0 <= p.flip_threshold - p.rr_flip * 2**64 <= 2 + p.rr_flip * 2**64 * 2**-51   # rounded up
+    assert rr_effective_epsilon(p.flip_threshold, 5) <= 3.0
 
 
 @pytest.mark.parametrize("eps,m,match,other", [

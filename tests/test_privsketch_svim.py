@@ -2,7 +2,9 @@
 (validation, rejected batches, merge, serialization, registry), and svim() is the three
 Client/Server phases run in turn."""
 
+import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -56,13 +58,12 @@ def test_phase1_estimates_the_item_sampling_frequency():
     params = ps.SVIMItemParams(epsilon=2.0, d=D, k=4)
     assert params.g == 8                                        # int(e^2) + 1, R3's truncation
     reports = ps.SVIMItemClient(params, rng=2).perturb(data)
-    sizes = data.sizes()
-    assert len(reports) == np.count_nonzero(sizes)              # empty sets send nothing
+    assert np.count_nonzero(data.sizes()) < data.n == len(reports)   # empty sets report too (the dummy d)
     server = ps.SVIMItemServer(params).update(reports)
-    users = [data.user(i) for i in range(data.n) if sizes[i]]
+    users = [data.user(i) for i in range(data.n)]
     holds = np.zeros((len(users), D))                           # P(sampled item = x) per user
     for i, s in enumerate(users):
-        holds[i, s] = 1.0 / s.size
+        holds[i, s] = 1.0 / max(s.size, 1)
     check_unbiased(server.estimate(), holds.mean(axis=0), olh_match_prob(holds, params.g, 2.0), len(users),
                    olh_scale(params.g, 2.0))
     assert np.array_equal(server.estimate([4, 2]), server.estimate()[[4, 2]])
@@ -101,14 +102,17 @@ def test_phase2_length_of_a_clear_histogram():
     assert server.length() == 2
 
 
-@pytest.mark.parametrize("L, eps, grr", [(2, 1.0, True), (1, 1.0, False)])
-def test_phase3_estimates_the_padded_sampling_frequency(L, eps, grr):
+@pytest.mark.parametrize("L, eps, grr, reference", [(2, 1.0, True, False), (1, 1.0, False, False),
+                                                    (2, 1.0, True, True)])
+def test_phase3_estimates_the_padded_sampling_frequency(L, eps, grr, reference):
     # |C| = 10 < L e^eps (4L-1) + 1 is 39.1 for L = 2 (GRR) and 9.15 for L = 1 (OLH).
     # Small sets, so that padding (L = 2) and sampling (|S ∩ C| > L) both matter.
     data = make_sets(40000, 6, max_size=3)
-    params = ps.SVIMPaddedParams(epsilon=eps, d=D, candidates=CAND, L=L)
+    params = ps.SVIMPaddedParams(epsilon=eps, d=D, candidates=CAND, L=L, reference=reference)
     assert params.uses_grr is grr
-    reports = ps.SVIMPaddedClient(params, rng=7).perturb(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ps.PrivacyWarning)
+        reports = ps.SVIMPaddedClient(params, rng=7).perturb(data)
     server = ps.SVIMPaddedServer(params).update(reports)
     holds = np.zeros((data.n, len(CAND)))                       # P(padded sample = C[j])
     for i, s in enumerate(as_lists(data)):
@@ -118,7 +122,8 @@ def test_phase3_estimates_the_padded_sampling_frequency(L, eps, grr):
         assert not reports.a0.any() and not reports.a1.any()
         e = np.exp(params.grr_epsilon)
         assert params.grr_epsilon == pytest.approx(np.log(L * np.expm1(eps) + 1))
-        keep, other = e / (e + 10), 1 / (e + 10)
+        assert params.domain == len(CAND) + (1 if reference else L)   # L distinct dummies (R3: one)
+        keep, other = e / (e + params.domain - 1), 1 / (e + params.domain - 1)
         q, scale = holds * keep + (1 - holds) * other, 1 / (keep - other)
     else:
         q, scale = olh_match_prob(holds, params.g, eps), olh_scale(params.g, eps)
@@ -254,3 +259,64 @@ def test_parameter_validation():
     # numpy candidates become a tuple of ints (hashable, JSON-serializable).
     p = ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=np.array(CAND))
     assert p.candidates == CAND and isinstance(p.candidates[0], int)
+
+
+def test_phase3_olh_branch_with_dummies_is_unbiased():
+    # |C| = 40 >= L e^eps (4L - 1) + 1 = 24.1 at L = 2, eps = 0.5: OLH over |C| + L values.
+    d, cand = 64, tuple(range(5, 45))
+    gen = np.random.default_rng(21)
+    sets = [gen.choice(d, size=int(gen.integers(0, 4)), replace=False).tolist() for _ in range(40000)]
+    params = ps.SVIMPaddedParams(epsilon=0.5, d=d, candidates=cand, L=2)
+    assert not params.uses_grr and params.domain == 42
+    server = ps.SVIMPaddedServer(params).update(ps.SVIMPaddedClient(params, rng=22).perturb(sets))
+    holds = np.zeros((len(sets), len(cand)))
+    for i, s in enumerate(sets):
+        inter = [j for j, c in enumerate(cand) if c in s]
+        holds[i, inter] = 1.0 / max(2, len(inter))
+    check_unbiased(server.sampling_frequencies(), holds.mean(axis=0), olh_match_prob(holds, params.g, 0.5),
+                   len(sets), olh_scale(params.g, 0.5))
+
+
+def test_phase1_reports_every_user():
+    params = ps.SVIMItemParams(epsilon=1.0, d=10)
+    reports = ps.SVIMItemClient(params, rng=1).perturb([[], [3]])
+    assert len(reports) == 2          # R3 sent one report: its presence revealed the empty set
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_phase3_dummies_are_each_sampled_at_most_one_in_L(reference):
+    # The issue's configuration: |C| = 100, L = 5, eps = 1 (GRR branch). An empty set samples
+    # one of the L dummies uniformly (reference: always the single dummy), so each dummy's
+    # report frequency is q + (p - q)/L (reference: p for the dummy). Counts are binomial:
+    # a 6-sigma band fails by chance with probability < 1e-8 per value.
+    params = ps.SVIMPaddedParams(epsilon=1.0, d=1000, candidates=tuple(range(100, 200)), L=5, reference=reference)
+    assert params.uses_grr
+    n = 200000
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        client = ps.SVIMPaddedClient(params, rng=3)
+    assert [w.category for w in caught] == ([ps.PrivacyWarning] if reference else [])
+    z = client.perturb([[]] * n).z.astype(np.int64)
+    e, m = math.exp(params.grr_epsilon), params.domain
+    p, q = e / (e + m - 1), 1 / (e + m - 1)
+    sampled = np.full(m, 0.0)
+    sampled[100:] = 1.0 / params.dummies
+    expected = q + (p - q) * sampled
+    counts = np.bincount(z, minlength=m)
+    assert np.all(np.abs(counts - n * expected) < 6 * np.sqrt(n * expected * (1 - expected)))
+    # True privacy loss at the dummy (empty set vs. L candidates, which never sample it):
+    # e^eps for L dummies, e^eps' = L (e^eps - 1) + 1 for R3's one.
+    worst = (q + (p - q) * sampled[100:].max()) / q
+    assert math.log(worst) == pytest.approx(params.true_epsilon, rel=1e-12)
+    assert params.true_epsilon == (params.grr_epsilon if reference else 1.0)
+
+
+def test_ps_olh_amplify_warns_with_its_true_epsilon():
+    params = ps.PSOLHParams(epsilon=1.0, d=30, pad_len=4, amplify=True)
+    assert params.true_epsilon == pytest.approx(math.log(4 * math.expm1(1.0) + 1))
+    with pytest.warns(ps.PrivacyWarning, match="NOT 1-LDP"):
+        ps.PSOLHClient(params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ps.PSOLHClient(ps.PSOLHParams(epsilon=1.0, d=30, pad_len=4))
+        assert ps.PSOLHParams(epsilon=1.0, d=30, pad_len=4).true_epsilon == 1.0

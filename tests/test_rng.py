@@ -13,6 +13,7 @@ from scipy import stats
 
 from ldpfast import _core
 from ldpfast.errors import DTypeError, ParameterError
+from ldpfast._validate import rr_effective_epsilon
 from ldpfast.kernels import randomized_response, rr_flip_threshold
 
 ALPHA = 1e-7
@@ -158,14 +159,16 @@ def test_key_source_reproducible_when_seeded():
 
 
 def test_flip_threshold_is_exact_to_double_precision():
-    for eps, m in [(1.0, 2), (math.log(3), 3), (3.0, 5), (0.01, 1000), (30.0, 7), (2.0, 2**40)]:
+    for eps, m in [(1.0, 2), (math.log(3), 3), (3.0, 5), (0.01, 1000), (23.0, 7), (12.0, 2**40)]:
         exact = (m - 1) / (Fraction(math.expm1(eps)) + m)  # exact given the double expm1(eps)
         t = rr_flip_threshold(eps, m)
-        # Truncation loses < 1 unit; the double division errs by at most a few ulps.
-        assert abs(exact * 2**64 - t) <= 1 + float(exact) * 2**64 * 2**-51, (eps, m)
-    assert rr_flip_threshold(math.log(3), 3) == int(0.4 * 2**64)  # (m-1)/(e+m-1) = 2/5
-    assert rr_flip_threshold(700.0, 5) == 0  # below 2^-64: never flips
-    assert rr_flip_threshold(1e-300, 2**64 - 1) == 2**64 - 1  # capped
+        # Rounded up from the 80-digit value: at most 1 unit above; expm1 errs by an ulp.
+        assert -float(exact) * 2**64 * 2**-51 <= t - exact * 2**64 <= 1 + float(exact) * 2**64 * 2**-51, (eps, m)
+        assert rr_effective_epsilon(t, m) <= eps
+    with pytest.raises(ParameterError, match=r"epsilon must be in \[.*, 23.567\] for randomized response over 5"):
+        rr_flip_threshold(30.0, 5)  # flip probability below 2^-32: used to round to "never flips"
+    with pytest.raises(ParameterError, match=r"epsilon must be in \[.*\] for randomized response over 18446744073709551615"):
+        rr_flip_threshold(1e-5, 2**64 - 1)  # keep probability below 2^-32
 
 
 @pytest.mark.parametrize("kwargs,exc,pattern", [
@@ -175,7 +178,7 @@ def test_flip_threshold_is_exact_to_double_precision():
     (dict(values=[[1]], m=5, epsilon=1.0), ParameterError, "1-D"),
     (dict(values=[0], m=1, epsilon=1.0), ParameterError, "m must be an integer in"),
     (dict(values=[0], m=2.0, epsilon=1.0), ParameterError, "m must be an integer"),
-    (dict(values=[0], m=5, epsilon=0.0), ParameterError, r"epsilon must be finite and in \(0, 700\], got 0.0"),
+    (dict(values=[0], m=5, epsilon=0.0), ParameterError, r"epsilon must be finite and in \[9.53674e-07, 66.5\], got 0.0"),
     (dict(values=[0], m=5, epsilon=float("inf")), ParameterError, "epsilon"),
     (dict(values=[0], m=5, epsilon=701), ParameterError, "got 701"),
     (dict(values=[0], m=5, epsilon="1"), ParameterError, "epsilon"),

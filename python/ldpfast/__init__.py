@@ -18,9 +18,22 @@ __version__ = "0.1.0"
 _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
+    "estimates",
 })
 
-__all__ = ["backend_info", "set_backend", "set_num_threads", "errors", *sorted(_SUBMODULES)]
+__all__ = ["backend_info", "set_backend", "set_num_threads", "load", "errors", *sorted(_SUBMODULES)]
+
+
+def load(blob: bytes) -> Any:
+    """The aggregator (Server) of whichever protocol serialized ``blob`` with
+    ``to_bytes()``, e.g. a checkpoint or a worker's partial result.
+
+    Raises:
+        ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator.
+    """
+    from ._base import load_aggregator
+
+    return load_aggregator(blob)
 
 
 def backend_info() -> Dict[str, Any]:

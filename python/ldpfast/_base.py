@@ -36,13 +36,17 @@ import io
 import json
 import struct
 import zlib
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type,
+                    TypeVar)
 
 import numpy as np
 
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 
-__all__ = ["Params", "Reports", "Aggregator", "Protocol", "register_protocol", "protocols",
+if TYPE_CHECKING:
+    from .estimates import Estimate
+
+__all__ = ["Params", "Reports", "Aggregator", "ClientBase", "Protocol", "register_protocol", "protocols",
            "protocol", "params_from_json", "load_aggregator", "read_header", "FORMAT_MAGIC",
            "FORMAT_VERSION"]
 
@@ -62,6 +66,21 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     return value
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a parameter value, long sequences cut to their first items."""
+    if isinstance(value, (tuple, list, np.ndarray)) and len(value) > 6:
+        return f"({', '.join(repr(_jsonable(v)) for v in list(value[:3]))}, ... {len(value)} items)"
+    return repr(_jsonable(value) if isinstance(value, np.generic) else value)
+
+
+def params_summary(params: Any) -> str:
+    """``"epsilon=2.0, d=1000, m=4"``: every field of a Params dataclass, long ones cut."""
+    if not dataclasses.is_dataclass(params):
+        return repr(params)
+    return ", ".join(f"{f.name}={_short(getattr(params, f.name))}" for f in dataclasses.fields(params)
+                     if f.repr)
 
 
 class Params:
@@ -128,9 +147,35 @@ def params_from_json(text: str) -> Params:
 
 
 class Reports:
-    """Mixin for report batches: a dataclass whose fields are equal-length numpy columns."""
+    """Mixin for report batches: a dataclass whose fields are equal-length numpy columns.
+
+    Equality compares the columns with ``np.array_equal`` (batches of one type only), and
+    ``repr`` names the protocol and the number of reports instead of printing arrays."""
 
     protocol: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The dataclass decorator runs after this and adds __eq__/__repr__ only where the
+        # class body has none, so placing the array-aware ones here keeps them.
+        cls.__eq__ = Reports.__eq__  # type: ignore[method-assign]
+        cls.__repr__ = Reports.__repr__  # type: ignore[method-assign]
+        cls.__hash__ = None  # type: ignore[assignment]  # mutable columns
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        mine, theirs = self.columns(), other.columns()  # type: ignore[attr-defined]
+        return all(np.array_equal(mine[k], theirs[k]) for k in mine)
+
+    def __repr__(self) -> str:
+        size: object
+        try:
+            size = len(self)
+        except Exception:  # half-built batch (a constructor that raised part way)
+            size = "?"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
+                f"(protocol={self.protocol!r}, n={size}, columns={self.column_names()})")
 
     def columns(self) -> Dict[str, np.ndarray]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -315,6 +360,40 @@ class Aggregator:
                 and all(np.array_equal(a[k], b[k]) for k in a))
 
     __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        n = getattr(self, "n", None)
+        extra = self._repr_extra()
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
+                f"(protocol={self.protocol!r}, n={n}, {params_summary(self.params)}"
+                f"{', ' + extra if extra else ''})")
+
+    def _repr_extra(self) -> str:
+        """More state to show in ``repr`` (e.g. a mode); empty by default."""
+        return ""
+
+    def frequencies(self, candidates: Any = None) -> "Estimate":
+        """The frequency estimates of ``candidates`` with standard errors, as an
+        :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
+        false-discovery control, consistency post-processing, ``to_pandas``).
+        ``candidates`` as for :meth:`estimate`."""
+        from . import estimates
+
+        return estimates.estimate(self, candidates)
+
+
+class ClientBase:
+    """Shared by every protocol's Client: a ``repr`` naming the protocol, the parameters
+    and whether the randomness is seeded (simulation) or from the OS (private use)."""
+
+    params: Any
+
+    def __repr__(self) -> str:
+        keys = getattr(self, "_keys", None)
+        rng = "seeded (simulation only)" if keys is not None and keys.seeded else "os-entropy"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
+                f"(protocol={getattr(self.params, 'protocol', '?')!r}, {params_summary(self.params)}, "
+                f"rng={rng!r})")
 
 
 _MAX_STATE_ARRAYS = 1024

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from .errors import LdpfastError
 
-COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate")
+COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "audit")
 
 
-def _load(name: str):
+def _load(name: str) -> Any:
     return importlib.import_module(f"ldpfast.commands.{name}")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="ldpfast", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"ldpfast {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         try:
@@ -34,13 +38,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit status after the reader of our output went away (``| head``): 128 + SIGPIPE, as
+#: a shell reports for a command killed by SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one subcommand. Errors in the user's input (parameters, files) print one line
+    ``ldpfast CMD: error: ...`` on stderr and return 2; a closed output pipe ends quietly."""
     try:
-        return int(_load(args.command).run(args) or 0)
-    except LdpfastError as exc:
-        print(f"ldpfast {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        try:
+            return int(_load(args.command).run(args) or 0)
+        except LdpfastError as exc:
+            print(f"ldpfast {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            # files named on the command line: missing, unreadable, unwritable, directories
+            print(f"ldpfast {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush of the buffered
+    output does not raise again (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (e.g. captured)
+        pass
 
 
 if __name__ == "__main__":

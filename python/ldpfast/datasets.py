@@ -114,17 +114,35 @@ def _resolve(name_or_path: str) -> tuple:
 
 
 def _lines(path: str) -> Iterator[str]:
+    """The lines of a text file (gzip-compressed if it ends in .gz); unreadable files and
+    bytes that are not text raise FormatError naming the file."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as fh:
-        yield from fh
+    try:
+        with opener(path, "rt") as fh:
+            yield from fh
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # gzip.BadGzipFile is an OSError
+        raise FormatError(f"cannot read {path!r} as a text file of integer ids: {exc}") from None
+
+
+def _int_tokens(line: str, name: str, lineno: int) -> np.ndarray:
+    """The whitespace-separated integer ids of one line (FormatError naming the line)."""
+    try:
+        return np.array([int(token) for token in line.split()], dtype=np.int64)
+    except (ValueError, OverflowError):
+        bad = next((t for t in line.split() if not t.lstrip("+-").isdigit()), line.strip())
+        raise FormatError(f"{name} line {lineno}: ids must be integers, got {bad!r}") from None
 
 
 def load_sets(name_or_path: str, d: Union[int, None] = None) -> SetData:
     """Load set-valued data: a bundled name (see :data:`BUNDLED`) or a path to a file
     (optionally .gz) with one user per line of whitespace-separated integer ids.
-    Each user's set is de-duplicated; empty lines are users with empty sets."""
+    Each user's set is de-duplicated; empty lines are users with empty sets.
+
+    Raises:
+        FormatError: the file cannot be read as text, or a token is not an integer.
+    """
     path, name = _resolve(name_or_path)
-    sets = [np.array(line.split(), dtype=np.int64) for line in _lines(path)]
+    sets = [_int_tokens(line, name, lineno) for lineno, line in enumerate(_lines(path), start=1)]
     return SetData.from_lists(sets, d=d, name=name)
 
 
@@ -490,7 +508,7 @@ def mini_kosarak(source: str = "kosarak-prefix", *, mode: str = "faithful",
     n_lines = 0
     for line in _lines(path):
         n_lines += 1
-        tokens.append(np.array(line.split(), dtype=np.int64))
+        tokens.append(_int_tokens(line, name, n_lines))
     items = np.concatenate(tokens) if tokens else np.zeros(0, dtype=np.int64)
     if items.size and items.min() < 0:
         raise ParameterError(f"{name}: item ids must be non-negative, got {int(items.min())}")

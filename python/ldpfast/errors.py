@@ -1,7 +1,7 @@
 """Exceptions raised by ldpfast.
 
 Every message names the offending parameter, the constraint it breaks and the value
-received, e.g. ``epsilon must be finite and in (0, 700], got -1.0``.
+received, e.g. ``epsilon must be finite and in [9.53674e-07, 66.5], got -1.0``.
 """
 
 from __future__ import annotations

@@ -30,12 +30,13 @@ import math
 import sys
 import time
 import zlib
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Union
 
 import numpy as np
 
 from ._base import Params, protocols
 from .datasets import ValueData
+from ._validate import check_epsilon
 from .errors import ParameterError
 from .theory import hadamard as _theory_h
 from .theory import ocms as _theory
@@ -51,10 +52,7 @@ DataSource = Union[ValueData, Callable[[float], ValueData]]
 
 
 def _check_eps(epsilon: float) -> float:
-    if not isinstance(epsilon, (int, float, np.integer, np.floating)) or not math.isfinite(epsilon) \
-            or not 0 < epsilon <= 700:
-        raise ParameterError(f"epsilon must be finite and in (0, 700], got {epsilon!r}")
-    return float(epsilon)
+    return check_epsilon(epsilon)
 
 
 def appendix_k_factor(size: int, runs: int) -> float:
@@ -531,17 +529,29 @@ def require_matplotlib():
     return plt
 
 
-def plot_results(result: SimulationResult, path: str,
+def plot_results(result: SimulationResult, path: Optional[str] = None,
                  metrics: Sequence[str] = ("mse", "l1", "l2"),
-                 metric_algorithms: Optional[Dict[str, Sequence[str]]] = None) -> str:
+                 metric_algorithms: Optional[Dict[str, Sequence[str]]] = None) -> Any:
     """Write a PNG with one panel per metric (log scale): measured values with markers and
     closed forms dashed (one colour per algorithm across panels); on the worst-case MSE
     panel, the band between the closed form and the Appendix K bound of the first
     algorithm drawn (as [PAN] plots it for OCMS). ``metric_algorithms`` restricts the
     algorithms per metric (as [PAN] shows MSE-OCMS only for MSE and l-OCMS only for l1/l2).
-    Returns ``path``. Raises ParameterError when matplotlib is missing."""
-    plt = require_matplotlib()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.2), squeeze=False)
+
+    Returns the ``matplotlib.figure.Figure`` (shown inline by notebooks); with ``path``
+    it is also written there as a PNG. The figure is built without pyplot, so it neither
+    changes the backend nor stays registered in pyplot's figure list.
+
+    Raises:
+        ParameterError: matplotlib is missing.
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ParameterError("plotting needs matplotlib: install it with pip install 'ldpfast[plot]' "
+                             "(or pass --no-plot)") from None
+    fig = Figure(figsize=(5.2 * len(metrics), 4.2))
+    axes = fig.subplots(1, len(metrics), squeeze=False)
     eps = result.epsilons
     markers = "osv^D<>ph*"
     for ax, metric in zip(axes[0], metrics):
@@ -569,9 +579,9 @@ def plot_results(result: SimulationResult, path: str,
     fig.suptitle(f"{result.dataset}: n={result.n}, d={result.d}, |X|={result.n_candidates}, "
                  f"{result.runs} runs", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 # ----------------------------------------------------------------------------------
@@ -612,13 +622,16 @@ def reproduce_pan(datasets: Sequence[str] = ("zipf", "gaussian", "kosarak"),
                   algorithms: Sequence[str] = PAN_ALGORITHMS,
                   epsilons: Sequence[float] = (1, 2, 3, 4, 5), runs: int = 100, *, seed: int = 0,
                   kosarak_source: str = "kosarak-prefix",
-                  progress: bool = False) -> Dict[str, SimulationResult]:
+                  progress: Union[bool, ProgressBar] = False) -> Dict[str, SimulationResult]:
     """Run [PAN] section 6 (Figs. 2-4): each algorithm ``runs`` times per eps on each data
     set. Returns ``{dataset: SimulationResult}``; see :func:`pan_checks` and
-    :func:`pan_report`. Algorithms missing from this build raise ParameterError."""
+    :func:`pan_report`. Algorithms missing from this build raise ParameterError.
+    ``progress``: True for a stderr progress bar, or a :class:`ProgressBar` to advance
+    (one step per run, data sets, eps and algorithms in that nesting order)."""
     algs = [get_algorithm(a) for a in algorithms]
     sources = {name: pan_dataset(name, kosarak_source) for name in datasets}
-    bar = ProgressBar(len(sources) * len(algs) * len(epsilons) * runs, enabled=progress)
+    bar = progress if isinstance(progress, ProgressBar) else ProgressBar(
+        len(sources) * len(algs) * len(epsilons) * runs, enabled=bool(progress))
     results = {name: simulate(algs, source, epsilons, runs, seed=seed, progress=bar)
                for name, source in sources.items()}
     bar.close()

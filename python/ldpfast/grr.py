@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _base, _core
 from ._random import KeySource, RngLike
-from ._validate import check_threads, probability_threshold
+from ._validate import check_threads, rr_threshold
 from .errors import ParameterError, ReportError
 from .ocms import _check_below, uint64_column
 from .theory import ocms as _theory
@@ -36,7 +36,7 @@ class Params(_base.Params):
     """GRR parameters.
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, log(d-1) + 22.18] (the 64-bit sampler; ``_validate.rr_threshold``).
         d: dictionary size (number of RR symbols), ``2 <= d < 2^63``; the server holds a
             histogram of ``d`` counters.
     """
@@ -53,6 +53,7 @@ class Params(_base.Params):
             raise ParameterError(f"d must be < 2^63, got {d}")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "d", d)
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def keep_probability(self) -> float:
@@ -71,7 +72,9 @@ class Params(_base.Params):
 
     @property
     def flip_threshold(self) -> int:
-        return probability_threshold(self.flip_probability)
+        """The 64-bit flip threshold, rounded up from the exact probability (effective
+        epsilon <= epsilon; :func:`ldpfast._validate.rr_threshold`)."""
+        return rr_threshold(self.epsilon, self.d)
 
     @property
     def communication_bits(self) -> int:
@@ -89,15 +92,8 @@ class Reports(_base.Reports):
     def __post_init__(self):
         self.y = uint64_column(self.y, "y", ReportError)
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return np.array_equal(self.y, other.y)
 
-    __hash__ = None
-
-
-class Client:
+class Client(_base.ClientBase):
     """GRR client. ``rng=None`` (default) draws keys from the OS; a seed is for simulation
     only (see :mod:`ldpfast._random`)."""
 
@@ -155,22 +151,25 @@ class Server(_base.Aggregator):
         self._counts += np.bincount(reports.y, minlength=self.params.d).astype(np.uint64)
         return self
 
-    def estimate(self, candidates=None, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q) = ((e+d-1) C(v)/n - 1)/(e-1)`` for the
-        candidates (default: the whole dictionary); ``clip`` clips to ``[0, 1]``."""
+        candidates (default: the whole dictionary); ``counts=True`` gives ``n fhat``;
+        ``clip`` clips the fractions to ``[0, 1]``."""
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         if candidates is None:
-            counts = self._counts
+            histogram = self._counts
         else:
             xs = uint64_column(candidates, "candidates", ParameterError)
             _check_below(xs, self.params.d, "candidates", "values in", ParameterError)
-            counts = self._counts[xs]
-        return decode_counts(self.params, counts, n, clip)
+            histogram = self._counts[xs]
+        est = decode_counts(self.params, histogram, n, clip)
+        return est * n if counts else est
 
     def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
-        return self.n * self.estimate(candidates, clip)
+        """Alias of ``estimate(candidates, counts=True, clip=clip)`` (kept for compatibility)."""
+        return self.estimate(candidates, counts=True, clip=clip)
 
     def _state(self) -> Dict[str, np.ndarray]:
         return {"counts": self._counts}

@@ -30,7 +30,7 @@ import numpy as np
 from ._base import Params as _ParamsBase
 from ._base import Protocol, register_protocol
 from .errors import ParameterError
-from ._validate import check_choice, check_epsilon, check_int
+from ._validate import check_binary_epsilon, check_choice, check_epsilon, check_int
 from .hadamard import (GroupBitReports, Layout, LayoutServer, as_values, cached_layout, gf64_field,
                        hash_coefficients, make_layout, pow2_at_least, _random_seed)
 from . import hadaoracle
@@ -53,7 +53,7 @@ class Params(_ParamsBase):
     ``beta``) or :meth:`treehist` (``b = 1``).
 
     Args:
-        epsilon: privacy parameter, in (0, 700].
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: domain size, ``2 <= d <= 2^64``.
         b: bits per symbol (alphabet ``B = 2^b``), ``1 <= b <= 24``.
         k: subsets per level oracle (odd).
@@ -82,7 +82,7 @@ class Params(_ParamsBase):
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "b", check_int("b", self.b, 1, 24))
         object.__setattr__(self, "k", check_int("k", self.k, 1, 2**16))

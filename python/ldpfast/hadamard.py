@@ -26,9 +26,11 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params, Protocol, Reports, register_protocol
+from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
 from ._random import KeySource, RngLike
-from ._validate import check_choice, check_epsilon, check_int, check_threads, probability_threshold
+from ._validate import (check_binary_epsilon, check_choice, check_derived_range, check_epsilon, check_int,
+                        check_threads, rr_threshold)
+from ._validate import probability_threshold  # noqa: F401  (re-exported)
 from .errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from .theory.hadamard import c_eps
 
@@ -50,7 +52,7 @@ GF64_POLY_LOW = 0x1B
 
 def binary_flip_threshold(epsilon: float) -> int:
     """Binary RR flips with probability ``1/(e^eps + 1)``, computed directly."""
-    return probability_threshold(1.0 / (math.expm1(epsilon) + 2.0))
+    return rr_threshold(epsilon, 2)
 
 
 def pow2_at_least(value: int) -> int:
@@ -218,7 +220,7 @@ class GroupBitReports(Reports):
 
 
 # -- client ---------------------------------------------------------------------------
-class LayoutClient:
+class LayoutClient(ClientBase):
     """Client of a group-layout protocol. Subclasses set ``params_type``,
     ``reports_type`` and implement ``_layout()`` / ``_domain()``."""
 
@@ -426,7 +428,7 @@ class HRRParams(Params):
     """Hadamard Randomized Response ([WW] Fact 2.1 / App. 7.1; SPEC 3.2).
 
     Args:
-        epsilon: privacy parameter, in (0, 700].
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: domain size, values in ``[0, d)``, ``2 <= d <= 2^30``. The Hadamard size is
             ``D = 2^ceil(log2 d)`` and value ``x`` is column ``x`` (no offset: the
             estimator is unbiased for every column, including 0).
@@ -439,7 +441,7 @@ class HRRParams(Params):
     d: int
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, 2**30))
 
     @property
@@ -522,7 +524,7 @@ class HEParams(Params):
     all-ones column 0; row 0 stays allowed).
 
     Args:
-        epsilon: privacy parameter, in (0, 700].
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: domain size, ``2 <= d < 2^30``.
     """
 
@@ -531,7 +533,7 @@ class HEParams(Params):
     d: int
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, 2**30 - 1))
 
     @property
@@ -574,11 +576,12 @@ class HEServer(LayoutServer):
     params_type = HEParams
     reports_type = HEReports
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``), float64."""
         self._require_reports()
         decoded = self.decoded()
-        scale = c_eps(self.params.epsilon) / self.n
+        scale = c_eps(self.params.epsilon) / (1.0 if counts else self.n)
         if candidates is None:
             return decoded[1:self.params.d + 1] * scale
         return decoded[as_values(candidates, self.params.d, "candidates") + np.uint64(1)] * scale
@@ -595,7 +598,7 @@ class CMSHEParams(Params):
     uniformly and runs HE on ``[m]`` (``Hsize = 2^ceil(log2(m+1))``, column ``y + 1``).
 
     Args:
-        epsilon: privacy parameter, in (0, 700].
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: domain size, ``2 <= d <= PRIME``.
         k: number of hash functions (default 2048, Apple's value).
         m: hash range (default 1024, Apple's value), ``2 <= m < 2^30``.
@@ -610,7 +613,7 @@ class CMSHEParams(Params):
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, PRIME))
         object.__setattr__(self, "k", check_int("k", self.k, 1, 2**20))
         object.__setattr__(self, "m", check_int("m", self.m, 2, 2**30 - 1))
@@ -679,14 +682,15 @@ class CMSHEServer(LayoutServer):
     params_type = CMSHEParams
     reports_type = CMSHEReports
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``, which costs
-        ``k d`` hash evaluations), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``, which costs ``k d`` hash evaluations), float64."""
         self._require_reports()
         p = self.params
         xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
         total = _chunked_group_sum(p.layout(), self.decoded(), xs, 1, self.threads) * c_eps(p.epsilon)
-        return p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
+        est = p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
+        return est * self.n if counts else est
 
 
 # == RHR ==============================================================================
@@ -712,6 +716,7 @@ class RHRParams(Params):
         if self.epsilon > 21.0:
             raise ParameterError(f"epsilon must be <= 21 for RHR (2^b symbols in uint32), got {self.epsilon}")
         object.__setattr__(self, "d", _check_d(self.d, 2**28))
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def b(self) -> int:
@@ -738,6 +743,11 @@ class RHRParams(Params):
         """RR over ``2^b`` symbols: ``(m-1)/(e + m - 1)``."""
         return (self.symbols - 1.0) / (math.expm1(self.epsilon) + self.symbols)
 
+    @property
+    def flip_threshold(self) -> int:
+        """Its 64-bit threshold (:func:`ldpfast._validate.rr_threshold`: effective epsilon <= epsilon)."""
+        return rr_threshold(self.epsilon, self.symbols)
+
 
 @dataclasses.dataclass
 class RHRReports(Reports):
@@ -753,7 +763,7 @@ class RHRReports(Reports):
         self._check_lengths()
 
 
-class RHRClient:
+class RHRClient(ClientBase):
     """RHR client (R1 layout). ``rng``: see :class:`HRRClient`."""
 
     def __init__(self, params: RHRParams, rng: RngLike = None, threads: int = 0):
@@ -770,7 +780,7 @@ class RHRClient:
         rows = optional_index_array("rows", rows, len(x))
         try:
             z, r = _core.rhr_perturb(self._keys.key(), x, p.b - 1, p.hadamard_size,
-                                     probability_threshold(p.flip_probability), rows, self.threads)
+                                     p.flip_threshold, rows, self.threads)
         except ValueError as exc:
             raise ParameterError(str(exc)) from None
         return RHRReports(z=z, rows=r)
@@ -822,8 +832,9 @@ class RHRServer(Aggregator):
         self._decoded = None
         return self
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``), float64."""
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
@@ -834,7 +845,7 @@ class RHRServer(Aggregator):
             self._decoded = block
         xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
         em1 = math.expm1(p.epsilon)
-        scale = (em1 + p.symbols) / em1 / self.n
+        scale = (em1 + p.symbols) / em1 / (1.0 if counts else self.n)
         low = (xs & np.uint64(p.base - 1)).astype(np.int64)
         high = (xs >> np.uint64(p.b - 1)).astype(np.int64) + 1
         return self._decoded[low, high] * scale
@@ -848,7 +859,7 @@ class OLHParams(Params):
     of a fully random one: OLH is then exactly CMS+RR with ``m = g``.
 
     Args:
-        epsilon: privacy parameter, in (0, 700].
+        epsilon: privacy parameter, in [2^-20, log(g-1) + 22.18] (``_validate.rr_threshold``).
         d: domain size, ``2 <= d <= PRIME``.
         g: hash range; default ``round(e^eps) + 1`` (ties upward).
     """
@@ -861,13 +872,23 @@ class OLHParams(Params):
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, PRIME))
-        g = int(math.floor(math.exp(self.epsilon) + 0.5)) + 1 if self.g is None else self.g
+        if self.g is None:
+            g = check_derived_range(self.epsilon, int(math.floor(math.exp(self.epsilon) + 0.5)) + 1,
+                                    "g = round(e^eps) + 1")
+        else:
+            g = self.g
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def flip_probability(self) -> float:
         """GRR over ``g`` symbols: ``(g-1)/(e + g - 1)``."""
         return (self.g - 1.0) / (math.expm1(self.epsilon) + self.g)
+
+    @property
+    def flip_threshold(self) -> int:
+        """Its 64-bit threshold (:func:`ldpfast._validate.rr_threshold`: effective epsilon <= epsilon)."""
+        return rr_threshold(self.epsilon, self.g)
 
 
 @dataclasses.dataclass
@@ -887,7 +908,7 @@ class OLHReports(Reports):
         self._check_lengths()
 
 
-class OLHClient:
+class OLHClient(ClientBase):
     """OLH client: ``(GRR_g(h(x)), a0, a1)`` with ``a0, a1`` uniform on ``F_PRIME``
     (C++ OCMS kernel). ``rng``: see :class:`HRRClient`."""
 
@@ -903,7 +924,7 @@ class OLHClient:
         p = self.params
         x = as_values(values, p.d)
         z, a0, a1 = _core.ocms_perturb(prime_field(), self._keys.key(), x, p.g,
-                                       probability_threshold(p.flip_probability), self.threads)
+                                       p.flip_threshold, self.threads)
         return OLHReports(z=z, a0=a0, a1=a1)
 
 
@@ -959,18 +980,19 @@ class OLHServer(Aggregator):
         self._reports.update(ocms.Reports(z=reports.z, a0=reports.a0, a1=reports.a1))
         return self
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """Estimated fractions of ``candidates`` (``None``: all of ``[0, d)``; costs
-        ``n d`` hash evaluations), float64."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
+        all of ``[0, d)``; costs ``n d`` hash evaluations), float64."""
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
         xs = None if candidates is None else as_values(candidates, p.d, "candidates")
-        counts = self._reports.match_counts(xs)
+        matches = self._reports.match_counts(xs)
         em1 = math.expm1(p.epsilon)
         # p_keep - 1/g = (e - 1)(g - 1) / (g (e + g - 1))
         gap = em1 * (p.g - 1.0) / (p.g * (em1 + p.g))
-        return (counts / self.n - 1.0 / p.g) / gap
+        est = (matches / self.n - 1.0 / p.g) / gap
+        return est * self.n if counts else est
 
 
 # == registry and short names ==========================================================

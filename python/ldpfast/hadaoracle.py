@@ -29,7 +29,7 @@ import numpy as np
 from ._base import Protocol, register_protocol
 from .errors import ParameterError
 from ._base import Params as _ParamsBase
-from ._validate import check_choice, check_epsilon, check_int
+from ._validate import check_binary_epsilon, check_choice, check_epsilon, check_int
 from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, gf64_field,
                        hash_coefficients, make_layout, pow2_at_least, _random_seed)
 from .theory import hadamard as _theory
@@ -47,7 +47,7 @@ class Params(_ParamsBase):
     """HadaOracle parameters ([WW] Alg. 1; SPEC 3.3). Use :meth:`create` for the defaults.
 
     Args:
-        epsilon: privacy parameter, in (0, 700].
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: domain size, ``2 <= d <= 2^64``.
         k: number of subsets / hash functions, odd so the median is a single value.
         m: hash range, a power of two in ``[2, 2^30]``.
@@ -58,7 +58,16 @@ class Params(_ParamsBase):
             estimates by ``k``; ``"subset"`` by ``n/|U_j|`` **[CHOICE]** (SPEC 3.3).
         collision_correction: if True, each subset estimate ``E_j`` is replaced by
             ``(m E_j - n)/(m - 1)``, removing the expected collision mass ``(n - c)/m``
-            (off by default: [WW] uses the plain Count-Median sketch).
+            (off by default: [WW] uses the plain Count-Median sketch). Median bias: the
+            colliding mass ``sum_{x' != x} c(x') 1{h_j(x') = h_j(x)}`` is >= 0, so without
+            the correction every subset, hence the median, is biased up: by about the
+            light mass ``(n - c - sum_{heavy x'} c(x'))/m``, at most ``(n - c)/m``. It is
+            also right-skewed (a heavy ``x'`` collides in a share ``1/m`` of the subsets
+            only, which the median ignores), so the median of the *corrected* subsets is
+            biased down by about ``sum_{heavy x'} c(x')/m``: the correction makes each
+            subset unbiased, not the median. Measured (n = 20,000, 20% on one value,
+            eps = 2, k = 13, m = 32, 300 runs): +537 +- 14 counts uncorrected (light mass/m
+            = 500), -121 +- 14 corrected (heavy mass/m = 125).
         hash_seed: seed of the public hash functions (default: fresh from OS entropy).
     """
 
@@ -73,7 +82,7 @@ class Params(_ParamsBase):
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "k", check_int("k", self.k, 1, 2**16))
         if self.k % 2 == 0:

@@ -47,7 +47,7 @@ import numpy as np
 
 from . import _base, _core
 from ._random import KeySource, RngLike
-from ._validate import check_threads, probability_threshold
+from ._validate import check_threads, rr_threshold
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 from .kernels import field as _field
 from .kernels.field import PRIME
@@ -154,7 +154,7 @@ class Params(_base.Params):
     """Parameters client and server must agree on (frozen, hashable, serializable).
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]`` (``e^eps`` must not overflow).
+        epsilon: privacy parameter, in [2^-20, log(m-1) + 22.18] (the 64-bit sampler; ``_validate.rr_threshold``).
         d: dictionary size; values are integers in ``[0, d)``.
         m: hash range, ``2 <= m < field_size``.
         field_size: ``pH``: an odd prime ``< 2^64`` (``field_kind="prime"``, default
@@ -227,6 +227,7 @@ class Params(_base.Params):
         for name, value in (("epsilon", eps), ("d", d), ("m", m), ("field_size", size), ("poly", poly),
                             ("use_m_prime", bool(self.use_m_prime))):
             object.__setattr__(self, name, value)
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @classmethod
     def optimal(cls, epsilon: float, d: int, mode: str = "mse", f_star: float = 1.0,
@@ -290,8 +291,10 @@ class Params(_base.Params):
 
     @property
     def flip_threshold(self) -> int:
-        """``rr_flip`` as the 64-bit threshold the C++ sampler compares against."""
-        return probability_threshold(self.rr_flip)
+        """``rr_flip`` as the 64-bit threshold the C++ sampler compares against, rounded up
+        from the exact probability (effective epsilon <= epsilon;
+        :func:`ldpfast._validate.rr_threshold`)."""
+        return rr_threshold(self.epsilon, self.m)
 
     @property
     def decode_constants(self) -> Tuple[float, float]:
@@ -329,13 +332,6 @@ class Reports(_base.Reports):
             setattr(self, name, uint64_column(getattr(self, name), name, ReportError))
         self._check_lengths()
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in ("z", "a0", "a1"))
-
-    __hash__ = None
-
     def validate(self, params: Params) -> None:
         """Raise ReportError unless every report fits ``params`` (``z < m``, ``a0, a1 <
         field_size``)."""
@@ -346,7 +342,7 @@ class Reports(_base.Reports):
 
 # --- client -----------------------------------------------------------------------------
 
-class Client:
+class Client(_base.ClientBase):
     """The user side of OCMS+RR ([PAN] Algorithm 1, ``Client``).
 
     Args:
@@ -541,25 +537,30 @@ class Server(_base.Aggregator):
                                  f"{int(xs[~found][0])} is not")
         return self._counts[order[pos]]
 
-    def estimate(self, candidates=None, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """Frequency estimates (float64 fractions) for ``candidates`` ([PAN] Alg. 2 with the
         ``m'`` correction, or plain ``m`` if ``params.use_m_prime`` is False).
 
         Args:
             candidates: values in ``[0, d)``; ``None`` = the whole dictionary (report-keeping
                 mode; costs ``n*d`` hash evaluations) or the streamed candidates.
-            clip: clip to ``[0, 1]`` (post-processing; raw estimates are unbiased).
+            counts: estimated numbers of users (``n`` times the fractions) instead.
+            clip: clip the fractions to ``[0, 1]`` (post-processing; raw estimates are
+                unbiased). See :meth:`frequencies` for standard errors and other
+                post-processing.
         Raises:
             ReportError: no reports were aggregated.
             ParameterError: invalid candidates.
         """
         if self._n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
-        return decode_matches(self.params, self.match_counts(candidates), self._n, clip)
+        est = decode_matches(self.params, self.match_counts(candidates), self._n, clip)
+        return est * self._n if counts else est
 
     def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
-        """``n * estimate(...)``: estimated numbers of users per candidate."""
-        return self._n * self.estimate(candidates, clip)
+        """Alias of ``estimate(candidates, counts=True, clip=clip)`` (kept for
+        compatibility): estimated numbers of users per candidate."""
+        return self.estimate(candidates, counts=True, clip=clip)
 
     # -- internals ---------------------------------------------------------------------
     def _checked_candidates(self, candidates, distinct: bool) -> np.ndarray:
@@ -647,17 +648,8 @@ class Server(_base.Aggregator):
             self._counts = np.ascontiguousarray(state["counts"], dtype=np.uint64).copy()
             self._n = int(state["n"][0])
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        a, b = self._state(), other._state()
-        return self.params == other.params and set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        mode = "reports" if self.keeps_reports else f"{self._candidates.size} candidates"
-        return f"ocms.Server(n={self._n}, mode={mode}, params={self.params})"
+    def _repr_extra(self) -> str:
+        return "mode='reports'" if self.keeps_reports else f"mode='{self._candidates.size} candidates'"
 
 
 _base.register_protocol(_base.Protocol("ocms", Params, Reports, Server, Client))

@@ -35,17 +35,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import warnings
 from typing import ClassVar, Dict, Tuple
 
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
 from ._random import KeySource, RngLike
 from .datasets import SetData
-from ._validate import check_epsilon, check_int, probability_threshold
+from ._validate import check_epsilon, check_int, rr_threshold
 from .errors import DTypeError, IncompatibleError, ParameterError, ReportError
 from .kernels.field import PRIME, is_prime
 from .theory.hadamard import c_eps
@@ -72,11 +71,6 @@ _NOT_LDP = (
 
 
 # -- parameter helpers -----------------------------------------------------------------------
-def _rr_flip_probability(eps: float) -> float:
-    """Binary RR: flip with probability 1/(e^eps + 1), computed without cancellation."""
-    return 1.0 / (math.exp(eps) + 1.0) if eps < 700 else 0.0
-
-
 def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
     """Users' sets as CSR ``(offsets int64[n+1], items uint64)``, checked to lie in [0, d).
 
@@ -123,6 +117,9 @@ class SketchParams(_ParamsBase):
     hash_a1: Tuple[int, ...] = ()
     field_size: int = PRIME
 
+    #: The budget of each randomized bit: ``epsilon / bit_divisor`` (``"K*M"``, ``"M"`` or 1).
+    bit_divisor: ClassVar[str] = "1"
+
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         K = check_int("K", self.K, 1, 65536)
@@ -138,6 +135,7 @@ class SketchParams(_ParamsBase):
             if len(coeffs) != K:
                 raise ParameterError(f"{name} must hold K={K} coefficients, got {len(coeffs)}")
             object.__setattr__(self, name, coeffs)
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
         object.__setattr__(self, "K", K)
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "d", d)
@@ -172,6 +170,19 @@ class SketchParams(_ParamsBase):
             out[:, k] = _core.ocms_hash(self.field, np.full(x.size, a0[k]), np.full(x.size, a1[k]), x, self.M)
         return out
 
+    @property
+    def bit_epsilon(self) -> float:
+        """Budget of each randomized-response bit."""
+        divisor = {"1": 1, "M": self.M, "K*M": self.K * self.M}[self.bit_divisor]
+        return self.epsilon / divisor
+
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit flip threshold of each bit (:func:`ldpfast._validate.rr_threshold`:
+        rounded so the bit's effective epsilon is at most :attr:`bit_epsilon`)."""
+        name = "epsilon" if self.bit_divisor == "1" else f"epsilon/({self.bit_divisor})"
+        return rr_threshold(self.bit_epsilon, 2, name)
+
     def cells(self, x: np.ndarray) -> np.ndarray:
         """Flat cell indices ``k*M + H_k(x)``, shape ``(len(x), K)``, uint16."""
         return (self.hash(x) + np.arange(self.K, dtype=np.uint64) * self.M).astype(np.uint16)
@@ -190,6 +201,7 @@ class NoSmpParams(SketchParams):
     **Not eps-LDP** (module doc)."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"
+    bit_divisor: ClassVar[str] = "K*M"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,7 +308,7 @@ def _check_reports(reports, cls, params: SketchParams) -> None:
 
 
 # -- clients -----------------------------------------------------------------------------------
-class _SketchClient:
+class _SketchClient(ClientBase):
     params_type: ClassVar[type] = SketchParams
     _sampling: ClassVar[int] = 1
     _with_order: ClassVar[bool] = True
@@ -308,16 +320,13 @@ class _SketchClient:
         self.threads = check_int("threads", threads, 0)
         self._keys = KeySource(rng)
 
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon)
-
     def _perturb(self, sets):
         p = self.params
         offsets, items = as_sets(sets, p.d)
         a0, a1 = p.coefficients()
         return _core.privsketch_perturb(p.field, a0, a1, p.K, p.M, offsets, items, self._keys.key(),
                                         self._sampling, self._with_order,
-                                        probability_threshold(self._flip_probability()), self.threads)
+                                        p.flip_threshold, self.threads)
 
 
 class Client(_SketchClient):
@@ -358,9 +367,6 @@ class NoSmpClient(_SketchClient):
         super().__init__(params, rng, threads)
         warnings.warn(_NOT_LDP.format(name="PrivSketch-noSmp", eps=params.epsilon), PrivacyWarning,
                       stacklevel=2)
-
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> NoSmpReports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
@@ -561,8 +567,9 @@ class Server(_TrackedServer):
     def _bit_constant(self) -> float:
         return c_eps(self.params.epsilon)
 
-    def estimate(self, candidates=None, estimator: str = "r2") -> np.ndarray:
-        """Frequencies (fractions of users) of ``candidates`` (default: every tracked item).
+    def estimate(self, candidates=None, counts: bool = False, estimator: str = "r2") -> np.ndarray:
+        """Frequencies (fractions of users; counts with ``counts=True``) of ``candidates``
+        (default: every tracked item).
 
         ``estimator="r2"`` (default, [PS]/R2): ``fhat = (KM/n) sum_i I_i (c b_i + 1)/2``,
         unbiased for the count-min frequency ``ftilde >= f`` with variance
@@ -575,10 +582,12 @@ class Server(_TrackedServer):
         pos, neg = self._pos[cand].astype(np.float64), self._neg[cand].astype(np.float64)
         KM, n, c = p.K * p.M, float(self.n), c_eps(p.epsilon)
         if estimator == "r2":
-            return KM / n * (c * (pos - neg) + (pos + neg)) / 2.0
-        if estimator == "centred":
-            return 0.5 + KM * c / (2.0 * n) * (pos - neg)
-        raise ParameterError(f"estimator must be 'r2' or 'centred', got {estimator!r}")
+            est = KM / n * (c * (pos - neg) + (pos + neg)) / 2.0
+        elif estimator == "centred":
+            est = 0.5 + KM * c / (2.0 * n) * (pos - neg)
+        else:
+            raise ParameterError(f"estimator must be 'r2' or 'centred', got {estimator!r}")
+        return est * n if counts else est
 
 
 class NoSmpServer(Server):
@@ -600,15 +609,16 @@ class NoSmpServer(Server):
     def _bit_constant(self) -> float:
         return c_eps(self.params.epsilon / (self.params.K * self.params.M))
 
-    def estimate(self, candidates=None) -> np.ndarray:
-        """``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
         ``c' = (e^{eps/KM}+1)/(e^{eps/KM}-1)``: unbiased for ``ftilde``, variance
         ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
         cand = self._query(candidates)
         p = self.params
         c = c_eps(p.epsilon / (p.K * p.M))
         diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
-        return 0.5 * (c * diff / self.n + 1.0)
+        est = 0.5 * (c * diff / self.n + 1.0)
+        return est * self.n if counts else est
 
 
 class SafeServer(Aggregator):
@@ -663,8 +673,9 @@ class SafeServer(Aggregator):
             raise ReportError("estimate needs at least one report (n = 0)")
         return float(self._cell_sums().sum() / self.n)
 
-    def estimate(self, candidates=None, estimator: str = "mean") -> np.ndarray:
-        """Frequencies of ``candidates`` (default the whole domain).
+    def estimate(self, candidates=None, counts: bool = False, estimator: str = "mean") -> np.ndarray:
+        """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
+        domain).
 
         * ``"mean"`` (default): ``fbar(x) = (M/n) sum_k S[k, H_k(x)]`` with ``S`` the per-cell
           sums of ``(c b + 1)/2``; unbiased for the count-mean sketch frequency
@@ -681,13 +692,15 @@ class SafeServer(Aggregator):
         cand = np.arange(p.d, dtype=np.int64) if candidates is None else _candidate_array(candidates, p.d)
         sums = self._cell_sums().ravel()[p.cells(cand).astype(np.int64)]  # (D, K)
         if estimator == "mean":
-            return p.M / self.n * sums.sum(axis=1)
-        if estimator == "mean-corrected":
+            est = p.M / self.n * sums.sum(axis=1)
+        elif estimator == "mean-corrected":
             w = self.mean_fill()
-            return (p.M / self.n * sums.sum(axis=1) - w) / (1.0 - w)
-        if estimator == "min":
-            return p.K * p.M / self.n * sums.min(axis=1)
-        raise ParameterError(f"estimator must be 'mean', 'mean-corrected' or 'min', got {estimator!r}")
+            est = (p.M / self.n * sums.sum(axis=1) - w) / (1.0 - w)
+        elif estimator == "min":
+            est = p.K * p.M / self.n * sums.min(axis=1)
+        else:
+            raise ParameterError(f"estimator must be 'mean', 'mean-corrected' or 'min', got {estimator!r}")
+        return est * self.n if counts else est
 
 
 register_protocol(Protocol(id="privsketch", params=Params, reports=Reports, aggregator=Server, client=Client))

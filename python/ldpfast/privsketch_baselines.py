@@ -6,21 +6,25 @@
   budget eps/M; eps-LDP.
 * ``multi-pcms-min``: the whole K x M sketch, every cell flipped with budget eps/(KM),
   aggregate first and take the min; eps-LDP.
-* ``ps-olh``: padding and sampling (PSFO, Wang, Li, Jha S&P 2018) + OLH; eps-LDP.
+* ``ps-olh``: padding and sampling (PSFO, Wang, Li, Jha S&P 2018) + OLH; eps-LDP with the
+  default ``amplify=False``. ``amplify=True`` is **not** eps-LDP (see :class:`PSOLHParams`).
 * SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``; SPEC 4.6), three
   phases over disjoint user groups (:func:`svim_groups`: G1/G2/G3 = 40%/10%/50%), each
   with its own Params/Client/Reports/Server; the parameters of phases 2 and 3 carry what
   the previous phase's server decided, so clients and server agree on it:
 
-  - ``svim-items`` (:class:`SVIMItemParams`): one sampled item per user, OLH over
-    ``[0, d)``; :meth:`SVIMItemServer.length_params` keeps the top 2k as candidates C.
+  - ``svim-items`` (:class:`SVIMItemParams`): one sampled item per user (the dummy ``d``
+    for an empty set, so every user reports), OLH over ``[0, d]``;
+    :meth:`SVIMItemServer.length_params` keeps the top 2k as candidates C.
   - ``svim-lengths`` (:class:`SVIMLengthParams`, carries C): ``|S ∩ C|`` with OLH;
     :meth:`SVIMLengthServer.padded_params` picks the length L.
-  - ``svim-padded`` (:class:`SVIMPaddedParams`, carries C and L): pad and sample
-    ``S ∩ C`` to L, GRR with the amplified eps' or OLH(eps);
-    :meth:`SVIMPaddedServer.top` returns the top k of C.
+  - ``svim-padded`` (:class:`SVIMPaddedParams`, carries C and L): pad ``S ∩ C`` with
+    distinct dummies to L and sample one slot, GRR with the amplified eps' or OLH(eps);
+    :meth:`SVIMPaddedServer.top` returns the top k of C. ``reference=True`` reproduces R3's
+    single dummy, which is only ``log(L(e^eps-1)+1)``-LDP (warns).
 
-  Each phase is eps-LDP for its users (every user belongs to one group and reports once).
+  Each phase is eps-LDP for its users (every user belongs to one group and reports once),
+  except ``svim-padded`` with ``reference=True``.
   :func:`svim` runs the three phases on a :class:`~ldpfast.datasets.SetData` (simulation).
 
 OLH here is the CMS+RR estimator with ``m = g`` and per-user pairwise-independent hashes
@@ -31,18 +35,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import ClassVar
 
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
 from ._random import KeySource, RngLike
 from .datasets import SetData
 from .errors import ParameterError, ReportError
-from ._validate import check_epsilon, check_int, probability_threshold
+from ._validate import check_derived_range, check_epsilon, check_int, rr_threshold
 from .kernels.field import PRIME
-from .privsketch import (SketchParams, _candidate_array, _check_below, _check_bits, _column, _rr_flip_probability,
+from .privsketch import (PrivacyWarning, SketchParams, _candidate_array, _check_below, _check_bits, _column,
                          _SketchClient, _TrackedServer, as_sets)
 from .theory.hadamard import c_eps
 
@@ -64,6 +69,7 @@ class MultiPCMSMeanParams(SketchParams):
     of its +-1 set sketch with every cell flipped with probability 1/(1 + e^{eps/M})."""
 
     protocol: ClassVar[str] = "multi-pcms-mean"
+    bit_divisor: ClassVar[str] = "M"
 
 
 @dataclasses.dataclass
@@ -87,9 +93,6 @@ class MultiPCMSMeanClient(_SketchClient):
     params_type: ClassVar[type] = MultiPCMSMeanParams
     _sampling = 2
     _with_order = False
-
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon / self.params.M)
 
     def perturb(self, sets) -> MultiPCMSMeanReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
@@ -153,8 +156,8 @@ class MultiPCMSMeanServer(_TableServer):
         self._n = self._n + len(reports)
         return self
 
-    def estimate(self, candidates=None, correction: bool = False) -> np.ndarray:
-        """Frequencies. ``correction=False`` (faithful to R2): ``count(x)/n`` with no collision
+    def estimate(self, candidates=None, counts: bool = False, correction: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2): ``count(x)/n`` with no collision
         correction, so items look more frequent the fuller the users' rows are.
         ``correction=True`` (derived here, SPEC 4.6): ``sum_i (bhat_i(x) - what_i/M) /
         (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
@@ -164,10 +167,12 @@ class MultiPCMSMeanServer(_TableServer):
         decoded = c / 2.0 * self._sums + self._rows[:, None] / 2.0   # sum over users of (c v + 1)/2
         count = decoded.ravel()[self._cells(candidates)].sum(axis=1)
         if not correction:
-            return count / self.n
-        total = decoded.sum()                      # sum_i what_i
-        wbar = total / self.n
-        return (count - total / p.M) / (self.n * (1.0 - wbar / p.M))
+            est = count / self.n
+        else:
+            total = decoded.sum()                      # sum_i what_i
+            wbar = total / self.n
+            est = (count - total / p.M) / (self.n * (1.0 - wbar / p.M))
+        return est * self.n if counts else est
 
 
 # -- Multi-PCMS-Min ----------------------------------------------------------------------------
@@ -177,6 +182,7 @@ class MultiPCMSMinParams(SketchParams):
     flipped with probability 1/(1 + e^{eps/(KM)})."""
 
     protocol: ClassVar[str] = "multi-pcms-min"
+    bit_divisor: ClassVar[str] = "K*M"
 
 
 @dataclasses.dataclass
@@ -196,9 +202,6 @@ class MultiPCMSMinClient(_SketchClient):
     params_type: ClassVar[type] = MultiPCMSMinParams
     _sampling = 0
     _with_order = False
-
-    def _flip_probability(self) -> float:
-        return _rr_flip_probability(self.params.epsilon / (self.params.K * self.params.M))
 
     def perturb(self, sets) -> MultiPCMSMinReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
@@ -227,13 +230,15 @@ class MultiPCMSMinServer(_TableServer):
         self._n = self._n + len(reports)
         return self
 
-    def estimate(self, candidates=None) -> np.ndarray:
-        """Frequencies of ``candidates`` (default the whole domain)."""
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
+        domain)."""
         self._require_reports()
         p = self.params
         c = c_eps(p.epsilon / (p.K * p.M))
         table = c / 2.0 * self._sums + self.n / 2.0
-        return table.ravel()[self._cells(candidates)].min(axis=1) / self.n
+        est = table.ravel()[self._cells(candidates)].min(axis=1)
+        return est if counts else est / self.n
 
 
 # -- PS-OLH --------------------------------------------------------------------------------------
@@ -255,9 +260,19 @@ def padding_length(sets, quantile: float = 90.0) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class PSOLHParams(_ParamsBase):
-    """PS-OLH (SPEC 4.6): padding length ``pad_len``; OLH over ``D ∪ {dummy = d}`` with
-    ``g`` (default ``round(e^eps)+1``). ``amplify=True`` uses the PSFO budget
-    ``eps' = log(pad_len (e^eps - 1) + 1)`` for the OLH step (R2 and the default do not)."""
+    """PS-OLH (Wang, Li, Jha 2018; R2): padding length ``pad_len``; OLH over
+    ``D ∪ {dummy = d}`` with ``g`` (default ``round(e^eps)+1``).
+
+    Privacy: with ``amplify=False`` (default, as R2) OLH runs with eps on the sampled value,
+    so the report is eps-LDP for every set. ``amplify=True`` runs OLH with the PSFO budget
+    ``eps' = log(pad_len (e^eps - 1) + 1)`` and is only **eps'-LDP** (:attr:`true_epsilon`),
+    not eps-LDP: the amplification argument needs every output to have probability between
+    q and q + (p - q)/pad_len for every set, which GRR over distinct values gives but OLH does
+    not, because all ``pad_len`` items of a set (or the dummy of an empty one) can hash to
+    the reported ``z`` (then ``P(z | S) = p`` while a set none of whose items hashes to
+    ``z`` gives ``q``: ratio ``e^eps'``, tight). Its client emits a
+    :class:`~ldpfast.privsketch.PrivacyWarning`.
+    """
 
     protocol: ClassVar[str] = "ps-olh"
     epsilon: float
@@ -273,8 +288,15 @@ class PSOLHParams(_ParamsBase):
         check_int("pad_len", self.pad_len, 1)
         if not isinstance(self.amplify, bool):
             raise ParameterError(f"amplify must be a bool, got {type(self.amplify).__name__}")
-        g = self.g or int(round(math.exp(self.olh_epsilon))) + 1
+        g = self.g or check_derived_range(self.epsilon, int(round(math.exp(self.olh_epsilon))) + 1,
+                                          "g = round(e^eps') + 1" if self.amplify else "g = round(e^eps) + 1")
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+
+    @property
+    def true_epsilon(self) -> float:
+        """The epsilon the reports really satisfy: eps, or eps' with ``amplify=True``."""
+        return self.olh_epsilon
 
     @property
     def olh_epsilon(self) -> float:
@@ -284,8 +306,13 @@ class PSOLHParams(_ParamsBase):
 
     @property
     def flip_probability(self) -> float:
-        """GRR flip probability ``(g-1)/(e^eps' + g - 1)`` (SPEC 1.2)."""
+        """GRR flip probability ``(g-1)/(e^eps' + g - 1)``."""
         return (self.g - 1) / (math.exp(self.olh_epsilon) + self.g - 1)
+
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (rounded so OLH is at most ``olh_epsilon``-LDP)."""
+        return rr_threshold(self.olh_epsilon, self.g, "epsilon' (amplified)" if self.amplify else "epsilon")
 
 
 @dataclasses.dataclass
@@ -308,7 +335,7 @@ def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
     prime field ``params.field_size``, its value in [0, g) kept or moved by GRR with
     ``params.flip_probability``. Returns ``(z, a0, a1)``."""
     return _core.ocms_perturb(_core.Field.prime(params.field_size), keys.key(), values.astype(np.uint64),
-                              params.g, probability_threshold(params.flip_probability), threads)
+                              params.g, params.flip_threshold, threads)
 
 
 def _check_olh_reports(reports, params) -> None:
@@ -332,14 +359,20 @@ class PSOLHReports(_OLHReports):
     protocol: ClassVar[str] = "ps-olh"
 
 
-class PSOLHClient:
+class PSOLHClient(ClientBase):
     """PS-OLH user side: padding and sampling to one item (or the dummy ``d``), then OLH
     with a fresh pairwise-independent hash per user. ``rng``: None = OS entropy; seeds are
-    for simulation only."""
+    for simulation only. Emits :class:`~ldpfast.privsketch.PrivacyWarning` with
+    ``amplify=True`` (only eps'-LDP, see :class:`PSOLHParams`)."""
 
     def __init__(self, params: PSOLHParams, rng: RngLike = None, threads: int = 0):
         if not isinstance(params, PSOLHParams):
             raise ParameterError(f"params must be PSOLHParams, got {type(params).__name__}")
+        if params.amplify:
+            warnings.warn(f"PS-OLH with amplify=True is NOT {params.epsilon:g}-LDP: OLH does not amplify under "
+                          f"padding and sampling, the reports are only {params.true_epsilon:.6g}-LDP "
+                          "(log(pad_len (e^eps - 1) + 1)). Use amplify=False for eps-LDP.",
+                          PrivacyWarning, stacklevel=2)
         self.params = params
         self.threads = check_int("threads", threads, 0)
         self._keys = KeySource(rng)
@@ -377,11 +410,13 @@ class PSOLHServer(_TrackedServer):
         self._commit(len(reports), matches.astype(np.int64), np.zeros(self._cand.size, dtype=np.int64))
         return self
 
-    def estimate(self, candidates=None) -> np.ndarray:
-        """Frequencies of ``candidates`` (default every tracked item)."""
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``) of ``candidates`` (default every
+        tracked item)."""
         cand = self._query(candidates)
         p = self.params
-        return p.pad_len * _olh_debias(self._pos[cand], self.n, p.g, p.olh_epsilon) / self.n
+        est = p.pad_len * _olh_debias(self._pos[cand], self.n, p.g, p.olh_epsilon)
+        return est if counts else est / self.n
 
 
 register_protocol(Protocol(id="multi-pcms-mean", params=MultiPCMSMeanParams, reports=MultiPCMSMeanReports,
@@ -403,7 +438,7 @@ SVIM_MAX_L = 31
 
 def _svim_g(epsilon: float, g: int) -> int:
     """OLH range in SVIM: ``g = int(e^eps) + 1`` (truncation, as R3's ``fo.lh``) unless given."""
-    return check_int("g", g or int(math.exp(epsilon)) + 1, 2, 2**62)
+    return check_int("g", g or check_derived_range(epsilon, int(math.exp(epsilon)) + 1, "g = int(e^eps) + 1"), 2, 2**62)
 
 
 def _check_coverage(coverage) -> float:
@@ -429,11 +464,18 @@ class _SVIMOLHParams(_ParamsBase):
         """GRR flip probability of the hashed value, ``(g-1)/(e^eps + g - 1)``."""
         return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
 
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (rounded so OLH is at most eps-LDP)."""
+        return rr_threshold(self.epsilon, self.g)
+
 
 @dataclasses.dataclass(frozen=True)
 class SVIMItemParams(_SVIMOLHParams):
-    """SVIM phase 1 (SPEC 4.6): each G1 user reports one uniformly sampled item of its set
-    with OLH over ``[0, d)``; the server keeps the top ``2k`` as candidates."""
+    """SVIM phase 1: each G1 user reports one uniformly sampled item of its set with OLH
+    over ``[0, d]``, a user with an empty set the dummy ``d`` (R3 lets such users send
+    nothing, which reveals that their set is empty); the server keeps the top ``2k`` of
+    ``[0, d)`` as candidates. eps-LDP: OLH with eps is eps-LDP whatever value it encodes."""
 
     protocol: ClassVar[str] = "svim-items"
     epsilon: float
@@ -444,9 +486,10 @@ class SVIMItemParams(_SVIMOLHParams):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        check_int("d", self.d, 1, self.field_size - 1)
+        check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
         check_int("k", self.k, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        self.flip_threshold
 
     @property
     def domain(self) -> int:
@@ -481,6 +524,7 @@ class SVIMLengthParams(_SVIMOLHParams):
         object.__setattr__(self, "coverage", _check_coverage(self.coverage))
         check_int("max_L", self.max_L, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        self.flip_threshold
 
     @property
     def domain(self) -> int:
@@ -489,10 +533,25 @@ class SVIMLengthParams(_SVIMOLHParams):
 
 @dataclasses.dataclass(frozen=True)
 class SVIMPaddedParams(_ParamsBase):
-    """SVIM phase 3: each G3 user pads and samples ``S ∩ C`` to length ``L`` (dummy
-    ``|C|``; items are reported by their position in ``candidates``) and reports it with GRR
-    over ``|C| + 1`` values and the amplified ``eps' = log(L(e^eps - 1) + 1)`` when
-    ``|C| < L e^eps (4L - 1) + 1``, else with OLH(eps) (SPEC 4.6). ``L`` comes from phase 2."""
+    """SVIM phase 3: each G3 user pads ``S ∩ C`` to length ``L`` with ``L - |S ∩ C|``
+    distinct dummies drawn at random from the ``L`` dummies ``|C| + j`` (``j < L``) and
+    samples one of the ``max(L, |S ∩ C|)`` slots uniformly (items are reported by their
+    position in ``candidates``), then reports it with GRR
+    over ``|C| + L`` values and the amplified ``eps' = log(L(e^eps - 1) + 1)`` when
+    ``|C| < L e^eps (4L - 1) + 1``, else with OLH(eps) (Wang, Li, Jha 2018). ``L`` comes
+    from phase 2.
+
+    Privacy (GRR branch): every value, item or dummy, is the padded sample with probability
+    ``pi <= 1/L``, so ``P(z | S) = q + (p - q) pi`` lies in ``[q, q + (p - q)/L]`` and the
+    ratio for two sets is at most ``1 + (e^eps' - 1)/L = e^eps``: eps-LDP. The OLH branch
+    is eps-LDP for any sampled value.
+
+    ``reference=True`` reproduces R3: a single dummy ``|C|`` (domain ``|C| + 1``). A user
+    with ``|S ∩ C| = 0`` then reports the dummy's GRR with probability ``p`` and one with
+    ``L`` candidates with probability ``q``, so the GRR branch is only
+    ``eps' = log(L(e^eps - 1) + 1)``-LDP (:attr:`true_epsilon`); its client emits a
+    :class:`~ldpfast.privsketch.PrivacyWarning`.
+    """
 
     protocol: ClassVar[str] = "svim-padded"
     epsilon: float
@@ -502,19 +561,28 @@ class SVIMPaddedParams(_ParamsBase):
     coverage: float = SVIM_COVERAGE
     g: int = 0
     field_size: int = PRIME
+    reference: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         check_int("d", self.d, 1, self.field_size - 1)
         object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
-        check_int("L", self.L, 1)
+        check_int("L", self.L, 1, self.field_size - 1 - len(self.candidates))
         object.__setattr__(self, "coverage", _check_coverage(self.coverage))
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        if not isinstance(self.reference, bool):
+            raise ParameterError(f"reference must be a bool, got {type(self.reference).__name__}")
+        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+
+    @property
+    def dummies(self) -> int:
+        """Number of dummy values: ``L`` (1 with ``reference=True``)."""
+        return 1 if self.reference else self.L
 
     @property
     def domain(self) -> int:
-        """Reported values: candidate positions ``[0, |C|)`` and the dummy ``|C|``."""
-        return len(self.candidates) + 1
+        """Reported values: candidate positions ``[0, |C|)`` and the dummies ``|C| + j``."""
+        return len(self.candidates) + self.dummies
 
     @property
     def uses_grr(self) -> bool:
@@ -527,17 +595,30 @@ class SVIMPaddedParams(_ParamsBase):
         return math.log(self.L * math.expm1(self.epsilon) + 1.0)
 
     @property
+    def true_epsilon(self) -> float:
+        """The epsilon the reports really satisfy: eps, except ``eps'`` for the GRR branch
+        with ``reference=True``."""
+        return self.grr_epsilon if self.reference and self.uses_grr else self.epsilon
+
+    @property
     def flip_probability(self) -> float:
-        """GRR branch: ``(m-1)/(e^eps' + m - 1)`` with ``m = |C| + 1``; OLH branch:
+        """GRR branch: ``(m-1)/(e^eps' + m - 1)`` with ``m`` = :attr:`domain`; OLH branch:
         ``(g-1)/(e^eps + g - 1)``."""
         if self.uses_grr:
             return (self.domain - 1) / (math.exp(self.grr_epsilon) + self.domain - 1)
         return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
 
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (:func:`ldpfast._validate.rr_threshold`)."""
+        if self.uses_grr:
+            return rr_threshold(self.grr_epsilon, self.domain, "epsilon' = log(L(e^eps-1)+1)")
+        return rr_threshold(self.epsilon, self.g)
+
 
 @dataclasses.dataclass
 class SVIMItemReports(_OLHReports):
-    """Phase-1 OLH reports ``(z, a0, a1)`` (one per user with a non-empty set)."""
+    """Phase-1 OLH reports ``(z, a0, a1)`` (one per user)."""
 
     protocol: ClassVar[str] = "svim-items"
 
@@ -552,12 +633,12 @@ class SVIMLengthReports(_OLHReports):
 @dataclasses.dataclass
 class SVIMPaddedReports(_OLHReports):
     """Phase-3 reports. OLH branch: ``(z, a0, a1)``. GRR branch: ``z`` is the perturbed
-    value in ``[0, |C|]`` and ``a0 = a1 = 0`` (no hash)."""
+    value in ``[0, |C| + dummies)`` and ``a0 = a1 = 0`` (no hash)."""
 
     protocol: ClassVar[str] = "svim-padded"
 
 
-class _SVIMClient:
+class _SVIMClient(ClientBase):
     params_type: ClassVar[type] = _ParamsBase
 
     def __init__(self, params, rng: RngLike = None, threads: int = 0):
@@ -581,19 +662,17 @@ def _intersect_candidates(offsets: np.ndarray, items: np.ndarray, candidates: tu
 
 
 class SVIMItemClient(_SVIMClient):
-    """SVIM phase-1 user side: one uniformly sampled item of ``S`` reported with OLH over
-    ``[0, d)``; users with empty sets send nothing, so ``perturb`` returns one report per
-    non-empty set. ``rng``: None = OS entropy (real clients); seeds are for simulation only."""
+    """SVIM phase-1 user side: one uniformly sampled item of ``S`` (the dummy ``d`` when
+    ``S`` is empty) reported with OLH, one report per user. ``rng``: None = OS entropy
+    (real clients); seeds are for simulation only."""
 
     params_type: ClassVar[type] = SVIMItemParams
 
     def perturb(self, sets) -> SVIMItemReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         offsets, items = as_sets(sets, self.params.d)
-        sizes = np.diff(offsets)
-        nonempty = np.concatenate(([0], np.cumsum(sizes[sizes > 0]))).astype(np.int64)
-        # Padding and sampling to length 1 is a uniform pick from a non-empty set.
-        picks = _core.privsketch_padding_sample(self._keys.key(), nonempty, items, 1, self.params.d, self.threads)
+        # Padding and sampling to length 1: a uniform item of a non-empty set, else d.
+        picks = _core.privsketch_padding_sample(self._keys.key(), offsets, items, 1, self.params.d, self.threads)
         return SVIMItemReports(*_olh_perturb(self.params, self._keys, picks, self.threads))
 
 
@@ -611,23 +690,50 @@ class SVIMLengthClient(_SVIMClient):
         return SVIMLengthReports(*_olh_perturb(p, self._keys, lengths, self.threads))
 
 
+def _uniform_below(keys: KeySource, n: int, bound: int, threads: int) -> np.ndarray:
+    """``n`` independent uniform draws from ``[0, bound)`` from the ChaCha20 stream: k-ary RR
+    of the symbol 0 over ``[0, bound]`` that always flips lands uniformly on ``[1, bound]``;
+    the threshold ``2^64 - 1`` keeps 0 with probability 2^-64, redrawn (exact rejection)."""
+    out = np.zeros(n, dtype=np.uint64)
+    todo = np.arange(n)
+    while todo.size:
+        draw = _core.randomized_response(keys.key(), np.zeros(todo.size, dtype=np.uint64), bound + 1, 2**64 - 1,
+                                         threads)
+        out[todo] = draw - 1
+        todo = todo[draw == 0]
+    return out
+
+
 class SVIMPaddedClient(_SVIMClient):
-    """SVIM phase-3 user side: pad and sample ``S ∩ C`` to ``L`` (one position in C, or the
-    dummy ``|C|``), then GRR with eps' or OLH(eps) (see :class:`SVIMPaddedParams`).
-    ``rng``: None = OS entropy; seeds are for simulation only."""
+    """SVIM phase-3 user side: pad ``S ∩ C`` with distinct dummies to ``L``, sample one slot
+    (see :class:`SVIMPaddedParams`), then GRR with eps' or OLH(eps). ``rng``: None = OS
+    entropy; seeds are for simulation only. With ``reference=True`` (R3's single dummy) it
+    emits :class:`~ldpfast.privsketch.PrivacyWarning` when the GRR branch is used."""
 
     params_type: ClassVar[type] = SVIMPaddedParams
+
+    def __init__(self, params, rng: RngLike = None, threads: int = 0):
+        super().__init__(params, rng, threads)
+        if params.true_epsilon > params.epsilon:
+            warnings.warn(f"SVIM phase 3 with reference=True (R3's single dummy) is NOT {params.epsilon:g}-LDP: "
+                          f"a user with no candidate reports the dummy far more often; the reports are only "
+                          f"{params.true_epsilon:.6g}-LDP (log(L (e^eps - 1) + 1)). Use reference=False.",
+                          PrivacyWarning, stacklevel=2)
 
     def perturb(self, sets) -> SVIMPaddedReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
         p = self.params
         offsets, positions = _intersect_candidates(*as_sets(sets, p.d), p.candidates)
-        values = _core.privsketch_padding_sample(self._keys.key(), offsets, positions, p.L, p.domain - 1,
-                                                 self.threads)
+        size = len(p.candidates)
+        values = _core.privsketch_padding_sample(self._keys.key(), offsets, positions, p.L, size, self.threads)
+        if p.dummies > 1:
+            # Padding with L - |S ∩ C| distinct dummies drawn at random from the L dummies and
+            # sampling a slot makes the dummy uniform among the L: each has probability <= 1/L.
+            dummy = np.flatnonzero(values == size)
+            values[dummy] += _uniform_below(self._keys, dummy.size, p.dummies, self.threads)
         if not p.uses_grr:
             return SVIMPaddedReports(*_olh_perturb(p, self._keys, values, self.threads))
-        z = _core.randomized_response(self._keys.key(), values, p.domain, probability_threshold(p.flip_probability),
-                                      self.threads)
+        z = _core.randomized_response(self._keys.key(), values, p.domain, p.flip_threshold, self.threads)
         zeros = np.zeros(z.size, dtype=np.uint64)
         return SVIMPaddedReports(z=z, a0=zeros, a1=zeros.copy())
 
@@ -669,7 +775,7 @@ class _SVIMServer(Aggregator):
             _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
                                    counts, self.threads)
         else:
-            _check_below("z", reports.z, p.domain, "|C|+1")
+            _check_below("z", reports.z, p.domain, "|C| + dummies")
             if np.any(reports.a0) or np.any(reports.a1):
                 raise ReportError("GRR reports must have a0 = a1 = 0")
             counts = np.bincount(reports.z.astype(np.int64), minlength=p.domain)
@@ -691,10 +797,12 @@ class SVIMItemServer(_SVIMServer):
     params_type: ClassVar[type] = SVIMItemParams
     reports_type: ClassVar[type] = SVIMItemReports
 
-    def estimate(self, candidates=None) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Unbiased estimates of the item-sampling frequencies ``P(sampled item = x)`` over
-        the reporting users (``candidates``: default every item of ``[0, d)``)."""
-        freq = self._chat() / self.n
+        all users, those with empty sets included (they sample the dummy ``d``)
+        (``candidates``: default every item of ``[0, d)``; counts of users with
+        ``counts=True``)."""
+        freq = self._chat() / (1.0 if counts else self.n)
         return freq if candidates is None else freq[_candidate_array(candidates, self.params.d)]
 
     def candidates(self) -> np.ndarray:
@@ -717,10 +825,12 @@ class SVIMLengthServer(_SVIMServer):
     params_type: ClassVar[type] = SVIMLengthParams
     reports_type: ClassVar[type] = SVIMLengthReports
 
-    def estimate(self) -> np.ndarray:
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Unbiased estimates of the length histogram: the share of reporting users with
-        capped ``|S ∩ C| = l`` for ``l = 0 .. max_length``."""
-        return self._chat() / self.n
+        capped ``|S ∩ C| = l`` for the lengths ``candidates`` (default ``l = 0 ..
+        max_length``); numbers of users with ``counts=True``."""
+        hist = self._chat() / (1.0 if counts else self.n)
+        return hist if candidates is None else hist[_candidate_array(candidates, self.params.max_length + 1)]
 
     def length(self) -> int:
         """L: the smallest ``l >= 1`` whose cumulative share of the estimated histogram
@@ -735,11 +845,12 @@ class SVIMLengthServer(_SVIMServer):
         above = np.flatnonzero(np.cumsum(hist)[1:] / total > p.coverage)
         return min(int(above[0]) + 1, cap) if above.size else cap
 
-    def padded_params(self) -> SVIMPaddedParams:
-        """Phase-3 parameters carrying C and this phase's L."""
+    def padded_params(self, reference: bool = False) -> SVIMPaddedParams:
+        """Phase-3 parameters carrying C and this phase's L (``reference``: see
+        :class:`SVIMPaddedParams`)."""
         p = self.params
         return SVIMPaddedParams(epsilon=p.epsilon, d=p.d, candidates=p.candidates, L=self.length(),
-                                coverage=p.coverage, field_size=p.field_size)
+                                coverage=p.coverage, field_size=p.field_size, reference=reference)
 
 
 class SVIMPaddedServer(_SVIMServer):
@@ -763,12 +874,29 @@ class SVIMPaddedServer(_SVIMServer):
             chat = (self._counts - self.n * other) / (keep - other)
         else:
             chat = self._chat()
-        return chat[:-1] / self.n
+        return chat[:len(p.candidates)] / self.n
 
-    def estimate(self) -> np.ndarray:
-        """Item frequencies of C (in ``candidates`` order): ``fhat = L chat3 / (coverage n3)``
-        (SPEC 4.6 [CHOICE]; R3 leaves out L)."""
-        return self.params.L * self.sampling_frequencies() / self.params.coverage
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Item frequencies ``fhat = L chat3 / (coverage n3)`` (R3 leaves out L) of
+        ``candidates``, items of C (default all of C, in ``params.candidates`` order);
+        ``n3 fhat`` with ``counts=True``.
+
+        Raises:
+            ParameterError: a candidate is not in C.
+        """
+        freq = self.params.L * self.sampling_frequencies() / self.params.coverage
+        if candidates is not None:
+            freq = freq[self.candidate_positions(candidates)]
+        return freq * self.n if counts else freq
+
+    def candidate_positions(self, items) -> np.ndarray:
+        """Positions in ``params.candidates`` of ``items`` (each must be in C)."""
+        items = _candidate_array(items, self.params.d)
+        lookup = {int(c): i for i, c in enumerate(self.params.candidates)}
+        missing = [int(x) for x in items if int(x) not in lookup]
+        if missing:
+            raise ParameterError(f"candidates must be items of C (params.candidates), {missing[0]} is not")
+        return np.array([lookup[int(x)] for x in items], dtype=np.int64)
 
     def top(self, k: int) -> tuple:
         """The ``k`` candidates with the largest estimates, best first (ties by position in
@@ -823,7 +951,7 @@ class SvimResult:
 
 
 def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, threads: int = 0,
-         shares=SVIM_SHARES) -> SvimResult:
+         shares=SVIM_SHARES, reference: bool = False) -> SvimResult:
     """SVIM frequent items (SPEC 4.6; Wang, Li, Jha 2018; R3 ``svsm.find_singleton``),
     simulated on ``sets`` by running the three Client/Server phases in turn.
 
@@ -833,9 +961,11 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     ``SVIMItemClient``/``SVIMItemServer``, ``SVIMLengthClient``/``SVIMLengthServer`` and
     ``SVIMPaddedClient``/``SVIMPaddedServer`` by hand with that Generator. ``threads``:
     C++ worker threads (0 = default; results do not depend on it).
-    G1: one sampled item per non-empty user, OLH over [0, d) (``g = int(e^eps) + 1`` as in
-    R3), the top 2k become candidates C. G2: ``|S ∩ C|`` with OLH; L = the smallest length
-    whose estimated cumulative share exceeds 0.9, at most 31. G3: pad-and-sample ``S ∩ C`` to L, GRR
+    G1: one sampled item per user (the dummy d for an empty set; R3 skips those users), OLH
+    (``g = int(e^eps) + 1`` as in R3), the top 2k of [0, d) become candidates C. G2:
+    ``|S ∩ C|`` with OLH; L = the smallest length whose estimated cumulative share exceeds
+    0.9, at most 31. G3: pad ``S ∩ C`` with distinct dummies to L and sample a slot
+    (``reference=True``: R3's single dummy, not eps-LDP, warns), GRR
     with ``eps' = log(L(e^eps-1)+1)`` when ``|C| < L e^eps (4L-1) + 1``, else OLH(eps);
     ``fhat = L chat3/(0.9 n3)``. Returns the top k of C (:class:`SvimResult`).
     Raises ParameterError for bad epsilon, k, shares or items outside [0, d).
@@ -850,7 +980,7 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     length_params = server1.length_params()
     server2 = SVIMLengthServer(length_params, threads)
     server2.update(SVIMLengthClient(length_params, gen, threads).perturb(groups[1]))
-    padded_params = server2.padded_params()
+    padded_params = server2.padded_params(reference)
     server3 = SVIMPaddedServer(padded_params, threads)
     server3.update(SVIMPaddedClient(padded_params, gen, threads).perturb(groups[2]))
     top, estimates = server3.top(k)

@@ -24,14 +24,15 @@ import math
 from typing import Dict, List
 
 from ..errors import ParameterError
+from ._options import integer
 
 HELP = "closed-form errors and report sizes of OCMS+RR vs HE, CMS+HE, OLH, RHR, HRR, GRR"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eps", type=float, required=True, help="privacy parameter epsilon")
-    parser.add_argument("--d", type=int, required=True, help="dictionary size (values in [0, d))")
-    parser.add_argument("--n", type=int, default=1_000_000, help="number of users (default 1,000,000)")
+    parser.add_argument("--d", type=integer, required=True, help="dictionary size (values in [0, d)); 1e5 works")
+    parser.add_argument("--n", type=integer, default=1_000_000, help="number of users (default 1e6)")
     parser.add_argument("--f-star", type=float, default=1.0,
                         help="prior: largest frequency of interest (default 1 = no prior knowledge)")
     parser.add_argument("--mode", choices=("mse", "l", "both"), default="both",

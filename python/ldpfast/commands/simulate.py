@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List, Optional, Union
 
 from ..errors import ParameterError
+from ._options import integer
 
 HELP = "simulate protocols on a data set over an eps grid; print error tables and plot them"
 
@@ -50,9 +52,9 @@ def parse_candidates(text: Optional[str]) -> Union[None, str, int, List[int]]:
 def add_common(parser: argparse.ArgumentParser, *, runs: int, eps: str) -> None:
     """Options shared by ``simulate`` and ``reproduce``."""
     parser.add_argument("--eps", default=eps, help=f"privacy parameters, '1,2,3' or '1:5' (default {eps})")
-    parser.add_argument("--runs", type=int, default=runs, help=f"independent runs per eps (default {runs})")
-    parser.add_argument("--seed", type=int, default=0, help="master seed (simulation only; default 0)")
-    parser.add_argument("--threads", type=int, default=0,
+    parser.add_argument("--runs", type=integer, default=runs, help=f"independent runs per eps (default {runs})")
+    parser.add_argument("--seed", type=integer, default=0, help="master seed (simulation only; default 0)")
+    parser.add_argument("--threads", type=integer, default=0,
                         help="threads for client perturbation and server decoding (0 = all cores)")
     parser.add_argument("--no-plot", action="store_true", help="do not write PNG plots (no matplotlib needed)")
     progress = parser.add_mutually_exclusive_group()
@@ -68,9 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="zipf, zipf-sampled, gaussian, gaussian-paper, mini-kosarak, mini-kosarak-clean, "
                              "a bundled file (kosarak-prefix, retail, bms-webview-1, bms-webview-2) or a path "
                              "(one value per line, or one set per line) (default zipf)")
-    parser.add_argument("--n", type=int, default=None,
+    parser.add_argument("--n", type=integer, default=None,
                         help="users for the synthetic zipf/gaussian data (default: the paper's 10,000)")
-    parser.add_argument("--d", type=int, default=None,
+    parser.add_argument("--d", type=integer, default=None,
                         help="dictionary size (default: the data set's; zipf 1,000,000 as R1, the paper says 100,000)")
     parser.add_argument("--kosarak", default="kosarak-prefix",
                         help="Kosarak file mini-kosarak is built from: the bundled prefix (default) or a path "
@@ -93,6 +95,13 @@ def setup_threads(threads: int) -> None:
     if threads < 0:
         raise ParameterError(f"--threads must be >= 0, got {threads}")
     ldpfast.set_num_threads(threads)
+
+
+def check_output_path(path: str, flag: str) -> None:
+    """ParameterError unless ``path`` can be created: its folder exists and it is not a folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        raise ParameterError(f"{flag} must be a file path in an existing folder, got {path!r}")
 
 
 def progress_enabled(flag: Optional[bool]) -> bool:
@@ -141,8 +150,12 @@ def run(args: argparse.Namespace) -> int:
     names = [p.strip() for p in args.protocol.split(",") if p.strip()]
     algorithms = [experiments.get_algorithm(name) for name in names]
     epsilons = parse_floats(args.eps)
+    # fail before the simulation, not after it
     if not args.no_plot:
-        experiments.require_matplotlib()  # fail before the simulation, not after it
+        experiments.require_matplotlib()
+        check_output_path(args.plot, "--plot")
+    if args.json:
+        check_output_path(args.json, "--json")
     result = experiments.simulate(algorithms, load_data(args), epsilons, args.runs, seed=args.seed,
                                   progress=progress_enabled(args.progress))
     print(f"{result.note}\nn={result.n} users, d={result.d}, |X|={result.n_candidates} values of interest, "
@@ -157,5 +170,6 @@ def run(args: argparse.Namespace) -> int:
             json.dump(result.to_dict(), fh, indent=1)
         print(f"wrote {args.json}")
     if not args.no_plot:
-        print(f"wrote {experiments.plot_results(result, args.plot)}")
+        experiments.plot_results(result, args.plot)
+        print(f"wrote {args.plot}")
     return 0

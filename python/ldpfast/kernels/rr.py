@@ -12,14 +12,13 @@ symbols uniformly. Sampling is exact integer arithmetic on ChaCha20 output (C++ 
 
 from __future__ import annotations
 
-import math
 from numbers import Integral
 
 import numpy as np
 
 from .. import _core
 from .._random import KeySource, RngLike
-from .._validate import check_epsilon, probability_threshold
+from .._validate import check_epsilon, rr_threshold
 from ..errors import DTypeError, ParameterError
 
 __all__ = ["randomized_response", "rr_flip_threshold"]
@@ -39,21 +38,15 @@ def _check_m(m) -> int:
 def rr_flip_threshold(epsilon: float, m: int) -> int:
     """The integer threshold ``t`` with which k-ary RR flips iff a uniform 64-bit word is ``< t``.
 
-    The flip probability ``(m - 1) / (e^eps + m - 1)`` ([PAN] section 2.1, SPEC 1.2) is
-    computed directly as ``(m - 1) / (expm1(eps) + m)``, never as ``1 - p``, so it keeps
-    full relative precision even when it is tiny (SPEC 5.5). It is a double (53-bit
-    mantissa, relative error about 1e-16) and is then truncated to a multiple of 2^-64:
-    ``t = min(int(prob * 2^64), 2^64 - 1)``. The realized flip probability ``t / 2^64``
-    lies within 2^-64 below the double ``prob``, which itself is within about 1e-16
-    relative error of the exact value. Probabilities below 2^-64 become 0: the client
-    never flips (e.g. for eps > 44.4 + log(m - 1)), and with 53-bit floats alone a
-    keep-probability rounds to 1 already near eps > 36.7 + log(m - 1) (SPEC 5.5), which
-    is why the flip probability, not ``1 - p``, is converted.
+    The flip probability ``(m - 1) / (e^eps + m - 1)`` ([PAN] section 2.1) is rounded
+    **up** to a multiple of 2^-64 from its exact value (80-digit arithmetic), so the
+    realized mechanism is at most eps-LDP; budgets the sampler cannot represent to 2^-32
+    relative accuracy are refused (see :func:`ldpfast._validate.rr_threshold`).
 
     Parameters
     ----------
     epsilon : float
-        Privacy parameter, finite and in (0, 700].
+        Privacy parameter (range: :func:`ldpfast._validate.rr_epsilon_range`).
     m : int
         Number of symbols, ``m >= 2``.
 
@@ -65,12 +58,12 @@ def rr_flip_threshold(epsilon: float, m: int) -> int:
     Raises
     ------
     ParameterError
-        If ``epsilon`` or ``m`` is out of range or of the wrong type.
+        If ``epsilon`` or ``m`` is out of range or of the wrong type, or the flip
+        probability cannot be represented faithfully.
     """
     eps = check_epsilon(epsilon)
     m = _check_m(m)
-    prob = (m - 1) / (math.expm1(eps) + m)
-    return probability_threshold(prob)
+    return rr_threshold(eps, m)
 
 
 def _as_symbols(values, m: int) -> np.ndarray:
@@ -109,7 +102,7 @@ def randomized_response(values, m: int, epsilon: float, rng: RngLike = None, *,
     m : int
         Number of symbols, ``m >= 2``.
     epsilon : float
-        Privacy parameter, finite and in (0, 700].
+        Privacy parameter (range: :func:`ldpfast._validate.rr_epsilon_range`).
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
         ``None`` (default): a fresh key from OS entropy, the only choice for real clients.
         Anything else gives reproducible output and is **for simulation only**.

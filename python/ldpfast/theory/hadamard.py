@@ -25,7 +25,8 @@ _REAL = (int, float, np.integer, np.floating)
 __all__ = [
     "c_eps", "hrr_variance", "hrr_error_bound", "he_variance", "cmshe_variance", "rhr_parameters",
     "rhr_variance", "olh_g", "olh_variance", "hadaoracle_k", "hadaoracle_defaults",
-    "hadaoracle_group_mse", "hadaoracle_error_bound", "hadaheavy_defaults", "KL_HALF_EIGHTH",
+    "hadaoracle_group_mse", "hadaoracle_collision_moments", "hadaoracle_error_bound", "hadaheavy_defaults",
+    "KL_HALF_EIGHTH",
 ]
 
 #: KL(1/2 || 1/8): the Chernoff exponent of "half of k groups are bad" when each group is
@@ -161,19 +162,73 @@ def hadaoracle_defaults(epsilon: float, n: float, beta: float, d: Optional[int] 
 
 
 def hadaoracle_group_mse(epsilon: float, n: float, k: int, m: int, c_x: float = 0.0,
-                         sum_sq_other: float = 0.0) -> Tuple[float, float]:
+                         sum_sq_other: float = 0.0, collision_variance: Optional[float] = None) -> Tuple[float, float]:
     """Bias and variance (counts) of one subset's scaled estimate ``k chat_j(h_j(x))``
-    under independent partitioning (derived here; SPEC 3.3 error decomposition).
+    under independent partitioning (derived here; [WW] section 3 error decomposition).
 
     Given the hash ``h_j``, each user contributes ``k 1{i in U_j} c_eps b_i H[r_i, h_j(x)]``
     with second moment ``k c_eps^2`` and mean ``1{h_j(x_i) = h_j(x)}``; over the hash the
-    colliding mass has mean ``(n - c_x)/m`` and variance ``sum_{x'!=x} c(x')^2 (1/m)(1-1/m)``.
-    Returns ``(bias, variance)`` with ``bias = (n - c_x)/m`` and
-    ``variance = n k c_eps^2 - c_x - (n - c_x)/m + sum_sq_other (1/m)(1 - 1/m)``."""
+    colliding mass ``sum_{x'!=x} c(x') 1{h(x') = h(x)}`` has mean ``(n - c_x)/m`` (pairwise
+    independence suffices) and variance ``collision_variance``. Returns ``(bias, variance)``
+    with ``bias = (n - c_x)/m`` and ``variance = n k c_eps^2 - c_x - (n - c_x)/m +
+    collision_variance``.
+
+    ``collision_variance`` defaults to ``sum_sq_other (1/m)(1 - 1/m)``, which is exact only
+    if the events ``h(x') = h(x)`` are pairwise uncorrelated across ``x'`` (3-wise independent
+    hashing). HadaOracle's GF(2^64) low-bits hash is pairwise but not 3-wise independent:
+    for structured heavy values (small consecutive integers) collisions come together and the
+    default understates the variance (3.2x for the hash term, 0..10 at m = 16). Pass
+    :func:`hadaoracle_collision_moments` ``(...)[1]`` for the exact value."""
     c = c_eps(epsilon)
     coll_mean = (n - c_x) / m
-    var = n * k * c * c - c_x - coll_mean + sum_sq_other * (1.0 / m) * (1.0 - 1.0 / m)
+    if collision_variance is None:
+        collision_variance = sum_sq_other * (1.0 / m) * (1.0 - 1.0 / m)
+    var = n * k * c * c - c_x - coll_mean + float(collision_variance)
     return coll_mean, var
+
+
+def _gf64_low_bits_map(u: int, bits: int):
+    """The GF(2)-linear map ``a1 -> low ``bits`` bits of a1 * u`` in GF(2^64) (the library's
+    hash field), as its 64 column images (one per bit of ``a1``)."""
+    from .. import _core
+    from ..hadamard import gf64_field
+    basis = np.array([1 << j for j in range(64)], dtype=np.uint64)
+    products = _core.field_mul(gf64_field(), basis, np.full(64, u, dtype=np.uint64))
+    return [int(v) & ((1 << bits) - 1) for v in products]
+
+
+def _gf2_rank(vectors) -> int:
+    basis: list = []
+    for v in vectors:
+        for b in basis:
+            v = min(v, v ^ b)
+        if v:
+            basis.append(v)
+    return len(basis)
+
+
+def hadaoracle_collision_moments(x: int, values, counts, m: int) -> Tuple[float, float]:
+    """Exact mean and variance, over HadaOracle's hash ``h(v) = low log2(m) bits of
+    (a1 * v + a0)`` in GF(2^64) with uniform ``a0, a1``, of the mass colliding with ``x``:
+    ``sum_i counts[i] 1{h(values[i]) = h(x)}`` (entries equal to ``x`` are left out).
+
+    ``h(v) = h(x)`` iff the linear map ``a1 -> low(a1 * (v xor x))`` sends ``a1`` to 0, so
+    ``P = 2^-rank = 1/m`` for one value and ``2^-rank(both maps)`` for two, which is
+    ``1/m^2`` only when the two maps are independent; for values sharing low-bit structure
+    it is larger. ``m`` must be a power of two (as HadaOracle's). Cost: O(len(values)^2)
+    ranks of 64 vectors."""
+    if m < 2 or m & (m - 1):
+        raise ParameterError(f"m must be a power of two >= 2, got {m}")
+    bits = m.bit_length() - 1
+    pairs = [(int(v) ^ int(x), float(c)) for v, c in zip(values, counts) if int(v) != int(x)]
+    maps = [_gf64_low_bits_map(u, bits) for u, _ in pairs]
+    mean = sum(c for _, c in pairs) / m
+    var = sum(c * c for _, c in pairs) * (1.0 / m) * (1.0 - 1.0 / m)
+    for i in range(len(pairs)):
+        for j in range(i + 1, len(pairs)):
+            joint = 2.0 ** -_gf2_rank([a | (b << bits) for a, b in zip(maps[i], maps[j])])
+            var += 2.0 * pairs[i][1] * pairs[j][1] * (joint - 1.0 / (m * m))
+    return mean, var
 
 
 def hadaoracle_error_bound(epsilon: float, n: float, k: int, m: int) -> Tuple[float, float]:

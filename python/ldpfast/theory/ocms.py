@@ -179,7 +179,7 @@ def ocms_optimal_m(epsilon: float, mode: str = "mse", d: Optional[int] = None, f
     * ``mode="l"`` ([PAN] Thm 3.8): ``1 + Delta_l/(e + d - 1)``,
       ``Delta_l = e_h sqrt((e+d-1)(de - e + 1))`` (equal to mse with ``f_star = 1/d``).
 
-    Square roots are taken factor by factor so nothing overflows for eps up to 700.
+    Square roots are taken factor by factor so nothing overflows for any accepted eps.
     """
     if rounded:
         return max(2, math.floor(ocms_optimal_m(epsilon, mode, d, f_star) + 0.5))

@@ -1,0 +1,111 @@
+"""The empirical LDP audit (ldpfast.audit): every LDP mechanism's Clopper-Pearson lower bound
+stays below its epsilon, the bound is tight where the closed form says it must be (GRR),
+and it flags the mechanisms that are not LDP (PrivSketch's ordering matrix, R3's SVIM
+single dummy, PS-OLH's OLH amplification)."""
+
+import math
+import warnings
+
+import pytest
+from scipy import stats
+
+from ldpfast import audit
+from ldpfast._base import protocols
+from ldpfast.cli import main
+from ldpfast.errors import ParameterError
+
+NOT_LDP = {"privsketch", "privsketch-nosmp"}
+LDP = sorted(set(audit.AUDITED) - NOT_LDP)
+EPSILONS = (0.5, 1.0, 4.0)
+REPORTS = 1_000_000
+# Family-wise: len(LDP) * 3 audits, each wrong (eps_lb above the true loss <= eps) with
+# probability <= 1 - FAMILY_CONFIDENCE per audit; union bound: all pass with probability
+# >= 1 - 48 * 2e-5 > 0.999 whatever the seed.
+FAMILY_CONFIDENCE = 1 - 2e-5
+
+
+def test_every_ldpfast_protocol_is_audited():
+    ours = {pid for pid, proto in protocols().items() if proto.params.__module__.startswith("ldpfast.")}
+    assert ours == set(audit.AUDITED)
+
+
+@pytest.mark.parametrize("hits, n, alpha", [(0, 10, 0.05), (3, 10, 0.01), (10, 10, 0.05), (480_000, 1_000_000, 0.0025),
+                                            (17, 1_000_000, 0.0025), (999_990, 1_000_000, 1e-6)])
+def test_clopper_pearson_matches_scipy(hits, n, alpha):
+    lo, hi = audit.clopper_pearson(hits, n, alpha)
+    ref_lo = 0.0 if hits == 0 else stats.beta.ppf(alpha, hits, n - hits + 1)
+    ref_hi = 1.0 if hits == n else stats.beta.ppf(1 - alpha, hits + 1, n - hits)
+    assert lo == pytest.approx(ref_lo, rel=1e-9, abs=1e-300) and hi == pytest.approx(ref_hi, rel=1e-9)
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+@pytest.mark.parametrize("pid", LDP)
+def test_ldp_mechanisms_pass_the_audit(pid, eps):
+    result = audit.audit_protocol(pid, eps, REPORTS, rng=2026, confidence=FAMILY_CONFIDENCE)
+    assert result.reports == REPORTS and result.effective_epsilon <= eps
+    assert result.eps_lb <= eps, result
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+@pytest.mark.parametrize("pid", sorted(NOT_LDP))
+def test_privsketch_ordering_matrix_leak_is_demonstrated(pid, eps):
+    # The order ranks the single item's K cells on top with probability 1, an empty set's
+    # with probability 1/C(KM, K) = 1.6e-6: the bound is about log(n / 10) >> eps.
+    with pytest.warns(audit_warning()):
+        result = audit.audit_protocol(pid, eps, REPORTS, rng=7)
+    assert result.eps_lb > 5, result
+
+
+def audit_warning():
+    from ldpfast.privsketch import PrivacyWarning
+    return PrivacyWarning
+
+
+def test_audit_is_tight_for_grr():
+    # GRR over d = 4: the event y = x0 has p = e^eps/(e^eps + 3) under x0 and q = 1/(e^eps + 3)
+    # under x1. Each Clopper-Pearson bound sits about z = 2.81 (alpha/4 = 0.0025 one-sided)
+    # standard errors from the estimate, and the estimate is within 4 of the truth except
+    # with probability 6e-5, so log(lo/hi) >= eps - (2.81 + 4) (sqrt((1-p)/(n p)) + sqrt((1-q)/(n q))).
+    eps = 1.0
+    result = audit.audit_protocol("grr", eps, REPORTS, rng=11)
+    p, q = math.exp(eps) / (math.exp(eps) + 3), 1 / (math.exp(eps) + 3)
+    margin = (2.81 + 4) * (math.sqrt((1 - p) / (REPORTS * p)) + math.sqrt((1 - q) / (REPORTS * q)))
+    assert eps - margin < result.eps_lb <= eps, (result, margin)
+    assert result.event == "y = x0" or result.event == "y = x1"
+
+
+@pytest.mark.parametrize("pid, change, true_eps", [
+    ("svim-padded", {"reference": True}, math.log(5 * math.expm1(1.0) + 1)),   # R3's single dummy: 2.25
+    ("ps-olh", {"amplify": True}, math.log(4 * math.expm1(1.0) + 1)),         # OLH does not amplify: 2.06
+])
+def test_audit_flags_broken_mechanisms(pid, change, true_eps):
+    with pytest.warns(audit_warning()):
+        result = audit.audit_protocol(pid, 1.0, REPORTS, rng=5, **change)
+    assert result.effective_epsilon == pytest.approx(true_eps, rel=1e-9)
+    # eps_lb is a 99% lower bound on a loss of 2.06-2.25: far above the claimed 1.
+    assert 1.0 < result.eps_lb <= true_eps, result
+
+
+def test_audit_validation():
+    with pytest.raises(ParameterError, match="reports must be >= 1, got 0"):
+        audit.audit_protocol("grr", 1.0, 0)
+    with pytest.raises(ParameterError, match="confidence must be a float in"):
+        audit.audit_protocol("grr", 1.0, 10, confidence=1.0)
+    with pytest.raises(ParameterError, match="protocol must be one of"):
+        audit.default_params("nope", 1.0)
+    with pytest.raises(ParameterError, match="bad parameter for grr"):
+        audit.default_params("grr", 1.0, bogus=1)
+
+
+def test_cli_prints_the_table(capsys):
+    assert main(["audit", "grr", "--eps", "1", "4", "--reports", "2e4", "--seed", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["mechanism", "claimed", "eps", "eps_lb", "(99%)", "reports/input", "event"]
+    assert [ln.split()[:2] for ln in lines[1:]] == [["grr", "1"], ["grr", "4"]]
+    assert all(float(ln.split()[2]) <= float(ln.split()[1]) for ln in lines[1:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["audit", "svim-padded", "--eps", "1", "--reports", "50000", "--seed", "1",
+                     "--set", "reference=true"]) == 0
+    assert "<-- eps_lb > eps" in capsys.readouterr().out
+    assert main(["audit", "grr", "--eps", "1", "--set", "nonsense"]) == 2
