@@ -49,3 +49,16 @@ def test_gf2_64_candidate_range_must_not_wrap():
     _core.ocms_count_range(field, z, a0, a1, 4, U64_MAX - 9, counts)
     # h(x) = a0 + a1 x = 0 for every x, and z = 0: every report matches every candidate.
     assert counts.tolist() == [3] * 10
+
+
+def test_full_sketch_clients_return_zeroed_sampled_cells():
+    """Without sampling the `sampled` output is unused; it must still not carry stale heap
+    bytes (it used to be uninitialised memory)."""
+    field = _core.Field.prime((1 << 61) - 1)
+    K, M, n = 2, 8, 5000
+    offsets = np.arange(n + 1, dtype=np.int64)
+    items = np.arange(n, dtype=np.uint64)
+    a = np.arange(1, K + 1, dtype=np.uint64)
+    for _ in range(3):  # fresh allocations, some reusing freed blocks
+        sampled, bits, order = _core.privsketch_perturb(field, a, a, K, M, offsets, items, bytes(32), 0, False, 0)
+        assert not sampled.any() and order is None and bits.shape == (n, K * M)

@@ -1,4 +1,6 @@
 // PrivSketch bindings: batched sketch clients, the decode-first collector, padding-sampling.
+#include <algorithm>
+
 #include "common.hpp"
 #include "ldpfast/kernels/privsketch.hpp"
 #include "ldpfast/privsketch.hpp"
@@ -56,6 +58,8 @@ void register_privsketch(py::module_& m) {
     const RngKey k = key_from_bytes(key);
     const std::size_t per_user = sampling == kSketchCell ? 1 : sampling == kSketchRow ? M : std::size_t{K} * M;
     py::array_t<std::uint32_t> sampled(n);
+    // Unused without sampling, but zeroed: no stale heap bytes are handed out.
+    if (sampling == kSketchFull) std::fill(sampled.mutable_data(), sampled.mutable_data() + n, 0);
     py::array_t<std::int8_t> bits(std::vector<py::ssize_t>{static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(per_user)});
     py::object order_obj = py::none();
     std::uint16_t* porder = nullptr;
