@@ -249,6 +249,36 @@ def test_accumulate_exact_beyond_int16_range(backend, log2_width, groups):
         np.testing.assert_array_equal(z, ref - 3)
 
 
+@pytest.mark.parametrize("groups", [1, 3])
+def test_accumulate_exact_for_tables_beyond_private_copies(backend, groups):
+    """Tables above 2^23 cells are split among the threads by cell range (each thread scans
+    every report and adds those in its range). Every cell, including the range edges, the
+    first and the last cell, must equal np.bincount for every thread count; an invalid
+    report leaves z unchanged."""
+    rng = np.random.default_rng(60 + groups)
+    width = (2**23 + 4099) // groups + 1  # > 2^23 cells in all, not a multiple of any thread count
+    n = 600_000
+    g, rows, bits = _heavy_cell_batch(rng, n, width, groups)
+    rows[-4:] = [0, width - 1, width // 2, width // 3]
+    cells = rows.astype(np.int64) + (g.astype(np.int64) * width if g is not None else 0)
+    n_cells = groups * width
+    ref = np.bincount(cells, weights=bits, minlength=n_cells).astype(np.int64)
+    base = np.arange(groups, dtype=np.uint64) * np.uint64(width)
+    group_rows = np.full(groups, width, np.uint64)
+    z = np.empty(n_cells, np.int64)
+    for threads in (1, 2, 3, 5):
+        z[:] = 0
+        _core.hadamard_accumulate(g, rows, bits, base, z, threads)
+        np.testing.assert_array_equal(z, ref)
+        z[:] = 7
+        assert _core.hadamard_update(g, rows, bits, group_rows, base, z, threads) == n
+        np.testing.assert_array_equal(z, ref + 7)
+    bits[n // 2] = 0
+    z[:] = 7
+    assert _core.hadamard_update(g, rows, bits, group_rows, base, z, 3) == n // 2
+    assert (z == 7).all()
+
+
 @pytest.mark.parametrize("log2_width,groups", [(9, 1), (21, 1), (9, 3), (19, 3)])
 def test_validated_update_finds_first_invalid(backend, log2_width, groups):
     """Validation is fused into the accumulation loop (16 reports at a time, plus the

@@ -17,6 +17,13 @@ void check_field_elements(const std::uint64_t* data, std::size_t n, const FieldS
                             "), got " + name + "[" + std::to_string(i) + "] = " + std::to_string(data[i]));
 }
 
+OcmsDecode decode_method(const std::string& name) {
+  if (name == "auto") return OcmsDecode::automatic;
+  if (name == "scan") return OcmsDecode::scan;
+  if (name == "affine") return OcmsDecode::affine;
+  throw py::value_error("method must be 'auto', 'scan' or 'affine', got '" + name + "'");
+}
+
 void check_range_in_field(std::uint64_t x_begin, std::size_t count, const FieldSpec& field) {
   const std::uint64_t size = field.size();
   if (count == 0) return;
@@ -96,7 +103,8 @@ void register_ocms(py::module_& m) {
 
   m.def("ocms_count_range", [](const FieldSpec& field, const py::handle& z_obj, const py::handle& a0_obj,
                                const py::handle& a1_obj, std::uint64_t modulus, std::uint64_t x_begin,
-                               const py::handle& counts_obj, int threads) {
+                               const py::handle& counts_obj, int threads, const std::string& method_name) {
+    const OcmsDecode method = decode_method(method_name);
     auto z = checked_array<std::uint64_t>(z_obj, "z");
     auto a0 = checked_array<std::uint64_t>(a0_obj, "a0");
     auto a1 = checked_array<std::uint64_t>(a1_obj, "a1");
@@ -111,12 +119,23 @@ void register_ocms(py::module_& m) {
     check_field_elements(pa0, n, field, "a0");
     check_field_elements(pa1, n, field, "a1");
     check_range_in_field(x_begin, nx, field);
+    if (method == OcmsDecode::affine && !ocms_affine_applicable(field, modulus))
+      throw py::value_error("method='affine' needs a GF(2^l) field and m a power of two, got m = " +
+                            std::to_string(modulus) + (field.binary ? "" : " over a prime field"));
     interruptible([&] {
-      ocms_count_range(field, pz, pa0, pa1, n, modulus, x_begin, nx, pc, threads);
+      ocms_count_range(field, pz, pa0, pa1, n, modulus, x_begin, nx, pc, threads, method);
     });
   }, py::arg("field"), py::arg("z"), py::arg("a0"), py::arg("a1"), py::arg("m"), py::arg("x_begin"),
-     py::arg("counts"), py::arg("threads") = 0,
-     "counts[j] += #{i : h_i(x_begin + j) == z[i]} in place. Interrupted (Ctrl-C): counts holds partial sums.");
+     py::arg("counts"), py::arg("threads") = 0, py::arg("method") = "auto",
+     "counts[j] += #{i : h_i(x_begin + j) == z[i]} in place. method: 'scan' checks every pair; "
+     "'affine' (GF(2^l), m a power of two) solves h(x) = z per report and visits only the "
+     "matches; 'auto' picks the faster (see ocms_decode_method). Counts are identical. Interrupted "
+     "(Ctrl-C): counts holds partial sums.");
+
+  m.def("ocms_decode_method", [](const FieldSpec& field, std::uint64_t modulus, std::size_t x_count) {
+    return std::string(ocms_affine_preferred(field, modulus, x_count) ? "affine" : "scan");
+  }, py::arg("field"), py::arg("m"), py::arg("x_count"),
+     "The method ocms_count_range(method='auto') uses for x_count contiguous candidates.");
 
   m.def("ocms_count_list", [](const FieldSpec& field, const py::handle& z_obj, const py::handle& a0_obj,
                               const py::handle& a1_obj, std::uint64_t modulus, const py::handle& xs_obj,

@@ -99,37 +99,53 @@ void perturb(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_
   }
 }
 
-// True when o[0..KM) is a permutation of [0, KM); seen holds KM bits.
-bool is_permutation(const std::uint16_t* o, std::uint32_t KM, std::uint64_t* seen) {
-  std::memset(seen, 0, ((KM + 63) / 64) * sizeof(std::uint64_t));
-  for (std::uint32_t c = 0; c < KM; ++c) {
-    const std::uint32_t v = o[c];
-    if (v >= KM) return false;
-    const std::uint64_t bit = std::uint64_t{1} << (v & 63);
-    if (seen[v >> 6] & bit) return false;
-    seen[v >> 6] |= bit;
+// Permutation check of one user's ranks against stamps[0..KM) (the caller's scratch,
+// zeroed before its first use): o is a permutation of [0, KM) iff every rank is < KM and
+// none repeats, i.e. none finds its stamp already set to this user's generation. Stamps
+// of distinct ranks are distinct words, so the loop carries no dependency through memory
+// (a bitset would chain read-modify-writes of shared words) and needs no clearing per
+// user; generations wrap after 2^32 - 1 users, when the stamps are cleared.
+struct PermutationCheck {
+  std::uint32_t* stamps;
+  std::uint32_t KM;
+  std::uint32_t generation;
+
+  bool operator()(const std::uint16_t* o) {
+    if (++generation == 0) {
+      for (std::uint32_t c = 0; c < KM; ++c) stamps[c] = 0;
+      generation = 1;
+    }
+    bool ok = true;
+    for (std::uint32_t c = 0; c < KM; ++c) {
+      const std::uint32_t v = o[c];
+      const bool in_range = v < KM;
+      std::uint32_t& stamp = stamps[in_range ? v : 0];
+      ok &= in_range & (stamp != generation);
+      stamp = generation;
+    }
+    return ok;
   }
-  return true;
-}
+};
 
 template <std::uint32_t FixedK>
 std::size_t decode_cell_impl(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
                              const std::uint32_t* cell, const std::int8_t* bits, std::size_t begin,
                              std::size_t end, const std::int64_t* bucket_offsets,
                              const std::uint32_t* bucket_cand, const std::uint16_t* bucket_cells,
-                             std::int64_t* pos, std::int64_t* neg) {
+                             std::int64_t* pos, std::int64_t* neg, std::uint32_t* stamps) {
   if (FixedK) K = FixedK;
   const std::uint32_t KM = K * M;
-  std::uint64_t seen[1024];
+  PermutationCheck is_permutation{stamps, KM, 0};
   for (std::size_t i = begin; i < end; ++i) {
     const std::uint16_t* o = order + i * KM;
-    if (!is_permutation(o, KM, seen)) return i;
+    if (!is_permutation(o)) return i;
     const std::uint32_t c = cell[i];
     const std::uint16_t r0 = o[c];
     std::int64_t* target = bits[i] > 0 ? pos : neg;
     // The sampled cell is one of the candidate's K cells, so "no cell ranks below r0"
     // means the argmin is the sampled cell (ranks are distinct).
-    for (std::int64_t e = bucket_offsets[c]; e < bucket_offsets[c + 1]; ++e) {
+    const std::int64_t bucket_end = bucket_offsets[c + 1];  // a local: the counts may alias it
+    for (std::int64_t e = bucket_offsets[c]; e < bucket_end; ++e) {
       const std::uint16_t* h = bucket_cells + static_cast<std::size_t>(e) * K;
       bool is_min = true;
       for (std::uint32_t k = 0; k < K; ++k) is_min &= o[h[k]] >= r0;
@@ -142,25 +158,26 @@ std::size_t decode_cell_impl(std::uint32_t K, std::uint32_t M, const std::uint16
 std::size_t decode_cell(std::uint32_t K, std::uint32_t M, const std::uint16_t* order, const std::uint32_t* cell,
                         const std::int8_t* bits, std::size_t begin, std::size_t end,
                         const std::int64_t* bucket_offsets, const std::uint32_t* bucket_cand,
-                        const std::uint16_t* bucket_cells, std::int64_t* pos, std::int64_t* neg) {
+                        const std::uint16_t* bucket_cells, std::int64_t* pos, std::int64_t* neg,
+                        std::uint32_t* stamps) {
   if (K == 4)
     return decode_cell_impl<4>(K, M, order, cell, bits, begin, end, bucket_offsets, bucket_cand,
-                               bucket_cells, pos, neg);
+                               bucket_cells, pos, neg, stamps);
   return decode_cell_impl<0>(K, M, order, cell, bits, begin, end, bucket_offsets, bucket_cand, bucket_cells,
-                             pos, neg);
+                             pos, neg, stamps);
 }
 
 template <std::uint32_t FixedK>
 std::size_t decode_full_impl(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
                              const std::int8_t* bits, std::size_t begin, std::size_t end,
                              const std::uint16_t* cand_cells, std::size_t n_cand, std::int64_t* pos,
-                             std::int64_t* neg) {
+                             std::int64_t* neg, std::uint32_t* stamps) {
   if (FixedK) K = FixedK;
   const std::uint32_t KM = K * M;
-  std::uint64_t seen[1024];
+  PermutationCheck is_permutation{stamps, KM, 0};
   for (std::size_t i = begin; i < end; ++i) {
     const std::uint16_t* o = order + i * KM;
-    if (!is_permutation(o, KM, seen)) return i;
+    if (!is_permutation(o)) return i;
     const std::int8_t* v = bits + i * KM;
     for (std::size_t x = 0; x < n_cand; ++x) {
       const std::uint16_t* h = cand_cells + x * K;
@@ -182,9 +199,9 @@ std::size_t decode_full_impl(std::uint32_t K, std::uint32_t M, const std::uint16
 
 std::size_t decode_full(std::uint32_t K, std::uint32_t M, const std::uint16_t* order, const std::int8_t* bits,
                         std::size_t begin, std::size_t end, const std::uint16_t* cand_cells, std::size_t n_cand,
-                        std::int64_t* pos, std::int64_t* neg) {
-  if (K == 4) return decode_full_impl<4>(K, M, order, bits, begin, end, cand_cells, n_cand, pos, neg);
-  return decode_full_impl<0>(K, M, order, bits, begin, end, cand_cells, n_cand, pos, neg);
+                        std::int64_t* pos, std::int64_t* neg, std::uint32_t* stamps) {
+  if (K == 4) return decode_full_impl<4>(K, M, order, bits, begin, end, cand_cells, n_cand, pos, neg, stamps);
+  return decode_full_impl<0>(K, M, order, bits, begin, end, cand_cells, n_cand, pos, neg, stamps);
 }
 
 void padding_sample(const RngKey& key, const std::int64_t* offsets, const std::uint64_t* items,

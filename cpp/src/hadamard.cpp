@@ -239,12 +239,38 @@ void accumulate_direct(const HadamardKernels& k, const std::uint32_t* group, con
   });
 }
 
+// Tables too large for private copies (> kMaxPartialCells) used to be filled by one
+// thread. Instead each worker owns a contiguous range of cells and scans all reports,
+// adding those in its range: the random, cache-missing increments (the cost) are split
+// T ways, the extra cost is T streaming reads of the reports (shared through the caches
+// while the workers run side by side). Each cell is summed by one worker in report
+// order, so the result is the same for every thread count.
+bool owner_ranges(std::size_t n_cells, int threads) {
+  return n_cells > kMaxPartialCells && resolve_threads(threads) > 1;
+}
+
+void accumulate_owner_ranges(const HadamardKernels& k, const std::uint32_t* group, const std::uint32_t* row,
+                             const std::int8_t* bits, std::size_t n, const std::uint64_t* cell_base,
+                             std::size_t n_cells, std::int64_t* z, int threads) {
+  const std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
+  parallel_for(workers, threads, [&](std::size_t w) {
+    const std::size_t lo = n_cells * w / workers, hi = n_cells * (w + 1) / workers;
+    for_blocks(0, n, kAccumulateBlock, [&](std::size_t b, std::size_t e) {
+      k.accumulate64_range(group, row, bits, b, e, cell_base, z, lo, hi);
+    });
+  });
+}
+
 }  // namespace
 
 void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                          std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells,
                          std::int64_t* z, int threads) {
   const auto& k = hadamard_kernels_active();
+  if (owner_ranges(n_cells, threads)) {
+    accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
+    return;
+  }
   const std::size_t workers = partial_workers(n, n_cells, threads);
   if (workers == 0)
     accumulate_direct(k, group, row, bits, n, cell_base, n_cells, z);
@@ -262,6 +288,10 @@ std::size_t hadamard_update(const std::uint32_t* group, const std::uint32_t* row
   if (workers == 0) {
     const std::size_t bad = hadamard_first_invalid(group, row, bits, n, group_rows, n_groups, threads);
     if (bad < n) return bad;
+    if (owner_ranges(n_cells, threads)) {
+      accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
+      return n;
+    }
     accumulate_direct(k, group, row, bits, n, cell_base, n_cells, z);
     return n;
   }

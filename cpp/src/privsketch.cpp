@@ -1,6 +1,8 @@
 #include "ldpfast/privsketch.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "ldpfast/kernels/privsketch.hpp"
@@ -17,40 +19,58 @@ std::size_t users_per_piece(std::size_t cost) {
   return std::max<std::size_t>(1, kWorkPerPiece / std::max<std::size_t>(1, cost));
 }
 
-// Splits n users into one contiguous range per worker; each range decodes into its own
-// integer partial counts, which are then added (exact, so independent of the split).
-// user_cost: about the cell reads per user.
+constexpr std::size_t kDecodeChunk = 1 << 12;  // users per decode task
+
+// Users are decoded in chunks pulled dynamically by the workers (more chunks than
+// threads, so a slow or descheduled thread does not hold the batch up). At most
+// `workers` chunks run at once, and each borrows one of `workers` integer partial-count
+// slots (slot 0 is pos/neg themselves), added up at the end: the sums do not depend on
+// which slot or thread took which chunk. Returns the first invalid user, or n. Chunks
+// are decoded in pieces of about kWorkPerPiece cell reads (user_cost per user) with an
+// interruption point between them.
 template <class Decode>
-std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t user_cost, std::int64_t* pos,
-                         std::int64_t* neg, int threads, Decode&& decode) {
+std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t KM, std::size_t user_cost,
+                         std::int64_t* pos, std::int64_t* neg, int threads, Decode&& decode) {
   const std::size_t piece = users_per_piece(user_cost);
-  const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(resolve_threads(threads), ceil_div(n, 1024)));
-  const std::size_t per_task = ceil_div(n, tasks);
-  std::vector<std::vector<std::int64_t>> partial(tasks);
-  std::vector<std::size_t> first_bad(tasks, n);
-  parallel_for(tasks, static_cast<int>(tasks), [&](std::size_t t) {
-    const std::size_t begin = std::min(n, t * per_task), end = std::min(n, begin + per_task);
+  const std::size_t chunks = std::max<std::size_t>(1, ceil_div(n, kDecodeChunk));
+  const std::size_t slots = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), chunks);
+  std::vector<std::vector<std::int64_t>> partial(slots);
+  std::vector<std::vector<std::uint32_t>> stamps(slots);
+  std::unique_ptr<std::atomic<bool>[]> busy(new std::atomic<bool>[slots]);
+  for (std::size_t s = 0; s < slots; ++s) busy[s].store(false);
+  std::vector<std::size_t> first_bad(chunks, n);
+  parallel_for(chunks, static_cast<int>(slots), [&](std::size_t c) {
+    std::size_t slot = 0;
+    for (bool expected = false;; slot = (slot + 1) % slots, expected = false)
+      if (busy[slot].compare_exchange_weak(expected, true, std::memory_order_acquire)) break;
+    if (stamps[slot].empty()) stamps[slot].assign(KM, 0);
     std::int64_t* p = pos;
     std::int64_t* q = neg;
-    if (t > 0) {
-      partial[t].assign(2 * n_cand, 0);
-      p = partial[t].data();
+    if (slot > 0) {
+      if (partial[slot].empty()) partial[slot].assign(2 * n_cand, 0);
+      p = partial[slot].data();
       q = p + n_cand;
     }
+    struct Release {
+      std::atomic<bool>& flag;
+      ~Release() { flag.store(false, std::memory_order_release); }
+    } release{busy[slot]};
+    const std::size_t begin = c * kDecodeChunk, end = std::min(n, begin + kDecodeChunk);
     for (std::size_t b = begin; b < end; b += piece) {
-      interruption_point();
+      if (b > begin) interruption_point();
       const std::size_t e = std::min(end, b + piece);
-      const std::size_t bad = decode(b, e, p, q);
+      const std::size_t bad = decode(b, e, p, q, stamps[slot].data());
       if (bad < e) {
-        first_bad[t] = bad;
+        first_bad[c] = bad;
         return;
       }
     }
   });
   const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
   if (bad < n) return bad;
-  for (std::size_t t = 1; t < tasks; ++t) {
-    const std::int64_t* p = partial[t].data();
+  for (std::size_t s = 1; s < slots; ++s) {
+    if (partial[s].empty()) continue;
+    const std::int64_t* p = partial[s].data();
     for (std::size_t x = 0; x < n_cand; ++x) {
       pos[x] += p[x];
       neg[x] += p[n_cand + x];
@@ -86,11 +106,11 @@ std::size_t privsketch_decode_cell(std::uint32_t K, std::uint32_t M, const std::
   const auto& k = privsketch_kernels_active();
   // A user reads its K*M ranks and, for each candidate in its cell's bucket (n_cand / M
   // on average), K ranks.
-  const std::size_t cost = std::size_t{K} * M + n_cand * K / M;
-  return decode_users(n, n_cand, cost, pos, neg, threads,
-                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
+  const std::size_t KM = static_cast<std::size_t>(K) * M;
+  return decode_users(n, n_cand, KM, KM + n_cand * K / M, pos, neg, threads,
+                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q, std::uint32_t* stamps) {
                         return k.decode_cell(K, M, order, cell, bits, b, e, bucket_offsets, bucket_cand,
-                                             bucket_cells, p, q);
+                                             bucket_cells, p, q, stamps);
                       });
 }
 
@@ -98,10 +118,10 @@ std::size_t privsketch_decode_full(std::uint32_t K, std::uint32_t M, const std::
                                    const std::int8_t* bits, std::size_t n, const std::uint16_t* cand_cells,
                                    std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
-  const std::size_t cost = std::size_t{K} * M + n_cand * K;  // ranks, then K per candidate
-  return decode_users(n, n_cand, cost, pos, neg, threads,
-                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q) {
-                        return k.decode_full(K, M, order, bits, b, e, cand_cells, n_cand, p, q);
+  const std::size_t KM = static_cast<std::size_t>(K) * M;  // ranks, then K per candidate
+  return decode_users(n, n_cand, KM, KM + n_cand * K, pos, neg, threads,
+                      [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q, std::uint32_t* stamps) {
+                        return k.decode_full(K, M, order, bits, b, e, cand_cells, n_cand, p, q, stamps);
                       });
 }
 

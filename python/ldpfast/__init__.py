@@ -9,9 +9,32 @@ Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from . import _core, errors
+
+if TYPE_CHECKING:
+    # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
+    # imports them at run time, on first use); keep this list equal to _SUBMODULES.
+    from . import (
+        arrow,
+        cli,
+        dask,
+        datasets,
+        estimates,
+        experiments,
+        grr,
+        hadaheavy,
+        hadamard,
+        hadaoracle,
+        kernels,
+        metrics,
+        ocms,
+        privsketch,
+        privsketch_baselines,
+        theory,
+        wire,
+    )
 
 __version__ = "0.1.0"
 

@@ -304,7 +304,8 @@ def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Any = N
             None takes the parameters recorded in the first file. Every file's recorded
             parameters must equal them.
         batch_rows: rows read at a time inside a task (bounds worker memory).
-        Other arguments as :func:`aggregate_bag`.
+
+    Other arguments as :func:`aggregate_bag`.
     """
     from .arrow import read_parquet_params
 

@@ -288,7 +288,9 @@ def load_values(name_or_path: str, d: Optional[int] = None, *,
                 candidates: Union[int, Sequence[int], None] = 100, f_star: float = 1.0) -> ValueData:
     """Load a file (optionally ``.gz``) with one user per line holding one integer value.
 
-    Blank lines are skipped. Args:
+    Blank lines are skipped.
+
+    Args:
         name_or_path: path of the file.
         d: dictionary size (default: largest value + 1).
         candidates: values of interest: an int ``k`` for the ``k`` most frequent values,

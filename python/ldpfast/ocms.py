@@ -20,7 +20,11 @@ Protocol (one report per user, eps-LDP):
    field size not being a multiple of ``m`` ([PAN] Lemma 3.2, Eq. 8).
 
 There is no shared sketch: every report carries its own hash function, so answering ``Q``
-queries costs ``O(nQ)`` hash evaluations (done by the C++ core, threaded). The server
+queries costs ``O(nQ)`` hash evaluations (done by the C++ core, threaded). Over ``GF(2^l)``
+with ``m`` a power of two, a contiguous range of ``Q`` candidates costs ``O(n (Q/m + l^2))``
+instead: ``x -> (a1 x) mod m`` is linear over GF(2), so each report's matches form an
+affine subspace that the core solves for and enumerates (identical counts; chosen
+automatically when cheaper). The server
 (:class:`Server`) therefore works in one of two modes, chosen at construction:
 
 * ``Server(params)`` keeps the reports (24 bytes each) and can estimate any candidate

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import warnings
-from typing import ClassVar, Dict, Tuple
+from typing import Any, ClassVar, Dict, Tuple, Type, TypeVar
 
 import numpy as np
 
@@ -98,6 +98,9 @@ def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
     return offsets, np.ascontiguousarray(items, dtype=np.uint64)
 
 
+_P = TypeVar("_P", bound="SketchParams")
+
+
 @dataclasses.dataclass(frozen=True)
 class SketchParams(_ParamsBase):
     """Parameters shared by every K x M sketch protocol.
@@ -142,7 +145,8 @@ class SketchParams(_ParamsBase):
         object.__setattr__(self, "field_size", p)
 
     @classmethod
-    def create(cls, epsilon: float, d: int, K: int = 4, M: int = 128, seed: RngLike = None, **kwargs):
+    def create(cls: Type[_P], epsilon: float, d: int, K: int = 4, M: int = 128, seed: RngLike = None,
+               **kwargs: Any) -> _P:
         """Parameters with K hash functions drawn uniformly from the field (pairwise
         independent, SPEC 2.3). The coefficients are public; ``seed`` makes them
         reproducible (``None``: OS entropy)."""
@@ -592,7 +596,7 @@ class Server(_TrackedServer):
 
 class NoSmpServer(Server):
     """PrivSketch-noSmp collector (SPEC 4.5, [PS] Alg. 3): every candidate takes each
-    user's perturbed bit at ``argmin_k O[k, H_k(x)]``. Cost O(n |D| K) (C++, threads)."""
+    user's perturbed bit at ``argmin_k O[k, H_k(x)]``. Cost ``O(n |D| K)`` (C++, threads)."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"
     params_type: ClassVar[type] = NoSmpParams

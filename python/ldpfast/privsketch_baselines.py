@@ -389,7 +389,7 @@ class PSOLHClient(ClientBase):
 class PSOLHServer(_TrackedServer):
     """PS-OLH collector: per candidate the number of users whose hash of it matches their
     report (``pos``; ``neg`` unused); ``chat = (g C - n)/(p g - 1)``, ``fhat = pad_len
-    chat / n``. Decoding costs O(n |D|) hash evaluations (C++, threads)."""
+    chat / n``. Decoding costs ``O(n |D|)`` hash evaluations (C++, threads)."""
 
     protocol: ClassVar[str] = "ps-olh"
     params_type: ClassVar[type] = PSOLHParams

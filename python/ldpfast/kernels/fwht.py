@@ -68,9 +68,9 @@ def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
     return data
 
 
-def _checked_threads(threads) -> int:
+def _checked_threads(threads: object) -> int:
     if (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
-            or not 0 <= threads <= _MAX_THREADS):
+            or not 0 <= int(threads) <= _MAX_THREADS):
         raise ParameterError(f"threads must be an integer in [0, {_MAX_THREADS}] (0 = default), "
                              f"got {threads!r}")
     return int(threads)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _core
 from .._random import KeySource, RngLike
@@ -26,7 +27,7 @@ __all__ = ["randomized_response", "rr_flip_threshold"]
 _U64_MAX = 2**64 - 1
 
 
-def _check_m(m) -> int:
+def _check_m(m: object) -> int:
     if isinstance(m, bool) or not isinstance(m, Integral):
         raise ParameterError(f"m must be an integer >= 2, got {m!r}")
     m = int(m)
@@ -66,7 +67,7 @@ def rr_flip_threshold(epsilon: float, m: int) -> int:
     return rr_threshold(eps, m)
 
 
-def _as_symbols(values, m: int) -> np.ndarray:
+def _as_symbols(values: ArrayLike, m: int) -> np.ndarray:
     arr = np.asarray(values)
     if not np.issubdtype(arr.dtype, np.integer):
         if arr.size == 0 and arr.dtype == np.float64:  # np.asarray([]) is float64
@@ -86,7 +87,7 @@ def _as_symbols(values, m: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.uint64)
 
 
-def randomized_response(values, m: int, epsilon: float, rng: RngLike = None, *,
+def randomized_response(values: ArrayLike, m: int, epsilon: float, rng: RngLike = None, *,
                         threads: int = 0) -> np.ndarray:
     """Perturb each symbol of ``values`` with k-ary randomized response on ``[0, m)``.
 

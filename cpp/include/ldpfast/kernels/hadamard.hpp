@@ -85,6 +85,11 @@ struct HadamardKernels {
                                       const std::int8_t* bits, std::size_t begin, std::size_t end,
                                       const std::uint64_t* cell_base, const std::uint64_t* group_rows,
                                       std::size_t n_groups, std::int16_t* t, bool prefetch, SpillLog* spill);
+  // accumulate64 restricted to the cells in [cell_lo, cell_hi) (the others are skipped):
+  // workers owning disjoint cell ranges of a table too large for private copies.
+  void (*accumulate64_range)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                             std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
+                             std::int64_t* z, std::uint64_t cell_lo, std::uint64_t cell_hi);
   // Recursive Hadamard Response (R1 layout): y = 2 (x mod 2^base_bits) +
   // H01[r, (x >> base_bits) + 1], z = RR_{2^(base_bits+1)}(y); rows drawn from [0, hsize)
   // when draw_rows, else read.

@@ -35,18 +35,18 @@ struct PrivSketchKernels {
   // where bucket_cells holds the K cells k*M + H_k(x) of that entry's candidate) count
   // towards pos (bit +1) or neg (bit -1) when the sampled cell has the smallest rank.
   // Returns the first user in [begin, end) whose order is not a permutation of [0, K*M)
-  // (counts stop there), or end.
+  // (counts stop there), or end. stamps: K*M zeroed words of scratch for the check.
   std::size_t (*decode_cell)(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
                              const std::uint32_t* cell, const std::int8_t* bits, std::size_t begin,
                              std::size_t end, const std::int64_t* bucket_offsets,
                              const std::uint32_t* bucket_cand, const std::uint16_t* bucket_cells,
-                             std::int64_t* pos, std::int64_t* neg);
+                             std::int64_t* pos, std::int64_t* neg, std::uint32_t* stamps);
   // Decode-first collector without sampling (noSmp): every candidate x takes the user's
   // bit at argmin_k order[k*M + H_k(x)]; cand_cells holds the K cells of each candidate.
   std::size_t (*decode_full)(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
                              const std::int8_t* bits, std::size_t begin, std::size_t end,
                              const std::uint16_t* cand_cells, std::size_t n_cand, std::int64_t* pos,
-                             std::int64_t* neg);
+                             std::int64_t* neg, std::uint32_t* stamps);
   // Padding and sampling (PSFO): users with more than pad_len items take one uniformly;
   // the others draw r < pad_len and take their r-th item, or `dummy` when r >= size.
   void (*padding_sample)(const RngKey& key, const std::int64_t* offsets, const std::uint64_t* items,

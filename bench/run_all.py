@@ -1,0 +1,68 @@
+"""One run of the kernel benchmarks, written to a machine-readable JSON file so that runs
+on different machines compare: the machine description (CPU, cores, caches, memory,
+ISA backends, numpy/ldpfast versions, git commit, load average), STREAM bandwidth per
+thread count, the OCMS affine-vs-scan decode table (bench/ocms_affine_decode.py) and the
+thread-scaling tables of HRR ingestion, FWHT and PrivSketch decode (bench/scaling.py),
+each with its % of the limit measured in the same run.
+
+    PYTHONPATH=python python3 bench/run_all.py [--quick] [--threads 1,2,4] [--out FILE]
+
+By default the file goes to bench/results/kernels-<UTC time>-<cpus>cpu.json. --quick uses
+sizes that finish in a few minutes on a laptop; without it the sizes are the ones the
+issue's numbers were taken at where memory allows (minutes more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import machine
+import ocms_affine_decode
+import scaling
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+    ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1..all CPUs)")
+    ap.add_argument("--out", default=None, help="output JSON path")
+    args = ap.parse_args()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = [int(t) for t in args.threads.split(",")] if args.threads else list(range(1, cpus + 1))
+
+    started = time.time()
+    result = {"schema": 1, "quick": args.quick, "threads": threads, "machine": machine.describe()}
+    stream = [machine.stream_bandwidth(t, 32 if args.quick else 128) for t in threads]
+    result["stream"] = stream
+    bandwidth = {row["threads"]: row for row in stream}
+    print(f"{result['machine']['cpu_model']}, {cpus} usable CPUs, load average {result['machine']['load_average']}")
+    for row in stream:
+        print(f"STREAM threads {row['threads']:>2}: copy {row['copy_gbs']:.1f} GB/s, triad {row['triad_gbs']:.1f} GB/s")
+
+    affine = ocms_affine_decode.run(n=1000 if args.quick else 5000, d=2**18 if args.quick else 1_000_000,
+                                    thread_counts=threads)
+    ocms_affine_decode.print_table(affine)
+    result["ocms_affine_decode"] = affine
+    scaled = scaling.run(args.quick, threads, bandwidth)
+    scaling.print_tables(scaled)
+    result.update(scaled)
+    result["machine"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    result["seconds"] = time.time() - started
+
+    out = args.out or os.path.join(HERE, "results", time.strftime("kernels-%Y%m%dT%H%M%SZ", time.gmtime())
+                                   + f"-{cpus}cpu.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Sphinx configuration: `python -m sphinx -W --keep-going -b html docs docs/_build/html`
+(pip install ".[docs]"). Pages are Markdown (MyST); the API reference is generated from
+the docstrings of the installed (or PYTHONPATH) package."""
+
+import ldpfast
+
+project = "ldpfast"
+author = "The ldpfast developers"
+copyright = "2026, The ldpfast developers"
+release = ldpfast.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+]
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+exclude_patterns = ["_build", "img"]
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_heading_anchors = 3
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+napoleon_numpy_docstring = True
+napoleon_google_docstring = True
+
+html_theme = "alabaster"
+html_title = f"ldpfast {release}"

@@ -1,0 +1,120 @@
+"""The public API as a user's type checker sees it.
+
+CI checks this module with ``mypy --strict`` (configuration in pyproject.toml): a public
+function left unannotated fails with "call to untyped function", and a result that
+degrades to ``Any`` (for instance a lazily imported submodule the checker cannot see)
+fails an ``assert_type``. pytest runs it too, so every call below is a working use of the
+API (small, seeded simulations: these check types, the statistics are tested elsewhere).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict
+
+import numpy as np
+import pytest
+
+import ldpfast as lf
+
+if sys.version_info >= (3, 11):
+    from typing import assert_type
+else:  # typing.assert_type is new in 3.11; at run time it only returns its argument
+    def assert_type(value: Any, expected: Any, /) -> Any:
+        return value
+
+D = 64
+VALUES = np.random.default_rng(1).integers(0, D, 2_000)
+CANDIDATES = np.arange(4)
+
+
+def test_backend_helpers() -> None:
+    info = assert_type(lf.backend_info(), Dict[str, Any])
+    assert info["active"] in info["compiled"]
+    lf.set_num_threads(0)
+    with pytest.raises(lf.errors.ParameterError):
+        lf.set_backend("no-such-isa")
+
+
+def test_ocms_round_trip() -> None:
+    params = assert_type(lf.ocms.Params.optimal(epsilon=2.0, d=D), lf.ocms.Params)
+    reports = assert_type(lf.ocms.Client(params, rng=7).perturb(VALUES), lf.ocms.Reports)
+    server = assert_type(lf.ocms.Server(params).update(reports), lf.ocms.Server)
+    other = lf.ocms.Server(params).update(lf.ocms.Client(params, rng=8).perturb(VALUES))
+    assert_type(server.merge(other), lf.ocms.Server)
+    estimate = assert_type(server.estimate(CANDIDATES), np.ndarray)
+    restored = assert_type(lf.ocms.Server.from_bytes(server.to_bytes()), lf.ocms.Server)
+    assert np.array_equal(restored.estimate(CANDIDATES), estimate)
+
+
+def test_grr_and_hadamard_family() -> None:
+    grr = lf.grr.Params(epsilon=3.0, d=D)
+    grr_server = assert_type(lf.grr.Server(grr).update(lf.grr.Client(grr, rng=1).perturb(VALUES)),
+                             lf.grr.Server)
+    assert_type(grr_server.estimate(CANDIDATES), np.ndarray)
+
+    he = lf.hadamard.HEParams(epsilon=3.0, d=D)
+    he_server = lf.hadamard.HEServer(he)
+    he_server.update(assert_type(lf.hadamard.HEClient(he, rng=2).perturb(VALUES), lf.hadamard.HEReports))
+    assert_type(he_server.estimate(CANDIDATES), np.ndarray)
+
+    rhr = lf.hadamard.RHRParams(epsilon=3.0, d=D)
+    rhr_server = assert_type(lf.hadamard.RHRServer(rhr), lf.hadamard.RHRServer)
+    rhr_server.update(assert_type(lf.hadamard.RHRClient(rhr, rng=3).perturb(VALUES), lf.hadamard.RHRReports))
+    assert_type(rhr_server.estimate(CANDIDATES), np.ndarray)
+
+    olh = lf.hadamard.OLHParams(epsilon=3.0, d=D)
+    olh_server = lf.hadamard.OLHServer(olh).update(lf.hadamard.OLHClient(olh, rng=4).perturb(VALUES))
+    assert_type(olh_server, lf.hadamard.OLHServer)
+    assert_type(olh_server.estimate(CANDIDATES), np.ndarray)
+
+    hrr = lf.hadamard.HRRParams(epsilon=3.0, d=D)
+    hrr_server = lf.hadamard.HRRServer(hrr)
+    hrr_server.update(assert_type(lf.hadamard.HRRClient(hrr, rng=5).perturb(VALUES), lf.hadamard.HRRReports))
+    assert_type(hrr_server.estimate(CANDIDATES), np.ndarray)
+
+    cmshe = lf.hadamard.CMSHEParams(epsilon=3.0, d=D, hash_seed=11)
+    cmshe_server = lf.hadamard.CMSHEServer(cmshe)
+    cmshe_server.update(lf.hadamard.CMSHEClient(cmshe, rng=6).perturb(VALUES))
+    assert_type(cmshe_server.estimate(CANDIDATES), np.ndarray)
+
+
+def test_hadaoracle_and_hadaheavy() -> None:
+    values = np.random.default_rng(3).integers(0, 2**20, 5_000, dtype=np.uint64)
+    oracle = assert_type(lf.hadaoracle.Params.create(epsilon=4.0, d=2**20, n=5_000),
+                         lf.hadaoracle.Params)
+    server = lf.hadaoracle.Server(oracle)
+    server.update(assert_type(lf.hadaoracle.Client(oracle, rng=1).perturb(values),
+                              lf.hadaoracle.Reports))
+    assert_type(server.estimate(CANDIDATES), np.ndarray)
+
+    heavy = assert_type(lf.hadaheavy.Params.create(epsilon=4.0, d=2**20, n=5_000),
+                        lf.hadaheavy.Params)
+    hh_server = lf.hadaheavy.Server(heavy)
+    hh_server.update(lf.hadaheavy.Client(heavy, rng=2).perturb(values))
+    found = assert_type(hh_server.heavy_hitters(), lf.hadaheavy.HeavyHitters)
+    assert_type(found.items, np.ndarray)
+    assert_type(found.fractions, np.ndarray)
+
+
+def test_privsketch_safe_variant_and_datasets() -> None:
+    sets = assert_type(lf.datasets.zipf_sets(n=500, d=D, length=5, seed=1), lf.datasets.SetData)
+    params = assert_type(lf.privsketch.SafeParams.create(epsilon=4.0, d=sets.d, K=2, M=16, seed=1),
+                         lf.privsketch.SafeParams)
+    server = assert_type(lf.privsketch.SafeServer(params), lf.privsketch.SafeServer)
+    server.update(assert_type(lf.privsketch.SafeClient(params, rng=2).perturb(sets),
+                              lf.privsketch.SafeReports))
+    assert_type(server.estimate(CANDIDATES), np.ndarray)
+    assert_type(sets.frequencies(), np.ndarray)
+
+
+def test_estimates_with_error_bars_and_generic_loading() -> None:
+    params = lf.grr.Params(epsilon=3.0, d=D)
+    server = lf.grr.Server(params).update(lf.grr.Client(params, rng=9).perturb(VALUES))
+    result = assert_type(server.frequencies(CANDIDATES), lf.estimates.Estimate)
+    low, high = result.confidence_interval(0.05)
+    assert_type(low, np.ndarray)
+    assert_type(result.top_k(2), lf.estimates.Estimate)
+    assert_type(result.std, np.ndarray)
+    restored = lf.load(server.to_bytes())
+    assert np.array_equal(restored.estimate(CANDIDATES), server.estimate(CANDIDATES))
