@@ -118,15 +118,20 @@ CASES = {
     """,
     "privsketch_decode_full": """
         rng = np.random.default_rng(4)
-        K, M, n = 4, 64, 1 << 12
-        order = np.tile(rng.permutation(K * M).astype(np.uint16), (n, 1)).reshape(n, K, M)
-        bits = rng.choice(np.array([-1, 1], np.int8), (n, K * M))
-        make = lambda k: (rng.integers(0, K * M, (k, K)).astype(np.uint16),)
-        run = lambda cells: _core.privsketch_decode_full(K, M, order, bits, cells)
-        size, small = 1 << 16, 1 << 10
+        K, M = 4, 64
+        perm = rng.permutation(K * M).astype(np.uint16)
+        order_pattern = np.tile(perm, 4096)                                    # 2 MiB: 4096 users
+        bits_pattern = rng.choice(np.array([-1, 1], np.int8), 8192 * K * M)   # 2 MiB: 8192 users
+        cells = rng.integers(0, K * M, (1000, K)).astype(np.uint16)
+        def make(k):
+            k = -(-k // 8192) * 8192
+            order = repeated(order_pattern, k // 4096).reshape(k, K, M)
+            return order, repeated(bits_pattern, k // 8192).reshape(k, K * M)
+        run = lambda order, bits: _core.privsketch_decode_full(K, M, order, bits, cells)
+        size, small = 1 << 20, 1 << 15
         def check():
-            cells = np.arange(4 * K, dtype=np.uint16).reshape(4, K)
-            pos, neg, bad = _core.privsketch_decode_full(K, M, order[:50], bits[:50], cells)
+            order = np.tile(perm, (50, 1)).reshape(50, K, M)
+            pos, neg, bad = _core.privsketch_decode_full(K, M, order, bits_pattern[:50 * K * M].reshape(50, -1), cells)
             return [pos.tolist(), neg.tolist(), bad]
     """,
 }
