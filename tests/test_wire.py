@@ -10,7 +10,8 @@ from ldpfast import wire
 from ldpfast._base import protocols
 from ldpfast.errors import IncompatibleError, ReportError
 
-SET_VALUED = {"ps-olh", "privsketch-ldp"}
+SET_VALUED = {"ps-olh", "privsketch-ldp", "svim-items", "svim-lengths", "svim-padded", "privsketch",
+              "privsketch-nosmp", "multi-pcms-mean", "multi-pcms-min", "npcms"}
 
 
 def _inputs(params, values):
@@ -48,6 +49,31 @@ def _family_cases(only=None):
     add("ps-olh", "ps-olh", lambda: known["ps-olh"].params(epsilon=1.0, d=1000, pad_len=2), 2 + 2 * 64)
     add("privsketch-ldp", "privsketch-ldp", lambda: known["privsketch-ldp"].params.create(
         epsilon=1.0, d=1000, K=4, M=128, seed=1), 2 + 7 + 1)                           # k, m, bit
+    add("svim-items", "svim-items", lambda: known["svim-items"].params(epsilon=1.0, d=1000, k=10), 2 + 2 * 64)  # g = 3
+    add("svim-padded-grr", "svim-padded", lambda: known["svim-padded"].params(
+        epsilon=1.0, d=1000, candidates=tuple(range(0, 1000, 50)), L=3), 5)       # GRR on |C| + 1 = 21 values
+    add("svim-padded-olh", "svim-padded", lambda: known["svim-padded"].params(
+        epsilon=1.0, d=1000, candidates=tuple(range(1000)), L=2), 2 + 2 * 64)     # 1000 >= 2 e (8 - 1) + 1: OLH
+    add("privsketch", "privsketch", lambda: known["privsketch"].params.create(epsilon=1.0, d=1000, K=4, M=128, seed=1),
+        2 + 7 + 1 + 512 * 9)                                                            # order: 9-bit rank per cell
+    add("privsketch-nosmp", "privsketch-nosmp", lambda: known["privsketch-nosmp"].params.create(
+        epsilon=1.0, d=1000, K=2, M=16, seed=1), 32 + 32 * 5)
+    add("multi-pcms-mean", "multi-pcms-mean", lambda: known["multi-pcms-mean"].params.create(
+        epsilon=1.0, d=1000, K=4, M=16, seed=1), 2 + 16)
+    add("multi-pcms-min", "multi-pcms-min", lambda: known["multi-pcms-min"].params.create(
+        epsilon=1.0, d=1000, K=4, M=16, seed=1), 64)
+    add("npcms", "npcms", lambda: known["npcms"].params.create(epsilon=1.0, d=1000, K=4, M=16, seed=1, L=3),
+        3 * (2 + 16))
+    add("cms-rappor", "cms-rappor", lambda: known["cms-rappor"].params(epsilon=1.0, d=1000, m=24, field_size=1009),
+        2 * 10 + 24)
+    add("ss", "ss", lambda: known["ss"].params(epsilon=1.0, d=1000, k=30), 30 * 10)
+    add("cmshe-apple", "cmshe-apple", lambda: known["cmshe-apple"].params(epsilon=1.0, d=1000, k=16, m=64,
+                                                                           hash_seed=1), 4 + 6 + 1)  # row of m = 64
+    add("rhr-original", "rhr-original", lambda: known["rhr-original"].params(epsilon=2.0, d=1000), 8 + 3)  # B=256, k=3
+    add("hashtogram", "hashtogram", lambda: known["hashtogram"].params(epsilon=1.0, d=1000, R=5, T=32,
+                                                                       hash_seed=1), 3 + 5 + 1)
+    add("treehist-cs", "treehist-cs", lambda: known["treehist-cs"].params(epsilon=1.0, d=1000, R=3, T=32, delta=1.0,
+                                                                          tau=2.0, hash_seed=1), 5 + 5 + 1)  # L R = 30
     return cases or [pytest.param(None, None, marks=pytest.mark.skip(
         reason="no protocol family is merged on this branch"))]
 
@@ -173,3 +199,17 @@ def test_out_of_range_fields_are_rejected_by_the_protocol(make, expected):
         tested += 1
     if not tested:
         pytest.skip(f"every field of {params.protocol!r} uses its full bit range")
+
+
+def test_multidimensional_columns_need_their_declared_shape():
+    known = protocols()
+    if "multi-pcms-min" not in known:
+        pytest.skip("Multi-PCMS not in this build")
+    params = known["multi-pcms-min"].params.create(epsilon=1.0, d=100, K=2, M=8, seed=1)
+    reports = known["multi-pcms-min"].client(params, rng=1).perturb([[1, 2], [3]])
+    assert wire.report_bits(params) == 16
+    blob = wire.encode(params, reports)
+    np.testing.assert_array_equal(wire.decode(params, blob, 2).bits, reports.bits)
+    narrow = type(reports)(bits=reports.bits[:, :, :4].copy())
+    with pytest.raises(ReportError, match="shape"):
+        wire.encode(params, narrow)

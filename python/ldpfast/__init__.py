@@ -2,22 +2,26 @@
 
 Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms`,
 :mod:`ldpfast.hadamard`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
-:mod:`ldpfast.privsketch`; shared pieces in :mod:`ldpfast.kernels`,
+:mod:`ldpfast.privsketch`, and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
+:mod:`ldpfast.subset_selection`; shared pieces in :mod:`ldpfast.kernels`,
 :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import _core, errors
+from ._memory import get_memory_limit, set_memory_limit
 
 if TYPE_CHECKING:
     # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
     # imports them at run time, on first use); keep this list equal to _SUBMODULES.
     from . import (
         arrow,
+        assignment,
+        audit,
         cli,
         dask,
         datasets,
@@ -26,13 +30,19 @@ if TYPE_CHECKING:
         grr,
         hadaheavy,
         hadamard,
+        hadamard_variants,
         hadaoracle,
+        hashtogram,
         kernels,
         metrics,
+        npcms,
         ocms,
         privsketch,
         privsketch_baselines,
+        rappor_cms,
+        subset_selection,
         theory,
+        treehist_cs,
         wire,
     )
 
@@ -41,22 +51,26 @@ __version__ = "0.1.0"
 _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
-    "estimates",
+    "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
+    "npcms", "audit",
 })
 
-__all__ = ["backend_info", "set_backend", "set_num_threads", "load", "errors", *sorted(_SUBMODULES)]
+__all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
+           "errors", *sorted(_SUBMODULES)]
 
 
-def load(blob: bytes) -> Any:
+def load(blob: bytes, key: Optional[bytes] = None) -> Any:
     """The aggregator (Server) of whichever protocol serialized ``blob`` with
-    ``to_bytes()``, e.g. a checkpoint or a worker's partial result.
+    ``to_bytes()``, e.g. a checkpoint or a worker's partial result. ``key``: the HMAC key
+    the bytes were written with (``to_bytes(key=...)``), if any.
 
     Raises:
-        ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator.
+        ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator (or fail
+            authentication).
     """
     from ._base import load_aggregator
 
-    return load_aggregator(blob)
+    return load_aggregator(blob, key=key)
 
 
 def backend_info() -> Dict[str, Any]:

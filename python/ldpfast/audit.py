@@ -27,6 +27,7 @@ Randomness: ``rng=None`` draws fresh OS entropy; a seed makes the audit reproduc
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 from typing import Callable, Tuple
 
@@ -35,7 +36,8 @@ import numpy as np
 from . import _core
 from ._base import protocols
 from ._random import KeySource, RngLike
-from ._validate import check_int, rr_effective_epsilon
+from ._validate import check_int, rr_effective_epsilon, rr_threshold
+from .kernels.field import core_field
 from .errors import ParameterError
 
 __all__ = ["AuditResult", "audit", "audit_protocol", "default_params", "effective_epsilon", "clopper_pearson",
@@ -49,7 +51,8 @@ _CHUNK = 1 << 17
 #: The protocols :func:`default_params` (and the CLI's ``all``) cover: every one ldpfast registers.
 AUDITED = ("ocms", "grr", "hrr", "he", "cmshe", "rhr", "olh", "hadaoracle", "hadaheavy", "privsketch",
            "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean", "multi-pcms-min", "ps-olh", "svim-items",
-           "svim-lengths", "svim-padded")
+           "svim-lengths", "svim-padded", "cms-rappor", "ss", "cmshe-apple", "rhr-original", "hashtogram",
+           "treehist-cs", "npcms")
 
 
 # -- Clopper-Pearson ---------------------------------------------------------------------------
@@ -136,13 +139,34 @@ def effective_epsilon(params) -> float:
         if params.reference:           # the single dummy: no amplification (class docstring)
             return grr_eps
         return math.log1p(math.expm1(grr_eps) / params.L)
-    if pid in ("hrr", "he", "cmshe", "hadaoracle", "hadaheavy"):
+    if pid in ("hrr", "he", "cmshe", "hadaoracle", "hadaheavy", "cmshe-apple", "hashtogram", "treehist-cs"):
         from .hadamard import binary_flip_threshold
         return rr_effective_epsilon(binary_flip_threshold(params.epsilon), 2)
+    if pid == "rhr-original":
+        return rr_effective_epsilon(params.flip_threshold, params.symbols)
+    if pid == "cms-rappor":
+        # one-hot vectors of two inputs differ in two bits: sRP flips both at eps/2; aRP
+        # keeps a 1 with probability exactly 1/2 and flips a 0 at eps
+        once = rr_effective_epsilon(params.zero_threshold, 2)
+        return 2 * once if params.variant == "symmetric" else once
+    if pid == "ss":
+        # P(include) (d-k) / (P(exclude) k), from the integer threshold
+        t = params.exclude_threshold
+        return _log_ratio((2**64 - t) * (params.d - params.k), t * params.k)
+    if pid == "npcms":
+        # L slots, each a one-hot vector whose two differing entries flip independently
+        return 2 * params.L * rr_effective_epsilon(rr_threshold(params.epsilon / (2 * params.L), 2), 2)
     if pid in ("privsketch", "privsketch-ldp", "privsketch-nosmp", "multi-pcms-mean", "multi-pcms-min"):
         bits = {"1": 1, "M": params.M, "K*M": params.K * params.M}[params.bit_divisor]
         return bits * rr_effective_epsilon(params.flip_threshold, 2)
     raise ParameterError(f"no effective-epsilon rule for protocol {pid!r}")
+
+
+def _log_ratio(numerator: int, denominator: int) -> float:
+    """``log(numerator/denominator)`` of integers, to 80 digits then rounded once."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        return float((decimal.Decimal(numerator) / decimal.Decimal(denominator)).ln())
 
 
 # -- per-protocol plans: inputs and events ------------------------------------------------------
@@ -239,7 +263,9 @@ def _plan(params) -> _Plan:
         field, m = (params.field, params.m) if pid == "ocms" else (prime_field(), params.g)
         return _Plan(_values(0, 1), _support_events(_hash_support(field, m), [0], [1]),
                      ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)"))
-    if pid in ("hrr", "he", "cmshe", "hadaoracle", "hadaheavy"):
+    if pid in ("cms-rappor", "ss", "rhr-original", "hashtogram", "treehist-cs", "npcms"):
+        return _baseline_plan(params)
+    if pid in ("hrr", "he", "cmshe", "hadaoracle", "hadaheavy", "cmshe-apple"):
         return _Plan(_values(0, 1), _support_events(_layout_support(params), [0], [1]),
                      ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
     if pid == "rhr":
@@ -290,6 +316,66 @@ def _plan(params) -> _Plan:
             support = _hash_support(_core.Field.prime(params.field_size), params.g)
         return _Plan(_sets([], [params.candidates[i] for i in items]), _support_events(support, dummies, items),
                      ("z is a dummy's (empty set)", f"z is a candidate's ({len(items)} candidates)"))
+    raise ParameterError(f"no audit plan for protocol {pid!r}")
+
+
+def _baseline_plan(params) -> _Plan:
+    """Plans for the papers' baselines (rappor_cms, subset_selection, hadamard_variants,
+    hashtogram, treehist_cs, npcms): inputs 0 and 1 (nPCMS: two items in different cells),
+    each event the report pattern the input's own encoding produces and the other's cannot
+    without the noise; every one attains the mechanism's worst-case ratio."""
+    from .hadaoracle import _parity_sign
+    pid = params.protocol
+    if pid == "cms-rappor":
+        field = core_field(params.field_size)
+
+        def events(reports):
+            n = len(reports.a0)
+            h0, h1 = (_core.ocms_hash(field, reports.a0, reports.a1, np.full(n, v, dtype=np.uint64),
+                                      params.m).astype(np.int64) for v in (0, 1))
+            rows = np.arange(n)
+            b0, b1 = reports.bits[rows, h0] == 1, reports.bits[rows, h1] == 1
+            apart = h0 != h1
+            return apart & b0 & ~b1, apart & b1 & ~b0
+        return _Plan(_values(0, 1), events, ("bit h(x0) set, bit h(x1) clear", "bit h(x1) set, bit h(x0) clear"))
+    if pid == "ss":
+        def events(reports):
+            has0, has1 = (np.any(reports.items == v, axis=1) for v in (0, 1))
+            return has0 & ~has1, has1 & ~has0
+        return _Plan(_values(0, 1), events, ("x0 in S, x1 not", "x1 in S, x0 not"))
+    if pid == "rhr-original":
+        block = np.uint64(params.B)
+
+        def support(reports, w):
+            x = np.uint64(w[0])
+            sign = (1 - _parity_sign(reports.rows & (x % block))) // 2
+            return reports.z.astype(np.int64) == 2 * int(x // block) + sign.astype(np.int64)
+        return _Plan(_values(0, 1), _support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
+    if pid in ("hashtogram", "treehist-cs"):
+        def support(reports, w):
+            n = len(reports.bits)
+            x = np.full(n, w[0], dtype=np.uint64)
+            if pid == "treehist-cs":
+                x = x >> (params.L - (reports.groups.astype(np.int64) // params.R + 1)).astype(np.uint64)
+            bucket, sign = params.hashes(reports.groups, x)
+            return sign * _parity_sign(reports.rows.astype(np.uint64) & bucket) == reports.bits
+        return _Plan(_values(0, 1), _support_events(support, [0], [1]),
+                     ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
+    if pid == "npcms":
+        if params.L != 1:
+            raise ParameterError(f"the nPCMS audit plan needs L = 1 (one slot carries the whole budget), got {params.L}")
+        cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
+        other = int(np.flatnonzero(np.any(cells != cells[0], axis=1))[0])
+        items = (0, other)
+
+        def onehot(reports, w):
+            rows = reports.rows.astype(np.int64)                      # (n, L)
+            want = -np.ones(reports.bits.shape, dtype=np.int8)
+            cell = cells[items[w]][rows[:, 0]] - rows[:, 0] * params.M
+            want[np.arange(len(rows)), 0, cell] = 1
+            return np.all(reports.bits.reshape(len(rows), -1) == want.reshape(len(rows), -1), axis=1)
+        return _Plan(_sets([0], [other]), _support_events(onehot, 0, 1),
+                     ("bits = one-hot(x0) != one-hot(x1)", "bits = one-hot(x1) != one-hot(x0)"))
     raise ParameterError(f"no audit plan for protocol {pid!r}")
 
 
@@ -351,8 +437,9 @@ def default_params(protocol: str, epsilon: float, **changes):
     frequent, so the bound is tight; the mechanisms' privacy does not depend on the size).
     ``changes`` replace fields (e.g. ``reference=True`` for ``svim-padded``,
     ``amplify=True`` for ``ps-olh``)."""
-    from . import grr, hadaheavy, hadamard, hadaoracle, ocms
+    from . import grr, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram, npcms, ocms, rappor_cms
     from . import privsketch as ps
+    from . import subset_selection, treehist_cs
     makers = {
         "ocms": lambda e, **kw: ocms.Params.optimal(e, 16, **kw),
         "grr": lambda e, **kw: grr.Params(e, 4, **kw),
@@ -373,6 +460,14 @@ def default_params(protocol: str, epsilon: float, **changes):
         "svim-lengths": lambda e, **kw: ps.SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
         "svim-padded": lambda e, **kw: ps.SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)),
                                                            L=5, **kw),
+        "cms-rappor": lambda e, **kw: rappor_cms.Params(epsilon=e, d=16, m=4, **kw),
+        "ss": lambda e, **kw: subset_selection.Params(epsilon=e, d=4, **kw),
+        "cmshe-apple": lambda e, **kw: hadamard_variants.AppleCMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw),
+        "rhr-original": lambda e, **kw: hadamard_variants.RHROriginalParams(epsilon=e, d=16, **kw),
+        "hashtogram": lambda e, **kw: hashtogram.Params(epsilon=e, d=64, R=3, T=8, hash_seed=1, **kw),
+        "treehist-cs": lambda e, **kw: treehist_cs.Params(epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0,
+                                                           hash_seed=1, **kw),
+        "npcms": lambda e, **kw: npcms.Params.create(epsilon=e, d=64, K=1, M=2, seed=1, L=1, **kw),
     }
     if protocol not in makers:
         raise ParameterError(f"protocol must be one of {sorted(makers)}, got {protocol!r}")

@@ -362,13 +362,24 @@ def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Varianc
             def var(f: Any) -> Any:
                 return scale**2 * theory.olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
         return var, f"{plug} (the GRR/OLH variance of the padded sample, scaled by (L/coverage)^2)"
+    if pid in ("cms-rappor", "ss"):
+        return (lambda f: p.variance(n, f)), f"{plug} (the protocol's closed form, Params.variance)"
+    if pid == "cmshe-apple":
+        return ((lambda f: theory.cmshe_variance(p.epsilon, n, f, m=p.m)),
+                f"{plug} (theory.cmshe_variance, given the run's hash functions: the family's "
+                "collision bias is not included)")
+    if pid == "rhr-original":
+        return ((lambda f: p.variance(n, f, location_fraction=1.0)),
+                f"{plug} (theory.rhr_original_variance with every user in the candidate's location block: "
+                "an upper bound)")
     return None, (f"no closed-form variance for {pid!r}'s estimator (a median or minimum over "
                   "sketch rows); measure its error by simulation (ldpfast.experiments)")
 
 
 def _default_candidates(server: Any) -> np.ndarray:
     p, pid = server.params, server.protocol
-    if (pid == "ocms" and not server.keeps_reports) or pid in ("privsketch", "privsketch-nosmp", "ps-olh"):
+    if (pid == "ocms" and not server.keeps_reports) or pid in ("privsketch", "privsketch-nosmp", "ps-olh",
+                                                               "cms-rappor"):
         return np.asarray(server.candidates)
     if pid == "svim-lengths":
         return np.arange(p.max_length + 1, dtype=np.int64)

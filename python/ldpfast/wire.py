@@ -15,7 +15,8 @@ Two framings:
   (no per-report padding), for moving many reports between servers.
 
 Neither framing carries the parameters: both ends must agree on them (they define the
-field widths). Decoding checks lengths and padding, rejects values outside a field's
+field widths). The encoder refuses a batch made with other parameters, and the decoded
+batch records the decoder's (``Reports.params_fingerprint``). Decoding checks lengths and padding, rejects values outside a field's
 range or codebook, and then runs the protocol's own batch validation, so anything that
 decodes is a batch the aggregator accepts.
 
@@ -30,10 +31,10 @@ dtype]])``, e.g.::
 
 (or, from outside the class, :func:`register_fields`). The families of this version
 (``ocms``, ``grr``, ``hrr``, ``he``, ``cmshe``, ``rhr``, ``olh``, ``hadaoracle``,
-``hadaheavy``, ``ps-olh``, ``privsketch-ldp``) are declared in this module; PrivSketch,
-its noSmp variant and Multi-PCMS send multi-dimensional columns (sketches, ordering
-matrices) and have no wire encoding. Fields are at most 64 bits wide (columns are
-numpy integer arrays).
+``hadaheavy``, ``ps-olh``, ``svim-*``, ``privsketch``, ``privsketch-nosmp``,
+``multi-pcms-*``, ``privsketch-ldp``) are declared in this module. Multi-dimensional columns
+(sketches, ordering matrices) declare their per-report ``shape`` and send every entry in
+the field's width. Fields are at most 64 bits wide (columns are numpy integer arrays).
 """
 
 from __future__ import annotations
@@ -64,12 +65,15 @@ def bits_for(size: int) -> int:
 class WireField(NamedTuple):
     """One field of a report: ``column`` sent in ``bits`` bits. With a ``codebook`` the
     value must be one of its entries and the index is sent. ``dtype`` is the column's
-    numpy dtype after decoding (default: the codebook's, else uint64)."""
+    numpy dtype after decoding (default: the codebook's, else uint64). ``shape``: the
+    per-report shape of a multi-dimensional column (e.g. ``(K, M)`` for a sketch); every
+    entry is sent in ``bits`` bits, in C order."""
 
     column: str
     bits: int
     codebook: Optional[Tuple[int, ...]] = None
     dtype: Optional[str] = None
+    shape: Tuple[int, ...] = ()
 
 
 def _ceil_log2(value: int) -> int:
@@ -111,6 +115,30 @@ _BUILTIN: Dict[str, Callable[[Params], Sequence[WireField]]] = {
     # PS-OLH ([PS] baseline): OLH over F_pH after padding and sampling.
     "ps-olh": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
                          WireField("a1", bits_for(p.field_size))],
+    # SVIM ([PS] baseline, Wang et al.'s set-valued item mining): OLH reports over F_pH in
+    # phases 1 and 2; phase 3 is OLH, or GRR on |C| + 1 values (then only z travels: the
+    # hash columns are zero, 0-bit fields).
+    "svim-items": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+                             WireField("a1", bits_for(p.field_size))],
+    "svim-lengths": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+                               WireField("a1", bits_for(p.field_size))],
+    "svim-padded": lambda p: ([WireField("z", bits_for(p.domain)), WireField("a0", 0), WireField("a1", 0)]
+                              if p.uses_grr else
+                              [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+                               WireField("a1", bits_for(p.field_size))]),
+    # PrivSketch ([PS] Alg. 2): the sampled cell (k, m), its bit, and the ordering matrix as
+    # one rank in [0, K M) per cell, ceil(log2(K M)) bits each (a permutation of the cells).
+    "privsketch": lambda p: [WireField("k", bits_for(p.K), dtype="uint16"),
+                             WireField("m", bits_for(p.M), dtype="uint16"),
+                             WireField("bit", 1, _SIGN, "int8"),
+                             WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
+    # PrivSketch-noSmp: every cell's bit and the ordering matrix.
+    "privsketch-nosmp": lambda p: [WireField("bits", 1, _SIGN, "int8", (p.K, p.M)),
+                                   WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
+    # Multi-PCMS-Mean: the row and its M bits; Multi-PCMS-Min: the whole K x M sketch.
+    "multi-pcms-mean": lambda p: [WireField("row", bits_for(p.K), dtype="uint16"),
+                                  WireField("bits", 1, _SIGN, "int8", (p.M,))],
+    "multi-pcms-min": lambda p: [WireField("bits", 1, _SIGN, "int8", (p.K, p.M))],
     # LDP-safe PrivSketch variant: the sampled cell (k, m) and one bit. (PrivSketch itself
     # also sends a K x M ordering matrix, a multi-dimensional column: no wire encoding.)
     "privsketch-ldp": lambda p: [WireField("k", bits_for(p.K), dtype="uint16"),
@@ -154,7 +182,10 @@ def fields(params: Params) -> List[WireField]:
         if codebook is not None and len(codebook) > (1 << bits):
             raise ValueError(f"wire field {name!r}: {len(codebook)} codebook entries need more "
                              f"than {bits} bits")
-        out.append(WireField(name, bits, codebook, np.dtype(dtype).name))
+        shape = tuple(int(v) for v in field.shape)
+        if any(v < 1 for v in shape):
+            raise ValueError(f"wire field {name!r} must have a positive shape, got {shape}")
+        out.append(WireField(name, bits, codebook, np.dtype(dtype).name, shape))
     if sorted(f.column for f in out) != sorted(names):
         raise ValueError(f"wire fields of {params.protocol!r} must cover the columns {names} once each")
     return out
@@ -162,7 +193,12 @@ def fields(params: Params) -> List[WireField]:
 
 def report_bits(params: Params) -> int:
     """Bits in one report of the protocol ``params`` belong to."""
-    return sum(f.bits for f in fields(params))
+    return sum(f.bits * _entries(f) for f in fields(params))
+
+
+def _entries(field: WireField) -> int:
+    """Values of ``field`` in one report (1 for a 1-D column)."""
+    return int(np.prod(field.shape, dtype=np.int64)) if field.shape else 1
 
 
 def _to_codes(name: str, column: np.ndarray, bits: int, codebook) -> np.ndarray:
@@ -207,10 +243,23 @@ def _bit_matrix(codes: Sequence[np.ndarray], widths: Sequence[int]) -> np.ndarra
 def _codes_of(params: Params, reports: Reports):
     if reports.protocol != params.protocol:
         raise IncompatibleError(f"reports are {reports.protocol!r}, params are {params.protocol!r}")
+    made_with = reports.params_fingerprint
+    if made_with is not None and made_with != params.fingerprint:
+        raise IncompatibleError(f"the reports were made with other parameters (fingerprint {made_with[:16]}) "
+                                f"than the given {params}")
     spec = fields(params)
     columns = reports.columns()
-    codes = [_to_codes(f.column, columns[f.column], f.bits, f.codebook) for f in spec]
-    return spec, codes
+    codes, widths = [], []
+    for f in spec:
+        column = np.asarray(columns[f.column])
+        if column.shape[1:] != f.shape:
+            raise ReportError(f"report column {f.column!r} must have shape (n, {', '.join(map(str, f.shape))}) "
+                              f"for the wire encoding, got {column.shape}")
+        flat = column.reshape(column.shape[0], _entries(f))
+        for entry in range(flat.shape[1]):
+            codes.append(_to_codes(f.column, flat[:, entry], f.bits, f.codebook))
+            widths.append(f.bits)
+    return widths, codes
 
 
 def encode(params: Params, reports: Reports) -> bytes:
@@ -219,8 +268,7 @@ def encode(params: Params, reports: Reports) -> bytes:
     Raises:
         ReportError: a value does not fit its field.
     """
-    spec, codes = _codes_of(params, reports)
-    widths = [f.bits for f in spec]
+    widths, codes = _codes_of(params, reports)
     n = len(reports)
     out = []
     for start in range(0, n, _CHUNK):  # _CHUNK is a multiple of 8: chunks end on a byte
@@ -233,19 +281,22 @@ def _columns_from_bits(spec: Sequence[WireField], bitmat: np.ndarray) -> dict:
     columns = {}
     offset = 0
     n = bitmat.shape[0]
-    for name, bits, codebook, dtype in spec:
-        padded = np.zeros((n, 64), np.uint8)
-        padded[:, 64 - bits:] = bitmat[:, offset:offset + bits]
-        offset += bits
-        values = np.packbits(padded, axis=1).view(">u8").reshape(n).astype(np.uint64)
+    for field in spec:
+        name, bits, codebook, dtype = field.column, field.bits, field.codebook, field.dtype
+        entries = _entries(field)
+        padded = np.zeros((n, entries, 64), np.uint8)
+        padded[:, :, 64 - bits:] = bitmat[:, offset:offset + bits * entries].reshape(n, entries, bits)
+        offset += bits * entries
+        values = np.packbits(padded, axis=2).view(">u8").reshape(n, entries).astype(np.uint64)
         if codebook is not None:
             if values.size and values.max() >= len(codebook):
-                i = int(np.argmax(values >= len(codebook)))
-                raise ReportError(f"wire field {name!r} holds code {values[i]} at report {i}, "
+                i = int(np.argmax((values >= len(codebook)).any(axis=1)))
+                raise ReportError(f"wire field {name!r} holds code {int(values[i].max())} at report {i}, "
                                   f"but its codebook has {len(codebook)} entries")
-            columns[name] = np.asarray(codebook, dtype=dtype)[values.astype(np.intp)]
+            decoded = np.asarray(codebook, dtype=dtype)[values.astype(np.intp)]
         else:
-            columns[name] = values.astype(dtype)  # fits: values < 2**bits, checked by fields()
+            decoded = values.astype(dtype)  # fits: values < 2**bits, checked by fields()
+        columns[name] = decoded.reshape((n,) + field.shape) if field.shape else decoded.reshape(n)
     return columns
 
 
@@ -253,12 +304,11 @@ def _finish(params: Params, columns: dict) -> Reports:
     """Build the batch and run the protocol's own validation on it."""
     proto = protocol(params.protocol)
     reports = proto.reports.from_columns({n: columns[n] for n in proto.reports.column_names()}, params)
+    reports.params_fingerprint = params.fingerprint
     if callable(getattr(reports, "validate", None)):
         reports.validate(params)
-    elif callable(getattr(proto.aggregator, "_validate", None)):
-        proto.aggregator(params)._validate(reports)
-    else:  # the aggregator's update validates the whole batch before counting
-        proto.aggregator(params).update(reports)
+    else:
+        proto.aggregator(params).validate(reports)
     return reports
 
 
@@ -269,7 +319,7 @@ def decode(params: Params, blob: bytes, n: int) -> Reports:
         ReportError: wrong length, non-zero padding, or values the protocol rejects.
     """
     spec = fields(params)
-    total = sum(f.bits for f in spec)
+    total = sum(f.bits * _entries(f) for f in spec)
     n = int(n)
     if n < 0:
         raise ReportError(f"n must be >= 0, got {n}")
@@ -293,8 +343,7 @@ def decode(params: Params, blob: bytes, n: int) -> Reports:
 
 def encode_each(params: Params, reports: Reports) -> List[bytes]:
     """One message per report, ``ceil(report_bits(params)/8)`` bytes each."""
-    spec, codes = _codes_of(params, reports)
-    widths = [f.bits for f in spec]
+    widths, codes = _codes_of(params, reports)
     total = sum(widths)
     size = (total + 7) // 8
     n = len(reports)
@@ -316,7 +365,7 @@ def decode_each(params: Params, messages: Sequence[bytes]) -> Reports:
             values the protocol rejects (the index of the first bad message is named).
     """
     spec = fields(params)
-    total = sum(f.bits for f in spec)
+    total = sum(f.bits * _entries(f) for f in spec)
     size = (total + 7) // 8
     for i, message in enumerate(messages):
         if len(message) != size:

@@ -67,13 +67,24 @@ def cases():
             epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5))), None),
         "svim-padded": ("svim-padded", lambda: fam("svim-padded")(
             epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5)), L=3), None),
+        "cms-rappor": ("cms-rappor", lambda: fam("cms-rappor")(epsilon=2.0, d=200, m=24, variant="asymmetric",
+                                                                field_size=211), None),
+        "cms-rappor-candidates": ("cms-rappor", lambda: fam("cms-rappor")(epsilon=1.0, d=200, m=16),
+                                  lambda p: fam("cms-rappor", "aggregator")(p, candidates=np.arange(0, 200, 9))),
+        "ss": ("ss", lambda: fam("ss")(epsilon=1.0, d=200), None),
+        "cmshe-apple": ("cmshe-apple", lambda: fam("cmshe-apple")(epsilon=2.0, d=200, k=8, m=32, hash_seed=7), None),
+        "rhr-original": ("rhr-original", lambda: fam("rhr-original")(epsilon=2.0, d=200), None),
+        "hashtogram": ("hashtogram", lambda: fam("hashtogram")(epsilon=2.0, d=1000, R=5, T=32, hash_seed=3), None),
+        "npcms": ("npcms", lambda: fam("npcms").create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3), None),
+        "treehist-cs": ("treehist-cs", lambda: fam("treehist-cs").create(epsilon=2.0, d=1024, n=2000, hash_seed=3),
+                        None),
     }
     return {case: (pid, make, zero, 2000, 20261121) for case, (pid, make, zero) in table.items()
             if pid in known}
 
 
 SET_VALUED = {"privsketch", "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean", "multi-pcms-min",
-              "ps-olh", "svim-items", "svim-lengths", "svim-padded"}
+              "ps-olh", "svim-items", "svim-lengths", "svim-padded", "npcms"}
 
 
 def client_inputs(pid, d, n, seed):

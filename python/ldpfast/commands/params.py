@@ -3,8 +3,8 @@
 For a privacy parameter eps, a dictionary size d, a number of users n and a prior f*
 (an upper bound on the largest frequency you care about; 1 = no prior), prints the hash
 range and field [PAN] Algorithm 1 picks for OCMS+RR (MSE and l modes), the bits each
-report costs, and the closed-form errors of OCMS+RR next to HE, CMS+HE, OLH, RHR, HRR
-and GRR:
+report costs, and the closed-form errors of OCMS+RR next to HE, CMS+HE, OLH, RHR, HRR,
+GRR, CMS with symmetric/asymmetric RAPPOR and Subset Selection:
 
 * worst-case MSE over values with ``f <= f*`` ([PAN] Eq. 20 with the integer ``m``;
   every variance here is linear in ``f``, so the worst case is at ``f = 0`` or ``f*``);
@@ -26,7 +26,7 @@ from typing import Dict, List
 from ..errors import ParameterError
 from ._options import integer
 
-HELP = "closed-form errors and report sizes of OCMS+RR vs HE, CMS+HE, OLH, RHR, HRR, GRR"
+HELP = "closed-form errors and report sizes of OCMS+RR vs HE, CMS+HE, OLH, RHR, HRR, GRR, RAPPOR-CMS, SS"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes=("mse", "
     Raises:
         ParameterError: invalid eps, d, n or f*.
     """
-    from .. import ocms
+    from .. import ocms, rappor_cms, subset_selection
     from ..theory import hadamard as th
     from ..theory import ocms as to
 
@@ -117,7 +117,22 @@ def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes=("mse", "
             (d * th.c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)")
     grr_var = lambda f: to.grr_variance(epsilon, d, n, f)  # noqa: E731
     add("GRR", d, _ceil_log2(d), grr_var, (d - 1) * grr_var(0.0) + grr_var(1.0), "k-ary RR on [d]")
+    for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):
+        rp = rappor_cms.Params.optimal(epsilon=epsilon, d=d, variant=variant)
+        add(name, rp.m, rp.communication_bits, lambda f, rp=rp: rp.variance(n, f),
+            _affine_l2(lambda f, rp=rp: rp.variance(n, f), d),
+            "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)")
+    if d <= subset_selection.MAX_D:
+        sp = subset_selection.Params(epsilon=epsilon, d=d)
+        add("SS", sp.k, sp.communication_bits, lambda f: sp.variance(n, f), _affine_l2(lambda f: sp.variance(n, f), d),
+            f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)")
     return rows
+
+
+def _affine_l2(variance, d: int) -> float:
+    """Worst-case l2 over distributions on [d] of a variance affine in f (sum f = 1)."""
+    at_zero, at_one = variance(0.0), variance(1.0)
+    return float(d * at_zero + max(0.0, at_one - at_zero))
 
 
 def format_rows(rows: List[Dict[str, object]]) -> str:
