@@ -653,14 +653,16 @@ PAN_DATASETS = {
 }
 
 
-def pan_dataset(name: str, kosarak_source: str = "kosarak-prefix") -> DataSource:
-    """The data source of one [PAN] experiment (see :data:`PAN_DATASETS`)."""
+def pan_dataset(name: str, kosarak_source: str = "kosarak-prefix", n: Optional[int] = None) -> DataSource:
+    """The data source of one [PAN] experiment (see :data:`PAN_DATASETS`); ``n`` shrinks
+    the synthetic Zipf and Gaussian sets (default: the paper's 10,000 users)."""
     from . import datasets
 
+    sizes = {} if n is None else {"n": n}
     if name == "zipf":
-        return lambda eps: datasets.pan_zipf(eps)
+        return lambda eps: datasets.pan_zipf(eps, **sizes)
     if name == "gaussian":
-        return datasets.pan_gaussian("r1")
+        return datasets.pan_gaussian("r1", **sizes)
     if name == "kosarak":
         return datasets.mini_kosarak(kosarak_source, mode="faithful")
     raise ParameterError(f"dataset must be one of {sorted(PAN_DATASETS)}, got {name!r}")
@@ -669,15 +671,16 @@ def pan_dataset(name: str, kosarak_source: str = "kosarak-prefix") -> DataSource
 def reproduce_pan(datasets: Sequence[str] = ("zipf", "gaussian", "kosarak"),
                   algorithms: Sequence[str] = PAN_ALGORITHMS,
                   epsilons: Sequence[float] = (1, 2, 3, 4, 5), runs: int = 100, *, seed: int = 0,
-                  kosarak_source: str = "kosarak-prefix",
+                  kosarak_source: str = "kosarak-prefix", n: Optional[int] = None,
                   progress: Union[bool, ProgressBar] = False) -> Dict[str, SimulationResult]:
     """Run [PAN] section 6 (Figs. 2-4): each algorithm ``runs`` times per eps on each data
     set. Returns ``{dataset: SimulationResult}``; see :func:`pan_checks` and
     :func:`pan_report`. Algorithms missing from this build raise ParameterError.
     ``progress``: True for a stderr progress bar, or a :class:`ProgressBar` to advance
-    (one step per run, data sets, eps and algorithms in that nesting order)."""
+    (one step per run, data sets, eps and algorithms in that nesting order). ``n``: users of
+    the synthetic data sets (default the paper's 10,000; smaller for smoke tests)."""
     algs = [get_algorithm(a) for a in algorithms]
-    sources = {name: pan_dataset(name, kosarak_source) for name in datasets}
+    sources = {name: pan_dataset(name, kosarak_source, n) for name in datasets}
     bar = progress if isinstance(progress, ProgressBar) else ProgressBar(
         len(sources) * len(algs) * len(epsilons) * runs, enabled=bool(progress))
     results = {name: simulate(algs, source, epsilons, runs, seed=seed, progress=bar)

@@ -35,6 +35,9 @@ DEFAULT_OUT = "ldpfast-reproduce"
 #: Calibration costs two runs per cell: below this many runs it would add more than 10%.
 CALIBRATE_FROM_RUNS = 20
 
+#: ``--quick``: enough to exercise every step and write every file, not to reproduce the figures.
+QUICK_RUNS, QUICK_EPS, QUICK_N = 2, "1,3", 2000
+
 HELP = "reproduce Pan's experiments (Figs. 2-4): tables, plots, and a markdown report"
 
 
@@ -58,12 +61,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="save every measured cell as JSON to this path (default OUT/pan_reproduction.json)")
     parser.add_argument("--from-json", default=None,
                         help="do not simulate: re-render the report and plots from a file saved with --json")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke test in under a minute: {QUICK_RUNS} runs, eps {QUICK_EPS}, "
+                             f"{QUICK_N:,} users in the synthetic data sets (overrides --runs and --eps)")
 
 
 def command_line(args: argparse.Namespace) -> str:
     """The full command that reproduces ``args`` (every option spelled out)."""
-    parts = ["ldpfast", "reproduce", "--datasets", args.datasets, "--algorithms", args.algorithms,
-             "--eps", args.eps, "--runs", str(args.runs), "--seed", str(args.seed)]
+    parts = ["ldpfast", "reproduce", "--datasets", args.datasets, "--algorithms", args.algorithms]
+    parts += ["--quick"] if args.quick else ["--eps", args.eps, "--runs", str(args.runs)]
+    parts += ["--seed", str(args.seed)]
     if args.kosarak != "kosarak-prefix":
         parts += ["--kosarak", args.kosarak]
     if args.threads:
@@ -160,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
     from .. import experiments
 
     setup_threads(args.threads)
+    if args.quick:
+        if args.from_json:
+            raise ParameterError("--quick and --from-json cannot be combined")
+        args.runs, args.eps = QUICK_RUNS, QUICK_EPS
     if args.from_json and args.json:
         raise ParameterError("--from-json and --json cannot be combined")
     explicit_report = args.report is not None
@@ -201,8 +212,9 @@ def run(args: argparse.Namespace) -> int:
             bar = calibrate(names, algorithms, epsilons, args.runs, args.seed, args.kosarak)
             bar.enabled = progress
             progress = bar
-        results = experiments.reproduce_pan(names, algorithms, epsilons, args.runs,
-                                            seed=args.seed, kosarak_source=args.kosarak, progress=progress)
+        results = experiments.reproduce_pan(names, algorithms, epsilons, args.runs, seed=args.seed,
+                                            kosarak_source=args.kosarak, n=QUICK_N if args.quick else None,
+                                            progress=progress)
         command, environment = command_line(args), environment_line(args.threads, time.perf_counter() - start)
     plots = {}
     if not args.no_plot:
