@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Text
 import numpy as np
 
 from ._base import Params, protocols
-from .datasets import ValueData
+from .datasets import SetData, ValueData
 from ._validate import check_epsilon
 from .errors import ParameterError
 from .theory import hadamard as _theory_h
@@ -44,7 +44,9 @@ from .theory import ocms as _theory
 __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
            "appendix_k_factor",
            "worst_case_mse", "l1_loss", "l2_loss", "CellResult", "SimulationResult",
-           "simulate", "run_once", "ProgressBar", "plot_results", "require_matplotlib", "DataSource",
+           "simulate", "run_once", "SetAlgorithm", "SET_ALGORITHMS", "HeavyAlgorithm", "HEAVY_ALGORITHMS",
+           "KINDS", "algorithm_kind", "SetCellResult", "SetSimulationResult", "HeavyCellResult",
+           "HeavySimulationResult", "simulate_sets", "simulate_heavy", "plot_kind_results", "ProgressBar", "plot_results", "require_matplotlib", "DataSource",
            "PAN_DATASETS", "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS", "reproduce_pan", "pan_checks",
            "pan_report"]
 
@@ -554,6 +556,452 @@ def _add_theory(cell: CellResult, alg: Algorithm, params: Params, data: ValueDat
     if alg.l2 is not None:
         cell.theory_l2 = float(alg.l2(params, data.n, size))
         cell.theory_l1 = math.sqrt(size * cell.theory_l2)
+
+
+# ----------------------------------------------------------------------------------
+# Set-valued protocols ([PS] section 4) and heavy hitters ([WW] section 5)
+# ----------------------------------------------------------------------------------
+
+def _available(module: str) -> bool:
+    return Algorithm("", "", module, lambda *a: None).available()  # type: ignore[arg-type]
+
+
+def _draw(gen: np.random.Generator) -> int:
+    return int(gen.integers(0, 2**63))
+
+
+def _sketch_run(params_name: str, client_name: str, server_name: str, module: str = "privsketch",
+                **estimate: Any):
+    """Run a K x M sketch protocol ([PS] defaults K = 4, M = 128) on set data and
+    estimate the whole domain."""
+    def run(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
+        import warnings
+
+        mod = _mod(module)
+        params = getattr(mod, params_name).create(epsilon=eps, d=sets.d, seed=_draw(gen))
+        with warnings.catch_warnings():  # PrivSketch's ordering matrix: simulated on purpose
+            warnings.simplefilter("ignore", _mod("privsketch").PrivacyWarning)
+            reports = getattr(mod, client_name)(params, rng=_draw(gen)).perturb(sets)
+        return np.asarray(getattr(mod, server_name)(params).update(reports).estimate(**estimate), dtype=np.float64)
+    return run
+
+
+def _ps_olh_run(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
+    ps = _mod("privsketch")
+    params = ps.PSOLHParams(epsilon=eps, d=sets.d, pad_len=ps.padding_length(sets))
+    server = ps.PSOLHServer(params).update(ps.PSOLHClient(params, rng=_draw(gen)).perturb(sets))
+    return np.asarray(server.estimate(), dtype=np.float64)
+
+
+def _ps_olh_theory(eps: float, sets: SetData) -> Optional[float]:
+    """Mean of PS-OLH's variance over the domain; it is the MSE only when no set is longer
+    than the padding (P90 of the set sizes), when the estimate is unbiased."""
+    ps = _mod("privsketch")
+    params = ps.PSOLHParams(epsilon=eps, d=sets.d, pad_len=ps.padding_length(sets))
+    if sets.n == 0 or int(sets.sizes().max()) > params.pad_len:
+        return None
+    from .theory import privsketch as _theory_ps
+
+    var = _theory_ps.ps_olh_variance(eps, sets.n, sets.frequencies(), pad_len=params.pad_len, g=params.g)
+    return float(np.mean(var))
+
+
+def _svim_run(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
+    result = _mod("privsketch").svim(sets, eps, k=k, rng=_draw(gen))
+    est = np.zeros(sets.d)
+    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
+    return est
+
+
+@dataclasses.dataclass(frozen=True)
+class SetAlgorithm:
+    """How the harness runs one set-valued protocol on a :class:`~ldpfast.datasets.SetData`.
+
+    ``run(epsilon, sets, generator, k)`` returns frequency estimates for the whole domain
+    (``whole_domain=False``: only the ``k`` items the protocol reports, zeros elsewhere, so
+    only the top-k metrics apply). ``theory_mse(epsilon, sets)``: the closed-form MSE over the
+    domain where the estimator is unbiased on these sets, else None."""
+
+    name: str
+    label: str
+    module: str
+    run: Callable[[float, SetData, np.random.Generator, int], np.ndarray]
+    summary: str = ""
+    theory_mse: Optional[Callable[[float, SetData], Optional[float]]] = None
+    whole_domain: bool = True
+
+    def available(self) -> bool:
+        return _available(self.module)
+
+
+SET_ALGORITHMS: Dict[str, SetAlgorithm] = {a.name: a for a in (
+    SetAlgorithm("privsketch", "PrivSketch", "privsketch", _sketch_run("Params", "Client", "Server"),
+                 "PrivSketch, K=4, M=128, R2 estimator (NOT eps-LDP: its ordering matrix leaks, PS reproduction only)"),
+    SetAlgorithm("privsketch-nosmp", "PrivSketch-noSmp", "privsketch",
+                 _sketch_run("NoSmpParams", "NoSmpClient", "NoSmpServer"),
+                 "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
+    SetAlgorithm("privsketch-ldp", "PrivSketch-LDP", "privsketch",
+                 _sketch_run("SafeParams", "SafeClient", "SafeServer", estimator="mean-corrected"),
+                 "LDP-safe PrivSketch: no ordering matrix, one sampled cell, fill-corrected count-mean"),
+    SetAlgorithm("multi-pcms-mean", "Multi-PCMS-Mean", "privsketch",
+                 _sketch_run("MultiPCMSMeanParams", "MultiPCMSMeanClient", "MultiPCMSMeanServer"),
+                 "one sketch row per user, eps/M per cell, count-mean decoding (PS baseline)"),
+    SetAlgorithm("multi-pcms-min", "Multi-PCMS-Min", "privsketch",
+                 _sketch_run("MultiPCMSMinParams", "MultiPCMSMinClient", "MultiPCMSMinServer"),
+                 "whole sketch per user, eps/(KM) per cell, count-min decoding (PS baseline)"),
+    SetAlgorithm("ps-olh", "PS-OLH", "privsketch", _ps_olh_run,
+                 "padding-and-sampling OLH, padding = P90 of the set sizes (Wang et al. 2018)",
+                 theory_mse=_ps_olh_theory),
+    SetAlgorithm("npcms", "nPCMS", "npcms", _sketch_run("Params", "Client", "Server", module="npcms"),
+                 "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
+    SetAlgorithm("svim", "SVIM", "privsketch", _svim_run,
+                 "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)", whole_domain=False),
+)}
+
+
+def _heavy_params(module: str, factory: str):
+    return lambda eps, data, beta, gen: getattr(_mod(module).Params, factory)(
+        eps, data.d, data.n, beta, hash_seed=_draw(gen))
+
+
+@dataclasses.dataclass(frozen=True)
+class HeavyAlgorithm:
+    """How the harness runs one heavy-hitter protocol on a :class:`ValueData`:
+    ``make_params(epsilon, data, beta, generator)`` gives parameters with ``delta`` and
+    ``tau`` (counts); the module's Client/Server run it and ``Server.heavy_hitters()``
+    searches the prefix tree."""
+
+    name: str
+    label: str
+    module: str
+    make_params: Callable[[float, ValueData, float, np.random.Generator], Params]
+    summary: str = ""
+
+    def available(self) -> bool:
+        return _available(self.module)
+
+
+HEAVY_ALGORITHMS: Dict[str, HeavyAlgorithm] = {a.name: a for a in (
+    HeavyAlgorithm("hadaheavy", "HadaHeavy", "hadaheavy", _heavy_params("hadaheavy", "create"),
+                   "WW HadaHeavy: prefix search over B-ary symbols, HadaOracle per level"),
+    HeavyAlgorithm("treehist", "TreeHist", "hadaheavy", _heavy_params("hadaheavy", "treehist"),
+                   "TreeHist as HadaHeavy with B = 2 (binary prefixes, HadaOracle levels)"),
+    HeavyAlgorithm("treehist-cs", "TreeHist-CS", "treehist_cs", _heavy_params("treehist_cs", "create"),
+                   "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),
+)}
+
+#: The kinds of protocol ``ldpfast simulate`` runs, and their tables.
+KINDS = {"values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS}
+
+
+def algorithm_kind(name: str) -> str:
+    """``"values"``, ``"sets"`` or ``"heavy"``: which table ``name`` is in (ParameterError
+    listing every name when none)."""
+    for kind, table in KINDS.items():
+        if name in table:
+            return kind
+    names = sorted(n for table in KINDS.values() for n in table)
+    raise ParameterError(f"protocol must be one of {names}, got {name!r}")
+
+
+def _get(table: Dict[str, Any], name: str):
+    kind = algorithm_kind(name)
+    if KINDS[kind] is not table:
+        raise ParameterError(f"protocol {name!r} is a {kind} protocol, not one of {sorted(table)}")
+    alg = table[name]
+    if not alg.available():
+        raise ParameterError(f"protocol {name!r} needs ldpfast.{alg.module}, which this build lacks")
+    return alg
+
+
+class _Tables:
+    """Cell lookup, JSON and tables shared by the set-valued and heavy-hitter results;
+    ``METRICS`` maps a metric to (cell attribute, title, format, closed-form attribute)."""
+
+    METRICS: Dict[str, tuple] = {}
+    CELL: type = object
+    cells: list
+    dataset: str
+
+    def cell(self, algorithm: str, epsilon: float):
+        for c in self.cells:
+            if c.algorithm == algorithm and c.epsilon == epsilon:
+                return c
+        raise KeyError((algorithm, epsilon))
+
+    @property
+    def algorithms(self) -> List[str]:
+        return list(dict.fromkeys(c.algorithm for c in self.cells))
+
+    @property
+    def epsilons(self) -> List[float]:
+        return sorted({c.epsilon for c in self.cells})
+
+    def to_dict(self) -> Dict[str, object]:
+        """JSON-ready dict (inverse: :meth:`from_dict`)."""
+        out = dataclasses.asdict(self)  # type: ignore[call-overload]
+        out["kind"] = self.kind  # type: ignore[attr-defined]
+        return json.loads(json.dumps(out, default=_json_default))
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, object]):
+        fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["cells"] = [cls.CELL(**c) for c in data["cells"]]  # type: ignore[union-attr]
+        return cls(**kwargs)
+
+    def table(self, metric: str = "all", markdown: bool = False) -> str:
+        """Text (or markdown) table per metric (``all``: every metric): one row per
+        algorithm with the measured values per eps, plus its closed form where there is one."""
+        if metric == "all":
+            return "\n\n".join(self.table(m, markdown) for m in self.METRICS)
+        if metric not in self.METRICS:
+            raise ParameterError(f"metric must be one of {list(self.METRICS)} or 'all', got {metric!r}")
+        attr, title, fmt, theory = self.METRICS[metric]
+        header = ["algorithm"] + [f"eps={e:g}" for e in self.epsilons]
+        rows = []
+        for name in self.algorithms:
+            cells = [self.cell(name, e) for e in self.epsilons]
+            values = [getattr(c, attr) for c in cells]
+            rows.append([cells[0].label] + ["-" if v is None else format(v, fmt) for v in values])
+            if theory and all(getattr(c, theory) is not None for c in cells):
+                what = "Delta (its guarantee)" if theory == "delta" else "closed form"
+                rows.append([f"{cells[0].label} {what}" if markdown else f"  {what}"]
+                            + [format(getattr(c, theory), fmt) for c in cells])
+        return _format_table(f"{self.dataset}: {title}", header, rows, markdown)
+
+
+@dataclasses.dataclass
+class SetCellResult:
+    """One set-valued protocol at one eps: ``mse`` (mean over runs of the whole-domain MSE,
+    :func:`ldpfast.metrics.mse`; None for top-k-only protocols) with standard error
+    ``mse_se``; ``var`` and ``ncr`` ([PS] Var over ``C_e ∩ C_t`` on the count scale and NCR,
+    top-``k``, means over runs; runs whose top-k sets are disjoint are left out of ``var``);
+    ``theory_mse``: the closed form where the estimator is unbiased on the data."""
+
+    algorithm: str
+    label: str
+    epsilon: float
+    runs: int
+    n: int
+    k: int
+    mse: Optional[float]
+    mse_se: Optional[float]
+    var: float
+    ncr: float
+    ncr_se: float
+    seconds: float
+    theory_mse: Optional[float] = None
+
+
+@dataclasses.dataclass
+class SetSimulationResult(_Tables):
+    """All cells of a set-valued simulation (see :func:`simulate_sets`)."""
+
+    dataset: str
+    n: int
+    d: int
+    k: int
+    runs: int
+    seed: int
+    cells: List[SetCellResult]
+    kind = "sets"
+    CELL = SetCellResult
+    METRICS = {"mse": ("mse", "MSE over the whole domain (frequency scale, PS Fig. 4)", ".4e", "theory_mse"),
+               "var": ("var", "Var over the top-k (count scale, PS Fig. 5)", ".4e", None),
+               "ncr": ("ncr", "NCR of the top-k (PS Fig. 5)", ".3f", None)}
+
+
+@dataclasses.dataclass
+class HeavyCellResult:
+    """One heavy-hitter protocol at one eps, means over runs. A true heavy hitter has count
+    ``c(x) >= tau`` (the protocol's own threshold); ``recall``: share of them output;
+    ``precision``: share of outputs with ``c(x) >= tau - 2 Delta`` (the guarantee's lower end,
+    [WW] Thm 5.1); ``max_error``: ``max |chat(x) - c(x)|`` over the true heavy hitters (counts;
+    0 when there are none), to compare with the protocol's ``delta`` (Delta);
+    ``max_error_worst``: its largest value over the runs."""
+
+    algorithm: str
+    label: str
+    epsilon: float
+    runs: int
+    n: int
+    heavy: float
+    outputs: float
+    recall: Optional[float]
+    precision: Optional[float]
+    max_error: float
+    max_error_worst: float
+    delta: float
+    tau: float
+    seconds: float
+
+
+@dataclasses.dataclass
+class HeavySimulationResult(_Tables):
+    """All cells of a heavy-hitter simulation (see :func:`simulate_heavy`)."""
+
+    dataset: str
+    n: int
+    d: int
+    beta: float
+    runs: int
+    seed: int
+    cells: List[HeavyCellResult]
+    kind = "heavy"
+    CELL = HeavyCellResult
+    METRICS = {"recall": ("recall", "recall (share of c(x) >= tau found)", ".3f", None),
+               "precision": ("precision", "precision (share of outputs with c(x) >= tau - 2 Delta)", ".3f", None),
+               "error": ("max_error", "max |error| over the true heavy hitters (counts)", ".1f", "delta")}
+
+
+def _checked(algorithms, getter, epsilons, runs):
+    algs = [getter(a) if isinstance(a, str) else a for a in algorithms]
+    epsilons = [_check_eps(e) for e in epsilons]
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise ParameterError(f"runs must be a positive integer, got {runs!r}")
+    if not algs or not epsilons:
+        raise ParameterError("need at least one algorithm and one epsilon")
+    return algs, epsilons
+
+
+def _se(values: np.ndarray) -> float:
+    return float(np.std(values, ddof=1) / math.sqrt(values.size)) if values.size > 1 else float("nan")
+
+
+def simulate_sets(algorithms: Sequence[Union[str, SetAlgorithm]], sets: SetData, epsilons: Iterable[float],
+                  runs: int = 10, *, k: int = 50, seed: int = 0,
+                  progress: Union[bool, ProgressBar] = False) -> SetSimulationResult:
+    """Run each set-valued protocol ``runs`` times at each eps on ``sets`` and measure
+    [PS]'s metrics against the true frequencies ``f(x)`` = share of users holding ``x``.
+    ``k`` (capped at ``d``): the top-k of Var and NCR. Seeds as :func:`simulate`."""
+    from . import metrics
+
+    algs, epsilons = _checked(algorithms, lambda a: _get(SET_ALGORITHMS, a), epsilons, runs)
+    if not isinstance(sets, SetData) or sets.n < 1:
+        raise ParameterError(f"sets must be a SetData with at least one user, got {sets!r}")
+    k = min(_check_int_arg("k", k), sets.d)
+    truth = sets.frequencies()
+    bar = progress if isinstance(progress, ProgressBar) else ProgressBar(
+        len(algs) * len(epsilons) * runs, enabled=bool(progress))
+    cells = []
+    for eps in epsilons:
+        for alg in algs:
+            start = time.perf_counter()
+            mse, var, ncr = np.empty(runs), np.empty(runs), np.empty(runs)
+            for t in range(runs):
+                gen = np.random.default_rng(_run_seed(seed, alg.name, sets.name, eps, t))
+                est = alg.run(eps, sets, gen, k)
+                mse[t] = metrics.mse(est, truth)
+                var[t] = metrics.var_topk(est, truth, sets.n, k)
+                ncr[t] = metrics.ncr(est, truth, k)
+                bar.advance(1, f"{alg.name} eps={eps:g}")
+            seen = var[~np.isnan(var)]
+            cells.append(SetCellResult(
+                algorithm=alg.name, label=alg.label, epsilon=eps, runs=runs, n=sets.n, k=k,
+                mse=float(mse.mean()) if alg.whole_domain else None,
+                mse_se=_se(mse) if alg.whole_domain else None,
+                var=float(seen.mean()) if seen.size else float("nan"), ncr=float(ncr.mean()), ncr_se=_se(ncr),
+                seconds=time.perf_counter() - start,
+                theory_mse=alg.theory_mse(eps, sets) if alg.theory_mse is not None else None))
+    if not isinstance(progress, ProgressBar):
+        bar.close()
+    return SetSimulationResult(dataset=sets.name, n=sets.n, d=sets.d, k=k, runs=runs, seed=seed, cells=cells)
+
+
+def _check_int_arg(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParameterError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def simulate_heavy(algorithms: Sequence[Union[str, HeavyAlgorithm]], data: DataSource,
+                   epsilons: Iterable[float], runs: int = 5, *, beta: float = 0.05, seed: int = 0,
+                   progress: Union[bool, ProgressBar] = False) -> HeavySimulationResult:
+    """Run each heavy-hitter protocol ``runs`` times at each eps on ``data`` (a
+    :class:`ValueData` or ``eps -> ValueData``) with failure probability ``beta``, and
+    measure recall, precision and the largest error over the true heavy hitters
+    (:class:`HeavyCellResult`). Seeds as :func:`simulate`."""
+    algs, epsilons = _checked(algorithms, lambda a: _get(HEAVY_ALGORITHMS, a), epsilons, runs)
+    if not 0 < beta < 1:
+        raise ParameterError(f"beta must be in (0, 1), got {beta!r}")
+    bar = progress if isinstance(progress, ProgressBar) else ProgressBar(
+        len(algs) * len(epsilons) * runs, enabled=bool(progress))
+    cells, first = [], None
+    for eps in epsilons:
+        dataset = data(eps) if callable(data) else data
+        first = first or dataset
+        items, counts = np.unique(dataset.values, return_counts=True)
+        values = np.asarray(dataset.values, dtype=np.uint64)
+        for alg in algs:
+            start = time.perf_counter()
+            rows = []
+            for t in range(runs):
+                gen = np.random.default_rng(_run_seed(seed, alg.name, dataset.name, eps, t))
+                params = alg.make_params(eps, dataset, beta, gen)
+                mod = _mod(alg.module)
+                server = mod.Server(params).update(mod.Client(params, rng=_draw(gen)).perturb(values))
+                found = np.asarray(server.heavy_hitters().items, dtype=np.int64)
+                is_heavy = counts >= params.tau
+                heavy = items[is_heavy]
+                pos = np.searchsorted(items, found).clip(0, items.size - 1)
+                true_out = np.where(items[pos] == found, counts[pos], 0)  # c(x) of each output
+                error = (np.abs(np.asarray(server.estimate(heavy.astype(np.uint64), counts=True))
+                                - counts[is_heavy]).max() if heavy.size else 0.0)
+                rows.append((heavy.size, found.size,
+                             np.isin(heavy, found).mean() if heavy.size else np.nan,
+                             (true_out >= params.tau - 2 * params.delta).mean() if found.size else np.nan,
+                             float(error), params.delta, params.tau))
+                bar.advance(1, f"{dataset.name} {alg.name} eps={eps:g}")
+            r = np.array(rows, dtype=np.float64)
+            recall, precision = r[:, 2][~np.isnan(r[:, 2])], r[:, 3][~np.isnan(r[:, 3])]
+            cells.append(HeavyCellResult(
+                algorithm=alg.name, label=alg.label, epsilon=eps, runs=runs, n=dataset.n,
+                heavy=float(r[:, 0].mean()), outputs=float(r[:, 1].mean()),
+                recall=float(recall.mean()) if recall.size else None,
+                precision=float(precision.mean()) if precision.size else None,
+                max_error=float(r[:, 4].mean()), max_error_worst=float(r[:, 4].max()),
+                delta=float(r[:, 5].mean()), tau=float(r[:, 6].mean()), seconds=time.perf_counter() - start))
+    if not isinstance(progress, ProgressBar):
+        bar.close()
+    return HeavySimulationResult(dataset=first.name, n=first.n, d=first.d, beta=beta, runs=runs, seed=seed,
+                                 cells=cells)
+
+
+def plot_kind_results(result: Union[SetSimulationResult, HeavySimulationResult], path: Optional[str] = None) -> Any:
+    """PNG with one panel per metric of a set-valued or heavy-hitter result (closed forms
+    dashed); returns the Figure. Raises ParameterError without matplotlib."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ParameterError("plotting needs matplotlib: install it with pip install 'ldpfast[plot]' "
+                             "(or pass --no-plot)") from None
+    metrics = list(result.METRICS.items())
+    fig = Figure(figsize=(5.2 * len(metrics), 4.2))
+    axes = fig.subplots(1, len(metrics), squeeze=False)
+    eps = result.epsilons
+    for ax, (metric, (attr, title, _fmt, theory)) in zip(axes[0], metrics):
+        for index, name in enumerate(result.algorithms):
+            cells = [result.cell(name, e) for e in eps]
+            values = [getattr(c, attr) for c in cells]
+            if all(v is None for v in values):
+                continue
+            ax.plot(eps, [np.nan if v is None else v for v in values], marker="osv^D<>ph*"[index % 10],
+                    color=f"C{index}", label=cells[0].label)
+            if theory and all(getattr(c, theory) is not None for c in cells):
+                ax.plot(eps, [getattr(c, theory) for c in cells], "--", color=f"C{index}", alpha=0.6,
+                        label=f"{cells[0].label} {'Delta' if theory == 'delta' else 'closed form'}")
+        if metric in ("mse", "var", "error"):
+            ax.set_yscale("log")
+        ax.set_xlabel("privacy parameter eps")
+        ax.set_title(title, fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{result.dataset}: n={result.n}, d={result.d}, {result.runs} runs", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 # ----------------------------------------------------------------------------------
