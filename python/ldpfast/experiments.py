@@ -818,7 +818,7 @@ class HeavyCellResult:
     ``c(x) >= tau`` (the protocol's own threshold); ``recall``: share of them output;
     ``precision``: share of outputs with ``c(x) >= tau - 2 Delta`` (the guarantee's lower end,
     [WW] Thm 5.1); ``max_error``: ``max |chat(x) - c(x)|`` over the true heavy hitters (counts;
-    0 when there are none), to compare with the protocol's ``delta`` (Delta);
+    runs without any are left out; None when no run has one), to compare with the protocol's ``delta`` (Delta);
     ``max_error_worst``: its largest value over the runs."""
 
     algorithm: str
@@ -830,8 +830,8 @@ class HeavyCellResult:
     outputs: float
     recall: Optional[float]
     precision: Optional[float]
-    max_error: float
-    max_error_worst: float
+    max_error: Optional[float]
+    max_error_worst: Optional[float]
     delta: float
     tau: float
     seconds: float
@@ -947,20 +947,21 @@ def simulate_heavy(algorithms: Sequence[Union[str, HeavyAlgorithm]], data: DataS
                 pos = np.searchsorted(items, found).clip(0, items.size - 1)
                 true_out = np.where(items[pos] == found, counts[pos], 0)  # c(x) of each output
                 error = (np.abs(np.asarray(server.estimate(heavy.astype(np.uint64), counts=True))
-                                - counts[is_heavy]).max() if heavy.size else 0.0)
+                                - counts[is_heavy]).max() if heavy.size else np.nan)
                 rows.append((heavy.size, found.size,
                              np.isin(heavy, found).mean() if heavy.size else np.nan,
                              (true_out >= params.tau - 2 * params.delta).mean() if found.size else np.nan,
                              float(error), params.delta, params.tau))
                 bar.advance(1, f"{dataset.name} {alg.name} eps={eps:g}")
             r = np.array(rows, dtype=np.float64)
-            recall, precision = r[:, 2][~np.isnan(r[:, 2])], r[:, 3][~np.isnan(r[:, 3])]
+            recall, precision, error = (r[:, j][~np.isnan(r[:, j])] for j in (2, 3, 4))
             cells.append(HeavyCellResult(
                 algorithm=alg.name, label=alg.label, epsilon=eps, runs=runs, n=dataset.n,
                 heavy=float(r[:, 0].mean()), outputs=float(r[:, 1].mean()),
                 recall=float(recall.mean()) if recall.size else None,
                 precision=float(precision.mean()) if precision.size else None,
-                max_error=float(r[:, 4].mean()), max_error_worst=float(r[:, 4].max()),
+                max_error=float(error.mean()) if error.size else None,
+                max_error_worst=float(error.max()) if error.size else None,
                 delta=float(r[:, 5].mean()), tau=float(r[:, 6].mean()), seconds=time.perf_counter() - start))
     if not isinstance(progress, ProgressBar):
         bar.close()

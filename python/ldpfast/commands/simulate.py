@@ -5,7 +5,15 @@ Example::
     ldpfast simulate -p ocms-mse,he,rhr --data zipf --eps 1,2,3 --runs 20 --plot zipf.png
 
 Prints the worst-case MSE ([PAN] Eq. 19), l1 and l2 over the values of interest, next to
-the closed forms where they exist, and writes a PNG (needs ``pip install 'ldpfast[plot]'``,
+the closed forms where they exist. Set-valued protocols ([PS]: PrivSketch family, nPCMS,
+SVIM) run on set data and report [PS]'s MSE, top-k Var and NCR; heavy-hitter protocols
+([WW]: HadaHeavy, TreeHist, TreeHist-CS) report recall, precision and the largest error over
+the true heavy hitters next to Delta. One kind per run::
+
+    ldpfast simulate -p privsketch,ps-olh,svim --data retail --eps 1,4 --runs 5
+    ldpfast simulate -p hadaheavy,treehist --data zipf --n 100000 --eps 2,4
+
+It and writes a PNG (needs ``pip install 'ldpfast[plot]'``,
 or pass ``--no-plot``). Seeded: the reports are reproducible from ``--seed``, which is
 right for simulation and never for real clients.
 """
@@ -20,6 +28,11 @@ from typing import List, Optional, Union
 
 from ..errors import ParameterError
 from ._options import integer
+
+#: Synthetic set data: [PS] Table 1 Dataset3's shape (Zipf(1.1) items, about 100 per set) at
+#: a tenth of its users unless --n says otherwise.
+SET_SYNTHETIC = "zipf-sets"
+SET_SYNTHETIC_N, SET_SYNTHETIC_D, SET_SYNTHETIC_LENGTH = 10_000, 20_000, 100
 
 HELP = "simulate protocols on a data set over an eps grid; print error tables and plot them"
 
@@ -66,12 +79,15 @@ def add_common(parser: argparse.ArgumentParser, *, runs: int, eps: str) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", "--protocol", default="ocms-mse,ocms-l",
                         help="comma-separated protocol names (see --list; default ocms-mse,ocms-l)")
-    parser.add_argument("--data", default="zipf",
+    parser.add_argument("--data", default=None,
                         help="zipf, zipf-sampled, gaussian, gaussian-paper, mini-kosarak, mini-kosarak-clean, "
                              "a bundled file (kosarak-prefix, retail, bms-webview-1, bms-webview-2) or a path "
-                             "(one value per line, or one set per line) (default zipf)")
+                             "(one value per line, or one set per line) (default zipf); set-valued protocols: "
+                             f"{SET_SYNTHETIC} (synthetic Zipf sets), a bundled file or a path with one set per line "
+                             f"(default {SET_SYNTHETIC})")
     parser.add_argument("--n", type=integer, default=None,
-                        help="users for the synthetic zipf/gaussian data (default: the paper's 10,000)")
+                        help="users for the synthetic zipf/gaussian data (default: the paper's 10,000); with "
+                             "set data: the synthetic sets' users, or the first N users of a file")
     parser.add_argument("--d", type=integer, default=None,
                         help="dictionary size (default: the data set's; zipf 1,000,000 as R1, the paper says 100,000)")
     parser.add_argument("--kosarak", default="kosarak-prefix",
@@ -81,6 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="set-valued data: one report per (user, item) entry, or one sampled item per user")
     parser.add_argument("--candidates", default=None,
                         help="values of interest: 'all', K (the K most frequent) or A:B (default: the data set's)")
+    parser.add_argument("--top-k", type=integer, default=50,
+                        help="set-valued protocols: k of the top-k Var and NCR (default 50, as PS Fig. 5)")
+    parser.add_argument("--beta", type=float, default=0.05,
+                        help="heavy hitters: failure probability the thresholds are set for (default 0.05)")
     add_common(parser, runs=10, eps="1,2,3,4,5")
     parser.add_argument("--plot", default="simulate.png", help="PNG path (default simulate.png)")
     parser.add_argument("--json", default=None, help="also write the results as JSON to this path")
@@ -108,19 +128,60 @@ def progress_enabled(flag: Optional[bool]) -> bool:
     return sys.stderr.isatty() if flag is None else flag
 
 
+KIND_TITLES = {"values": "single-value frequency oracles (metrics: worst-case MSE, l1, l2; value data)",
+               "sets": "set-valued protocols (metrics: MSE, top-k Var, NCR; set data)",
+               "heavy": "heavy hitters (metrics: recall, precision, max error vs Delta; value data)"}
+
+
 def list_choices() -> str:
     from .. import datasets
-    from ..experiments import ALGORITHMS
+    from ..experiments import KINDS
 
-    lines = ["protocols:"]
-    for alg in ALGORITHMS.values():
-        status = "" if alg.available() else "  [not in this build]"
-        lines.append(f"  {alg.name:<12} {alg.label:<14} {alg.summary}{status}")
+    lines = []
+    for kind, table in KINDS.items():
+        lines.append(f"protocols, {KIND_TITLES[kind]}:")
+        for alg in table.values():
+            status = "" if alg.available() else "  [not in this build]"
+            lines.append(f"  {alg.name:<16} {alg.label:<16} {alg.summary}{status}")
     lines.append("data sets:")
     lines += [f"  {name}" for name in datasets.SYNTHETIC]
+    lines.append(f"  {SET_SYNTHETIC}  (synthetic, set-valued)")
     lines += [f"  {name}  (bundled, set-valued)" for name in sorted(datasets.BUNDLED)]
     lines.append("  PATH  (one value per line, or one set of ids per line)")
     return "\n".join(lines)
+
+
+def protocol_kind(names: List[str]) -> str:
+    """The one kind of every name in ``names`` (ParameterError when they mix kinds)."""
+    from ..experiments import algorithm_kind
+
+    if not names:
+        raise ParameterError("--protocol must name at least one protocol")
+    kinds = {name: algorithm_kind(name) for name in names}
+    if len(set(kinds.values())) > 1:
+        groups = "; ".join(f"{kind}: {', '.join(n for n in names if kinds[n] == kind)}"
+                           for kind in dict.fromkeys(kinds.values()))
+        raise ParameterError(f"--protocol must name protocols of one kind (they take different data and "
+                             f"metrics), got {groups}; run each kind separately")
+    return next(iter(kinds.values()))
+
+
+def load_sets(args: argparse.Namespace):
+    """The set data of a set-valued ``simulate``."""
+    from .. import datasets
+
+    name = args.data or SET_SYNTHETIC
+    if name == SET_SYNTHETIC:
+        return datasets.zipf_sets(args.n or SET_SYNTHETIC_N, args.d or SET_SYNTHETIC_D,
+                                  length=SET_SYNTHETIC_LENGTH, seed=args.seed)
+    if name in datasets.SYNTHETIC:
+        raise ParameterError(f"--data {name!r} holds one value per user; set-valued protocols need "
+                             f"{SET_SYNTHETIC}, one of {sorted(datasets.BUNDLED)} or a file with one set per line")
+    sets = datasets.load_sets(name, d=args.d)
+    if args.n is not None and args.n < sets.n:
+        sets = datasets.SetData(offsets=sets.offsets[:args.n + 1], items=sets.items[:sets.offsets[args.n]],
+                                d=sets.d, name=f"{sets.name} (first {args.n:,} users)")
+    return sets
 
 
 def load_data(args: argparse.Namespace):
@@ -128,6 +189,9 @@ def load_data(args: argparse.Namespace):
     from .. import datasets
 
     candidates = parse_candidates(args.candidates)
+    if args.data == SET_SYNTHETIC:
+        raise ParameterError(f"--data {SET_SYNTHETIC!r} is set-valued; use it with set-valued protocols")
+    args.data = args.data or "zipf"
 
     def build(eps: Optional[float]):
         cand = None if candidates == "all" else candidates
@@ -148,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     setup_threads(args.threads)
     names = [p.strip() for p in args.protocol.split(",") if p.strip()]
-    algorithms = [experiments.get_algorithm(name) for name in names]
+    kind = protocol_kind(names)
     epsilons = parse_floats(args.eps)
     # fail before the simulation, not after it
     if not args.no_plot:
@@ -156,6 +220,9 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.plot, "--plot")
     if args.json:
         check_output_path(args.json, "--json")
+    if kind != "values":
+        return run_other_kind(args, kind, names, epsilons)
+    algorithms = [experiments.get_algorithm(name) for name in names]
     result = experiments.simulate(algorithms, load_data(args), epsilons, args.runs, seed=args.seed,
                                   progress=progress_enabled(args.progress))
     print(f"{result.note}\nn={result.n} users, d={result.d}, |X|={result.n_candidates} values of interest, "
@@ -171,5 +238,35 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.json}")
     if not args.no_plot:
         experiments.plot_results(result, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilons: List[float]) -> int:
+    """``simulate`` for set-valued or heavy-hitter protocols."""
+    from .. import experiments
+
+    progress = progress_enabled(args.progress)
+    if kind == "sets":
+        sets = load_sets(args)
+        result = experiments.simulate_sets(names, sets, epsilons, args.runs, k=args.top_k, seed=args.seed,
+                                           progress=progress)
+        sizes = sets.sizes()
+        print(f"n={result.n} users, d={result.d}, set sizes mean {sizes.mean():.1f} max {sizes.max()}, "
+              f"top-k k={result.k}, {result.runs} runs per eps, seed {result.seed}\n")
+    else:
+        if not 0 < args.beta < 1:
+            raise ParameterError(f"--beta must be in (0, 1), got {args.beta!r}")
+        result = experiments.simulate_heavy(names, load_data(args), epsilons, args.runs, beta=args.beta,
+                                            seed=args.seed, progress=progress)
+        print(f"n={result.n} users, d={result.d}, beta={result.beta}, {result.runs} runs per eps, seed "
+              f"{result.seed}; heavy hitter: c(x) >= tau (each protocol's own), counts\n")
+    print(result.table("all", markdown=args.markdown))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result.to_dict(), fh, indent=1)
+        print(f"wrote {args.json}")
+    if not args.no_plot:
+        experiments.plot_kind_results(result, args.plot)
         print(f"wrote {args.plot}")
     return 0
