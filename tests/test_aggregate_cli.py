@@ -407,3 +407,18 @@ def test_progress_line_only_on_request_or_terminal(reports_dir, tmp_path):
     assert last.startswith(f"ldpfast aggregate: {N_FILES}/{N_FILES} files, 100.0% of bytes, ")
     total = sum(500 + 100 * i for i in range(N_FILES))
     assert f"{total:,} reports" in last
+
+
+def test_a_state_locked_by_another_run_is_refused(reports_dir, tmp_path):
+    """Two runs on one --state: the second exits 2 naming the state (the lock is held here,
+    through the same portable helper the command uses)."""
+    from ldpfast.commands.aggregate import _lock_nonblocking
+
+    folder, _, _ = reports_dir
+    state = tmp_path / "state.bin"
+    with open(tmp_path / f".{state.name}.lock", "a") as held:
+        _lock_nonblocking(held)
+        result = _cli(_args(folder, state, tmp_path / "out.bin"))
+    assert result.returncode == 2, result.stderr
+    assert "in use by another ldpfast aggregate run" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out.bin").exists()

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -243,10 +242,24 @@ def _exclusive(state: Path):
         lock = open(lock_path, "a")
     with lock:
         try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            _lock_nonblocking(lock)
+        except OSError:  # BlockingIOError (POSIX) or PermissionError (Windows): held elsewhere
             raise ParameterError(f"--state {state} is in use by another ldpfast aggregate run") from None
         yield
+
+
+def _lock_nonblocking(handle) -> None:
+    """An exclusive advisory lock on an open file, released when it is closed; raises
+    OSError at once if another process holds it."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _sha256(path: Path) -> str:
