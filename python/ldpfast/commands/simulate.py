@@ -29,8 +29,8 @@ from typing import List, Optional, Union
 from ..errors import ParameterError
 from ._options import integer
 
-#: Synthetic set data: [PS] Table 1 Dataset3's shape (Zipf(1.1) items, about 100 per set) at
-#: a tenth of its users unless --n says otherwise.
+#: Synthetic set data: [PS] Table 1 Dataset3's shape (Zipf(1.1) items, lengths drawn around 100
+#: before de-duplication) at a tenth of its users unless --n says otherwise.
 SET_SYNTHETIC = "zipf-sets"
 SET_SYNTHETIC_N, SET_SYNTHETIC_D, SET_SYNTHETIC_LENGTH = 10_000, 20_000, 100
 
