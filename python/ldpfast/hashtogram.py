@@ -24,7 +24,7 @@ Bassily et al.'s "FreqOracle" is the unhashed special case, i.e. Hadamard random
 response (:class:`ldpfast.hadamard.HRRParams`; the paper's random matrix plays the role of
 the Hadamard rows) answered without the FWHT.
 
-Hashes ([CHOICE], as for HadaOracle): the low bits of ``a1 x + a0`` in ``GF(2^64)``,
+Hashes (our choice, as for HadaOracle): the low bits of ``a1 x + a0`` in ``GF(2^64)``,
 exactly pairwise independent into a power-of-two range, with coefficients derived from
 ``hash_seed``.
 """
@@ -88,7 +88,7 @@ class Params(_ParamsBase):
 
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
-        """Defaults ([CHOICE]): ``R`` = HadaOracle's ``k`` (smallest odd ``>= 2.5 ln(1/beta)``,
+        """Defaults (our choice): ``R`` = HadaOracle's ``k`` (smallest odd ``>= 2.5 ln(1/beta)``,
         so both oracles get the same number of repetitions) and ``T = 2^ceil(log2 sqrt n)``
         (Bassily et al.'s ``Theta(sqrt n)``), at most ``2^ceil(log2 d)``."""
         n = check_int("n", n, 1)

@@ -13,7 +13,7 @@ levels whose prefix domain fits in ``T`` use the prefix itself as the bucket and
 i.e. Hadamard randomized response). A user sends one bit about its level-``l`` prefix. The
 level estimate of a prefix is the median over the level's groups of
 ``L R c_eps g(s) (H z)[h(s)]`` (counts). The search keeps the children of kept prefixes whose
-estimate is at least ``tau - delta`` ([CHOICE]: the same ``delta``/``tau`` rules as HadaHeavy,
+estimate is at least ``tau - delta`` (our choice: the same ``delta``/``tau`` rules as HadaHeavy,
 :func:`ldpfast.theory.hadaheavy_defaults` with ``b = 1``; Bassily et al.'s threshold
 ``eta = Theta((1/eps) sqrt(n log d log(n/beta)))`` has the same order).
 """
@@ -83,7 +83,7 @@ class Params(_ParamsBase):
 
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
-        """Defaults ([CHOICE]): ``delta``, ``tau`` and the per-level failure probability
+        """Defaults (our choice): ``delta``, ``tau`` and the per-level failure probability
         ``beta'`` from :func:`ldpfast.theory.hadaheavy_defaults` with ``b = 1``;
         ``R`` = HadaOracle's ``k`` for ``beta'``; ``T = 2^ceil(log2 sqrt(n/L))`` (Hashtogram's
         ``Theta(sqrt n)`` for the ``n/L`` users of a level)."""
