@@ -148,7 +148,7 @@ class SketchParams(_ParamsBase):
     def create(cls: Type[_P], epsilon: float, d: int, K: int = 4, M: int = 128, seed: RngLike = None,
                **kwargs: Any) -> _P:
         """Parameters with K hash functions drawn uniformly from the field (pairwise
-        independent, [PAN] Lemma 3.2). The coefficients are public; ``seed`` makes them
+        independent up to the ``mod M``, [PAN] section 3.5). The coefficients are public; ``seed`` makes them
         reproducible (``None``: OS entropy)."""
         K = check_int("K", K, 1, 65536)
         field_size = kwargs.pop("field_size", PRIME)

@@ -28,7 +28,7 @@
   :func:`svim` runs the three phases on a :class:`~ldpfast.datasets.SetData` (simulation).
 
 OLH here is the CMS+RR estimator with ``m = g`` and per-user pairwise-independent hashes
-over the prime field ([PAN] section 4), on the OCMS kernels.
+over the prime field ([PAN] section 4.4), on the OCMS kernels.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def hrr_error_bound(epsilon: float, n: float, beta: float) -> float:
 
 
 def he_variance(epsilon: float, n: float, f: float = 0.0) -> float:
-    """HE (CMS+RR with m = 2) variance, fractions: ``(c_eps^2 - f)/n`` ([PAN] section 4)."""
+    """HE (CMS+RR with m = 2) variance, fractions: ``(c_eps^2 - f)/n`` ([PAN] section 4.1)."""
     return hrr_variance(epsilon, n, f)
 
 
