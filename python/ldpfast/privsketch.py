@@ -148,8 +148,8 @@ class SketchParams(_ParamsBase):
     def create(cls: Type[_P], epsilon: float, d: int, K: int = 4, M: int = 128, seed: RngLike = None,
                **kwargs: Any) -> _P:
         """Parameters with K hash functions drawn uniformly from the field (pairwise
-        independent up to the ``mod M``, [PAN] section 3.5). The coefficients are public; ``seed`` makes them
-        reproducible (``None``: OS entropy)."""
+        independent up to the ``mod M``, [PAN] section 3.5). The coefficients are public;
+        ``seed`` makes them reproducible (``None``: OS entropy)."""
         K = check_int("K", K, 1, 65536)
         field_size = kwargs.pop("field_size", PRIME)
         gen = KeySource(seed).generator()
