@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from ldpfast._base import Aggregator, Params, Protocol, Reports, register_protocol
+from ldpfast._base import Aggregator, Params, Protocol, Reports, _State, register_protocol
 from ldpfast.errors import ParameterError, ReportError
 
 PROTOCOL_ID = "toy-count"
@@ -32,6 +32,7 @@ class ToyParams(Params):
 @dataclasses.dataclass
 class ToyReports(Reports):
     protocol = PROTOCOL_ID
+    column_types = {"y": ("uint64", 1), "s": ("int8", 1)}
     y: np.ndarray
     s: np.ndarray
 
@@ -70,33 +71,21 @@ class ToyServer(Aggregator):
 
     def __init__(self, params: ToyParams):
         super().__init__(params)
-        self._counts = np.zeros(params.m, np.int64)
-        self._signs = np.zeros(2, np.int64)
-
-    def _state(self):
-        return {"counts": self._counts, "signs": self._signs}
-
-    def _set_state(self, state):
-        self._counts, self._signs = state["counts"], state["signs"]
+        self._st = _State(counts=np.zeros(params.m, np.int64), signs=np.zeros(2, np.int64))
 
     def _validate(self, reports: ToyReports) -> None:
-        if not isinstance(reports, ToyReports):
-            raise ReportError(f"reports must be ToyReports, got {type(reports).__name__}")
-        reports._check_lengths()
         if len(reports) and int(reports.y.max()) >= self.params.m:
             raise ReportError(f"y must be < m={self.params.m}, got {int(reports.y.max())}")
         if not np.isin(reports.s, (-1, 1)).all():
             raise ReportError("s must be -1 or +1")
 
-    def update(self, reports: ToyReports) -> "ToyServer":
-        self._validate(reports)
-        self._counts += np.bincount(reports.y.astype(np.intp), minlength=self.params.m)
-        self._signs += np.bincount((reports.s > 0).astype(np.intp), minlength=2)
-        return self
+    def _ingest(self, reports: ToyReports):
+        return {"counts": self._st["counts"] + np.bincount(reports.y.astype(np.intp), minlength=self.params.m),
+                "signs": self._st["signs"] + np.bincount((reports.s > 0).astype(np.intp), minlength=2)}
 
     def estimate(self, candidates=None):
-        n = max(int(self._counts.sum()), 1)
-        freq = self._counts / n
+        counts = self._st["counts"]
+        freq = counts / max(int(counts.sum()), 1)
         return freq if candidates is None else freq[np.asarray(candidates, dtype=np.intp)]
 
 

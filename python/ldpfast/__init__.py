@@ -10,9 +10,10 @@ Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import _core, errors
+from ._memory import get_memory_limit, set_memory_limit
 
 if TYPE_CHECKING:
     # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
@@ -54,19 +55,22 @@ _SUBMODULES = frozenset({
     "npcms", "audit",
 })
 
-__all__ = ["backend_info", "set_backend", "set_num_threads", "load", "errors", *sorted(_SUBMODULES)]
+__all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
+           "errors", *sorted(_SUBMODULES)]
 
 
-def load(blob: bytes) -> Any:
+def load(blob: bytes, key: Optional[bytes] = None) -> Any:
     """The aggregator (Server) of whichever protocol serialized ``blob`` with
-    ``to_bytes()``, e.g. a checkpoint or a worker's partial result.
+    ``to_bytes()``, e.g. a checkpoint or a worker's partial result. ``key``: the HMAC key
+    the bytes were written with (``to_bytes(key=...)``), if any.
 
     Raises:
-        ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator.
+        ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator (or fail
+            authentication).
     """
     from ._base import load_aggregator
 
-    return load_aggregator(blob)
+    return load_aggregator(blob, key=key)
 
 
 def backend_info() -> Dict[str, Any]:

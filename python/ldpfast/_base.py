@@ -3,10 +3,15 @@
 * ``Params`` subclasses are frozen dataclasses: hashable, comparable, serializable to a
   canonical JSON dict, with a ``fingerprint`` (sha256 of that JSON).
 * ``Reports`` subclasses are typed containers of equal-length numpy columns.
+* ``Reports`` batches record the fingerprint of the parameters that made them
+  (``params_fingerprint``; None for batches built by hand).
 * ``Aggregator`` subclasses hold integral state only (counts), so ``merge`` is exact,
-  associative and commutative. An empty aggregator is the merge identity; ``update``
-  validates a whole batch before touching the state; ``to_bytes``/``from_bytes`` (also
-  used by pickle) write a versioned, checksummed container.
+  associative and commutative. An empty aggregator is the merge identity; ``update`` is
+  one template for every protocol: it checks the whole batch (type, dtypes, lengths,
+  parameter fingerprint, values), builds the new state off to the side and commits it
+  in one assignment, under a per-aggregator lock (safe from several threads, and a
+  rejected or interrupted batch leaves no partial state); ``to_bytes``/``from_bytes``
+  (also used by pickle) write a versioned, checksummed container.
 
 Aggregator byte layout (format version 1, all integers little-endian)::
 
@@ -16,31 +21,44 @@ Aggregator byte layout (format version 1, all integers little-endian)::
     header     hlen     UTF-8 JSON {"fingerprint", "params", "protocol"} (sorted keys)
     count      u32      number of state arrays
     count x    u16 nlen, u64 size, name (nlen bytes, UTF-8), .npy image (size bytes)
+    mac        32 bytes HMAC-SHA256 of everything before it; only when the header has
+                        "mac": "hmac-sha256" (``to_bytes(key=...)``)
     crc32      u32      zlib.crc32 of everything before it
 
 Every malformed input (truncated, corrupted, wrong protocol, unknown version, state that
-does not fit the parameters) raises :class:`~ldpfast.errors.FormatError`.
+does not fit the parameters or holds impossible values) raises
+:class:`~ldpfast.errors.FormatError`, after time and memory proportional to its size.
+The CRC-32 catches accidents (truncation, bit rot), not tampering: anyone can recompute
+it. Bytes that cross a trust boundary should carry the keyed MAC.
 
 Optional hooks a protocol may provide (the Arrow, wire, Dask and command-line layers use
 them generically): ``Reports.from_columns`` (build a batch from named arrays, converting
 dtypes), ``Reports.wire_fields`` (per-report bit widths, see :mod:`ldpfast.wire`),
-``Aggregator._validate`` (checks a batch without touching the state) and
+``Aggregator._validate`` (checks a batch without touching the state; every server has
+one) and
 ``Protocol.example`` (a small seeded example used by the contract tests).
 """
 
 from __future__ import annotations
 
+import collections
+import copy
 import dataclasses
+import functools
 import hashlib
+import hmac
+import inspect
 import io
 import json
 import struct
+import threading
 import zlib
 from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type,
-                    TypeVar)
+                    TypeVar, cast)
 
 import numpy as np
 
+from ._memory import check_allocation
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 
 if TYPE_CHECKING:
@@ -107,7 +125,14 @@ class Params:
     @property
     def fingerprint(self) -> str:
         """sha256 (hex) of the canonical JSON form: equal parameters, equal fingerprint."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None:
+            cached = hashlib.sha256(self.to_json().encode()).hexdigest()
+            self.__dict__["_fingerprint"] = cached  # frozen dataclass: bypass __setattr__
+            _KNOWN_PARAMS[cached] = self
+            while len(_KNOWN_PARAMS) > 256:
+                _KNOWN_PARAMS.popitem(last=False)
+        return cached
 
     @classmethod
     def from_json(cls: Type[P], text: str) -> P:
@@ -123,10 +148,15 @@ class Params:
         return cls.from_dict(data)
 
 
+#: Recently fingerprinted parameters, to name both sides when a batch's fingerprint does
+#: not match a server's.
+_KNOWN_PARAMS: "collections.OrderedDict[str, Params]" = collections.OrderedDict()
+
+
 def _parse_params_json(text: str) -> Tuple[str, Dict[str, Any]]:
     try:
         doc = json.loads(text)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise FormatError(f"params JSON is not valid JSON: {exc}") from None
     if (not isinstance(doc, dict) or not isinstance(doc.get("protocol"), str)
             or not isinstance(doc.get("params"), dict)):
@@ -150,9 +180,21 @@ class Reports:
     """Mixin for report batches: a dataclass whose fields are equal-length numpy columns.
 
     Equality compares the columns with ``np.array_equal`` (batches of one type only), and
-    ``repr`` names the protocol and the number of reports instead of printing arrays."""
+    ``repr`` names the protocol and the number of reports instead of printing arrays.
+
+    ``params_fingerprint`` (not a column) is the fingerprint of the parameters the batch
+    was made with: clients of registered protocols set it, Arrow/Parquet and the wire
+    decoder keep it, and a server refuses a batch whose fingerprint is not its own
+    (IncompatibleError). Batches built by hand have None, which every server of the
+    protocol accepts (the values are still checked against its parameters).
+
+    ``column_types`` declares each column's numpy dtype and number of dimensions as the
+    constructor makes them; ``Aggregator.update`` checks them again, since a column may be
+    reassigned after construction."""
 
     protocol: ClassVar[str] = ""
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {}
+    params_fingerprint: Optional[str] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -186,6 +228,26 @@ class Reports:
 
     def _check_lengths(self) -> None:
         lengths = {name: len(col) for name, col in self.columns().items()}
+        if len(set(lengths.values())) > 1:
+            raise ReportError(f"report columns must have equal lengths, got {lengths}")
+
+    def _check_columns(self) -> None:
+        """Raise ReportError unless every column is a numpy array of its declared dtype and
+        dimensions, all of one length (made C-contiguous here)."""
+        lengths = {}
+        for name, col in self.columns().items():
+            if not isinstance(col, np.ndarray) or col.ndim == 0:
+                raise ReportError(f"report column {name!r} must be a numpy array with one row per "
+                                  f"report, got {type(col).__name__}")
+            declared = self.column_types.get(name)
+            if declared is not None and (col.dtype != np.dtype(declared[0]) or col.ndim != declared[1]):
+                raise ReportError(
+                    f"report column {name!r} must be a {declared[1]}-D {np.dtype(declared[0]).name} array, "
+                    f"got a {col.ndim}-D {col.dtype} array (build batches with "
+                    f"{type(self).__name__}(...), which converts and checks)")
+            if not col.flags.c_contiguous:
+                setattr(self, name, np.ascontiguousarray(col))
+            lengths[name] = col.shape[0]
         if len(set(lengths.values())) > 1:
             raise ReportError(f"report columns must have equal lengths, got {lengths}")
 
@@ -238,60 +300,237 @@ class Reports:
         return arrow.from_arrow(table, params, reports_type=cls)
 
 
+class _State(dict):
+    """A committed aggregator state: name -> array (or other immutable value). Committed
+    states are never modified in place (their arrays are made read-only); an update or
+    merge builds a new one and commits it with a single attribute assignment. Caches
+    derived from a state (e.g. decoded transforms) are stored as attributes of it, so a
+    commit invalidates them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for value in self.values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(method: F) -> F:
+    """``method`` run under its aggregator's lock."""
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    call._ldpfast_locked = True  # type: ignore[attr-defined]
+    return cast(F, call)
+
+
+def _describe(obj: Any) -> str:
+    """``obj`` for error messages, cut to a readable length."""
+    text = repr(obj)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _aggregator_name(obj: Any) -> str:
+    cls = type(obj)
+    protocol_id = getattr(obj, "protocol", "") if isinstance(obj, Aggregator) else ""
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    return f"a {protocol_id!r} aggregator ({where})" if protocol_id else f"{where}"
+
+
 class Aggregator:
-    """Base class for server-side aggregators. Subclasses implement ``_state``,
-    ``_set_state`` and ``_ingest``; ``update`` calls ``_validate`` first.
+    """Base class of server-side aggregators.
+
+    ``update`` and ``merge`` are templates shared by every protocol; a protocol implements
+
+    * ``_validate(reports)``: raise ReportError unless the batch fits the parameters
+      (ranges, shapes); it reads only the parameters and the batch;
+    * ``_ingest(reports)``: the new state (a mapping, built from copies: the committed
+      state is never modified in place) with the batch added; it may raise ReportError too;
+    * ``_merged(theirs)``: the new state with another aggregator's state added (default:
+      elementwise sum);
+    * ``_state()`` / ``_set_state(state)``: the canonical arrays written by ``to_bytes``
+      (default: the committed state itself), ``_check_state`` for ``from_bytes``, and
+      ``_state_layout(params)``: the shapes and dtypes of the state arrays, known from the
+      parameters alone (checked against stored bytes before anything is allocated, and
+      against the memory budget at construction).
+
+    ``update`` checks the batch's type, its columns' dtypes and lengths and its parameter
+    fingerprint, calls ``_validate`` and ``_ingest`` and commits the new state with one
+    attribute assignment, so a rejected batch, an exception or a KeyboardInterrupt
+    (raised between Python steps or out of a C++ call) leaves either the old state or the
+    complete new one, never a partial one. Each aggregator has a lock: ``update``,
+    ``merge``, ``to_bytes`` and every public method run under it, so one aggregator may be
+    used from several Python threads (updates are serialized; the C++ kernels use several
+    threads inside each call). Arrays of a batch must not be modified while it is being
+    added.
 
     The contract (checked for every protocol by tests/test_contract.py): ``cls(params)``
-    is empty and the merge identity; ``update`` validates the whole batch before changing
-    anything; ``merge`` is exact, associative and commutative and changes only ``self``;
-    equal states give equal bytes. Aggregators that keep reports instead of counts must
-    store them in a canonical order (e.g. sorted), or merged bytes depend on the order."""
+    is empty and the merge identity; ``merge`` is exact, associative and commutative and
+    changes only ``self``; equal states give equal bytes. Aggregators that keep reports
+    instead of counts must store them in a canonical order (e.g. sorted), or merged bytes
+    depend on the order."""
 
     protocol: ClassVar[str] = ""
     params_type: ClassVar[type] = Params
+    #: The batch type ``update`` accepts (default: the registered protocol's Reports).
+    reports_type: ClassVar[Optional[type]] = None
+    #: True when ``_ingest`` itself checks every value before building the new state (e.g.
+    #: in the C++ kernel) and calls ``_validate`` only to name a bad report: ``update``
+    #: then skips the separate ``_validate`` pass (``validate`` still runs it).
+    _ingest_validates: ClassVar[bool] = False
+
+    _st: _State
 
     def __init__(self, params: Params):
         if not isinstance(params, self.params_type):
             raise IncompatibleError(
                 f"params must be {self.params_type.__name__}, got {type(params).__name__}")
         self.params = params
+        self._lock = threading.RLock()
+        layout = self._state_layout(params)
+        if layout is not None:
+            check_allocation(_layout_nbytes(layout), f"the state of a {self.protocol!r} server "
+                                                     f"with {_describe(params)}")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if (not name.startswith("_") and name not in ("update", "merge", "to_bytes")
+                    and inspect.isfunction(value) and not getattr(value, "_ldpfast_locked", False)):
+                setattr(cls, name, _locked(value))
 
     # -- to implement ---------------------------------------------------------------
-    def _state(self) -> Dict[str, np.ndarray]:
-        """The integral state arrays (merge adds them elementwise)."""
-        raise NotImplementedError
+    @classmethod
+    def _state_layout(cls, params: Params) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
+        """``{name: (shape, dtype)}`` of the state arrays for ``params``, or None when
+        the state size is not fixed by the parameters (e.g. kept reports)."""
+        return None
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        raise NotImplementedError
+    def _state(self) -> Mapping[str, np.ndarray]:
+        """The integral state arrays (merge adds them elementwise)."""
+        return self._st
+
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._st = _State({name: np.array(value) for name, value in state.items()})
+
+    def _validate(self, reports: "Reports") -> None:
+        """Raise ReportError unless ``reports`` fits the parameters (no state access)."""
+
+    def _ingest(self, reports: "Reports") -> Mapping[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement _ingest")
+
+    def _merged(self, theirs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The state with ``theirs`` (another aggregator's committed state) added."""
+        mine = self._committed()
+        return {name: _checked_sum(name, mine[name], theirs[name]) for name in mine}
+
+    def _committed(self) -> Mapping[str, Any]:
+        """The committed state (aggregators written before the template keep their
+        arrays in their own attributes: their ``_state()``)."""
+        try:
+            return self._st
+        except AttributeError:
+            return self._state()
+
+    def _commit(self, state: Mapping[str, Any]) -> None:
+        if hasattr(self, "_st"):
+            self._st = _State(state)  # the commit: one assignment
+        else:
+            self._set_state(dict(state))
 
     # -- contract -------------------------------------------------------------------
-    def merge(self: A, other: A) -> A:
-        """Add ``other``'s reports into this aggregator (exact; ``other`` is unchanged)."""
-        if type(other) is not type(self):
+    def _accepted(self, reports: Any) -> "Reports":
+        """A shallow snapshot of ``reports`` (columns reassigned later do not affect it),
+        with its type, columns and parameter fingerprint checked."""
+        expected = self.reports_type or _REGISTRY[self.protocol].reports
+        if not isinstance(reports, expected):
+            name = expected.__name__
+            if name == "Reports":  # the protocol modules' short name: say which module
+                name = f"{expected.__module__}.{name}"
+            raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
+        batch = cast(Reports, copy.copy(reports))
+        batch._check_columns()
+        fingerprint = batch.params_fingerprint
+        if fingerprint is not None and fingerprint != self.params.fingerprint:
+            made_with = _KNOWN_PARAMS.get(fingerprint)
+            origin = _describe(made_with) if made_with is not None else "unknown parameters"
             raise IncompatibleError(
-                f"cannot merge {type(other).__name__} into {type(self).__name__}")
-        if other.params != self.params:
-            raise IncompatibleError(
-                f"cannot merge aggregators with different parameters: {self.params} vs {other.params}")
-        mine, theirs = self._state(), other._state()
-        merged = {name: np.add(mine[name], theirs[name], dtype=mine[name].dtype) for name in mine}
-        self._set_state(merged)
+                f"reports were made with other parameters than this server's: reports "
+                f"{origin} (fingerprint {str(fingerprint)[:16]}), server {_describe(self.params)} "
+                f"(fingerprint {self.params.fingerprint[:16]})")
+        return batch
+
+    def validate(self, reports: "Reports") -> None:
+        """Raise as :meth:`update` would for ``reports``, without adding them (some checks
+        that need the aggregation itself, e.g. PrivSketch's ordering matrices, run only in
+        ``update``)."""
+        self._validate(self._accepted(reports))
+
+    def update(self: A, reports: "Reports") -> A:
+        """Add a batch of reports; returns self. The batch is checked whole first (type,
+        column dtypes and lengths, parameter fingerprint, values); a rejected or
+        interrupted batch leaves the aggregator unchanged.
+
+        Raises:
+            ReportError: the batch is of another type or does not fit the parameters.
+            IncompatibleError: the batch records other parameters (``params_fingerprint``).
+        """
+        batch = self._accepted(reports)
+        if not self._ingest_validates:
+            self._validate(batch)
+        if len(batch) == 0:
+            return self
+        with self._lock:
+            self._st = _State(self._ingest(batch))  # the commit: one assignment
         return self
 
-    def to_bytes(self) -> bytes:
+    def merge(self: A, other: A) -> A:
+        """Add ``other``'s reports into this aggregator (exact; ``other`` is unchanged).
+
+        Raises:
+            IncompatibleError: ``other`` is of another protocol, has other parameters or
+                is this very aggregator (its reports would count twice; merge a copy,
+                ``s.merge(copy.copy(s))``, if that is really meant).
+        """
+        if type(other) is not type(self):
+            raise IncompatibleError(f"cannot merge {_aggregator_name(other)} into {_aggregator_name(self)}")
+        if other.params != self.params:
+            raise IncompatibleError(
+                f"cannot merge aggregators with different parameters: {_describe(self.params)} "
+                f"vs {_describe(other.params)}")
+        if other is self:
+            raise IncompatibleError(
+                "cannot merge an aggregator into itself (its reports would count twice); "
+                "merge a copy, s.merge(copy.copy(s)), if that is meant")
+        with other._lock:
+            theirs = other._committed()
+        with self._lock:
+            self._commit(self._merged(theirs))
+        return self
+
+    def to_bytes(self, key: Optional[bytes] = None) -> bytes:
         """Versioned container: magic, format version, protocol id, parameter JSON and
-        fingerprint, the state arrays (.npy), and a CRC-32 of everything before it."""
-        header = json.dumps({
-            "protocol": self.protocol,
-            "params": json.loads(self.params.to_json())["params"],
-            "fingerprint": self.params.fingerprint,
-        }, sort_keys=True, separators=(",", ":")).encode()
+        fingerprint, the state arrays (.npy), and a CRC-32 of everything before it.
+
+        The CRC-32 detects accidental corruption only: anyone can change the bytes and
+        recompute it. With ``key`` (bytes, from the caller), an HMAC-SHA256 of the
+        content is added, which :meth:`from_bytes` verifies when given the same key; use
+        it for aggregators that cross a trust boundary."""
+        with self._lock:
+            state = dict(self._state())
+        head = {"protocol": self.protocol, "params": json.loads(self.params.to_json())["params"],
+                "fingerprint": self.params.fingerprint}
+        if key is not None:
+            head["mac"] = _MAC_NAME
+        header = json.dumps(head, sort_keys=True, separators=(",", ":")).encode()
         buf = io.BytesIO()
         buf.write(FORMAT_MAGIC)
         buf.write(struct.pack("<HI", FORMAT_VERSION, len(header)))
         buf.write(header)
-        state = self._state()
         buf.write(struct.pack("<I", len(state)))
         for name in sorted(state):
             raw = io.BytesIO()
@@ -303,33 +542,52 @@ class Aggregator:
             buf.write(encoded)
             buf.write(raw.getvalue())
         body = buf.getvalue()
+        if key is not None:
+            body += hmac.new(_checked_key(key), body, hashlib.sha256).digest()
         return body + struct.pack("<I", zlib.crc32(body))
 
     @classmethod
-    def from_bytes(cls: Type[A], blob: bytes) -> A:
+    def from_bytes(cls: Type[A], blob: bytes, key: Optional[bytes] = None) -> A:
         """Inverse of :meth:`to_bytes`. On the base class ``Aggregator`` itself, returns an
         aggregator of whichever registered protocol the bytes hold.
 
+        Sizes, shapes and dtypes are checked against the stored parameters before any
+        array is allocated, and the state values are checked (e.g. counts consistent with
+        the number of reports), so malformed input costs time and memory proportional to
+        its own size. ``key``: required exactly when the bytes were written with one.
+
         Raises:
             FormatError: the bytes are truncated, corrupt, of another format version or
-                protocol, or hold state that does not fit their parameters.
+                protocol, hold state that does not fit their parameters, are
+                authenticated and no or another key is given, or are not authenticated
+                and a key is given.
         """
-        header, arrays = _parse_container(blob)
+        header, arrays = _parse_container(blob, key, verify=True)
         if cls.protocol and header["protocol"] != cls.protocol:
             raise FormatError(f"bytes hold a {header['protocol']!r} aggregator, not {cls.protocol!r}")
-        target = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
+        target: Type[A] = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
         try:
             params = target.params_type.from_dict(header["params"])
         except Exception as exc:  # the stored values are untrusted: any rejection is a format error
-            raise FormatError(f"stored parameters are invalid: {exc!r}") from None
+            raise FormatError(f"stored parameters are invalid: {_describe(exc)}") from None
         if params.fingerprint != header["fingerprint"]:
             raise FormatError("parameter fingerprint does not match the stored parameters")
-        state = {}
+        images: Dict[str, Tuple[memoryview, Tuple[int, ...], np.dtype, bool, int]] = {}
         for name, image in arrays:
-            if name in state:
+            if name in images:
                 raise FormatError(f"state array {name!r} is stored twice")
-            state[name] = _native(_read_npy(name, image))
-        agg = target(params)
+            images[name] = (image, *_npy_header(name, image))
+        try:
+            layout = target._state_layout(params)
+        except Exception as exc:
+            raise FormatError(f"stored parameters are invalid: {_describe(exc)}") from None
+        if layout is not None:
+            _check_layout(layout, {name: (info[1], info[2]) for name, info in images.items()})
+        state = {name: _native(_npy_array(name, *info)) for name, info in images.items()}
+        try:
+            agg = target(params)
+        except ParameterError as exc:
+            raise FormatError(f"the stored aggregator cannot be loaded: {exc}") from None
         agg._check_state(state)
         agg._set_state(state)
         return agg
@@ -337,7 +595,8 @@ class Aggregator:
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         """Raise FormatError unless ``state`` (read by ``from_bytes``) fits this aggregator.
         The default wants the names, shapes and dtypes of an empty aggregator's state;
-        aggregators whose state size varies (e.g. kept reports) override it."""
+        aggregators whose state size varies (e.g. kept reports) override it, and
+        aggregators add checks of the values."""
         expected = self._state()
         if set(state) != set(expected):
             raise FormatError(f"stored state arrays {sorted(state)} do not match the parameters, "
@@ -355,7 +614,10 @@ class Aggregator:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        a, b = self._state(), other._state()
+        with self._lock:
+            a = dict(self._state())
+        with other._lock:
+            b = dict(other._state())
         return (self.params == other.params and set(a) == set(b)
                 and all(np.array_equal(a[k], b[k]) for k in a))
 
@@ -372,6 +634,7 @@ class Aggregator:
         """More state to show in ``repr`` (e.g. a mode); empty by default."""
         return ""
 
+    @_locked  # several estimate calls on one state
     def frequencies(self, candidates: Any = None) -> "Estimate":
         """The frequency estimates of ``candidates`` with standard errors, as an
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
@@ -396,6 +659,49 @@ class ClientBase:
                 f"rng={rng!r})")
 
 
+def _checked_sum(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b`` in ``a``'s dtype, refusing a sum that would wrap around."""
+    total = np.add(a, b, dtype=a.dtype)
+    if a.dtype.kind in "iu" and a.size:
+        with np.errstate(over="ignore"):
+            wrapped = (total < a) if a.dtype.kind == "u" else ((b > 0) & (total < a)) | ((b < 0) & (total > a))
+        if wrapped.any():
+            raise IncompatibleError(f"merging would overflow the {a.dtype} state array {name!r}")
+    return total
+
+
+def _layout_nbytes(layout: Mapping[str, Tuple[Tuple[int, ...], str]]) -> int:
+    total = 0
+    for shape, dtype in layout.values():
+        count = 1
+        for dim in shape:
+            count *= int(dim)
+        total += count * np.dtype(dtype).itemsize
+    return total
+
+
+def _check_layout(layout: Mapping[str, Tuple[Tuple[int, ...], str]],
+                  stored: Mapping[str, Tuple[Tuple[int, ...], np.dtype]]) -> None:
+    if set(stored) != set(layout):
+        raise FormatError(f"stored state arrays {sorted(stored)} do not match the parameters, "
+                          f"which need {sorted(layout)}")
+    for name, (shape, dtype) in layout.items():
+        got_shape, got_dtype = stored[name]
+        if tuple(got_shape) != tuple(int(s) for s in shape) or got_dtype.newbyteorder("=") != np.dtype(dtype):
+            raise FormatError(f"state array {name!r} has shape {tuple(got_shape)} and dtype {got_dtype}; "
+                              f"the parameters need {tuple(shape)} and {np.dtype(dtype)}")
+
+
+_MAC_NAME = "hmac-sha256"
+_MAC_SIZE = 32
+
+
+def _checked_key(key: Any) -> bytes:
+    if not isinstance(key, (bytes, bytearray, memoryview)) or len(key) == 0:
+        raise ParameterError(f"key must be non-empty bytes, got {type(key).__name__}")
+    return bytes(key)
+
+
 _MAX_STATE_ARRAYS = 1024
 
 
@@ -409,9 +715,12 @@ def _native(array: np.ndarray) -> np.ndarray:
     return array if array.dtype is dtype else array.view(dtype)
 
 
-def _read_npy(name: str, image: memoryview) -> np.ndarray:
-    """A writable copy of the array in a .npy image, with its declared size checked
-    against the bytes present (no pickled objects)."""
+_NPY_KINDS = "biuf"
+
+
+def _npy_header(name: str, image: memoryview) -> Tuple[Tuple[int, ...], np.dtype, bool, int]:
+    """Shape, dtype, Fortran order and data offset of a .npy image, checked against the
+    bytes present before anything is allocated (plain numbers only, no pickled objects)."""
     fmt = np.lib.format
     head = io.BytesIO(bytes(image[:min(len(image), 1 << 16)]))
     try:
@@ -419,14 +728,25 @@ def _read_npy(name: str, image: memoryview) -> np.ndarray:
         reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
         shape, fortran, dtype = reader(head)
     except Exception as exc:  # numpy's header parser raises many types on malformed input
-        raise FormatError(f"state array {name!r} is not a valid .npy image: {exc!r}") from None
-    if dtype.hasobject:
-        raise FormatError(f"state array {name!r} holds Python objects, which are not allowed")
-    count = int(np.prod(shape, dtype=object))
+        raise FormatError(f"state array {name!r} is not a valid .npy image: {_describe(exc)}") from None
+    if dtype.kind not in _NPY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise FormatError(f"state array {name!r} has dtype {dtype}; only plain numbers are stored")
+    if not isinstance(shape, tuple) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise FormatError(f"state array {name!r} declares an invalid shape {shape!r}")
+    count = 1
+    for dim in shape:
+        count *= dim
     offset = head.tell()
     if len(image) - offset != count * dtype.itemsize:
         raise FormatError(f"state array {name!r} declares shape {shape} of {dtype} "
                           f"({count * dtype.itemsize} bytes) but holds {len(image) - offset}")
+    return shape, dtype, bool(fortran), offset
+
+
+def _npy_array(name: str, image: memoryview, shape: Tuple[int, ...], dtype: np.dtype, fortran: bool,
+               offset: int) -> np.ndarray:
+    """A writable copy of the array of a .npy image checked by :func:`_npy_header`."""
+    count = (len(image) - offset) // dtype.itemsize if dtype.itemsize else 0
     flat = np.frombuffer(image, dtype=dtype, count=count, offset=offset)
     return flat.reshape(shape, order="F" if fortran else "C").copy(order="C")
 
@@ -460,16 +780,19 @@ def _parse_header(cur: _Cursor) -> Dict[str, Any]:
     raw = bytes(cur.take(header_len, "header"))
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise FormatError(f"aggregator header is not valid JSON: {exc}") from None
     if (not isinstance(header, dict) or not isinstance(header.get("protocol"), str)
             or not isinstance(header.get("params"), dict)
             or not isinstance(header.get("fingerprint"), str)):
         raise FormatError("aggregator header must hold 'protocol', 'params' and 'fingerprint'")
+    if header.get("mac", _MAC_NAME) != _MAC_NAME:
+        raise FormatError(f"aggregator bytes use an unknown authentication {header.get('mac')!r}")
     return header
 
 
-def _parse_container(blob: bytes) -> Tuple[Dict[str, Any], List[Tuple[str, memoryview]]]:
+def _parse_container(blob: bytes, key: Optional[bytes] = None,
+                     verify: bool = True) -> Tuple[Dict[str, Any], List[Tuple[str, memoryview]]]:
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise FormatError(f"aggregator bytes must be bytes-like, got {type(blob).__name__}")
     blob = memoryview(blob).cast("B")  # no copies of large states while parsing
@@ -490,6 +813,20 @@ def _parse_container(blob: bytes) -> Tuple[Dict[str, Any], List[Tuple[str, memor
     if not intact:
         raise FormatError("aggregator bytes are corrupt (checksum mismatch)")
     header = _parse_header(cur)
+    if "mac" in header:
+        if len(body) - cur.pos < _MAC_SIZE:
+            raise FormatError("aggregator bytes are truncated (no authentication code)")
+        mac = bytes(body[-_MAC_SIZE:])
+        body = cur.data = body[:-_MAC_SIZE]
+        if verify:
+            if key is None:
+                raise FormatError("aggregator bytes are authenticated (HMAC-SHA256): pass the key "
+                                  "they were written with")
+            if not hmac.compare_digest(hmac.new(_checked_key(key), body, hashlib.sha256).digest(), mac):
+                raise FormatError("aggregator bytes fail authentication (HMAC-SHA256 mismatch: "
+                                  "wrong key or modified bytes)")
+    elif verify and key is not None:
+        raise FormatError("aggregator bytes are not authenticated, but a key was given")
     (count,) = cur.unpack("<I", "array count")
     if count > _MAX_STATE_ARRAYS:
         raise FormatError(f"aggregator bytes declare {count} state arrays (at most {_MAX_STATE_ARRAYS})")
@@ -508,18 +845,19 @@ def _parse_container(blob: bytes) -> Tuple[Dict[str, Any], List[Tuple[str, memor
 
 def read_header(blob: bytes) -> Dict[str, Any]:
     """The header of serialized aggregator bytes, checked (magic, version, checksum):
-    ``{"protocol": str, "params": dict, "fingerprint": str}``.
+    ``{"protocol": str, "params": dict, "fingerprint": str}`` (plus ``"mac"`` when the
+    bytes carry an authentication code, which this function does not verify).
 
     Raises:
         FormatError: as :meth:`Aggregator.from_bytes`.
     """
-    return _parse_container(blob)[0]
+    return _parse_container(blob, verify=False)[0]
 
 
-def load_aggregator(blob: bytes) -> "Aggregator":
+def load_aggregator(blob: bytes, key: Optional[bytes] = None) -> "Aggregator":
     """The aggregator of whichever registered protocol ``blob`` holds (see
     :meth:`Aggregator.from_bytes`)."""
-    return Aggregator.from_bytes(blob)
+    return Aggregator.from_bytes(blob, key=key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -540,11 +878,28 @@ class Protocol:
 _REGISTRY: Dict[str, Protocol] = {}
 
 
+def _stamping(perturb: Callable) -> Callable:
+    """``perturb`` that records the client's parameter fingerprint on the batch it returns."""
+    @functools.wraps(perturb)
+    def stamped(self, *args, **kwargs):
+        reports = perturb(self, *args, **kwargs)
+        if isinstance(reports, Reports):
+            reports.params_fingerprint = self.params.fingerprint
+        return reports
+
+    stamped._ldpfast_stamps = True  # type: ignore[attr-defined]
+    return stamped
+
+
 def register_protocol(protocol: Protocol) -> Protocol:
-    """Called once by each protocol module at import."""
+    """Called once by each protocol module at import. The client's ``perturb`` is wrapped
+    so that every batch it makes carries its parameter fingerprint."""
     for cls in (protocol.params, protocol.reports, protocol.aggregator):
         if getattr(cls, "protocol", protocol.id) != protocol.id:
             raise ValueError(f"{cls.__name__}.protocol != {protocol.id!r}")
+    perturb = getattr(protocol.client, "perturb", None)
+    if callable(perturb) and not getattr(perturb, "_ldpfast_stamps", False):
+        setattr(protocol.client, "perturb", _stamping(perturb))
     _REGISTRY[protocol.id] = protocol
     return protocol
 

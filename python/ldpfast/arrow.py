@@ -7,7 +7,8 @@ so a reader checks that it reads reports of the protocol and parameters it expec
 =========================  ===============================================
 ``ldpfast.protocol``       protocol id, e.g. ``"ocms"``
 ``ldpfast.params``         ``Params.to_json()`` (absent if not given)
-``ldpfast.fingerprint``    ``Params.fingerprint`` (absent if not given)
+``ldpfast.fingerprint``    ``Params.fingerprint`` (of the given parameters, else the
+                           batch's ``params_fingerprint``; absent if neither is known)
 ``ldpfast.reports``        layout version of this metadata (``"1"``)
 =========================  ===============================================
 
@@ -54,14 +55,21 @@ def _pyarrow():
     return pyarrow
 
 
-def _metadata(reports_type: Type[Reports], params: Optional[Params]) -> Dict[bytes, bytes]:
+def _metadata(reports: Reports, params: Optional[Params]) -> Dict[bytes, bytes]:
+    reports_type = type(reports)
     meta = {_KEY_PROTOCOL: reports_type.protocol.encode(), _KEY_VERSION: METADATA_VERSION.encode()}
+    made_with = reports.params_fingerprint
     if params is not None:
         if params.protocol != reports_type.protocol:
             raise IncompatibleError(f"params are for protocol {params.protocol!r}, reports for "
                                     f"{reports_type.protocol!r}")
+        if made_with is not None and made_with != params.fingerprint:
+            raise IncompatibleError(f"the reports were made with other parameters (fingerprint "
+                                    f"{made_with[:16]}) than the given {params}")
         meta[_KEY_PARAMS] = params.to_json().encode()
         meta[_KEY_FINGERPRINT] = params.fingerprint.encode()
+    elif made_with is not None:
+        meta[_KEY_FINGERPRINT] = made_with.encode()
     return meta
 
 
@@ -74,7 +82,8 @@ def to_arrow(reports: Reports, params: Optional[Params] = None):
             so readers can validate them. Recommended.
 
     Raises:
-        IncompatibleError: ``params`` belong to another protocol.
+        IncompatibleError: ``params`` belong to another protocol, or are not the
+            parameters the batch records (``params_fingerprint``).
         ImportError: pyarrow is not installed.
     """
     pa = _pyarrow()
@@ -92,12 +101,13 @@ def to_arrow(reports: Reports, params: Optional[Params] = None):
             arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(col.reshape(-1)), size))
             fields.append(pa.field(name, arrays[-1].type, nullable=False,
                                    metadata={_KEY_SHAPE: json.dumps(list(inner)).encode()}))
-    schema = pa.schema(fields, metadata=_metadata(type(reports), params))
+    schema = pa.schema(fields, metadata=_metadata(reports, params))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _table_params(meta: Dict[bytes, bytes], params: Optional[Params]) -> Tuple[str, Optional[Params]]:
-    """Protocol id and parameters of a table's metadata, checked against ``params``."""
+    """Protocol id and parameters of a table's metadata, checked against ``params``
+    (also when the table records only the fingerprint)."""
     if _KEY_PROTOCOL not in meta:
         raise FormatError("Arrow data has no ldpfast metadata (was it written by ldpfast.arrow?)")
     version = meta.get(_KEY_VERSION, b"").decode()
@@ -116,6 +126,10 @@ def _table_params(meta: Dict[bytes, bytes], params: Optional[Params]) -> Tuple[s
     if params is not None:
         if params.protocol != protocol_id:
             raise IncompatibleError(f"data holds {protocol_id!r} reports, expected {params.protocol!r}")
+        recorded = meta.get(_KEY_FINGERPRINT)
+        if stored is None and recorded is not None and recorded.decode(errors="replace") != params.fingerprint:
+            raise IncompatibleError(f"reports were made with other parameters (fingerprint "
+                                    f"{recorded.decode(errors='replace')[:16]}) than the expected {params}")
         if stored is not None and stored != params:
             raise IncompatibleError(f"reports were made with different parameters: stored {stored}, "
                                     f"expected {params}")
@@ -173,7 +187,13 @@ def from_arrow(table: Any, params: Optional[Params] = None,
         else:
             _check_numeric(name, column.type, pa)
             columns[name] = chunk.to_numpy(zero_copy_only=False)
-    return reports_type.from_columns(columns, stored)
+    batch = reports_type.from_columns(columns, stored)
+    recorded = (table.schema.metadata or {}).get(_KEY_FINGERPRINT)
+    if stored is not None:
+        batch.params_fingerprint = stored.fingerprint
+    elif recorded is not None:
+        batch.params_fingerprint = recorded.decode(errors="replace")
+    return batch
 
 
 def _check_numeric(name: str, arrow_type, pa) -> None:

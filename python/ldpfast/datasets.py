@@ -78,7 +78,7 @@ class SetData:
 
     def frequencies(self) -> np.ndarray:
         """f(x) = share of users holding x, for every x in [0, d)."""
-        return np.bincount(self.items, minlength=self.d) / max(self.n, 1)
+        return np.bincount(np.asarray(self.items, dtype=np.intp), minlength=self.d) / max(self.n, 1)
 
     @classmethod
     def from_lists(cls, sets, d: Union[int, None] = None, name: str = "") -> "SetData":

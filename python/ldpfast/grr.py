@@ -22,7 +22,7 @@ import numpy as np
 from . import _base, _core
 from ._random import KeySource, RngLike
 from ._validate import check_threads, rr_threshold
-from .errors import ParameterError, ReportError
+from .errors import FormatError, ParameterError, ReportError
 from .ocms import _check_below, uint64_column
 from .theory import ocms as _theory
 
@@ -87,6 +87,8 @@ class Reports(_base.Reports):
 
     protocol: ClassVar[str] = "grr"
 
+    column_types: ClassVar = {"y": ("uint64", 1)}
+
     y: np.ndarray
 
     def __post_init__(self):
@@ -125,14 +127,24 @@ def decode_counts(params: Params, counts, n: int, clip: bool = False) -> np.ndar
 
 
 class Server(_base.Aggregator):
-    """GRR aggregator: the histogram of reported symbols."""
+    """GRR aggregator: the histogram of reported symbols. Thread-safe (see
+    :class:`ldpfast._base.Aggregator`)."""
 
     protocol: ClassVar[str] = "grr"
     params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
 
     def __init__(self, params: Params):
         super().__init__(params)
-        self._counts = np.zeros(params.d, dtype=np.uint64)
+        self._st = _base._State(counts=np.zeros(params.d, dtype=np.uint64))
+
+    @classmethod
+    def _state_layout(cls, params: Params):
+        return {"counts": ((params.d,), "uint64")}
+
+    @property
+    def _counts(self) -> np.ndarray:
+        return self._st["counts"]
 
     @property
     def n(self) -> int:
@@ -143,13 +155,18 @@ class Server(_base.Aggregator):
         """The report histogram (a copy)."""
         return self._counts.copy()
 
-    def update(self, reports: Reports) -> "Server":
-        """Add a batch (validated first: ``y < d``); returns self."""
-        if not isinstance(reports, Reports):
-            raise ReportError(f"reports must be ldpfast.grr.Reports, got {type(reports).__name__}")
+    def _validate(self, reports: Reports) -> None:
         _check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
-        self._counts += np.bincount(reports.y, minlength=self.params.d).astype(np.uint64)
-        return self
+
+    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
+        counts = self._counts.copy()
+        symbols = reports.y.astype(np.intp)  # < d, and bincount refuses uint64 before numpy 2.2
+        if 8 * symbols.size < counts.size:  # few reports: no temporary histogram of size d
+            values, hits = np.unique(symbols, return_counts=True)
+            counts[values] += hits.astype(np.uint64)
+        else:
+            counts += np.bincount(symbols, minlength=self.params.d).astype(np.uint64)
+        return {"counts": counts}
 
     def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q) = ((e+d-1) C(v)/n - 1)/(e-1)`` for the
@@ -171,11 +188,14 @@ class Server(_base.Aggregator):
         """Alias of ``estimate(candidates, counts=True, clip=clip)`` (kept for compatibility)."""
         return self.estimate(candidates, counts=True, clip=clip)
 
-    def _state(self) -> Dict[str, np.ndarray]:
-        return {"counts": self._counts}
-
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._counts = np.array(state["counts"], dtype=np.uint64)
+        self._st = _base._State(counts=np.array(state["counts"], dtype=np.uint64))
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        counts = state["counts"]
+        if counts.size and float(counts.sum(dtype=np.float64)) >= 2.0**63:
+            raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
 
 
 _base.register_protocol(_base.Protocol("grr", Params, Reports, Server, Client))

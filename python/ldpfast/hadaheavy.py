@@ -24,12 +24,13 @@ Defaults (our constants: [WW] fixes them only up to constant factors; see
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Tuple
 
 import numpy as np
 
 from ._base import Params as _ParamsBase
 from ._base import Protocol, register_protocol
+from ._memory import check_allocation
 from .errors import ParameterError
 from ._validate import check_binary_epsilon, check_choice, check_epsilon, check_int
 from .hadamard import (GroupBitReports, Layout, LayoutServer, as_values, cached_layout, gf64_field,
@@ -154,6 +155,10 @@ class Params(_ParamsBase):
     def layout(self) -> Layout:
         return cached_layout(self)
 
+    def _layout_size(self) -> Tuple[int, int]:
+        """(cells, groups) of the server state."""
+        return sum(self.k * self.level_rows(level) for level in range(1, self.t + 1)), self.t * self.k
+
     def _build_layout(self) -> Layout:
         coef = hash_coefficients(self.hash_seed, self.t * self.k, 2**64)
         groups, levels = [], []
@@ -256,6 +261,9 @@ class Server(LayoutServer):
         examined = 0
         for level in range(1, p.t + 1):
             width = 1 << (p.shift(level - 1) - p.shift(level)) if level > 1 else p.prefix_domain(1)
+            # children, their estimates and the query's per-chunk temporaries
+            check_allocation(32 * len(kept) * width, f"the level-{level} HadaHeavy search over "
+                             f"{len(kept)} prefixes x {width} children (raise tau or set top)")
             children = (kept[:, None] * np.uint64(width) + np.arange(width, dtype=np.uint64)[None, :]).ravel()
             if p.prefix_domain(level) < 2**64:
                 children = children[children < np.uint64(p.prefix_domain(level))]

@@ -26,12 +26,13 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
+from ._base import Aggregator, ClientBase, Params, Protocol, Reports, _describe, _State, register_protocol
+from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import (check_binary_epsilon, check_choice, check_derived_range, check_epsilon, check_int,
                         check_threads, rr_threshold)
 from ._validate import probability_threshold  # noqa: F401  (re-exported)
-from .errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
+from .errors import DTypeError, FormatError, ParameterError, ReportError
 from .theory.hadamard import c_eps
 
 __all__ = [
@@ -189,6 +190,8 @@ class BitReports(Reports):
     """One HRR-style report per user: the Hadamard row ``rows`` (uint32) and the
     privatized bit ``bits`` (int8, +1 or -1)."""
 
+    column_types: ClassVar = {"rows": ("uint32", 1), "bits": ("int8", 1)}
+
     rows: np.ndarray
     bits: np.ndarray
 
@@ -207,6 +210,8 @@ class GroupBitReports(Reports):
     """One report per user of a sketched Hadamard protocol: the group (hash function /
     user subset) ``groups`` (uint32), the Hadamard row ``rows`` (uint32) and the
     privatized bit ``bits`` (int8, +1 or -1)."""
+
+    column_types: ClassVar = {"groups": ("uint32", 1), "rows": ("uint32", 1), "bits": ("int8", 1)}
 
     groups: np.ndarray
     rows: np.ndarray
@@ -261,25 +266,47 @@ class LayoutServer(Aggregator):
     of reports per group. Decoding applies one exact int64 FWHT per group."""
 
     reports_type: ClassVar[type] = BitReports
+    _ingest_validates = True  # hadamard_update checks every report before adding any
 
     def __init__(self, params: Params, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
-        layout = params.layout()
-        self._z = np.zeros(layout.n_cells, dtype=np.int64)
-        self._n = np.zeros(1, dtype=np.int64)
-        self._group_sizes = np.zeros(layout.n_groups, dtype=np.int64)
-        self._decoded: Optional[np.ndarray] = None
+        cells, groups = params._layout_size()
+        self._st = _State(z=np.zeros(cells, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
+                          group_sizes=np.zeros(groups, dtype=np.int64))
+
+    @classmethod
+    def _state_layout(cls, params: Params):
+        cells, groups = params._layout_size()
+        return {"z": ((cells,), "int64"), "n": ((1,), "int64"), "group_sizes": ((groups,), "int64")}
 
     # state
-    def _state(self) -> Dict[str, np.ndarray]:
-        return {"z": self._z, "n": self._n, "group_sizes": self._group_sizes}
+    @property
+    def _z(self) -> np.ndarray:
+        return self._st["z"]
+
+    @property
+    def _n(self) -> np.ndarray:
+        return self._st["n"]
+
+    @property
+    def _group_sizes(self) -> np.ndarray:
+        return self._st["group_sizes"]
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._z = np.ascontiguousarray(state["z"], dtype=np.int64)
-        self._n = np.ascontiguousarray(state["n"], dtype=np.int64)
-        self._group_sizes = np.ascontiguousarray(state["group_sizes"], dtype=np.int64)
-        self._decoded = None
+        self._st = _State({name: np.array(state[name], dtype=np.int64) for name in ("z", "n", "group_sizes")})
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        sizes, n = state["group_sizes"], int(state["n"][0])
+        if n < 0 or (sizes.size and int(sizes.min()) < 0) or float(sizes.sum(dtype=np.float64)) != n:
+            raise FormatError(f"stored report counts are inconsistent: n = {n}, per group {_describe(sizes)}")
+        # each report adds +-1 to one cell of its group
+        starts = self.params.layout().cell_base.astype(np.intp)
+        spread = np.add.reduceat(np.abs(state["z"].astype(np.float64)), starts)
+        parity = np.add.reduceat(state["z"], starts) % 2
+        if np.any(spread > sizes) or np.any(parity != sizes % 2):
+            raise FormatError("stored aggregation vector does not fit the stored report counts")
 
     @property
     def n(self) -> int:
@@ -339,44 +366,51 @@ class LayoutServer(Aggregator):
         rows = gen.integers(0, layout.rows.astype(np.int64)[groups])
         return groups.astype(np.uint32), rows.astype(np.uint32)
 
-    def update(self, reports: Reports) -> "LayoutServer":
-        """Add a batch of reports. The whole batch is validated first (groups, rows in
-        range, bits in {-1, +1}); a rejected batch leaves the state unchanged.
-
-        Raises:
-            ReportError: wrong report type or an invalid report (its index is named).
-        """
-        if not isinstance(reports, self.reports_type):
-            raise ReportError(f"reports must be {self.reports_type.__name__}, got {type(reports).__name__}")
-        reports._check_lengths()
+    def _validate(self, reports: Reports) -> None:
+        """Groups and rows in range, bits in {-1, +1} (the first bad report is named)."""
         layout = self.params.layout()
         groups, rows, bits = reports.groups, reports.rows, reports.bits
-        for name, arr, dtype in (("groups", groups, np.uint32), ("rows", rows, np.uint32), ("bits", bits, np.int8)):
-            if arr is not None and (arr.dtype != dtype or not arr.flags.c_contiguous or arr.ndim != 1):
-                raise ReportError(f"reports.{name} must be a contiguous 1-D {np.dtype(dtype).name} array")
-        bad = _core.hadamard_update(groups, rows, bits, np.ascontiguousarray(layout.rows), layout.cell_base,
-                                    self._z, self.threads)
-        if bad < len(rows):
-            g = int(groups[bad]) if groups is not None else 0
-            if g >= layout.n_groups:
-                raise ReportError(f"report {bad}: group {g} is out of range [0, {layout.n_groups})")
-            if int(rows[bad]) >= int(layout.rows[g]):
-                raise ReportError(f"report {bad}: row {int(rows[bad])} is out of range [0, {int(layout.rows[g])})")
-            raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
-        self._n[0] += len(rows)
+        widths = layout.rows
         if groups is None:
-            self._group_sizes[0] += len(rows)
+            bad_group = np.zeros(rows.size, dtype=bool)
+            width = widths[0]
         else:
-            self._group_sizes += np.bincount(groups, minlength=layout.n_groups).astype(np.int64)
-        self._decoded = None
-        return self
+            bad_group = groups >= layout.n_groups
+            width = widths[np.minimum(groups, layout.n_groups - 1)]
+        bad = bad_group | (rows >= width) | ((bits != 1) & (bits != -1))
+        if bad.any():
+            i = int(np.argmax(bad))
+            g = int(groups[i]) if groups is not None else 0
+            if g >= layout.n_groups:
+                raise ReportError(f"report {i}: group {g} is out of range [0, {layout.n_groups})")
+            if int(rows[i]) >= int(widths[g]):
+                raise ReportError(f"report {i}: row {int(rows[i])} is out of range [0, {int(widths[g])})")
+            raise ReportError(f"report {i}: bit must be -1 or +1, got {int(bits[i])}")
+
+    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
+        layout = self.params.layout()
+        st = self._st
+        z = st["z"].copy()
+        groups = reports.groups
+        bad = _core.hadamard_update(groups, reports.rows, reports.bits, np.ascontiguousarray(layout.rows),
+                                    layout.cell_base, z, self.threads)
+        if bad < len(reports):
+            self._validate(reports)  # names the first bad report
+            raise ReportError(f"report {bad} does not fit the parameters")
+        if groups is None:
+            sizes = st["group_sizes"] + len(reports)
+        else:
+            sizes = st["group_sizes"] + np.bincount(groups.astype(np.intp), minlength=layout.n_groups)
+        return {"z": z, "n": st["n"] + len(reports), "group_sizes": sizes}
 
     def decoded(self) -> np.ndarray:
         """``H z_g`` for every group, flat int64 (exact; cached until the next update).
         Multiply by ``c_eps`` for the HRR count estimates."""
-        if self._decoded is None:
+        st = self._st
+        decoded = getattr(st, "decoded", None)
+        if decoded is None:
             layout = self.params.layout()
-            out = self._z.copy()
+            out = st["z"].copy()
             rows = layout.rows
             start = 0
             while start < layout.n_groups:  # runs of groups with equal Hadamard size: one 2-D FWHT each
@@ -389,8 +423,9 @@ class LayoutServer(Aggregator):
                 if width >= 2:
                     _core.fwht(block, self.threads)
                 start = stop
-            self._decoded = out
-        return self._decoded
+            out.flags.writeable = False  # cached with the state it was decoded from
+            st.decoded = decoded = out
+        return decoded
 
     def _require_reports(self) -> None:
         if self.n == 0:
@@ -450,6 +485,10 @@ class HRRParams(Params):
 
     def layout(self) -> Layout:
         return cached_layout(self)
+
+    def _layout_size(self) -> Tuple[int, int]:
+        """(cells, groups) of the server state."""
+        return self.hadamard_size, 1
 
     def _build_layout(self) -> Layout:
         return make_layout([{"rows": self.hadamard_size}])
@@ -543,6 +582,10 @@ class HEParams(Params):
     def layout(self) -> Layout:
         return cached_layout(self)
 
+    def _layout_size(self) -> Tuple[int, int]:
+        """(cells, groups) of the server state."""
+        return self.hadamard_size, 1
+
     def _build_layout(self) -> Layout:
         return make_layout([{"rows": self.hadamard_size, "col_offset": 1}])
 
@@ -628,6 +671,10 @@ class CMSHEParams(Params):
     def layout(self) -> Layout:
         return cached_layout(self)
 
+    def _layout_size(self) -> Tuple[int, int]:
+        """(cells, groups) of the server state."""
+        return self.k * self.hadamard_size, self.k
+
     def _build_layout(self) -> Layout:
         coef = hash_coefficients(self.hash_seed, self.k, PRIME)
         groups = [{"a0": int(coef[j, 0]), "a1": int(coef[j, 1]), "hash_modulus": self.m, "col_offset": 1,
@@ -687,7 +734,11 @@ class CMSHEServer(LayoutServer):
         all of ``[0, d)``, which costs ``k d`` hash evaluations), float64."""
         self._require_reports()
         p = self.params
-        xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
+        if candidates is None:
+            check_allocation(16 * p.d, f"a whole-domain CMS+HE query (d={p.d})")
+            xs = np.arange(p.d, dtype=np.uint64)
+        else:
+            xs = as_values(candidates, p.d, "candidates")
         total = _chunked_group_sum(p.layout(), self.decoded(), xs, 1, self.threads) * c_eps(p.epsilon)
         est = p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
         return est * self.n if counts else est
@@ -757,6 +808,8 @@ class RHRReports(Reports):
     z: np.ndarray
     rows: np.ndarray
 
+    column_types: ClassVar = {"z": ("uint32", 1), "rows": ("uint32", 1)}
+
     def __post_init__(self):
         self.z = column("z", self.z, np.uint32)
         self.rows = column("rows", self.rows, np.uint32)
@@ -794,43 +847,59 @@ class RHRServer(Aggregator):
 
     protocol = "rhr"
     params_type = RHRParams
+    reports_type = RHRReports
+    _ingest_validates = True  # hadamard_update checks every report before adding any
 
     def __init__(self, params: RHRParams, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
-        self._z = np.zeros(params.base * params.hadamard_size, dtype=np.int64)
-        self._n = np.zeros(1, dtype=np.int64)
-        self._decoded: Optional[np.ndarray] = None
+        self._st = _State(z=np.zeros(params.base * params.hadamard_size, dtype=np.int64),
+                          n=np.zeros(1, dtype=np.int64))
 
-    def _state(self) -> Dict[str, np.ndarray]:
-        return {"z": self._z, "n": self._n}
+    @classmethod
+    def _state_layout(cls, params: RHRParams):
+        return {"z": ((params.base * params.hadamard_size,), "int64"), "n": ((1,), "int64")}
+
+    @property
+    def _z(self) -> np.ndarray:
+        return self._st["z"]
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._z, self._n, self._decoded = state["z"], state["n"], None
+        self._st = _State(z=np.array(state["z"], dtype=np.int64), n=np.array(state["n"], dtype=np.int64))
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        n, z = int(state["n"][0]), state["z"]
+        # each report adds +-1 to one cell
+        if n < 0 or float(np.abs(z.astype(np.float64)).sum()) > n or int(z.sum()) % 2 != n % 2:
+            raise FormatError(f"stored aggregation vector does not fit the stored report count n = {n}")
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
-    def update(self, reports: RHRReports) -> "RHRServer":
-        """Add a validated batch (``z < 2^b``, ``rows < Hsize``); a rejected batch leaves
-        the state unchanged."""
-        if not isinstance(reports, RHRReports):
-            raise ReportError(f"reports must be RHRReports, got {type(reports).__name__}")
-        reports._check_lengths()
+    def _validate(self, reports: RHRReports) -> None:
+        """``z < 2^b`` and ``rows < Hsize``."""
+        p = self.params
+        bad = (reports.z >= p.symbols) | (reports.rows >= p.hadamard_size)
+        if bad.any():
+            i = int(np.argmax(bad))
+            if int(reports.z[i]) >= p.symbols:
+                raise ReportError(f"report {i}: z = {int(reports.z[i])} is out of range [0, {p.symbols})")
+            raise ReportError(f"report {i}: row {int(reports.rows[i])} is out of range [0, {p.hadamard_size})")
+
+    def _ingest(self, reports: RHRReports) -> Dict[str, np.ndarray]:
         p = self.params
         blocks = reports.z >> np.uint32(1)
         bits = np.where(reports.z & np.uint32(1), 1, -1).astype(np.int8)
         group_rows = np.full(p.base, p.hadamard_size, dtype=np.uint64)
         cell_base = np.arange(p.base, dtype=np.uint64) * np.uint64(p.hadamard_size)
-        bad = _core.hadamard_update(blocks, reports.rows, bits, group_rows, cell_base, self._z, self.threads)
+        z = self._st["z"].copy()
+        bad = _core.hadamard_update(blocks, reports.rows, bits, group_rows, cell_base, z, self.threads)
         if bad < len(reports):
-            if int(reports.z[bad]) >= p.symbols:
-                raise ReportError(f"report {bad}: z = {int(reports.z[bad])} is out of range [0, {p.symbols})")
-            raise ReportError(f"report {bad}: row {int(reports.rows[bad])} is out of range [0, {p.hadamard_size})")
-        self._n[0] += len(reports)
-        self._decoded = None
-        return self
+            self._validate(reports)  # names the first bad report
+            raise ReportError(f"report {bad} does not fit the parameters")
+        return {"z": z, "n": self._st["n"] + len(reports)}
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
@@ -838,17 +907,23 @@ class RHRServer(Aggregator):
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
-        if self._decoded is None:
-            block = self._z.copy().reshape(p.base, p.hadamard_size)
+        st = self._st
+        decoded = getattr(st, "decoded", None)
+        if decoded is None:
+            decoded = st["z"].copy().reshape(p.base, p.hadamard_size)
             if p.hadamard_size >= 2:
-                _core.fwht(block, self.threads)
-            self._decoded = block
-        xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
+                _core.fwht(decoded, self.threads)
+            st.decoded = decoded
+        if candidates is None:
+            check_allocation(32 * p.d, f"a whole-domain RHR query (d={p.d})")
+            xs = np.arange(p.d, dtype=np.uint64)
+        else:
+            xs = as_values(candidates, p.d, "candidates")
         em1 = math.expm1(p.epsilon)
         scale = (em1 + p.symbols) / em1 / (1.0 if counts else self.n)
         low = (xs & np.uint64(p.base - 1)).astype(np.int64)
         high = (xs >> np.uint64(p.b - 1)).astype(np.int64) + 1
-        return self._decoded[low, high] * scale
+        return decoded[low, high] * scale
 
 
 # == OLH ==============================================================================
@@ -901,6 +976,8 @@ class OLHReports(Reports):
     a0: np.ndarray
     a1: np.ndarray
 
+    column_types: ClassVar = {"z": ("uint64", 1), "a0": ("uint64", 1), "a1": ("uint64", 1)}
+
     def __post_init__(self):
         self.z = column("z", self.z, np.uint64)
         self.a0 = column("a0", self.a0, np.uint64)
@@ -937,6 +1014,7 @@ class OLHServer(Aggregator):
 
     protocol = "olh"
     params_type = OLHParams
+    reports_type = OLHReports
 
     def __init__(self, params: OLHParams, threads: int = 0):
         super().__init__(params)
@@ -944,6 +1022,15 @@ class OLHServer(Aggregator):
 
         self._reports = ocms.Server(ocms.Params(epsilon=params.epsilon, d=params.d, m=params.g,
                                                 use_m_prime=False), threads=check_threads(threads))
+        self._reports._lock = self._lock  # one lock for the pair
+
+    @property
+    def _st(self) -> _State:  # the state is the inner server's
+        return self._reports._st
+
+    @_st.setter
+    def _st(self, state: _State) -> None:
+        self._reports._st = state
 
     def _state(self) -> Dict[str, np.ndarray]:
         return self._reports._state()
@@ -956,29 +1043,25 @@ class OLHServer(Aggregator):
             raise FormatError(f"stored state must hold the OLH report columns z, a0, a1, got {sorted(state)}")
         self._reports._check_state(state)
 
-    def merge(self, other: "OLHServer") -> "OLHServer":
-        """Add ``other``'s reports (exact; ``other`` is unchanged)."""
-        if type(other) is not type(self):
-            raise IncompatibleError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
-        if other.params != self.params:
-            raise IncompatibleError(f"cannot merge aggregators with different parameters: {self.params} vs {other.params}")
-        self._reports.merge(other._reports)
-        return self
+    def _validate(self, reports: OLHReports) -> None:
+        """``z < g`` and ``a0, a1 < PRIME``."""
+        self._reports._validate(self._as_ocms(reports))
+
+    def _ingest(self, reports: OLHReports):
+        return self._reports._ingest(self._as_ocms(reports))
+
+    def _merged(self, theirs):
+        return self._reports._merged(theirs)
+
+    @staticmethod
+    def _as_ocms(reports: OLHReports):
+        from . import ocms
+
+        return ocms.Reports(z=reports.z, a0=reports.a0, a1=reports.a1)
 
     @property
     def n(self) -> int:
         return self._reports.n
-
-    def update(self, reports: OLHReports) -> "OLHServer":
-        """Add a validated batch (``z < g``, ``a0, a1 < PRIME``); a rejected batch leaves
-        the state unchanged."""
-        from . import ocms
-
-        if not isinstance(reports, OLHReports):
-            raise ReportError(f"reports must be OLHReports, got {type(reports).__name__}")
-        reports._check_lengths()
-        self._reports.update(ocms.Reports(z=reports.z, a0=reports.a0, a1=reports.a1))
-        return self
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:

@@ -22,7 +22,7 @@ independent for a power-of-two ``m``; ``(a0, a1)`` of every subset derive from `
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Tuple
 
 import numpy as np
 
@@ -120,6 +120,10 @@ class Params(_ParamsBase):
 
     def layout(self) -> Layout:
         return cached_layout(self)
+
+    def _layout_size(self) -> Tuple[int, int]:
+        """(cells, groups) of the server state."""
+        return self.k * self.m, self.k
 
     def _build_layout(self) -> Layout:
         coef = hash_coefficients(self.hash_seed, self.k, 2**64)

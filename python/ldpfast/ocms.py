@@ -46,11 +46,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
-from typing import ClassVar, Dict, List, Optional, Tuple
+from typing import ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 
 from . import _base, _core
+from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import check_threads, rr_threshold
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
@@ -330,6 +331,8 @@ class Reports(_base.Reports):
 
     protocol: ClassVar[str] = "ocms"
 
+    column_types: ClassVar = {"z": ("uint64", 1), "a0": ("uint64", 1), "a1": ("uint64", 1)}
+
     z: np.ndarray
     a0: np.ndarray
     a1: np.ndarray
@@ -416,6 +419,12 @@ def decode_matches(params: Params, matches, n: int, clip: bool = False) -> np.nd
     return np.clip(fhat, 0.0, 1.0) if clip else fhat
 
 
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only (kept reports are shared between merged servers)."""
+    array.flags.writeable = False
+    return array
+
+
 def _contiguous_start(candidates: np.ndarray) -> Optional[int]:
     """First value if ``candidates`` is ``[c, c+1, ..., c+k-1]``, else None."""
     if candidates.size == 0:
@@ -443,23 +452,34 @@ class Server(_base.Aggregator):
     protocol: ClassVar[str] = "ocms"
     params_type: ClassVar[type] = Params
 
+    reports_type: ClassVar[type] = Reports
+
     def __init__(self, params: Params, candidates=None, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
-        self._chunks: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._canonical = True
         self._candidates: Optional[np.ndarray] = None
-        self._counts: Optional[np.ndarray] = None
-        self._n = 0
-        if candidates is not None:
+        if candidates is None:
+            self._st = _base._State(chunks=(), canonical=True)
+        else:
             self._candidates = self._checked_candidates(candidates, distinct=True).copy()
-            self._counts = np.zeros(self._candidates.size, dtype=np.uint64)
+            self._candidates.flags.writeable = False
+            self._st = _base._State(counts=np.zeros(self._candidates.size, dtype=np.uint64),
+                                    n=np.zeros(1, dtype=np.uint64))
 
     # -- properties --------------------------------------------------------------------
     @property
+    def _counts(self) -> Optional[np.ndarray]:
+        return self._st.get("counts")
+
+    @property
     def n(self) -> int:
         """Number of reports aggregated."""
-        return self._n
+        st = self._st
+        if "n" in st:
+            return int(st["n"][0])
+        return sum(int(chunk[0].size) for chunk in st["chunks"])
+
+    _n = n
 
     @property
     def keeps_reports(self) -> bool:
@@ -478,55 +498,48 @@ class Server(_base.Aggregator):
         z, a0, a1 = self._columns()
         return Reports(z=z.copy(), a0=a0.copy(), a1=a1.copy())
 
-    # -- aggregation -------------------------------------------------------------------
-    def update(self, reports: Reports) -> "Server":
-        """Add a batch. The whole batch is validated first (``z < m``, ``a0, a1`` field
-        elements); a rejected batch leaves the server unchanged. Returns self.
-
-        Raises:
-            ReportError: the batch is not an ``ocms.Reports`` or does not fit the parameters.
-        """
-        if not isinstance(reports, Reports):
-            raise ReportError(f"reports must be ldpfast.ocms.Reports, got {type(reports).__name__}")
-        reports._check_lengths()
+    # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _validate(self, reports: Reports) -> None:
+        """``z < m`` and ``a0, a1`` field elements."""
         reports.validate(self.params)
-        if len(reports) == 0:
-            return self
+
+    def _ingest(self, reports: Reports):
+        st = self._st
         if self.keeps_reports:
-            self._append((reports.z.copy(), reports.a0.copy(), reports.a1.copy()))
-        else:
-            counts = np.zeros_like(self._counts)
-            self._count_into(reports.z, reports.a0, reports.a1, self._candidates, counts)
-            self._counts += counts
-            self._n += len(reports)
-        return self
+            chunk = tuple(_frozen(column.copy()) for column in (reports.z, reports.a0, reports.a1))
+            return {"chunks": st["chunks"] + (chunk,), "canonical": False}
+        counts = st["counts"].copy()
+        self._count_into(reports.z, reports.a0, reports.a1, self._candidates, counts)
+        return {"counts": counts, "n": st["n"] + np.uint64(len(reports))}
+
+    def _merged(self, theirs):
+        mine = self._st
+        if "chunks" in mine:
+            return {"chunks": mine["chunks"] + theirs["chunks"],
+                    "canonical": not theirs["chunks"] and mine["canonical"]}
+        return {"counts": _base._checked_sum("counts", mine["counts"], theirs["counts"]),
+                "n": _base._checked_sum("n", mine["n"], theirs["n"])}
 
     def merge(self, other: "Server") -> "Server":
         """Add ``other``'s reports into this server (exact; ``other`` is unchanged). Both
         must have equal parameters and the same mode (and equal candidates)."""
-        if type(other) is not type(self):
-            raise IncompatibleError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
-        if other.params != self.params:
-            raise IncompatibleError(
-                f"cannot merge aggregators with different parameters: {self.params} vs {other.params}")
-        if self.keeps_reports != other.keeps_reports:
-            raise IncompatibleError("cannot merge a report-keeping server with a candidate-count server")
-        if self.keeps_reports:
-            if other.n:
-                self._append(tuple(c.copy() for c in other._columns(canonical=False)))
-        else:
-            if not np.array_equal(self._candidates, other._candidates):
+        if type(other) is type(self) and other.params == self.params and other is not self:
+            if self.keeps_reports != other.keeps_reports:
+                raise IncompatibleError("cannot merge a report-keeping server with a candidate-count server")
+            if not self.keeps_reports and not np.array_equal(self._candidates, other._candidates):
                 raise IncompatibleError("cannot merge servers that count different candidates")
-            self._counts += other._counts
-            self._n += other._n
-        return self
+        return super().merge(other)
 
     def match_counts(self, candidates=None) -> np.ndarray:
         """``C(x) = #{i : z_i = h_i(x)}`` for each candidate (uint64); ``None`` means the
         whole dictionary (report-keeping mode) or the streamed candidates."""
         if self.keeps_reports:
-            xs = np.arange(self.params.d, dtype=np.uint64) if candidates is None \
-                else self._checked_candidates(candidates, distinct=False)
+            if candidates is None:
+                # the query holds the values, their counts and their float estimates
+                check_allocation(24 * self.params.d, f"a whole-dictionary OCMS query (d={self.params.d})")
+                xs = np.arange(self.params.d, dtype=np.uint64)
+            else:
+                xs = self._checked_candidates(candidates, distinct=False)
             counts = np.zeros(xs.size, dtype=np.uint64)
             if self._n:
                 self._count_into(*self._columns(canonical=False), xs, counts)
@@ -585,33 +598,31 @@ class Server(_base.Aggregator):
         elif xs.size:
             _core.ocms_count_list(p.field, z, a0, a1, p.m, xs, counts, self.threads)
 
-    def _append(self, columns) -> None:
-        self._chunks.append(columns)
-        self._n += columns[0].size
-        self._canonical = False
-
     def _columns(self, canonical: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept reports as one set of columns; ``canonical`` sorts the rows by
         (z, a0, a1) so that state and bytes do not depend on arrival order (counting does
-        not need it)."""
-        if not self._chunks:
-            empty = np.zeros(0, dtype=np.uint64)
-            return empty, empty, empty
-        if len(self._chunks) > 1:
-            self._chunks = [tuple(np.concatenate([c[i] for c in self._chunks]) for i in range(3))]
-        if canonical and not self._canonical:
-            z, a0, a1 = self._chunks[0]
-            order = np.lexsort((a1, a0, z))
-            self._chunks = [(z[order], a0[order], a1[order])]
-            self._canonical = True
-        return self._chunks[0]
+        not need it). The compacted state (the same reports) is committed."""
+        with self._lock:
+            st = self._st
+            chunks, ordered = st["chunks"], st["canonical"]
+            if not chunks:
+                empty = np.zeros(0, dtype=np.uint64)
+                return empty, empty, empty
+            if len(chunks) > 1:
+                chunks = (tuple(_frozen(np.concatenate([c[i] for c in chunks])) for i in range(3)),)
+            if canonical and not ordered:
+                z, a0, a1 = chunks[0]
+                order = np.lexsort((a1, a0, z))
+                chunks, ordered = (tuple(_frozen(column[order]) for column in (z, a0, a1)),), True
+            if chunks is not st["chunks"]:
+                self._st = _base._State(chunks=chunks, canonical=ordered)
+            return chunks[0]
 
     def _state(self) -> Dict[str, np.ndarray]:
         if self.keeps_reports:
             z, a0, a1 = self._columns()
             return {"z": z, "a0": a0, "a1": a1}
-        return {"candidates": self._candidates, "counts": self._counts,
-                "n": np.array([self._n], dtype=np.uint64)}
+        return {"candidates": self._candidates, "counts": self._counts, "n": self._st["n"]}
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         def column(name):
@@ -637,6 +648,8 @@ class Server(_base.Aggregator):
                 self._checked_candidates(cands, distinct=True)
             except ParameterError as exc:
                 raise FormatError(f"stored candidates are invalid: {exc}") from None
+            if int(n[0]) >= 2**63:
+                raise FormatError(f"stored report count {int(n[0])} is out of range")
             if counts.size and int(counts.max()) > int(n[0]):
                 raise FormatError("stored match counts exceed the number of reports")
         else:
@@ -644,16 +657,14 @@ class Server(_base.Aggregator):
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
         if "z" in state:
-            self._candidates = self._counts = None
-            self._chunks, self._n = [], 0
-            z, a0, a1 = (np.ascontiguousarray(state[k], dtype=np.uint64) for k in ("z", "a0", "a1"))
-            if z.size:
-                self._append((z.copy(), a0.copy(), a1.copy()))
+            self._candidates = None
+            z, a0, a1 = (_frozen(np.array(state[k], dtype=np.uint64)) for k in ("z", "a0", "a1"))
+            self._st = _base._State(chunks=((z, a0, a1),) if z.size else (), canonical=False)
         else:
-            self._chunks = []
-            self._candidates = np.ascontiguousarray(state["candidates"], dtype=np.uint64).copy()
-            self._counts = np.ascontiguousarray(state["counts"], dtype=np.uint64).copy()
-            self._n = int(state["n"][0])
+            self._candidates = np.array(state["candidates"], dtype=np.uint64)
+            self._candidates.flags.writeable = False
+            self._st = _base._State(counts=np.array(state["counts"], dtype=np.uint64),
+                                    n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
     def _repr_extra(self) -> str:
         return "mode='reports'" if self.keeps_reports else f"mode='{self._candidates.size} candidates'"

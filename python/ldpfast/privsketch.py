@@ -41,11 +41,13 @@ from typing import Any, ClassVar, Dict, Tuple, Type, TypeVar
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, _checked_sum
+from ._base import _State, register_protocol
+from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from .datasets import SetData
 from ._validate import check_epsilon, check_int, rr_threshold
-from .errors import DTypeError, IncompatibleError, ParameterError, ReportError
+from .errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from .kernels.field import PRIME, is_prime
 from .theory.hadamard import c_eps
 
@@ -251,6 +253,7 @@ class Reports(_ReportsBase):
     (uint16, shape (n, K, M), a permutation of ``[0, K*M)`` per user)."""
 
     protocol: ClassVar[str] = "privsketch"
+    column_types: ClassVar = {"k": ("uint16", 1), "m": ("uint16", 1), "bit": ("int8", 1), "order": ("uint16", 3)}
     k: np.ndarray
     m: np.ndarray
     bit: np.ndarray
@@ -270,6 +273,7 @@ class NoSmpReports(_ReportsBase):
     and the ordering matrix ``order`` (uint16, shape (n, K, M))."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"
+    column_types: ClassVar = {"bits": ("int8", 3), "order": ("uint16", 3)}
     bits: np.ndarray
     order: np.ndarray
 
@@ -284,6 +288,7 @@ class SafeReports(_ReportsBase):
     """LDP-safe variant reports: sampled ``k``, ``m`` (uint16) and the RR bit (int8 +-1)."""
 
     protocol: ClassVar[str] = "privsketch-ldp"
+    column_types: ClassVar = {"k": ("uint16", 1), "m": ("uint16", 1), "bit": ("int8", 1)}
     k: np.ndarray
     m: np.ndarray
     bit: np.ndarray
@@ -295,10 +300,7 @@ class SafeReports(_ReportsBase):
         self._check_lengths()
 
 
-def _check_reports(reports, cls, params: SketchParams) -> None:
-    if not isinstance(reports, cls):
-        raise ReportError(f"reports must be {cls.__name__}, got {type(reports).__name__}")
-    reports._check_lengths()
+def _check_reports(reports, params: SketchParams) -> None:
     K, M = params.K, params.M
     if hasattr(reports, "k"):
         _check_below("k", reports.k, K, "K")
@@ -414,7 +416,10 @@ class _TrackedServer(Aggregator):
     fixed at construction; it is part of the state (``tracked`` mask) and must match for a
     merge. State: ``n`` (reports), ``pos``/``neg`` (per item of ``[0, d)``: decoded +1 and -1
     bits; zero for untracked items) and ``bits`` (numbers of +1 and -1 bits received in all,
-    for diagnostics)."""
+    for diagnostics). Thread-safe (see :class:`ldpfast._base.Aggregator`)."""
+
+    #: +-1 bits received per report (``bits`` sums to ``n`` times this; 0: not counted).
+    _bits_per_report: ClassVar[int] = 0
 
     def __init__(self, params, candidates=None, threads: int = 0):
         super().__init__(params)
@@ -424,36 +429,69 @@ class _TrackedServer(Aggregator):
         if candidates is not None:
             tracked[:] = 0
             tracked[_candidate_array(candidates, d)] = 1
-        self._n = np.zeros(1, dtype=np.int64)
-        self._bits = np.zeros(2, dtype=np.int64)
-        self._pos = np.zeros(d, dtype=np.int64)
-        self._neg = np.zeros(d, dtype=np.int64)
         self._set_tracked(tracked)
+        self._st = _State(n=np.zeros(1, dtype=np.int64), bits=np.zeros(2, dtype=np.int64),
+                          pos=np.zeros(d, dtype=np.int64), neg=np.zeros(d, dtype=np.int64))
+
+    @classmethod
+    def _state_layout(cls, params):
+        d = params.d
+        return {"n": ((1,), "int64"), "bits": ((2,), "int64"), "pos": ((d,), "int64"), "neg": ((d,), "int64"),
+                "tracked": ((d,), "uint8")}
 
     def _set_tracked(self, tracked: np.ndarray) -> None:
+        tracked = np.array(tracked, dtype=np.uint8)
+        tracked.flags.writeable = False
         self._tracked = tracked
         self._cand = np.flatnonzero(tracked).astype(np.int64)
         self._index_ready = False
 
+    @property
+    def _n(self) -> np.ndarray:
+        return self._st["n"]
+
+    @property
+    def _bits(self) -> np.ndarray:
+        return self._st["bits"]
+
+    @property
+    def _pos(self) -> np.ndarray:
+        return self._st["pos"]
+
+    @property
+    def _neg(self) -> np.ndarray:
+        return self._st["neg"]
+
     def _state(self) -> Dict[str, np.ndarray]:
-        return {"n": self._n, "bits": self._bits, "pos": self._pos, "neg": self._neg, "tracked": self._tracked}
+        return {**self._st, "tracked": self._tracked}
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._n, self._bits, self._pos, self._neg = state["n"], state["bits"], state["pos"], state["neg"]
         if not np.array_equal(state["tracked"], self._tracked):
             self._set_tracked(state["tracked"])
+        self._st = _State({name: np.array(state[name], dtype=np.int64) for name in ("n", "bits", "pos", "neg")})
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        n, bits, pos, neg, tracked = (state[k] for k in ("n", "bits", "pos", "neg", "tracked"))
+        count = int(n[0])
+        if count < 0 or int(bits.min()) < 0 or int(pos.min(initial=0)) < 0 or int(neg.min(initial=0)) < 0:
+            raise FormatError("stored counts must not be negative")
+        if self._bits_per_report and float(bits.sum(dtype=np.float64)) != float(count) * self._bits_per_report:
+            raise FormatError(f"stored bit counts {bits.tolist()} do not fit n = {count}")
+        if np.any(tracked > 1) or np.any((tracked == 0) & ((pos != 0) | (neg != 0))):
+            raise FormatError("stored tracked mask must be 0/1, with zero counts for untracked items")
+        if np.any(pos.astype(np.float64) + neg > count):
+            raise FormatError(f"stored per-item counts exceed the number of reports n = {count}")
+
+    def _merged(self, theirs):
+        mine = self._st
+        return {k: _checked_sum(k, mine[k], theirs[k]) for k in ("n", "bits", "pos", "neg")}
 
     def merge(self, other):
         """Add ``other``'s counts (exact); both must track the same candidates."""
         if type(other) is type(self) and not np.array_equal(other._tracked, self._tracked):
             raise IncompatibleError("cannot merge aggregators that track different candidate sets")
-        if type(other) is not type(self) or other.params != self.params:
-            return super().merge(other)
-        self._n = self._n + other._n
-        self._bits = self._bits + other._bits
-        self._pos = self._pos + other._pos
-        self._neg = self._neg + other._neg
-        return self
+        return super().merge(other)
 
     @property
     def n(self) -> int:
@@ -476,13 +514,15 @@ class _TrackedServer(Aggregator):
                                  f"item {missing} is not")
         return cand
 
-    def _commit(self, n_reports: int, pos: np.ndarray, neg: np.ndarray, ups: int = 0, downs: int = 0) -> None:
-        self._n = self._n + n_reports
-        self._bits = self._bits + np.array([ups, downs], dtype=np.int64)
-        self._pos = self._pos.copy()
-        self._neg = self._neg.copy()
-        self._pos[self._cand] += pos
-        self._neg[self._cand] += neg
+    def _added(self, n_reports: int, pos: np.ndarray, neg: np.ndarray, ups: int = 0,
+               downs: int = 0) -> Dict[str, np.ndarray]:
+        """The state with a decoded batch added (new arrays; the committed state is kept)."""
+        st = self._st
+        new_pos, new_neg = st["pos"].copy(), st["neg"].copy()
+        new_pos[self._cand] += pos
+        new_neg[self._cand] += neg
+        return {"n": st["n"] + n_reports, "bits": st["bits"] + np.array([ups, downs], dtype=np.int64),
+                "pos": new_pos, "neg": new_neg}
 
 
 _INDEX_CACHE: Dict[tuple, tuple] = {}
@@ -518,7 +558,8 @@ class Server(_TrackedServer):
 
     protocol: ClassVar[str] = "privsketch"
     params_type: ClassVar[type] = Params
-    _reports_type: ClassVar[type] = Reports
+    reports_type: ClassVar[type] = Reports
+    _bits_per_report = 1
 
     def _build_index(self) -> None:
         if self._index_ready:
@@ -538,19 +579,19 @@ class Server(_TrackedServer):
                                             self._bucket_cand, self._bucket_cells, self._cand.size,
                                             self.threads)
 
-    def update(self, reports) -> "Server":
-        """Decode and add a batch. The whole batch is validated first (ranges, +-1 bits,
-        every ordering matrix a permutation of ``[0, K*M)``); a rejected batch leaves the
-        state unchanged. Raises :class:`~ldpfast.errors.ReportError`. Returns ``self``."""
-        _check_reports(reports, self._reports_type, self.params)
+    def _validate(self, reports) -> None:
+        """Ranges, +-1 bits and shapes (the ordering matrices are checked while decoding:
+        each must be a permutation of ``[0, K*M)``)."""
+        _check_reports(reports, self.params)
+
+    def _ingest(self, reports):
         self._build_index()
         pos, neg, bad = self._decode(reports)
         if bad < len(reports):
             raise ReportError(f"order of report {bad} is not a permutation of [0, K*M={self.params.K * self.params.M})")
         bits = reports.bits if hasattr(reports, "bits") else reports.bit
         ups = int(np.count_nonzero(bits > 0))
-        self._commit(len(reports), pos, neg, ups, bits.size - ups)
-        return self
+        return self._added(len(reports), pos, neg, ups, bits.size - ups)
 
     def diagnostics(self) -> Dict[str, float]:
         """Bloom-bias diagnostics (the estimates target the count-min frequency ``ftilde >=
@@ -605,7 +646,11 @@ class NoSmpServer(Server):
 
     protocol: ClassVar[str] = "privsketch-nosmp"
     params_type: ClassVar[type] = NoSmpParams
-    _reports_type: ClassVar[type] = NoSmpReports
+    reports_type: ClassVar[type] = NoSmpReports
+
+    @property
+    def _bits_per_report(self) -> int:  # type: ignore[override]
+        return self.params.K * self.params.M
 
     def _decode(self, reports):
         p = self.params
@@ -641,35 +686,50 @@ class SafeServer(Aggregator):
 
     protocol: ClassVar[str] = "privsketch-ldp"
     params_type: ClassVar[type] = SafeParams
+    reports_type: ClassVar[type] = SafeReports
 
     def __init__(self, params: SafeParams):
         super().__init__(params)
-        self._n = np.zeros(1, dtype=np.int64)
-        self._pos = np.zeros((params.K, params.M), dtype=np.int64)
-        self._neg = np.zeros((params.K, params.M), dtype=np.int64)
+        self._st = _State(n=np.zeros(1, dtype=np.int64), pos=np.zeros((params.K, params.M), dtype=np.int64),
+                          neg=np.zeros((params.K, params.M), dtype=np.int64))
 
-    def _state(self):
-        return {"n": self._n, "pos": self._pos, "neg": self._neg}
+    @classmethod
+    def _state_layout(cls, params):
+        shape = (params.K, params.M)
+        return {"n": ((1,), "int64"), "pos": (shape, "int64"), "neg": (shape, "int64")}
+
+    @property
+    def _pos(self) -> np.ndarray:
+        return self._st["pos"]
+
+    @property
+    def _neg(self) -> np.ndarray:
+        return self._st["neg"]
 
     def _set_state(self, state):
-        self._n, self._pos, self._neg = state["n"], state["pos"], state["neg"]
+        self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "pos", "neg")})
+
+    def _check_state(self, state) -> None:
+        super()._check_state(state)
+        n, pos, neg = int(state["n"][0]), state["pos"], state["neg"]
+        if n < 0 or int(pos.min()) < 0 or int(neg.min()) < 0 or float(pos.sum(dtype=np.float64) + neg.sum()) != n:
+            raise FormatError(f"stored cell counts do not add up to the stored n = {n}")
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
-    def update(self, reports: SafeReports) -> "SafeServer":
-        """Add a batch (validated first; a rejected batch changes nothing). Returns self."""
-        _check_reports(reports, SafeReports, self.params)
+    def _validate(self, reports: SafeReports) -> None:
+        _check_reports(reports, self.params)
+
+    def _ingest(self, reports: SafeReports):
         p = self.params
         cell = reports.k.astype(np.int64) * p.M + reports.m
         up = reports.bit > 0
-        pos = np.bincount(cell[up], minlength=p.K * p.M).reshape(p.K, p.M)
-        neg = np.bincount(cell[~up], minlength=p.K * p.M).reshape(p.K, p.M)
-        self._n = self._n + len(reports)
-        self._pos = self._pos + pos
-        self._neg = self._neg + neg
-        return self
+        st = self._st
+        return {"n": st["n"] + len(reports),
+                "pos": st["pos"] + np.bincount(cell[up], minlength=p.K * p.M).reshape(p.K, p.M),
+                "neg": st["neg"] + np.bincount(cell[~up], minlength=p.K * p.M).reshape(p.K, p.M)}
 
     def _cell_sums(self) -> np.ndarray:
         """Per cell, the sum of the debiased bits ``(c b + 1)/2`` of the users that sampled it."""
@@ -698,7 +758,11 @@ class SafeServer(Aggregator):
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params
-        cand = np.arange(p.d, dtype=np.int64) if candidates is None else _candidate_array(candidates, p.d)
+        if candidates is None:
+            check_allocation(24 * p.K * p.d, f"a whole-domain query over d={p.d} items and K={p.K} rows")
+            cand = np.arange(p.d, dtype=np.int64)
+        else:
+            cand = _candidate_array(candidates, p.d)
         sums = self._cell_sums().ravel()[p.cells(cand).astype(np.int64)]  # (D, K)
         if estimator == "mean":
             est = p.M / self.n * sums.sum(axis=1)

@@ -41,12 +41,14 @@ from typing import ClassVar
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, _State
+from ._base import register_protocol
+from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from .datasets import SetData
-from .errors import ParameterError, ReportError
+from .errors import FormatError, ParameterError, ReportError
 from ._validate import check_derived_range, check_epsilon, check_int, rr_threshold
-from .kernels.field import PRIME
+from .kernels.field import PRIME, is_prime
 from .privsketch import (PrivacyWarning, SketchParams, _candidate_array, _check_below, _check_bits, _column,
                          _SketchClient, _TrackedServer, as_sets)
 from .theory.hadamard import c_eps
@@ -77,6 +79,7 @@ class MultiPCMSMeanReports(_ReportsBase):
     """``row`` (uint16) and its perturbed cells ``bits`` (int8 +-1, shape (n, M))."""
 
     protocol: ClassVar[str] = "multi-pcms-mean"
+    column_types: ClassVar = {"row": ("uint16", 1), "bits": ("int8", 2)}
     row: np.ndarray
     bits: np.ndarray
 
@@ -102,23 +105,42 @@ class MultiPCMSMeanClient(_SketchClient):
 
 class _TableServer(Aggregator):
     """State: ``sums`` (K x M, sum of the +-1 bits received per cell), ``rows`` (K, users
-    per row) and ``n``."""
+    per row) and ``n``. Thread-safe (see :class:`ldpfast._base.Aggregator`)."""
 
     def __init__(self, params):
         super().__init__(params)
-        self._n = np.zeros(1, dtype=np.int64)
-        self._rows = np.zeros(params.K, dtype=np.int64)
-        self._sums = np.zeros((params.K, params.M), dtype=np.int64)
+        self._st = _State(n=np.zeros(1, dtype=np.int64), rows=np.zeros(params.K, dtype=np.int64),
+                          sums=np.zeros((params.K, params.M), dtype=np.int64))
 
-    def _state(self):
-        return {"n": self._n, "rows": self._rows, "sums": self._sums}
+    @classmethod
+    def _state_layout(cls, params):
+        return {"n": ((1,), "int64"), "rows": ((params.K,), "int64"), "sums": ((params.K, params.M), "int64")}
+
+    @property
+    def _rows(self) -> np.ndarray:
+        return self._st["rows"]
+
+    @property
+    def _sums(self) -> np.ndarray:
+        return self._st["sums"]
 
     def _set_state(self, state):
-        self._n, self._rows, self._sums = state["n"], state["rows"], state["sums"]
+        self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "rows", "sums")})
+
+    def _check_state(self, state) -> None:
+        super()._check_state(state)
+        n, rows, sums = int(state["n"][0]), state["rows"], state["sums"]
+        # each report adds one +-1 bit to every cell of the rows it covers
+        if n < 0 or int(rows.min()) < 0 or np.any(np.abs(sums.astype(np.float64)) > rows[:, None]) \
+                or np.any((sums - rows[:, None]) % 2) or not self._rows_fit(rows, n):
+            raise FormatError(f"stored sketch counts do not fit the stored n = {n}")
+
+    def _rows_fit(self, rows: np.ndarray, n: int) -> bool:
+        return float(rows.sum(dtype=np.float64)) == n
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
     def _require_reports(self):
         if self.n == 0:
@@ -126,7 +148,11 @@ class _TableServer(Aggregator):
 
     def _cells(self, candidates):
         p = self.params
-        cand = np.arange(p.d, dtype=np.int64) if candidates is None else _candidate_array(candidates, p.d)
+        if candidates is None:
+            check_allocation(24 * p.K * p.d, f"a whole-domain query over d={p.d} items and K={p.K} rows")
+            cand = np.arange(p.d, dtype=np.int64)
+        else:
+            cand = _candidate_array(candidates, p.d)
         return p.cells(cand).astype(np.int64)
 
 
@@ -138,23 +164,23 @@ class MultiPCMSMeanServer(_TableServer):
     protocol: ClassVar[str] = "multi-pcms-mean"
     params_type: ClassVar[type] = MultiPCMSMeanParams
 
-    def update(self, reports: MultiPCMSMeanReports) -> "MultiPCMSMeanServer":
-        """Add a batch (validated first; a rejected batch changes nothing). Returns self."""
+    reports_type: ClassVar[type] = MultiPCMSMeanReports
+
+    def _validate(self, reports: MultiPCMSMeanReports) -> None:
         p = self.params
-        if not isinstance(reports, MultiPCMSMeanReports):
-            raise ReportError(f"reports must be MultiPCMSMeanReports, got {type(reports).__name__}")
-        reports._check_lengths()
         _check_below("row", reports.row, p.K, "K")
         if reports.bits.shape[1] != p.M:
             raise ReportError(f"bits must have shape (n, M={p.M}), got {reports.bits.shape}")
         _check_bits("bits", reports.bits)
-        sums = np.zeros_like(self._sums)
+
+    def _ingest(self, reports: MultiPCMSMeanReports):
+        p = self.params
+        st = self._st
+        sums = st["sums"].copy()
         for k in range(p.K):
-            sums[k] = reports.bits[reports.row == k].sum(axis=0, dtype=np.int64)
-        self._sums = self._sums + sums
-        self._rows = self._rows + np.bincount(reports.row, minlength=p.K)
-        self._n = self._n + len(reports)
-        return self
+            sums[k] += reports.bits[reports.row == k].sum(axis=0, dtype=np.int64)
+        return {"n": st["n"] + len(reports), "rows": st["rows"] + np.bincount(reports.row.astype(np.intp), minlength=p.K),
+                "sums": sums}
 
     def estimate(self, candidates=None, counts: bool = False, correction: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2): ``count(x)/n`` with no collision
@@ -190,6 +216,7 @@ class MultiPCMSMinReports(_ReportsBase):
     """The perturbed sketches ``bits`` (int8 +-1, shape (n, K, M))."""
 
     protocol: ClassVar[str] = "multi-pcms-min"
+    column_types: ClassVar = {"bits": ("int8", 3)}
     bits: np.ndarray
 
     def __post_init__(self):
@@ -217,18 +244,21 @@ class MultiPCMSMinServer(_TableServer):
     protocol: ClassVar[str] = "multi-pcms-min"
     params_type: ClassVar[type] = MultiPCMSMinParams
 
-    def update(self, reports: MultiPCMSMinReports) -> "MultiPCMSMinServer":
-        """Add a batch (validated first; a rejected batch changes nothing). Returns self."""
+    reports_type: ClassVar[type] = MultiPCMSMinReports
+
+    def _rows_fit(self, rows: np.ndarray, n: int) -> bool:
+        return bool(np.all(rows == n))
+
+    def _validate(self, reports: MultiPCMSMinReports) -> None:
         p = self.params
-        if not isinstance(reports, MultiPCMSMinReports):
-            raise ReportError(f"reports must be MultiPCMSMinReports, got {type(reports).__name__}")
         if reports.bits.shape[1:] != (p.K, p.M):
             raise ReportError(f"bits must have shape (n, {p.K}, {p.M}), got {reports.bits.shape}")
         _check_bits("bits", reports.bits)
-        self._sums = self._sums + reports.bits.sum(axis=0, dtype=np.int64)
-        self._rows = self._rows + len(reports)
-        self._n = self._n + len(reports)
-        return self
+
+    def _ingest(self, reports: MultiPCMSMinReports):
+        st = self._st
+        return {"n": st["n"] + len(reports), "rows": st["rows"] + len(reports),
+                "sums": st["sums"] + reports.bits.sum(axis=0, dtype=np.int64)}
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
@@ -284,6 +314,7 @@ class PSOLHParams(_ParamsBase):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 2)
         check_int("pad_len", self.pad_len, 1)
         if not isinstance(self.amplify, bool):
@@ -319,6 +350,7 @@ class PSOLHParams(_ParamsBase):
 class _OLHReports(_ReportsBase):
     """OLH reports: perturbed hash ``z`` in [0, g) and the user's hash ``a0, a1`` (uint64)."""
 
+    column_types: ClassVar = {"z": ("uint64", 1), "a0": ("uint64", 1), "a1": ("uint64", 1)}
     z: np.ndarray
     a0: np.ndarray
     a1: np.ndarray
@@ -330,6 +362,14 @@ class _OLHReports(_ReportsBase):
         self._check_lengths()
 
 
+def _check_field_size(value) -> int:
+    """The OLH hash field: a prime below 2^64 (the C++ field arithmetic is 64-bit)."""
+    size = check_int("field_size", value, 3, 2**64 - 1)
+    if not is_prime(size):
+        raise ParameterError(f"field_size must be a prime below 2^64, got {size}")
+    return size
+
+
 def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
     """OLH (Wang et al. 2017): a fresh pairwise-independent hash ``(a0, a1)`` per user over the
     prime field ``params.field_size``, its value in [0, g) kept or moved by GRR with
@@ -339,7 +379,6 @@ def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
 
 
 def _check_olh_reports(reports, params) -> None:
-    reports._check_lengths()
     _check_below("z", reports.z, params.g, "g")
     _check_below("a0", reports.a0, params.field_size, "field_size")
     _check_below("a1", reports.a1, params.field_size, "field_size")
@@ -394,12 +433,13 @@ class PSOLHServer(_TrackedServer):
     protocol: ClassVar[str] = "ps-olh"
     params_type: ClassVar[type] = PSOLHParams
 
-    def update(self, reports: PSOLHReports) -> "PSOLHServer":
-        """Add a batch (validated first; a rejected batch changes nothing). Returns self."""
+    reports_type: ClassVar[type] = PSOLHReports
+
+    def _validate(self, reports: PSOLHReports) -> None:
+        _check_olh_reports(reports, self.params)
+
+    def _ingest(self, reports: PSOLHReports):
         p = self.params
-        if not isinstance(reports, PSOLHReports):
-            raise ReportError(f"reports must be PSOLHReports, got {type(reports).__name__}")
-        _check_olh_reports(reports, p)
         field = _core.Field.prime(p.field_size)
         matches = np.zeros(self._cand.size, dtype=np.uint64)
         if self._cand.size == p.d:
@@ -407,8 +447,7 @@ class PSOLHServer(_TrackedServer):
         else:
             _core.ocms_count_list(field, reports.z, reports.a0, reports.a1, p.g, self._cand.astype(np.uint64),
                                   matches, self.threads)
-        self._commit(len(reports), matches.astype(np.int64), np.zeros(self._cand.size, dtype=np.int64))
-        return self
+        return self._added(len(reports), matches.astype(np.int64), np.zeros(self._cand.size, dtype=np.int64))
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``) of ``candidates`` (default every
@@ -486,6 +525,7 @@ class SVIMItemParams(_SVIMOLHParams):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
         check_int("k", self.k, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
@@ -517,6 +557,7 @@ class SVIMLengthParams(_SVIMOLHParams):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
         object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
         object.__setattr__(self, "max_length",
@@ -565,6 +606,7 @@ class SVIMPaddedParams(_ParamsBase):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", _check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
         object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
         check_int("L", self.L, 1, self.field_size - 1 - len(self.candidates))
@@ -747,41 +789,52 @@ class _SVIMServer(Aggregator):
     def __init__(self, params, threads: int = 0):
         super().__init__(params)
         self.threads = check_int("threads", threads, 0)
-        self._n = np.zeros(1, dtype=np.int64)
-        self._counts = np.zeros(params.domain, dtype=np.int64)
+        self._st = _State(n=np.zeros(1, dtype=np.int64), counts=np.zeros(params.domain, dtype=np.int64))
 
-    def _state(self):
-        return {"n": self._n, "counts": self._counts}
+    @classmethod
+    def _state_layout(cls, params):
+        return {"n": ((1,), "int64"), "counts": ((params.domain,), "int64")}
+
+    @property
+    def _counts(self) -> np.ndarray:
+        return self._st["counts"]
 
     def _set_state(self, state):
-        self._n, self._counts = state["n"], state["counts"]
+        self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "counts")})
+
+    def _check_state(self, state) -> None:
+        super()._check_state(state)
+        n, counts = int(state["n"][0]), state["counts"]
+        # OLH: a report matches each value at most once; GRR: it counts for one value
+        if n < 0 or int(counts.min()) < 0 or int(counts.max()) > n or (
+                not self._uses_olh() and float(counts.sum(dtype=np.float64)) != n):
+            raise FormatError(f"stored counts do not fit the stored n = {n}")
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
     def _uses_olh(self) -> bool:
         return True
 
-    def update(self, reports):
-        """Add a batch (validated first; a rejected batch changes nothing). Returns self."""
+    def _validate(self, reports) -> None:
         p = self.params
-        if not isinstance(reports, self.reports_type):
-            raise ReportError(f"reports must be {self.reports_type.__name__}, got {type(reports).__name__}")
-        reports._check_lengths()
         if self._uses_olh():
             _check_olh_reports(reports, p)
-            counts = np.zeros(p.domain, dtype=np.uint64)
-            _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
-                                   counts, self.threads)
         else:
             _check_below("z", reports.z, p.domain, "|C| + dummies")
             if np.any(reports.a0) or np.any(reports.a1):
                 raise ReportError("GRR reports must have a0 = a1 = 0")
-            counts = np.bincount(reports.z.astype(np.int64), minlength=p.domain)
-        self._counts = self._counts + counts.astype(np.int64)
-        self._n = self._n + len(reports)
-        return self
+
+    def _ingest(self, reports):
+        p = self.params
+        if self._uses_olh():
+            counts = np.zeros(p.domain, dtype=np.uint64)
+            _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
+                                   counts, self.threads)
+        else:
+            counts = np.bincount(reports.z.astype(np.intp), minlength=p.domain)
+        return {"n": self._st["n"] + len(reports), "counts": self._st["counts"] + counts.astype(np.int64)}
 
     def _chat(self) -> np.ndarray:
         """Unbiased estimates of how many reporting users hold each value of the domain."""

@@ -15,7 +15,8 @@ Two framings:
   (no per-report padding), for moving many reports between servers.
 
 Neither framing carries the parameters: both ends must agree on them (they define the
-field widths). Decoding checks lengths and padding, rejects values outside a field's
+field widths). The encoder refuses a batch made with other parameters, and the decoded
+batch records the decoder's (``Reports.params_fingerprint``). Decoding checks lengths and padding, rejects values outside a field's
 range or codebook, and then runs the protocol's own batch validation, so anything that
 decodes is a batch the aggregator accepts.
 
@@ -242,6 +243,10 @@ def _bit_matrix(codes: Sequence[np.ndarray], widths: Sequence[int]) -> np.ndarra
 def _codes_of(params: Params, reports: Reports):
     if reports.protocol != params.protocol:
         raise IncompatibleError(f"reports are {reports.protocol!r}, params are {params.protocol!r}")
+    made_with = reports.params_fingerprint
+    if made_with is not None and made_with != params.fingerprint:
+        raise IncompatibleError(f"the reports were made with other parameters (fingerprint {made_with[:16]}) "
+                                f"than the given {params}")
     spec = fields(params)
     columns = reports.columns()
     codes, widths = [], []
@@ -299,12 +304,11 @@ def _finish(params: Params, columns: dict) -> Reports:
     """Build the batch and run the protocol's own validation on it."""
     proto = protocol(params.protocol)
     reports = proto.reports.from_columns({n: columns[n] for n in proto.reports.column_names()}, params)
+    reports.params_fingerprint = params.fingerprint
     if callable(getattr(reports, "validate", None)):
         reports.validate(params)
-    elif callable(getattr(proto.aggregator, "_validate", None)):
-        proto.aggregator(params)._validate(reports)
-    else:  # the aggregator's update validates the whole batch before counting
-        proto.aggregator(params).update(reports)
+    else:
+        proto.aggregator(params).validate(reports)
     return reports
 
 

@@ -1,0 +1,70 @@
+"""The memory budget: servers and queries refuse, before allocating, parameters whose
+arrays would exceed it (instead of failing inside numpy after minutes, or swapping).
+
+The limit is, in order of precedence: :func:`set_memory_limit`, the environment variable
+``LDPFAST_MEMORY_LIMIT`` (bytes, read at first use), or half of the physical memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from .errors import ParameterError
+
+__all__ = ["set_memory_limit", "get_memory_limit", "check_allocation"]
+
+_limit: Optional[int] = None
+
+
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # not POSIX: assume 8 GiB
+        return 8 << 30
+
+
+def _parse_limit(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ParameterError(f"{name} must be a positive number of bytes, got {value!r}")
+    try:
+        limit = int(value)
+    except ValueError:
+        raise ParameterError(f"{name} must be a positive number of bytes, got {value!r}") from None
+    if limit <= 0:
+        raise ParameterError(f"{name} must be a positive number of bytes, got {value!r}")
+    return limit
+
+
+def set_memory_limit(limit: Optional[int]) -> None:
+    """Largest allocation (bytes) a server's state or one query may need; ``None`` goes
+    back to the default (``LDPFAST_MEMORY_LIMIT`` or half of the physical memory)."""
+    global _limit
+    _limit = None if limit is None else _parse_limit(limit, "memory limit")
+
+
+def get_memory_limit() -> int:
+    """The memory budget in bytes (see :func:`set_memory_limit`)."""
+    if _limit is not None:
+        return _limit
+    env = os.environ.get("LDPFAST_MEMORY_LIMIT")
+    if env:
+        return _parse_limit(env, "LDPFAST_MEMORY_LIMIT")
+    return _physical_memory() // 2
+
+
+def _human(nbytes: int) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes} bytes"
+
+
+def check_allocation(nbytes: int, what: str) -> None:
+    """Raise ParameterError naming ``what`` and the size when ``nbytes`` exceeds the budget."""
+    limit = get_memory_limit()
+    if nbytes > limit:
+        raise ParameterError(
+            f"{what} would need {_human(nbytes)} ({nbytes} bytes), over the memory limit of "
+            f"{_human(limit)}; use smaller parameters, or raise the limit with "
+            "ldpfast.set_memory_limit(bytes) or LDPFAST_MEMORY_LIMIT")

@@ -1,0 +1,104 @@
+"""Per-protocol examples shared by the fuzz tests: the contract test's small examples
+(tests/test_contract.py), built once per session."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import struct
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+import _toy_protocol  # noqa: F401  (registers "toy-count")
+from ldpfast._base import FORMAT_MAGIC, FORMAT_VERSION, Aggregator, protocols
+from test_contract import EXAMPLES, SEED, _slice
+
+
+def case_ids():
+    """Every contract example id of a registered protocol, plus the toy protocol."""
+    return [cid for cid, (pid, _, _) in EXAMPLES.items() if pid in protocols()] + [_toy_protocol.PROTOCOL_ID]
+
+
+def off_template(protocol_id):
+    """True for a protocol whose server still overrides ``update`` instead of implementing
+    ``_validate``/``_ingest`` for the shared template (a known contract violation)."""
+    proto = protocols().get(protocol_id, _toy_protocol.PROTOCOL if protocol_id == _toy_protocol.PROTOCOL_ID else None)
+    return proto is not None and proto.aggregator.update is not Aggregator.update
+
+
+def case_params():
+    """``case_ids()`` as fixture parameters; cases of servers not yet on the template are
+    expected to fail (not strictly: some checks may pass by chance), naming the protocol."""
+    out = []
+    for cid in case_ids():
+        pid = EXAMPLES[cid][0] if cid in EXAMPLES else cid
+        marks = pytest.mark.xfail(reason=f"{pid!r} server overrides update (not yet on the Aggregator "
+                                         "template: no re-validation, fingerprint check, one-step commit "
+                                         "or state checks)", strict=False) if off_template(pid) else ()
+        out.append(pytest.param(cid, id=cid, marks=marks))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def example(case_id):
+    """(protocol, params, reports, make_server) for a case id."""
+    if case_id == _toy_protocol.PROTOCOL_ID:
+        proto = _toy_protocol.PROTOCOL
+        params, values = proto.example()
+        zero = None
+    else:
+        pid, make, zero = EXAMPLES[case_id]
+        proto = protocols()[pid]
+        params, values = make()
+    with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
+        warnings.simplefilter("ignore")
+        reports = proto.client(params, rng=SEED).perturb(values)
+    return proto, params, reports, (zero or proto.aggregator)
+
+
+def tiled(reports, times):
+    """``reports`` repeated ``times`` times (a larger batch of the same kind)."""
+    return type(reports).from_columns({k: np.concatenate([v] * times) for k, v in reports.columns().items()})
+
+
+def batches(reports, parts):
+    """``reports`` cut into ``parts`` consecutive batches (hand-built: no fingerprint)."""
+    n = len(reports)
+    cuts = [n * i // parts for i in range(parts + 1)]
+    return [_slice(reports, cuts[i], cuts[i + 1]) for i in range(parts)]
+
+
+def seal(header: dict, arrays: dict, raw_header: bytes = None) -> bytes:
+    """Aggregator bytes (format version 1) with the given header and state arrays, and a
+    valid CRC: what a writer that follows the layout but lies about the content makes."""
+    head = raw_header if raw_header is not None else json.dumps(header, sort_keys=True,
+                                                                  separators=(",", ":")).encode()
+    buf = io.BytesIO()
+    buf.write(FORMAT_MAGIC + struct.pack("<HI", FORMAT_VERSION, len(head)) + head)
+    buf.write(struct.pack("<I", len(arrays)))
+    for name in sorted(arrays):
+        value = arrays[name]
+        if isinstance(value, bytes):
+            image = value
+        else:
+            raw = io.BytesIO()
+            np.save(raw, np.asarray(value), allow_pickle=False)
+            image = raw.getvalue()
+        buf.write(struct.pack("<HQ", len(name.encode()), len(image)) + name.encode() + image)
+    body = buf.getvalue()
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def header_of(params) -> dict:
+    return {"protocol": params.protocol, "params": json.loads(params.to_json())["params"],
+            "fingerprint": params.fingerprint}
+
+
+def reseal(blob: bytes) -> bytes:
+    """``blob`` with its CRC-32 recomputed."""
+    body = blob[:-4]
+    return body + struct.pack("<I", zlib.crc32(body))
