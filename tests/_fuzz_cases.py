@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import _toy_protocol  # noqa: F401  (registers "toy-count")
-from ldpfast._base import FORMAT_MAGIC, FORMAT_VERSION, Aggregator, protocols
+from ldpfast._base import FORMAT_MAGIC, FORMAT_VERSION, protocols
 from test_contract import EXAMPLES, SEED, _slice
 
 
@@ -23,24 +23,9 @@ def case_ids():
     return [cid for cid, (pid, _, _) in EXAMPLES.items() if pid in protocols()] + [_toy_protocol.PROTOCOL_ID]
 
 
-def off_template(protocol_id):
-    """True for a protocol whose server still overrides ``update`` instead of implementing
-    ``_validate``/``_ingest`` for the shared template (a known contract violation)."""
-    proto = protocols().get(protocol_id, _toy_protocol.PROTOCOL if protocol_id == _toy_protocol.PROTOCOL_ID else None)
-    return proto is not None and proto.aggregator.update is not Aggregator.update
-
-
 def case_params():
-    """``case_ids()`` as fixture parameters; cases of servers not yet on the template are
-    expected to fail (not strictly: some checks may pass by chance), naming the protocol."""
-    out = []
-    for cid in case_ids():
-        pid = EXAMPLES[cid][0] if cid in EXAMPLES else cid
-        marks = pytest.mark.xfail(reason=f"{pid!r} server overrides update (not yet on the Aggregator "
-                                         "template: no re-validation, fingerprint check, one-step commit "
-                                         "or state checks)", strict=False) if off_template(pid) else ()
-        out.append(pytest.param(cid, id=cid, marks=marks))
-    return out
+    """``case_ids()`` as fixture parameters, each named by its id."""
+    return [pytest.param(cid, id=cid) for cid in case_ids()]
 
 
 @functools.lru_cache(maxsize=None)

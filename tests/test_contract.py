@@ -160,8 +160,6 @@ def test_empty_aggregator_is_the_merge_identity(case):
     assert proto.aggregator.from_bytes(empty.to_bytes()).to_bytes() == empty.to_bytes()
 
 
-#: Protocols whose merged bytes depend on the merge order (a known contract violation,
-#: reported to their owners): the test is expected to fail for them until fixed.
 def test_merge_is_exact_associative_and_commutative(case):
     proto, params, reports, (a, b, c), _, zero = case
     whole = _agg(case, reports).to_bytes()
@@ -177,9 +175,6 @@ def test_update_is_the_shared_template(case):
     one-step commit under the lock) and implements only ``_validate``/``_ingest``."""
     proto, params, _, _, _, zero = case
     agg = zero(params)
-    if type(agg).update is not Aggregator.update:
-        pytest.xfail(f"{proto.id!r} server overrides update (known contract violation: convert it to "
-                     "_validate/_ingest returning the new state, held in self._st)")
     assert type(agg).update is Aggregator.update
     assert type(agg)._ingest is not Aggregator._ingest
     assert hasattr(agg, "_st"), "the committed state lives in one attribute"
@@ -261,8 +256,6 @@ def test_rejected_batch_leaves_the_aggregator_unchanged(case):
             assert agg.to_bytes() == before, f"state changed by a batch with bad {name!r}"
 
 
-#: Aggregators that do not check column lengths before using a batch (known contract
-#: violations, reported to their owners): they raise numpy/C++ errors instead of ReportError.
 def test_batch_with_unequal_columns_is_rejected(case):
     proto, params, reports, (a, b, _c), _, zero = case
     if len(b.column_names()) < 2:

@@ -247,3 +247,17 @@ def test_olh_field_sizes_outside_the_64_bit_primes_do_not_load():
             header = _fingerprinted(params.protocol, {**header_of(params)["params"], "field_size": size})
             with pytest.raises(FormatError, match="field_size"):
                 Aggregator.from_bytes(seal(header, arrays))
+
+
+def test_group_sizes_whose_int64_sum_wraps_to_n_are_refused():
+    """Group sizes that each fit int64 and keep their parity, but whose int64 sum wraps
+    around to the stored n (four of them raised by 2^62), must not load."""
+    from ldpfast import hashtogram
+
+    params = hashtogram.Params(epsilon=1.0, d=64, R=5, T=4, hash_seed=1)
+    server = hashtogram.Server(params).update(hashtogram.Client(params, rng=1).perturb(np.arange(64)))
+    state = dict(server._state())
+    sizes = state["group_sizes"] + np.array([2**62] * 4 + [0], dtype=np.int64)
+    assert int(sizes.sum()) == int(state["n"][0])  # numpy's int64 sum wraps
+    with pytest.raises(FormatError, match="add up"):
+        hashtogram.Server.from_bytes(seal(header_of(params), {**state, "group_sizes": sizes}))

@@ -22,7 +22,22 @@ RngKey key_from_bytes(const py::bytes& key) {
   return out;
 }
 
+bool on_main_thread() {
+  const py::object main = py::module_::import("threading").attr("main_thread")();
+  return main.attr("ident").cast<unsigned long>() == PyThread_get_thread_ident();
+}
+
+namespace {
+// The interrupt hook (parallel.hpp): runs on the thread that called into the module, which
+// has released the GIL. A handler's exception stays set for interruptible() to raise.
+bool python_signal_raised() {
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
+}
+}  // namespace
+
 void register_core(py::module_& m) {
+  set_interrupt_hook(&python_signal_raised);
   // Resolve LDPFAST_ISA now, so that a bad value fails the import with its message.
   active_isa();
   m.def("active_backend", [] { return std::string(isa_name(active_isa())); });

@@ -13,8 +13,7 @@ void transform(py::array& arr, int threads) {
   T* data = a.mutable_data();
   if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0)
     throw py::value_error("data must be aligned to its element size (fwht never copies)");
-  py::gil_scoped_release release;
-  fwht_rows(data, rows, n, threads);
+  interruptible([&] { fwht_rows(data, rows, n, threads); });
 }
 }  // namespace
 
@@ -39,7 +38,8 @@ void register_fwht(py::module_& m) {
                          std::string(py::str(data.dtype().attr("str"))));
   }, py::arg("data"), py::arg("threads") = 0,
      "In-place unnormalized fast Walsh-Hadamard transform of a 1-D array or of each row of a 2-D array "
-     "(float32, float64 or int64, C-contiguous, aligned, writable; never copied). GIL released.");
+     "(float32, float64 or int64, C-contiguous, aligned, writable; never copied). GIL released; interrupted "
+     "(Ctrl-C), data is left partly transformed.");
 }
 
 }  // namespace ldpfast::bind

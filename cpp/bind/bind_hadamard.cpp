@@ -92,10 +92,9 @@ void register_hadamard(py::module_& m) {
     if (plan.n_levels == 0) throw py::value_error("at least one level is needed");
     const std::uint64_t* px = x.data();
     std::int8_t* pb = bits.mutable_data();
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       hadamard_perturb(plan, k, px, n, gp, multi && !g_in, rp, !r_in, pb, threads);
-    }
+    });
     return py::make_tuple(multi ? py::object(group_out) : py::object(py::none()), row_out, bits);
   }, py::arg("key"), py::arg("x"), py::arg("groups_table"), py::arg("level_first"), py::arg("level_count"),
      py::arg("field") = py::none(), py::arg("groups") = py::none(), py::arg("rows") = py::none(),
@@ -117,8 +116,7 @@ void register_hadamard(py::module_& m) {
     const std::int8_t* b = bits.data();
     const std::uint64_t* gr = group_rows.data();
     const std::size_t n_groups = static_cast<std::size_t>(group_rows.size());
-    py::gil_scoped_release release;
-    return hadamard_first_invalid(g, r, b, n, gr, n_groups, threads);
+    return interruptible([&] { return hadamard_first_invalid(g, r, b, n, gr, n_groups, threads); });
   }, py::arg("groups"), py::arg("rows"), py::arg("bits"), py::arg("group_rows"), py::arg("threads") = 0,
      "Index of the first report with group >= len(group_rows), row >= group_rows[group] or bit not +-1; "
      "len(rows) if all are valid.");
@@ -140,12 +138,12 @@ void register_hadamard(py::module_& m) {
     const std::uint64_t* cb = cell_base.data();
     std::int64_t* pz = z.mutable_data();
     const std::size_t n_cells = static_cast<std::size_t>(z.size());
-    py::gil_scoped_release release;
-    hadamard_accumulate(g, r, b, n, cb, n_cells, pz, threads);
+    interruptible([&] { hadamard_accumulate(g, r, b, n, cb, n_cells, pz, threads); });
   }, py::arg("groups"), py::arg("rows"), py::arg("bits"), py::arg("cell_base"), py::arg("z"),
      py::arg("threads") = 0,
      "z[cell_base[groups[i]] + rows[i]] += bits[i] in place (groups None: group 0). Reports must have been "
-     "validated with hadamard_first_invalid; cells are not bounds-checked here.");
+     "validated with hadamard_first_invalid; cells are not bounds-checked here. Interrupted (Ctrl-C): z holds "
+     "part of the batch.");
 
   m.def("hadamard_update", [](std::optional<py::array> groups_obj, const py::handle& rows_obj,
                               const py::handle& bits_obj, const py::handle& group_rows_obj,
@@ -162,21 +160,24 @@ void register_hadamard(py::module_& m) {
     const std::uint64_t* gr = group_rows.data();
     const std::uint64_t* cb = cell_base.data();
     const std::size_t n_groups = static_cast<std::size_t>(group_rows.size());
-    for (std::size_t g = 0; g < n_groups; ++g)
-      if (cb[g] + gr[g] > static_cast<std::uint64_t>(z.size()))
-        throw py::value_error("cell_base + group_rows exceeds the size of z");
+    const std::uint64_t z_size = static_cast<std::uint64_t>(z.size());
+    for (std::size_t g = 0; g < n_groups; ++g)  // cb + gr <= z_size, written so that it cannot wrap
+      if (gr[g] > z_size || cb[g] > z_size - gr[g])
+        throw py::value_error("cell_base[" + std::to_string(g) + "] + group_rows[" + std::to_string(g) + "] = " +
+                              std::to_string(cb[g]) + " + " + std::to_string(gr[g]) + " exceeds the size of z (" +
+                              std::to_string(z_size) + ")");
     py::array_t<std::uint32_t> keep;
     const std::uint32_t* gp = optional_u32(groups_obj, "groups", n, &keep);
     const std::uint32_t* r = rows.data();
     const std::int8_t* b = bits.data();
     std::int64_t* pz = z.mutable_data();
     const std::size_t n_cells = static_cast<std::size_t>(z.size());
-    py::gil_scoped_release release;
-    return hadamard_update(gp, r, b, n, gr, n_groups, cb, n_cells, pz, threads);
+    return interruptible([&] { return hadamard_update(gp, r, b, n, gr, n_groups, cb, n_cells, pz, threads); });
   }, py::arg("groups"), py::arg("rows"), py::arg("bits"), py::arg("group_rows"), py::arg("cell_base"),
      py::arg("z"), py::arg("threads") = 0,
      "Validated z[cell_base[g] + rows[i]] += bits[i]: returns len(rows) when every report is valid (group < "
-     "len(group_rows), row < group_rows[group], bit +-1) and added, else the first invalid index with z unchanged.");
+     "len(group_rows), row < group_rows[group], bit +-1) and added, else the first invalid index with z unchanged. "
+     "Interrupted (Ctrl-C): z holds part of the batch (pass a scratch copy).");
 
   m.def("rhr_perturb", [](const py::bytes& key, const py::handle& x_obj, std::uint32_t base_bits,
                           std::uint64_t hsize, std::uint64_t flip_threshold, std::optional<py::array> rows_in,
@@ -199,10 +200,9 @@ void register_hadamard(py::module_& m) {
     const RngKey k = key_from_bytes(key);
     const std::uint64_t* px = x.data();
     std::uint32_t* pz = z.mutable_data();
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       rhr_perturb(k, px, n, base_bits, hsize, flip_threshold, rp, !r_in, pz, threads);
-    }
+    });
     return py::make_tuple(z, row_out);
   }, py::arg("key"), py::arg("x"), py::arg("base_bits"), py::arg("hsize"), py::arg("flip_threshold"),
      py::arg("rows") = py::none(), py::arg("threads") = 0,

@@ -26,7 +26,13 @@ OcmsDecode decode_method(const std::string& name) {
 
 void check_range_in_field(std::uint64_t x_begin, std::size_t count, const FieldSpec& field) {
   const std::uint64_t size = field.size();
-  if (size == 0 || count == 0) return;
+  if (count == 0) return;
+  if (size == 0) {  // GF(2^64): the range must not wrap past 2^64 - 1
+    if (count - 1 > ~std::uint64_t{0} - x_begin)
+      throw py::value_error("candidates x_begin .. x_begin + len(counts) - 1 must be < 2^64, got x_begin = " +
+                            std::to_string(x_begin) + " with " + std::to_string(count) + " candidates");
+    return;
+  }
   if (x_begin >= size || count > size - x_begin)
     throw py::value_error("candidates x_begin .. x_begin + len(counts) - 1 must lie in [0, " +
                           std::to_string(size) + "), got x_begin = " + std::to_string(x_begin) +
@@ -50,10 +56,9 @@ void register_ocms(py::module_& m) {
     check_field_elements(pa0, n, field, "a0");
     check_field_elements(pa1, n, field, "a1");
     check_field_elements(px, n, field, "x");
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       ocms_hash(field, pa0, pa1, px, n, modulus, po, threads);
-    }
+    });
     return out;
   }, py::arg("field"), py::arg("a0"), py::arg("a1"), py::arg("x"), py::arg("m"), py::arg("threads") = 0,
      "h(x) = ((a0 + a1 x) in field) mod m, elementwise. Inputs must be field elements.");
@@ -68,10 +73,9 @@ void register_ocms(py::module_& m) {
     const auto* px = x.data();
     check_field_elements(px, n, field, "x");
     auto* pz = z.mutable_data(); auto* pa0 = a0.mutable_data(); auto* pa1 = a1.mutable_data();
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       ocms_perturb(field, k, px, n, modulus, flip_threshold, pz, pa0, pa1, threads);
-    }
+    });
     return py::make_tuple(z, a0, a1);
   }, py::arg("field"), py::arg("key"), py::arg("x"), py::arg("m"), py::arg("flip_threshold"),
      py::arg("threads") = 0,
@@ -90,10 +94,9 @@ void register_ocms(py::module_& m) {
         throw py::value_error("y must hold symbols in [0, m) with m = " + std::to_string(modulus) + ", got y[" +
                               std::to_string(i) + "] = " + std::to_string(py_[i]));
     auto* po = out.mutable_data();
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       randomized_response(k, py_, n, modulus, flip_threshold, po, threads);
-    }
+    });
     return out;
   }, py::arg("key"), py::arg("y"), py::arg("m"), py::arg("flip_threshold"), py::arg("threads") = 0,
      "k-ary randomized response on [0, m), batched; y must be < m.");
@@ -119,15 +122,15 @@ void register_ocms(py::module_& m) {
     if (method == OcmsDecode::affine && !ocms_affine_applicable(field, modulus))
       throw py::value_error("method='affine' needs a GF(2^l) field and m a power of two, got m = " +
                             std::to_string(modulus) + (field.binary ? "" : " over a prime field"));
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       ocms_count_range(field, pz, pa0, pa1, n, modulus, x_begin, nx, pc, threads, method);
-    }
+    });
   }, py::arg("field"), py::arg("z"), py::arg("a0"), py::arg("a1"), py::arg("m"), py::arg("x_begin"),
      py::arg("counts"), py::arg("threads") = 0, py::arg("method") = "auto",
      "counts[j] += #{i : h_i(x_begin + j) == z[i]} in place. method: 'scan' checks every pair; "
      "'affine' (GF(2^l), m a power of two) solves h(x) = z per report and visits only the "
-     "matches; 'auto' picks the faster (see ocms_decode_method). Counts are identical.");
+     "matches; 'auto' picks the faster (see ocms_decode_method). Counts are identical. Interrupted "
+     "(Ctrl-C): counts holds partial sums.");
 
   m.def("ocms_decode_method", [](const FieldSpec& field, std::uint64_t modulus, std::size_t x_count) {
     return std::string(ocms_affine_preferred(field, modulus, x_count) ? "affine" : "scan");
@@ -154,13 +157,12 @@ void register_ocms(py::module_& m) {
     check_field_elements(pa0, n, field, "a0");
     check_field_elements(pa1, n, field, "a1");
     check_field_elements(px, nx, field, "candidates");
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       ocms_count_list(field, pz, pa0, pa1, n, modulus, px, nx, pc, threads);
-    }
+    });
   }, py::arg("field"), py::arg("z"), py::arg("a0"), py::arg("a1"), py::arg("m"), py::arg("candidates"),
      py::arg("counts"), py::arg("threads") = 0,
-     "counts[j] += #{i : h_i(candidates[j]) == z[i]} in place.");
+     "counts[j] += #{i : h_i(candidates[j]) == z[i]} in place. Interrupted (Ctrl-C): counts holds partial sums.");
 }
 
 }  // namespace ldpfast::bind

@@ -1,4 +1,6 @@
 // PrivSketch bindings: batched sketch clients, the decode-first collector, padding-sampling.
+#include <algorithm>
+
 #include "common.hpp"
 #include "ldpfast/kernels/privsketch.hpp"
 #include "ldpfast/privsketch.hpp"
@@ -56,6 +58,8 @@ void register_privsketch(py::module_& m) {
     const RngKey k = key_from_bytes(key);
     const std::size_t per_user = sampling == kSketchCell ? 1 : sampling == kSketchRow ? M : std::size_t{K} * M;
     py::array_t<std::uint32_t> sampled(n);
+    // Unused without sampling, but zeroed: no stale heap bytes are handed out.
+    if (sampling == kSketchFull) std::fill(sampled.mutable_data(), sampled.mutable_data() + n, 0);
     py::array_t<std::int8_t> bits(std::vector<py::ssize_t>{static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(per_user)});
     py::object order_obj = py::none();
     std::uint16_t* porder = nullptr;
@@ -68,10 +72,9 @@ void register_privsketch(py::module_& m) {
     const std::uint64_t* pitems = items.data();
     std::uint32_t* ps = sampled.mutable_data();
     std::int8_t* pb = bits.mutable_data();
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       privsketch_perturb(field, pa0, pa1, K, M, po, pitems, n, k, sampling, flip_threshold, ps, pb, porder, threads);
-    }
+    });
     return py::make_tuple(sampled, bits, order_obj);
   }, py::arg("field"), py::arg("a0"), py::arg("a1"), py::arg("K"), py::arg("M"), py::arg("offsets"),
      py::arg("items"), py::arg("key"), py::arg("sampling"), py::arg("with_order"), py::arg("flip_threshold"),
@@ -113,11 +116,10 @@ void register_privsketch(py::module_& m) {
     const std::int8_t* pb = bits.data();
     std::int64_t* pp = pos.mutable_data(); std::int64_t* pn = neg.mutable_data();
     std::size_t bad;
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       bad = privsketch_decode_cell(K, M, pord, pcell, pb, static_cast<std::size_t>(n), po, pc, pcells, n_cand,
                                    pp, pn, threads);
-    }
+    });
     return py::make_tuple(pos, neg, bad);
   }, py::arg("K"), py::arg("M"), py::arg("order"), py::arg("cell"), py::arg("bits"), py::arg("bucket_offsets"),
      py::arg("bucket_cand"), py::arg("bucket_cells"), py::arg("n_cand"), py::arg("threads") = 0,
@@ -143,10 +145,9 @@ void register_privsketch(py::module_& m) {
     const std::int8_t* pb = bits.data();
     std::int64_t* pp = pos.mutable_data(); std::int64_t* pn = neg.mutable_data();
     std::size_t bad;
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       bad = privsketch_decode_full(K, M, pord, pb, static_cast<std::size_t>(n), pcells, n_cand, pp, pn, threads);
-    }
+    });
     return py::make_tuple(pos, neg, bad);
   }, py::arg("K"), py::arg("M"), py::arg("order"), py::arg("bits"), py::arg("cand_cells"), py::arg("threads") = 0,
      "Decode-first PrivSketch-noSmp collector: (pos, neg, first_invalid_user).");
@@ -168,10 +169,9 @@ void register_privsketch(py::module_& m) {
     py::array_t<std::uint64_t> out(n);
     const std::uint64_t* pi = items.data();
     std::uint64_t* pout = out.mutable_data();
-    {
-      py::gil_scoped_release release;
+    interruptible([&] {
       privsketch_padding_sample(k, po, pi, n, pad_len, dummy, pout, threads);
-    }
+    });
     return out;
   }, py::arg("key"), py::arg("offsets"), py::arg("items"), py::arg("pad_len"), py::arg("dummy"),
      py::arg("threads") = 0,

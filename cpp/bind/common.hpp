@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ldpfast/field.hpp"
+#include "ldpfast/parallel.hpp"
 #include "ldpfast/rng.hpp"
 
 namespace ldpfast::bind {
@@ -58,6 +59,26 @@ inline void check_same_length(py::ssize_t expected, py::ssize_t got, const char*
   if (expected != got)
     throw py::value_error(std::string(name) + " has length " + std::to_string(got) + ", expected " +
                           std::to_string(expected));
+}
+
+// True on the thread Python runs signal handlers on (the main thread).
+bool on_main_thread();
+
+// Runs f() with the GIL released. On the main thread the call is interruptible: between
+// chunks of work (at most every ~20 ms, see parallel.hpp) it briefly takes the GIL to run
+// Python's signal handlers, and when one raises (KeyboardInterrupt for Ctrl-C) the workers
+// stop and that exception propagates. Arrays the call was writing are then in an
+// unspecified state: the Python layer passes scratch buffers and commits them only after
+// the call returns.
+template <class F>
+auto interruptible(F&& f) -> decltype(f()) {
+  InterruptScope scope(on_main_thread());
+  try {
+    py::gil_scoped_release release;
+    return f();
+  } catch (const Interrupted&) {
+    throw py::error_already_set();  // the GIL is held again; the handler's exception is set
+  }
 }
 
 // 32 bytes of key material -> ChaCha20 key.

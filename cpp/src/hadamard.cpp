@@ -24,6 +24,7 @@ constexpr std::size_t kPrefetchTableBytes = std::size_t{1} << 20;
 constexpr std::size_t kInt32TableReports = std::size_t{1} << 30;
 constexpr std::size_t kMaxInt32PartialCells = std::size_t{1} << 20;  // 4 MiB int32 table per worker
 constexpr std::size_t kMaxPartialCells = std::size_t{1} << 23;       // 16 MiB int16 table per worker
+constexpr std::size_t kAccumulateBlock = std::size_t{1} << 20;  // reports between interruption points
 
 }  // namespace
 
@@ -185,10 +186,12 @@ void accumulate_partials(const HadamardKernels& k, const std::uint32_t* group, c
   const bool prefetch = prefetch_cells(n_cells * sizeof(T));
   accumulate_with_partials<T>(n, n_cells, workers, threads, z,
                               [&](std::size_t, std::size_t b, std::size_t e, T* t, SpillLog* spill) {
-                                if constexpr (sizeof(T) == 2)
-                                  k.accumulate16(group, row, bits, b, e, cell_base, t, prefetch, spill);
-                                else
-                                  k.accumulate32(group, row, bits, b, e, cell_base, t, prefetch);
+                                for_blocks(b, e, kAccumulateBlock, [&](std::size_t bb, std::size_t ee) {
+                                  if constexpr (sizeof(T) == 2)
+                                    k.accumulate16(group, row, bits, bb, ee, cell_base, t, prefetch, spill);
+                                  else
+                                    k.accumulate32(group, row, bits, bb, ee, cell_base, t, prefetch);
+                                });
                                 return true;
                               });
 }
@@ -202,13 +205,21 @@ std::size_t update_partials(const HadamardKernels& k, const std::uint32_t* group
   std::vector<std::size_t> first_bad(workers, n);
   const bool all_valid = accumulate_with_partials<T>(
       n, n_cells, workers, threads, z, [&](std::size_t w, std::size_t b, std::size_t e, T* t, SpillLog* spill) {
-        std::size_t bad;
-        if constexpr (sizeof(T) == 2)
-          bad = k.accumulate16_checked(group, row, bits, b, e, cell_base, group_rows, n_groups, t, prefetch, spill);
-        else
-          bad = k.accumulate32_checked(group, row, bits, b, e, cell_base, group_rows, n_groups, t, prefetch);
-        if (bad < e) first_bad[w] = bad;
-        return bad == e;
+        for (std::size_t bb = b; bb < e; bb += kAccumulateBlock) {
+          interruption_point();
+          const std::size_t ee = std::min(e, bb + kAccumulateBlock);
+          std::size_t bad;
+          if constexpr (sizeof(T) == 2)
+            bad = k.accumulate16_checked(group, row, bits, bb, ee, cell_base, group_rows, n_groups, t, prefetch,
+                                         spill);
+          else
+            bad = k.accumulate32_checked(group, row, bits, bb, ee, cell_base, group_rows, n_groups, t, prefetch);
+          if (bad < ee) {
+            first_bad[w] = bad;
+            return false;
+          }
+        }
+        return true;
       });
   if (all_valid) return n;
   // A worker stops at its first invalid report; earlier workers may have stopped too, so
@@ -216,6 +227,16 @@ std::size_t update_partials(const HadamardKernels& k, const std::uint32_t* group
   for (std::size_t w = 0; w < workers; ++w)
     if (first_bad[w] < n) return first_bad[w];
   return n;
+}
+
+// Adds straight into z, in blocks with interruption points between them.
+void accumulate_direct(const HadamardKernels& k, const std::uint32_t* group, const std::uint32_t* row,
+                       const std::int8_t* bits, std::size_t n, const std::uint64_t* cell_base,
+                       std::size_t n_cells, std::int64_t* z) {
+  const bool prefetch = prefetch_cells(n_cells * sizeof(std::int64_t));
+  for_blocks(0, n, kAccumulateBlock, [&](std::size_t b, std::size_t e) {
+    k.accumulate64(group, row, bits, b, e, cell_base, z, prefetch);
+  });
 }
 
 // Tables too large for private copies (> kMaxPartialCells) used to be filled by one
@@ -233,7 +254,10 @@ void accumulate_owner_ranges(const HadamardKernels& k, const std::uint32_t* grou
                              std::size_t n_cells, std::int64_t* z, int threads) {
   const std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
   parallel_for(workers, threads, [&](std::size_t w) {
-    k.accumulate64_range(group, row, bits, 0, n, cell_base, z, n_cells * w / workers, n_cells * (w + 1) / workers);
+    const std::size_t lo = n_cells * w / workers, hi = n_cells * (w + 1) / workers;
+    for_blocks(0, n, kAccumulateBlock, [&](std::size_t b, std::size_t e) {
+      k.accumulate64_range(group, row, bits, b, e, cell_base, z, lo, hi);
+    });
   });
 }
 
@@ -249,7 +273,7 @@ void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, c
   }
   const std::size_t workers = partial_workers(n, n_cells, threads);
   if (workers == 0)
-    k.accumulate64(group, row, bits, 0, n, cell_base, z, prefetch_cells(n_cells * sizeof(std::int64_t)));
+    accumulate_direct(k, group, row, bits, n, cell_base, n_cells, z);
   else if (narrow_tables(n, n_cells, workers))
     accumulate_partials<std::int16_t>(k, group, row, bits, n, cell_base, n_cells, workers, z, threads);
   else
@@ -268,7 +292,7 @@ std::size_t hadamard_update(const std::uint32_t* group, const std::uint32_t* row
       accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
       return n;
     }
-    k.accumulate64(group, row, bits, 0, n, cell_base, z, prefetch_cells(n_cells * sizeof(std::int64_t)));
+    accumulate_direct(k, group, row, bits, n, cell_base, n_cells, z);
     return n;
   }
   if (narrow_tables(n, n_cells, workers))

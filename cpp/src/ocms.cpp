@@ -65,16 +65,48 @@ DecodePlan plan_decode(std::size_t n, std::size_t x_count, double pairs, std::si
   return DecodePlan{chunk, ceil_div(n, blocks)};
 }
 
+// Pieces of about this many (report, candidate) pairs (a few ms to tens of ms) between
+// interruption points.
+constexpr std::size_t kPairsPerPiece = std::size_t{1} << 22;
+
+// How a task's work is cut into pieces, in units of one scanned pair: the scan splits
+// candidates too (costs are per pair); the affine decode keeps its candidate range whole
+// (a report pays its solve once per range) and splits reports only.
+struct PieceCost {
+  bool split_candidates;
+  double per_report;
+  double per_pair;
+};
+constexpr PieceCost kScanCost{true, 0.0, 1.0};
+
+// count(rb, re, cb, ce, out) in pieces with an interruption point before each. Pieces are
+// whole report blocks and candidate tiles of the kernels, and counts are integer sums, so
+// the kernels do the same work and the result is the same.
+template <class Count>
+void count_in_pieces(std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out,
+                     const PieceCost& cost, Count& count) {
+  const std::size_t candidates =
+      cost.split_candidates ? std::min(ce - cb, kPairsPerPiece / kMinReportBlock) : ce - cb;
+  const double per_report = cost.per_report + cost.per_pair * static_cast<double>(candidates);
+  const std::size_t reports = std::max(
+      kMinReportBlock,
+      static_cast<std::size_t>(static_cast<double>(kPairsPerPiece) / per_report) / kMinReportBlock * kMinReportBlock);
+  for (std::size_t c = cb; c < ce; c += candidates) {
+    const std::size_t c_end = std::min(ce, c + candidates);
+    for_blocks(rb, re, reports, [&](std::size_t b, std::size_t e) { count(b, e, c, c_end, out + (c - cb)); });
+  }
+}
+
 // Runs count(report_begin, report_end, cand_begin, cand_end, out) over the plan, where
 // out points at the counts slot of cand_begin. Chunk boundaries fall on multiples of the
 // chunk size counted from `lead_in` candidates before the first one (an aligned origin).
 template <class Count>
-void run_decode(std::size_t n, std::size_t x_count, std::size_t lead_in, const DecodePlan& plan,
+void run_decode(std::size_t n, std::size_t x_count, std::size_t lead_in, const DecodePlan& plan, const PieceCost& cost,
                 std::uint64_t* counts, int threads, Count&& count) {
   const std::size_t chunks = ceil_div(lead_in + x_count, plan.candidate_chunk);
   const std::size_t blocks = ceil_div(n, plan.report_block);
   if (chunks * blocks == 1) {
-    count(std::size_t{0}, n, std::size_t{0}, x_count, counts);
+    count_in_pieces(0, n, 0, x_count, counts, cost, count);
     return;
   }
   std::vector<std::uint64_t> partial(blocks > 1 ? blocks * x_count : 0);
@@ -84,7 +116,7 @@ void run_decode(std::size_t n, std::size_t x_count, std::size_t lead_in, const D
     const std::size_t ce = std::min(lead_in + x_count, (chunk + 1) * plan.candidate_chunk) - lead_in;
     const std::size_t rb = block * plan.report_block, re = std::min(n, rb + plan.report_block);
     std::uint64_t* out = blocks > 1 ? partial.data() + block * x_count + cb : counts + cb;
-    count(rb, re, cb, ce, out);
+    count_in_pieces(rb, re, cb, ce, out, cost, count);
   });
   if (blocks > 1) {
     parallel_for_chunks(x_count, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
@@ -100,7 +132,8 @@ template <class Count>
 void run_scan(std::size_t n, std::size_t x_count, std::uint64_t* counts, int threads, Count&& count) {
   if (n == 0 || x_count == 0) return;
   const double pairs = static_cast<double>(n) * static_cast<double>(x_count);
-  run_decode(n, x_count, 0, plan_decode(n, x_count, pairs, kMinCandidateChunk, threads), counts, threads, count);
+  run_decode(n, x_count, 0, plan_decode(n, x_count, pairs, kMinCandidateChunk, threads), kScanCost, counts, threads,
+             count);
 }
 
 // Affine decode: candidate tiles of 2^14 counters (128 KiB, L2-resident), larger for
@@ -147,7 +180,8 @@ void count_range_affine(const BinaryField& field, const std::uint64_t* z, const 
     const double matches = static_cast<double>(sn) * static_cast<double>(x_count) / static_cast<double>(m);
     const double work = kAffineMatchCost * matches + kAffineReportCost * static_cast<double>(sn);
     const DecodePlan plan = plan_decode(sn, lead_in + x_count, work, tile, threads);
-    run_decode(sn, x_count, lead_in, plan, counts, threads,
+    const PieceCost cost{false, kAffineReportCost, kAffineMatchCost / static_cast<double>(m)};
+    run_decode(sn, x_count, lead_in, plan, cost, counts, threads,
                [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
                  std::vector<std::uint64_t> cursors(2 * kAffineCursorBlock);
                  k.count(records.data() + rb * stride, re - rb, field.l, b, tile_bits, x_begin + cb,

@@ -12,6 +12,12 @@ namespace ldpfast {
 
 namespace {
 constexpr std::size_t kClientChunk = 1 << 11;  // users per client task
+constexpr std::size_t kWorkPerPiece = std::size_t{1} << 22;  // cell reads between interruption points
+
+// Users per piece of work (between interruption points) when a user costs about `cost`.
+std::size_t users_per_piece(std::size_t cost) {
+  return std::max<std::size_t>(1, kWorkPerPiece / std::max<std::size_t>(1, cost));
+}
 
 constexpr std::size_t kDecodeChunk = 1 << 12;  // users per decode task
 
@@ -19,10 +25,13 @@ constexpr std::size_t kDecodeChunk = 1 << 12;  // users per decode task
 // threads, so a slow or descheduled thread does not hold the batch up). At most
 // `workers` chunks run at once, and each borrows one of `workers` integer partial-count
 // slots (slot 0 is pos/neg themselves), added up at the end: the sums do not depend on
-// which slot or thread took which chunk. Returns the first invalid user, or n.
+// which slot or thread took which chunk. Returns the first invalid user, or n. Chunks
+// are decoded in pieces of about kWorkPerPiece cell reads (user_cost per user) with an
+// interruption point between them.
 template <class Decode>
-std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t KM, std::int64_t* pos,
-                         std::int64_t* neg, int threads, Decode&& decode) {
+std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t KM, std::size_t user_cost,
+                         std::int64_t* pos, std::int64_t* neg, int threads, Decode&& decode) {
+  const std::size_t piece = users_per_piece(user_cost);
   const std::size_t chunks = std::max<std::size_t>(1, ceil_div(n, kDecodeChunk));
   const std::size_t slots = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), chunks);
   std::vector<std::vector<std::int64_t>> partial(slots);
@@ -42,10 +51,20 @@ std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t KM, std:
       p = partial[slot].data();
       q = p + n_cand;
     }
+    struct Release {
+      std::atomic<bool>& flag;
+      ~Release() { flag.store(false, std::memory_order_release); }
+    } release{busy[slot]};
     const std::size_t begin = c * kDecodeChunk, end = std::min(n, begin + kDecodeChunk);
-    const std::size_t bad = decode(begin, end, p, q, stamps[slot].data());
-    if (bad < end) first_bad[c] = bad;
-    busy[slot].store(false, std::memory_order_release);
+    for (std::size_t b = begin; b < end; b += piece) {
+      if (b > begin) interruption_point();
+      const std::size_t e = std::min(end, b + piece);
+      const std::size_t bad = decode(b, e, p, q, stamps[slot].data());
+      if (bad < e) {
+        first_bad[c] = bad;
+        return;
+      }
+    }
   });
   const std::size_t bad = *std::min_element(first_bad.begin(), first_bad.end());
   if (bad < n) return bad;
@@ -72,8 +91,10 @@ void privsketch_perturb(const FieldSpec& field, const std::uint64_t* a0, const s
     const std::size_t begin = task * kClientChunk, end = std::min(n, begin + kClientChunk);
     std::vector<std::uint8_t> scratch_bits(KM);
     std::vector<std::uint16_t> scratch_cells(KM);
-    k.perturb(field, a0, a1, K, M, offsets, items, begin, end, key, sampling, flip_threshold,
-              scratch_bits.data(), scratch_cells.data(), sampled, bits, order);
+    for_blocks(begin, end, users_per_piece(KM), [&](std::size_t b, std::size_t e) {
+      k.perturb(field, a0, a1, K, M, offsets, items, b, e, key, sampling, flip_threshold, scratch_bits.data(),
+                scratch_cells.data(), sampled, bits, order);
+    });
   });
 }
 
@@ -83,7 +104,10 @@ std::size_t privsketch_decode_cell(std::uint32_t K, std::uint32_t M, const std::
                                    const std::uint16_t* bucket_cells, std::size_t n_cand,
                                    std::int64_t* pos, std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
-  return decode_users(n, n_cand, static_cast<std::size_t>(K) * M, pos, neg, threads,
+  // A user reads its K*M ranks and, for each candidate in its cell's bucket (n_cand / M
+  // on average), K ranks.
+  const std::size_t KM = static_cast<std::size_t>(K) * M;
+  return decode_users(n, n_cand, KM, KM + n_cand * K / M, pos, neg, threads,
                       [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q, std::uint32_t* stamps) {
                         return k.decode_cell(K, M, order, cell, bits, b, e, bucket_offsets, bucket_cand,
                                              bucket_cells, p, q, stamps);
@@ -94,7 +118,8 @@ std::size_t privsketch_decode_full(std::uint32_t K, std::uint32_t M, const std::
                                    const std::int8_t* bits, std::size_t n, const std::uint16_t* cand_cells,
                                    std::size_t n_cand, std::int64_t* pos, std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
-  return decode_users(n, n_cand, static_cast<std::size_t>(K) * M, pos, neg, threads,
+  const std::size_t KM = static_cast<std::size_t>(K) * M;  // ranks, then K per candidate
+  return decode_users(n, n_cand, KM, KM + n_cand * K, pos, neg, threads,
                       [&](std::size_t b, std::size_t e, std::int64_t* p, std::int64_t* q, std::uint32_t* stamps) {
                         return k.decode_full(K, M, order, bits, b, e, cand_cells, n_cand, p, q, stamps);
                       });

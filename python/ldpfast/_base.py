@@ -670,6 +670,14 @@ def _checked_sum(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return total
 
 
+def _exact_sum(counts: np.ndarray) -> int:
+    """The exact sum of a uint64 array (no wrap-around: summed as two 32-bit halves)."""
+    counts = np.asarray(counts, dtype=np.uint64).ravel()
+    high = int(np.add.reduce(counts >> np.uint64(32), dtype=np.uint64))
+    low = int(np.add.reduce(counts & np.uint64(0xFFFFFFFF), dtype=np.uint64))
+    return (high << 32) + low
+
+
 def _layout_nbytes(layout: Mapping[str, Tuple[Tuple[int, ...], str]]) -> int:
     total = 0
     for shape, dtype in layout.values():

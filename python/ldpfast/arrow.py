@@ -26,14 +26,15 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, Optional, Tuple, Type, Union
 
 import numpy as np
 
 from ._base import Params, Reports, params_from_json, protocol_or_format_error
-from .errors import FormatError, IncompatibleError, ParameterError
+from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError
 
 __all__ = ["to_arrow", "from_arrow", "write_parquet", "read_parquet", "iter_parquet",
            "read_parquet_params", "METADATA_VERSION"]
@@ -206,14 +207,22 @@ def write_parquet(reports: Reports, path: "os.PathLike[str] | str", params: Para
                   row_group_size: int = 1 << 20, compression: str = "zstd") -> None:
     """Write a batch to a Parquet file whose metadata records the protocol and parameters.
 
-    The file is written to ``path + ".tmp"`` and renamed, so a reader never sees a
-    partial file under ``path``.
+    Every data page carries a CRC-32 checksum, verified when ldpfast reads the file. The
+    file is written to ``path + ".tmp"`` and renamed, so a reader never sees a partial
+    file under ``path``; if writing fails (e.g. a full disk) the temporary file is removed
+    and the ``OSError`` propagates.
     """
     pq = _parquet()
     table = to_arrow(reports, params)
     tmp = f"{os.fspath(path)}.tmp"
-    pq.write_table(table, tmp, row_group_size=row_group_size, compression=compression)
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp, row_group_size=row_group_size, compression=compression,
+                       write_page_checksum=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _parquet():
@@ -223,45 +232,81 @@ def _parquet():
     return pq
 
 
-def _open(path, params: Optional[Params]):
-    pq = _parquet()
+# A Parquet file given by path, or its contents.
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
+
+
+def _source_name(source: Source, name: Optional[str]) -> str:
+    if name is not None:
+        return name
+    return "Parquet data" if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
+
+
+@contextlib.contextmanager
+def _read_errors(name: str):
+    """Turns what pyarrow raises on a damaged or foreign file (OSError, ArrowInvalid,
+    UnicodeDecodeError, TypeError, ...) into FormatError naming the file; ldpfast's own
+    errors pass through."""
+    pa = _pyarrow()
     try:
-        handle = pq.ParquetFile(path)
-    except (OSError, ValueError) as exc:
-        raise FormatError(f"{os.fspath(path)} is not a readable Parquet file: {exc}") from None
-    protocol_id, stored = _table_params(handle.schema_arrow.metadata or {}, params)
+        yield
+    except LdpfastError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, IndexError, NotImplementedError,
+            pa.ArrowException) as exc:
+        raise FormatError(f"{name} is not a readable Parquet file (or is damaged): {type(exc).__name__}: {exc}") from None
+
+
+def _open(source: Source, params: Optional[Params], name: Optional[str] = None):
+    pq = _parquet()
+    name = _source_name(source, name)
+    with _read_errors(name):
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            source = _pyarrow().BufferReader(source)
+        handle = pq.ParquetFile(source, page_checksum_verification=True)
+        protocol_id, stored = _table_params(handle.schema_arrow.metadata or {}, params)
     if stored is None:
-        raise FormatError(f"{os.fspath(path)} does not record its parameters; "
+        raise FormatError(f"{name} does not record its parameters; "
                           "write it with ldpfast.arrow.write_parquet(reports, path, params)")
     return handle, stored
 
 
-def read_parquet_params(path, params: Optional[Params] = None) -> Params:
+def read_parquet_params(path: Source, params: Optional[Params] = None) -> Params:
     """The parameters recorded in a Parquet file (checked against ``params`` if given)."""
     return _open(path, params)[1]
 
 
-def read_parquet(path, params: Optional[Params] = None) -> Tuple[Params, Reports]:
-    """Read a Parquet file written by :func:`write_parquet`.
+def read_parquet(path: Source, params: Optional[Params] = None) -> Tuple[Params, Reports]:
+    """Read a Parquet file written by :func:`write_parquet` (a path, or its bytes).
 
     Returns:
         ``(params, reports)``: the recorded parameters and the whole batch.
 
     Raises:
-        FormatError: not such a file, or its metadata/columns are invalid.
+        FormatError: not such a file, or its metadata/columns are invalid, or a page
+            checksum does not match.
         IncompatibleError: ``params`` given and different from the recorded ones.
     """
     handle, stored = _open(path, params)
-    table = handle.read()
-    return stored, from_arrow(table, stored)
+    with _read_errors(_source_name(path, None)):
+        return stored, from_arrow(handle.read(), stored)
 
 
-def iter_parquet(path, params: Optional[Params] = None,
-                 batch_rows: int = 1 << 20) -> Iterator[Tuple[Params, Reports]]:
-    """Stream a Parquet file written by :func:`write_parquet` in batches of at most
-    ``batch_rows`` reports (bounded memory for large files); yields ``(params, reports)``."""
-    handle, stored = _open(path, params)
+def iter_parquet(path: Source, params: Optional[Params] = None, batch_rows: int = 1 << 20, *,
+                 name: Optional[str] = None) -> Iterator[Tuple[Params, Reports]]:
+    """Stream a Parquet file written by :func:`write_parquet` (a path, or its bytes) in
+    batches of at most ``batch_rows`` reports (bounded memory for large files); yields
+    ``(params, reports)``. ``name``: how errors call the file (default: the path).
+    Raises the errors of :func:`read_parquet`, possibly after some batches."""
+    name = _source_name(path, name)
+    handle, stored = _open(path, params, name)
     reports_type = protocol_or_format_error(stored.protocol).reports
-    for batch in handle.iter_batches(batch_size=batch_rows):
-        table = _pyarrow().Table.from_batches([batch]).replace_schema_metadata(handle.schema_arrow.metadata)
-        yield stored, from_arrow(table, stored, reports_type=reports_type)
+    batches = handle.iter_batches(batch_size=batch_rows)
+    while True:
+        with _read_errors(name):
+            batch = next(batches, None)
+            if batch is None:
+                return
+            table = _pyarrow().Table.from_batches([batch]).replace_schema_metadata(handle.schema_arrow.metadata)
+            reports = from_arrow(table, stored, reports_type=reports_type)
+        yield stored, reports

@@ -7,7 +7,7 @@ received, e.g. ``epsilon must be finite and in [9.53674e-07, 66.5], got -1.0``.
 from __future__ import annotations
 
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError"]
+           "DTypeError", "StorageError"]
 
 
 class LdpfastError(Exception):
@@ -32,3 +32,8 @@ class FormatError(LdpfastError, ValueError):
 
 class DTypeError(LdpfastError, TypeError):
     """An array has a type that cannot be used without an unsafe conversion."""
+
+
+class StorageError(LdpfastError, OSError):
+    """Reading or writing a file failed (missing, no permission, disk full, I/O error); the
+    message names the file and the system's reason."""

@@ -38,7 +38,9 @@ import numpy as np
 
 from . import _core
 from . import hadamard as _h
-from ._base import Aggregator, ClientBase, Params, Protocol, Reports, register_protocol
+from ._base import (Aggregator, ClientBase, Params, Protocol, Reports, _checked_sum, _exact_sum, _State,
+                    register_protocol)
+from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import check_epsilon, check_int, check_threads, probability_threshold, rr_threshold
 from .errors import FormatError, ParameterError, ReportError
@@ -200,6 +202,7 @@ class RHROriginalReports(Reports):
     ``[0, 2^k)`` (both uint64)."""
 
     protocol: ClassVar[str] = "rhr-original"
+    column_types: ClassVar = {"rows": ("uint64", 1), "z": ("uint64", 1)}
 
     rows: np.ndarray
     z: np.ndarray
@@ -274,34 +277,33 @@ class RHROriginalServer(Aggregator):
 
     protocol: ClassVar[str] = "rhr-original"
     params_type: ClassVar[type] = RHROriginalParams
+    reports_type: ClassVar[type] = RHROriginalReports
 
     def __init__(self, params: RHROriginalParams, threads: int = 0):
         super().__init__(params)
+        self.threads = check_threads(threads)
+        self._st = _State(counts=np.zeros(params.B * params.symbols, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
+
+    @classmethod
+    def _state_layout(cls, params: RHROriginalParams):
         if params.B * params.symbols > MAX_COUNTERS:
             raise ParameterError(f"B * 2^k = {params.B * params.symbols} counters exceed {MAX_COUNTERS}")
-        self.threads = check_threads(threads)
-        self._counts = np.zeros(params.B * params.symbols, dtype=np.uint64)
-        self._n = np.zeros(1, dtype=np.uint64)
+        return {"counts": ((params.B * params.symbols,), "uint64"), "n": ((1,), "uint64")}
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
-    def _validate(self, reports) -> None:
-        if not isinstance(reports, RHROriginalReports):
-            raise ReportError(f"reports must be RHROriginalReports, got {type(reports).__name__}")
+    # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _validate(self, reports: RHROriginalReports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: RHROriginalReports) -> None:
-        cells = reports.rows * np.uint64(self.params.symbols) + reports.z
-        self._counts += np.bincount(cells, minlength=self._counts.size).astype(np.uint64)
-        self._n += np.uint64(len(reports))
-
-    def update(self, reports: RHROriginalReports) -> "RHROriginalServer":
-        """Add a batch (validated as a whole first; a rejected batch changes nothing)."""
-        self._validate(reports)
-        self._ingest(reports)
-        return self
+    def _ingest(self, reports: RHROriginalReports) -> Dict[str, np.ndarray]:
+        st = self._st
+        cells = (reports.rows * np.uint64(self.params.symbols) + reports.z).astype(np.intp)
+        hits = np.bincount(cells, minlength=st["counts"].size).astype(np.uint64)
+        return {"counts": _checked_sum("counts", st["counts"], hits),
+                "n": _checked_sum("n", st["n"], np.array([len(reports)], dtype=np.uint64))}
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Unbiased fractions (with random rows; counts with ``counts=True``) for
@@ -310,7 +312,8 @@ class RHROriginalServer(Aggregator):
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         p = self.params
-        table = self._counts.reshape(p.B, p.symbols).astype(np.int64)
+        check_allocation(24 * p.B * p.symbols, f"an original-RHR query (B * 2^k = {p.B * p.symbols} counters)")
+        table = self._st["counts"].reshape(p.B, p.symbols).astype(np.int64)
         diff = np.ascontiguousarray((table[:, 0::2] - table[:, 1::2]).T)  # (locations, B)
         if p.B > 1:
             _core.fwht(diff, self.threads)                  # sum_j H_B[x mod B, j] diff[loc, j]
@@ -322,17 +325,18 @@ class RHROriginalServer(Aggregator):
         _check_below(xs, p.d, "candidates", "values in", ParameterError)
         return full[xs]
 
-    def _state(self) -> Dict[str, np.ndarray]:
-        return {"counts": self._counts, "n": self._n}
-
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
-        if int(state["counts"].sum(dtype=np.uint64)) != int(state["n"][0]):
+        n = int(state["n"][0])
+        if n >= 2**63:
+            raise FormatError(f"stored report count {n} is out of range")
+        # each report adds one to one (row, symbol) counter
+        if _exact_sum(state["counts"]) != n:
             raise FormatError("stored counts do not sum to the number of reports")
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._counts = np.array(state["counts"], dtype=np.uint64)
-        self._n = np.array(state["n"], dtype=np.uint64)
+        self._st = _State(counts=np.array(state["counts"], dtype=np.uint64),
+                          n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
 
 def _apple_example():

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict, Optional
+from typing import Any, ClassVar, Dict
 
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, register_protocol
+from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, _exact_sum, register_protocol
+from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import check_binary_epsilon, check_choice, check_int, check_threads, probability_threshold
 from .errors import FormatError, ParameterError, ReportError
@@ -185,64 +186,58 @@ class Server(Aggregator):
 
     protocol: ClassVar[str] = "hashtogram"
     params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
 
     def __init__(self, params: Params, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
-        self._z = np.zeros(params.R * params.T, dtype=np.int64)
-        self._n = np.zeros(1, dtype=np.int64)
-        self._group_sizes = np.zeros(params.R, dtype=np.int64)
-        self._decoded: Optional[np.ndarray] = None
+        self._st = _State(z=np.zeros(params.R * params.T, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
+                          group_sizes=np.zeros(params.R, dtype=np.int64))
+
+    @classmethod
+    def _state_layout(cls, params: Params):
+        return {"z": ((params.R * params.T,), "int64"), "n": ((1,), "int64"), "group_sizes": ((params.R,), "int64")}
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
     @property
     def group_sizes(self) -> np.ndarray:
-        return self._group_sizes.copy()
+        return self._st["group_sizes"].copy()
 
-    def _validate(self, reports) -> None:
-        if not isinstance(reports, Reports):
-            raise ReportError(f"reports must be ldpfast.hashtogram.Reports, got {type(reports).__name__}")
-        reports._check_lengths()
+    # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _validate(self, reports: Reports) -> None:
         p = self.params
         for name, arr, bound in (("groups", reports.groups, p.R), ("rows", reports.rows, p.T)):
-            if arr.dtype != np.uint32 or arr.ndim != 1:
-                raise ReportError(f"reports.{name} must be a 1-D uint32 array")
             if arr.size and int(arr.max()) >= bound:
                 bad = int(np.argmax(arr >= bound))
                 raise ReportError(f"report {bad}: {name[:-1]} {int(arr[bad])} is out of range [0, {bound})")
         bits = reports.bits
-        if bits.dtype != np.int8 or bits.ndim != 1:
-            raise ReportError("reports.bits must be a 1-D int8 array")
         if bits.size and not np.all(np.abs(bits.astype(np.int16)) == 1):
             bad = int(np.argmax(np.abs(bits.astype(np.int16)) != 1))
             raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
 
-    def _ingest(self, reports: Reports) -> None:
+    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
         p = self.params
+        st = self._st
         cells = reports.groups.astype(np.int64) * p.T + reports.rows
-        plus = np.bincount(cells[reports.bits > 0], minlength=self._z.size)
-        minus = np.bincount(cells[reports.bits < 0], minlength=self._z.size)
-        self._z += plus.astype(np.int64) - minus.astype(np.int64)
-        self._n[0] += len(reports)
-        self._group_sizes += np.bincount(reports.groups, minlength=p.R).astype(np.int64)
-        self._decoded = None
-
-    def update(self, reports: Reports) -> "Server":
-        """Add a batch (validated as a whole first; a rejected batch changes nothing)."""
-        self._validate(reports)
-        self._ingest(reports)
-        return self
+        plus = np.bincount(cells[reports.bits > 0], minlength=st["z"].size)
+        minus = np.bincount(cells[reports.bits < 0], minlength=st["z"].size)
+        return {"z": st["z"] + (plus.astype(np.int64) - minus.astype(np.int64)),
+                "n": st["n"] + len(reports),
+                "group_sizes": st["group_sizes"] + np.bincount(reports.groups, minlength=p.R).astype(np.int64)}
 
     def decoded(self) -> np.ndarray:
-        """``H_T z_r`` for every group, ``(R, T)`` int64 (exact; cached)."""
-        if self._decoded is None:
-            block = self._z.reshape(self.params.R, self.params.T).copy()
-            _core.fwht(block, self.threads)
-            self._decoded = block
-        return self._decoded
+        """``H_T z_r`` for every group, ``(R, T)`` int64 (exact; cached, read-only)."""
+        st = self._st
+        decoded = getattr(st, "decoded", None)
+        if decoded is None:
+            decoded = st["z"].reshape(self.params.R, self.params.T).copy()
+            _core.fwht(decoded, self.threads)
+            decoded.flags.writeable = False
+            st.decoded = decoded
+        return decoded
 
     def group_estimates(self, candidates: Any) -> np.ndarray:
         """``(R, len(candidates))`` fractions ``R c_eps g_r(x) (H z_r)[h_r(x)] / n``."""
@@ -261,27 +256,27 @@ class Server(Aggregator):
         if candidates is None:
             if self.params.d > 1 << 24:
                 raise ParameterError("pass candidates: d > 2^24")
+            check_allocation(64 * self.params.R * self.params.d,
+                             f"a whole-domain Hashtogram query (d={self.params.d}, R={self.params.R})")
             candidates = np.arange(self.params.d, dtype=np.uint64)
         per_group = self.group_estimates(candidates)
         est = np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
         return est * self.n if counts else est
 
-    def _state(self) -> Dict[str, np.ndarray]:
-        return {"z": self._z, "n": self._n, "group_sizes": self._group_sizes}
-
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
         n, sizes, z = int(state["n"][0]), state["group_sizes"], state["z"]
-        if n < 0 or np.any(sizes < 0) or int(sizes.sum()) != n:
+        if n < 0 or np.any(sizes < 0) or _exact_sum(sizes) != n:
             raise FormatError("stored group sizes do not add up to the number of reports")
-        if z.size and int(np.abs(z).max()) > n:
-            raise FormatError("stored sums exceed the number of reports")
+        # each report adds +-1 to one cell of its group's row
+        rows = z.reshape(self.params.R, self.params.T)
+        if (np.any(np.abs(rows.astype(np.float64)).sum(axis=1) > sizes)
+                or np.any((rows.sum(axis=1) - sizes) % 2)):
+            raise FormatError("stored sums do not fit the stored group sizes")
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._z = np.array(state["z"], dtype=np.int64)
-        self._n = np.array(state["n"], dtype=np.int64)
-        self._group_sizes = np.array(state["group_sizes"], dtype=np.int64)
-        self._decoded = None
+        self._st = _State(z=np.array(state["z"], dtype=np.int64), n=np.array(state["n"], dtype=np.int64),
+                          group_sizes=np.array(state["group_sizes"], dtype=np.int64))
 
 
 def _example():

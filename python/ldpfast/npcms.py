@@ -29,7 +29,8 @@ from typing import Any, ClassVar, Dict
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Protocol, register_protocol
+from ._base import Aggregator, ClientBase, Protocol, _State, _exact_sum, register_protocol
+from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import check_int, check_threads, probability_threshold, rr_threshold
 from .errors import FormatError, ParameterError, ReportError
@@ -85,6 +86,7 @@ class Reports(_ReportsBase):
     (int8 +-1, shape (n, L, M))."""
 
     protocol: ClassVar[str] = "npcms"
+    column_types: ClassVar = {"rows": ("uint16", 2), "bits": ("int8", 3)}
 
     rows: np.ndarray
     bits: np.ndarray
@@ -172,23 +174,25 @@ class Server(Aggregator):
 
     protocol: ClassVar[str] = "npcms"
     params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
 
     def __init__(self, params: Params):
         super().__init__(params)
-        self._n = np.zeros(1, dtype=np.int64)
-        self._rows = np.zeros(params.K, dtype=np.int64)
-        self._sums = np.zeros((params.K, params.M), dtype=np.int64)
+        self._st = _State(n=np.zeros(1, dtype=np.int64), rows=np.zeros(params.K, dtype=np.int64),
+                          sums=np.zeros((params.K, params.M), dtype=np.int64))
+
+    @classmethod
+    def _state_layout(cls, params: Params):
+        return {"n": ((1,), "int64"), "rows": ((params.K,), "int64"), "sums": ((params.K, params.M), "int64")}
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
-    def _validate(self, reports) -> None:
+    # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _validate(self, reports: Reports) -> None:
         p = self.params
-        if not isinstance(reports, Reports):
-            raise ReportError(f"reports must be ldpfast.npcms.Reports, got {type(reports).__name__}")
-        reports._check_lengths()
-        if reports.rows.ndim != 2 or reports.rows.shape[1] != p.L:
+        if reports.rows.shape[1] != p.L:
             raise ReportError(f"rows must have shape (n, L={p.L}), got {reports.rows.shape}")
         if reports.bits.shape[1:] != (p.L, p.M):
             raise ReportError(f"bits must have shape (n, {p.L}, {p.M}), got {reports.bits.shape}")
@@ -197,22 +201,16 @@ class Server(Aggregator):
         if reports.bits.size and not np.all(np.abs(reports.bits.astype(np.int16)) == 1):
             raise ReportError("bits must be -1 or +1")
 
-    def _ingest(self, reports: Reports) -> None:
+    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
         p = self.params
+        st = self._st
         rows = reports.rows.reshape(-1).astype(np.int64)
         bits = reports.bits.reshape(-1, p.M)
-        sums = np.zeros_like(self._sums)
+        sums = np.zeros_like(st["sums"])
         for k in range(p.K):
             sums[k] = bits[rows == k].sum(axis=0, dtype=np.int64)
-        self._sums = self._sums + sums
-        self._rows = self._rows + np.bincount(rows, minlength=p.K)
-        self._n = self._n + len(reports)
-
-    def update(self, reports: Reports) -> "Server":
-        """Add a batch (validated as a whole first; a rejected batch changes nothing)."""
-        self._validate(reports)
-        self._ingest(reports)
-        return self
+        return {"sums": st["sums"] + sums, "rows": st["rows"] + np.bincount(rows, minlength=p.K),
+                "n": st["n"] + len(reports)}
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """``sum_k Sum[k, H_k(x)] / n`` (counts with ``counts=True``) for ``candidates``
@@ -221,31 +219,30 @@ class Server(Aggregator):
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params
         if candidates is None:
+            check_allocation(24 * p.K * p.d, f"a whole-domain query over d={p.d} items and K={p.K} rows")
             xs = np.arange(p.d, dtype=np.uint64)
         else:
             xs = np.asarray(candidates)
             if xs.ndim != 1 or (xs.size and (xs.dtype.kind not in "iu" or xs.min() < 0 or xs.max() >= p.d)):
                 raise ParameterError(f"candidates must be integers in [0, d={p.d})")
             xs = xs.astype(np.uint64)
-        decoded = p.c / 2.0 * self._sums + self._rows[:, None] / 2.0
+        st = self._st
+        decoded = p.c / 2.0 * st["sums"] + st["rows"][:, None] / 2.0
         count = decoded.ravel()[p.cells(xs).astype(np.int64)].sum(axis=1)
         return count if counts else count / self.n
-
-    def _state(self) -> Dict[str, np.ndarray]:
-        return {"n": self._n, "rows": self._rows, "sums": self._sums}
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
         n, rows, sums = int(state["n"][0]), state["rows"], state["sums"]
-        if n < 0 or np.any(rows < 0) or int(rows.sum()) != n * self.params.L:
+        if n < 0 or np.any(rows < 0) or _exact_sum(rows) != n * self.params.L:
             raise FormatError("stored row counts do not add up to L times the number of users")
-        if sums.size and int(np.abs(sums).max()) > n * self.params.L:
-            raise FormatError("stored sums exceed the number of slots")
+        # each slot sent to row k adds +-1 to every one of the row's M cells
+        if np.any(np.abs(sums.astype(np.float64)) > rows[:, None]) or np.any((sums - rows[:, None]) % 2):
+            raise FormatError("stored sums do not fit the stored row counts")
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._n = np.array(state["n"], dtype=np.int64)
-        self._rows = np.array(state["rows"], dtype=np.int64)
-        self._sums = np.array(state["sums"], dtype=np.int64)
+        self._st = _State(n=np.array(state["n"], dtype=np.int64), rows=np.array(state["rows"], dtype=np.int64),
+                          sums=np.array(state["sums"], dtype=np.int64))
 
 
 def _example():

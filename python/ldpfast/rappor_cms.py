@@ -135,6 +135,7 @@ class Reports(_base.Reports):
     (a ``(n, m)`` uint8 array of 0/1)."""
 
     protocol: ClassVar[str] = "cms-rappor"
+    column_types: ClassVar = {"a0": ("uint64", 1), "a1": ("uint64", 1), "bits": ("uint8", 2)}
 
     a0: np.ndarray
     a1: np.ndarray
@@ -219,6 +220,7 @@ class Server(_base.Aggregator):
 
     protocol: ClassVar[str] = "cms-rappor"
     params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
 
     def __init__(self, params: Params, candidates=None, threads: int = 0):
         super().__init__(params)
@@ -229,13 +231,19 @@ class Server(_base.Aggregator):
             xs = np.arange(params.d, dtype=np.uint64)
         else:
             xs = self._checked_candidates(candidates)
+        xs.flags.writeable = False
         self._candidates = xs
-        self._sums = np.zeros(xs.size, dtype=np.uint64)
-        self._n = 0
+        self._st = _base._State(sums=np.zeros(xs.size, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
+
+    @property
+    def _sums(self) -> np.ndarray:
+        return self._st["sums"]
 
     @property
     def n(self) -> int:
-        return self._n
+        return int(self._st["n"][0])
+
+    _n = n
 
     @property
     def candidates(self) -> np.ndarray:
@@ -248,12 +256,11 @@ class Server(_base.Aggregator):
             raise ParameterError("candidates must be distinct")
         return xs.copy()
 
-    def _validate(self, reports) -> None:
-        if not isinstance(reports, Reports):
-            raise ReportError(f"reports must be ldpfast.rappor_cms.Reports, got {type(reports).__name__}")
+    # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _validate(self, reports: Reports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: Reports) -> None:
+    def _ingest(self, reports: Reports):
         user, symbol = np.nonzero(reports.bits)
         sums = np.zeros_like(self._sums)
         if user.size and self._candidates.size:
@@ -262,28 +269,16 @@ class Server(_base.Aggregator):
             _core.ocms_count_list(_field.core_field(self.params.field_size), symbol.astype(np.uint64),
                                   reports.a0[user], reports.a1[user], self.params.m, self._candidates,
                                   sums, self.threads)
-        self._sums += sums
-        self._n += len(reports)
-
-    def update(self, reports: Reports) -> "Server":
-        """Add a batch (validated as a whole first; a rejected batch changes nothing)."""
-        self._validate(reports)
-        self._ingest(reports)
-        return self
+        return {"sums": _base._checked_sum("sums", self._sums, sums),
+                "n": _base._checked_sum("n", self._st["n"], np.array([len(reports)], dtype=np.uint64))}
 
     def merge(self, other: "Server") -> "Server":
         """Add ``other``'s sums (exact; ``other`` is unchanged). Parameters and candidates
         must be equal."""
-        if type(other) is not type(self):
-            raise IncompatibleError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
-        if other.params != self.params:
-            raise IncompatibleError(
-                f"cannot merge aggregators with different parameters: {self.params} vs {other.params}")
-        if not np.array_equal(self._candidates, other._candidates):
-            raise IncompatibleError("cannot merge servers that count different candidates")
-        self._sums = self._sums + other._sums
-        self._n += other._n
-        return self
+        if type(other) is type(self) and other.params == self.params and other is not self:
+            if not np.array_equal(self._candidates, other._candidates):
+                raise IncompatibleError("cannot merge servers that count different candidates")
+        return super().merge(other)
 
     def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """Unbiased frequency estimates for ``candidates`` (default: the counted ones);
@@ -313,7 +308,7 @@ class Server(_base.Aggregator):
         return order[pos]
 
     def _state(self) -> Dict[str, np.ndarray]:
-        return {"candidates": self._candidates, "sums": self._sums, "n": np.array([self._n], dtype=np.uint64)}
+        return {"candidates": self._candidates, "sums": self._sums, "n": self._st["n"]}
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         if set(state) != {"candidates", "sums", "n"}:
@@ -327,14 +322,19 @@ class Server(_base.Aggregator):
             self._checked_candidates(state["candidates"])
         except ParameterError as exc:
             raise FormatError(f"stored candidates are invalid: {exc}") from None
-        if state["sums"].size and int(state["sums"].max()) > int(state["n"][0]):
+        n = int(state["n"][0])
+        if n >= 2**63:
+            raise FormatError(f"stored report count {n} is out of range")
+        # a candidate's hash hits at most one set bit of each report
+        if state["sums"].size and int(state["sums"].max()) > n:
             raise FormatError("stored sums exceed the number of reports")
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        if "candidates" in state:
-            self._candidates = np.ascontiguousarray(state["candidates"], dtype=np.uint64).copy()
-        self._sums = np.ascontiguousarray(state["sums"], dtype=np.uint64).copy()
-        self._n = int(state["n"][0])
+        candidates = np.array(state["candidates"], dtype=np.uint64)
+        candidates.flags.writeable = False
+        self._candidates = candidates
+        self._st = _base._State(sums=np.array(state["sums"], dtype=np.uint64),
+                                n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
     def _repr_extra(self) -> str:
         return f"candidates={self._candidates.size}"

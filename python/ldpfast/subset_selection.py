@@ -109,6 +109,7 @@ class Reports(_base.Reports):
     increasing values in ``[0, d)``."""
 
     protocol: ClassVar[str] = "ss"
+    column_types: ClassVar = {"items": ("uint64", 2)}
 
     items: np.ndarray
 
@@ -185,34 +186,36 @@ class Server(_base.Aggregator):
 
     protocol: ClassVar[str] = "ss"
     params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
 
     def __init__(self, params: Params):
         super().__init__(params)
-        self._counts = np.zeros(params.d, dtype=np.uint64)
-        self._n = np.zeros(1, dtype=np.uint64)
+        self._st = _base._State(counts=np.zeros(params.d, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
+
+    @classmethod
+    def _state_layout(cls, params: Params):
+        return {"counts": ((params.d,), "uint64"), "n": ((1,), "uint64")}
+
+    @property
+    def _counts(self) -> np.ndarray:
+        return self._st["counts"]
 
     @property
     def n(self) -> int:
-        return int(self._n[0])
+        return int(self._st["n"][0])
 
     @property
     def counts(self) -> np.ndarray:
         return self._counts.copy()
 
-    def _validate(self, reports) -> None:
-        if not isinstance(reports, Reports):
-            raise ReportError(f"reports must be ldpfast.subset_selection.Reports, got {type(reports).__name__}")
+    # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _validate(self, reports: Reports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: Reports) -> None:
-        self._counts += np.bincount(reports.items.ravel(), minlength=self.params.d).astype(np.uint64)
-        self._n += np.uint64(len(reports))
-
-    def update(self, reports: Reports) -> "Server":
-        """Add a batch (validated as a whole first; a rejected batch changes nothing)."""
-        self._validate(reports)
-        self._ingest(reports)
-        return self
+    def _ingest(self, reports: Reports):
+        hits = np.bincount(reports.items.ravel().astype(np.intp), minlength=self.params.d).astype(np.uint64)
+        return {"counts": _base._checked_sum("counts", self._counts, hits),
+                "n": _base._checked_sum("n", self._st["n"], np.array([len(reports)], dtype=np.uint64))}
 
     def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q)`` for the candidates (default: all of ``[0, d)``);
@@ -230,17 +233,22 @@ class Server(_base.Aggregator):
         fhat = np.clip(fhat, 0.0, 1.0) if clip else fhat
         return fhat * n if counts else fhat
 
-    def _state(self) -> Dict[str, np.ndarray]:
-        return {"counts": self._counts, "n": self._n}
-
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
-        if state["counts"].size and int(state["counts"].max()) > int(state["n"][0]):
+        counts, n = state["counts"], int(state["n"][0])
+        if n >= 2**63:
+            raise FormatError(f"stored report count {n} is out of range")
+        # every report is a set of exactly k distinct values
+        if counts.size and int(counts.max()) > n:
             raise FormatError("stored counts exceed the number of reports")
+        total = _base._exact_sum(counts)
+        if total != self.params.k * n:
+            raise FormatError(f"stored counts sum to {total}, not k n = {self.params.k * n} "
+                              f"(each report holds k = {self.params.k} values)")
 
     def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._counts = np.array(state["counts"], dtype=np.uint64)
-        self._n = np.array(state["n"], dtype=np.uint64)
+        self._st = _base._State(counts=np.array(state["counts"], dtype=np.uint64),
+                                n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
 
 def _example():

@@ -12,9 +12,16 @@ Checkpoint layout (little-endian)::
     u64 alen | aggregator bytes (alen, see ldpfast._base) | u32 crc32 of all before
 
 The header holds the protocol id, the parameter fingerprint and ``done``: the finished
-files as ``{"name", "size", "sha256"}`` in ingestion order. On resume ``done`` must be a
-prefix of the current sorted file list with the same sizes and contents (files already
-ingested must not change; resuming re-reads them once to check their sha256).
+files as ``{"name", "size", "sha256"}`` in ingestion order. Each file is read once into
+memory and its size and sha256 are those of exactly the bytes aggregated (a file replaced
+while being read is then refused on resume, never recorded with the other file's hash).
+On resume ``done`` must be a prefix of the current sorted file list with the same sizes
+and contents (files already ingested must not change; resuming re-reads them once to
+check their sha256).
+
+Every read or write failure (missing or unreadable file, disk full, damaged Parquet data,
+a page checksum mismatch) stops the run with exit status 2 and a message naming the file;
+no temporary file is left behind and the last checkpoint stays valid.
 
 Each checkpoint rewrites the whole state. That is cheap for count-based aggregators
 (HRR, GRR, HadaOracle, OCMS with ``--init`` candidates, ...); aggregators that keep the
@@ -26,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -39,7 +45,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._base import Aggregator, Params, params_from_json, protocol
-from ..errors import FormatError, IncompatibleError, ParameterError
+from ..errors import FormatError, IncompatibleError, ParameterError, ReportError, StorageError
 
 HELP = "aggregate a directory of Parquet report files, resumably (checkpoint after each file)"
 
@@ -73,7 +79,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write-params", type=Path, default=None,
                         help="write the parameters used (Params.to_json()) to this file")
     parser.add_argument("--batch-rows", type=int, default=1 << 20,
-                        help="rows read at a time from a file (bounds memory; default 1048576)")
+                        help="rows decoded at a time from a file (bounds memory besides the file's own "
+                             "bytes; default 1048576)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress line on stderr (default: when stderr is a terminal)")
+
+
+@contextlib.contextmanager
+def _io(action: str, path: Path):
+    """Turns an OSError into StorageError naming the file and the system's reason."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"cannot {action} {path}: {exc.strerror or exc}") from None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -84,18 +104,29 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp")
+
+
 def atomic_write(path: Path, data: bytes, *, before_replace=None) -> None:
     """Write ``data`` to ``path`` so that ``path`` always holds either the old or the new
-    contents: temporary file in the same directory, fsync, rename, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if before_replace is not None:
-        before_replace()
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    contents: temporary file in the same directory, fsync, rename, fsync the directory.
+    On failure the temporary file is removed and StorageError names ``path``."""
+    tmp = _temporary(path)
+    with _io("write", path):
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if before_replace is not None:
+                before_replace()
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        _fsync_dir(path.parent)
 
 
 def encode_checkpoint(agg: Aggregator, done: List[Dict[str, Any]]) -> bytes:
@@ -148,7 +179,7 @@ def _load_params(args: argparse.Namespace, files: List[Path]) -> Params:
     if args.params is not None:
         try:
             text = args.params.read_text()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise ParameterError(f"--params: cannot read {args.params}: {exc}") from None
         return params_from_json(text)
     if not files:
@@ -177,7 +208,12 @@ def _resume(state: Path, initial: Aggregator, files: List[Path]) -> Tuple[Aggreg
     params = initial.params
     if not state.exists():
         return initial, []
-    agg, done = decode_checkpoint(state.read_bytes())
+    with _io("read", state):
+        blob = state.read_bytes()
+    try:
+        agg, done = decode_checkpoint(blob)
+    except FormatError as exc:
+        raise FormatError(f"--state {state}: {exc}") from None
     if agg.params != params:
         raise IncompatibleError(f"--state {state} holds an aggregator with parameters {agg.params}, "
                                 f"not {params}")
@@ -189,24 +225,41 @@ def _resume(state: Path, initial: Aggregator, files: List[Path]) -> Tuple[Aggreg
         raise IncompatibleError(f"--state {state} records {len(done)} finished files but "
                                 f"{len(files)} are present")
     for entry, path in zip(done, files):
-        if (entry["name"] != path.name or entry["size"] != path.stat().st_size
-                or entry["sha256"] != _sha256(path)):
-            raise IncompatibleError(
-                f"--state {state} records {entry['name']!r} ({entry['size']} bytes) as finished, but "
-                f"the sorted file list has {path.name!r} ({path.stat().st_size} bytes, other contents) "
-                "there; files already ingested must not be changed, removed or sorted before them")
+        with _io("read", path):
+            size = path.stat().st_size
+            if entry["name"] != path.name or entry["size"] != size or entry["sha256"] != _sha256(path):
+                raise IncompatibleError(
+                    f"--state {state} records {entry['name']!r} ({entry['size']} bytes) as finished, but "
+                    f"the sorted file list has {path.name!r} ({size} bytes, other contents) "
+                    "there; files already ingested must not be changed, removed or sorted before them")
     return agg, done
 
 
 @contextlib.contextmanager
 def _exclusive(state: Path):
     lock_path = state.with_name(f".{state.name}.lock")
-    with open(lock_path, "a") as lock:
+    with _io("create the lock file", lock_path):
+        lock = open(lock_path, "a")
+    with lock:
         try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            _lock_nonblocking(lock)
+        except OSError:  # BlockingIOError (POSIX) or PermissionError (Windows): held elsewhere
             raise ParameterError(f"--state {state} is in use by another ldpfast aggregate run") from None
         yield
+
+
+def _lock_nonblocking(handle) -> None:
+    """An exclusive advisory lock on an open file, released when it is closed; raises
+    OSError at once if another process holds it."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _sha256(path: Path) -> str:
@@ -217,39 +270,114 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _read_report_file(path: Path) -> bytes:
+    """The whole file, read once: the bytes that are both aggregated and hashed."""
+    with _io("read", path), open(path, "rb") as handle:
+        return handle.read()
+
+
+def _report_files(folder: Path) -> List[Path]:
+    if not folder.is_dir():
+        raise ParameterError(f"--reports must be a directory, got {folder}")
+    with _io("list", folder):
+        names = os.listdir(folder)
+    return [folder / name for name in sorted(names) if name.endswith(".parquet")]
+
+
+class _Progress:
+    """One status line on stderr, rewritten in place at most every 0.2 s."""
+
+    def __init__(self, enabled: bool, files: List[Path]):
+        self.enabled = enabled
+        self.total_files = len(files)
+        self.total_bytes = 0
+        if enabled:
+            for path in files:
+                with _io("read", path):
+                    self.total_bytes += path.stat().st_size
+        self.files = self.bytes = self.reports = 0
+        self.shown = 0.0
+        self.started = time.perf_counter()
+
+    def update(self, *, reports: int = 0, file_bytes: Optional[int] = None, force: bool = False) -> None:
+        self.reports += reports
+        if file_bytes is not None:
+            self.files += 1
+            self.bytes += file_bytes
+        now = time.perf_counter()
+        if not self.enabled or (not force and now - self.shown < 0.2):
+            return
+        self.shown = now
+        share = self.bytes / self.total_bytes if self.total_bytes else 1.0
+        sys.stderr.write(f"\rldpfast aggregate: {self.files}/{self.total_files} files, {share:6.1%} of bytes, "
+                         f"{self.reports:,} reports, {now - self.started:.1f} s")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.update(force=True)
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
 def _hook(name: str) -> Optional[int]:
     value = os.environ.get(name)
     return int(value) if value else None
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except StorageError:
+        raise
+    except OSError as exc:  # anything not named by _io above
+        raise StorageError(f"cannot access {exc.filename or 'a file'}: {exc.strerror or exc}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..arrow import iter_parquet
 
     if args.batch_rows < 1:
         raise ParameterError(f"--batch-rows must be >= 1, got {args.batch_rows}")
-    if not args.reports.is_dir():
-        raise ParameterError(f"--reports must be a directory, got {args.reports}")
-    files = sorted(args.reports.glob("*.parquet"), key=lambda p: p.name)
+    files = _report_files(args.reports)
     params = _load_params(args, files)
     if args.write_params is not None:
         atomic_write(args.write_params, params.to_json().encode())
     pause_after, kill_at = _hook(_PAUSE_ENV), _hook(_KILL_ENV)
     with _exclusive(args.state):
+        with contextlib.suppress(FileNotFoundError):  # left by a run killed while checkpointing
+            _temporary(args.state).unlink()
         agg, done = _resume(args.state, _initial(args, params), files)
         resumed = len(done)
+        show = args.progress if args.progress is not None else sys.stderr.isatty()
+        progress = _Progress(show, files[len(done):])
         started = time.perf_counter()
         reports = 0
-        for path in files[len(done):]:
-            for _, batch in iter_parquet(path, params, batch_rows=args.batch_rows):
-                agg.update(batch)
-                reports += len(batch)
-            done.append({"name": path.name, "size": path.stat().st_size, "sha256": _sha256(path)})
-            kill = (lambda: os.kill(os.getpid(), signal.SIGKILL)) if kill_at == len(done) else None
-            atomic_write(args.state, encode_checkpoint(agg, done), before_replace=kill)
-            if pause_after == len(done):
-                print(f"ldpfast-aggregate: paused after {len(done)}", flush=True)
-                while True:
-                    time.sleep(60)
+        try:
+            for path in files[len(done):]:
+                data = _read_report_file(path)
+                for _, batch in iter_parquet(data, params, batch_rows=args.batch_rows, name=str(path)):
+                    try:
+                        agg.update(batch)
+                    except (ReportError, IncompatibleError) as exc:
+                        raise type(exc)(f"{path}: {exc}") from None
+                    reports += len(batch)
+                    progress.update(reports=len(batch))
+                done.append({"name": path.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+                progress.update(file_bytes=len(data))
+                del data
+                kill = (lambda: os.kill(os.getpid(), signal.SIGKILL)) if kill_at == len(done) else None
+                atomic_write(args.state, encode_checkpoint(agg, done), before_replace=kill)
+                if pause_after == len(done):
+                    print(f"ldpfast-aggregate: paused after {len(done)}", flush=True)
+                    while True:
+                        time.sleep(60)
+        except KeyboardInterrupt:
+            progress.close()
+            print(f"ldpfast aggregate: interrupted; {len(done)} of {len(files)} files are checkpointed in "
+                  f"{args.state}, run the same command again to resume", file=sys.stderr)
+            return 130
+        progress.close()
         if args.output is not None:
             atomic_write(args.output, agg.to_bytes())
         elapsed = time.perf_counter() - started
