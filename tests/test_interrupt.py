@@ -102,13 +102,17 @@ CASES = {
     "hadamard_update": """
         rng = np.random.default_rng(3)
         width = 1 << 12
-        rows_pattern = rng.integers(0, width, 1 << 19).astype(np.uint32)   # 2 MiB
-        bits_pattern = rng.choice(np.array([-1, 1], np.int8), 1 << 21)     # 2 MiB
+        # 2^24 reports per pattern (64 + 16 MiB): an 8 s batch at ~3e9 reports/s (2 idle
+        # cores) needs ~2^35 reports, i.e. a few thousand mappings, far below the kernel's
+        # vm.max_map_count (65530 by default); 2 MiB patterns needed over 80,000 there.
+        per_pattern = 1 << 24
+        rows_pattern = rng.integers(0, width, per_pattern).astype(np.uint32)
+        bits_pattern = rng.choice(np.array([-1, 1], np.int8), per_pattern)
         group_rows = np.array([width], np.uint64)
         base = np.zeros(1, np.uint64)
         def make(k):
-            reps = -(-k // (1 << 21))
-            return (repeated(rows_pattern, 4 * reps), repeated(bits_pattern, reps), np.zeros(width, np.int64))
+            reps = -(-k // per_pattern)
+            return (repeated(rows_pattern, reps), repeated(bits_pattern, reps), np.zeros(width, np.int64))
         run = lambda rows, bits, z: _core.hadamard_update(None, rows, bits, group_rows, base, z)
         size, small = 1 << 30, 1 << 25
         def check():

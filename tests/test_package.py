@@ -1,6 +1,8 @@
-"""Every lazily imported submodule named by the package exists and imports."""
+"""Package-level checks: every lazily imported submodule imports; user-facing text cites papers."""
 
 import importlib
+import pathlib
+import re
 
 import pytest
 
@@ -14,3 +16,32 @@ def test_lazy_submodules_import(name):
     if name == "arrow":
         pytest.importorskip("pyarrow")
     assert getattr(ldpfast, name) is importlib.import_module(f"ldpfast.{name}")
+
+
+# User-facing text must cite the papers, not the internal spec (users do not have it): a
+# "SPEC 2.3"-style citation or one of its [CHOICE]/[RECON]/[ERRATUM] markers is a defect.
+_INTERNAL_CITATION = re.compile(r"\bSPEC\b|\[(?:CHOICE|RECON|ERRATUM|REF-CODE)\]")
+_REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _user_facing_files():
+    package = pathlib.Path(ldpfast.__file__).resolve().parent
+    files = sorted(package.rglob("*.py")) + sorted(package.rglob("*.pyi"))
+    files.append(_REPO / "README.md")
+    files += sorted(p for p in (_REPO / "docs").rglob("*") if p.suffix in {".md", ".rst", ".py", ".txt"})
+    return [p for p in files if p.is_file()]
+
+
+def test_user_facing_text_cites_no_internal_spec():
+    files = _user_facing_files()
+    assert any(p.name == "hadaoracle.py" for p in files)  # the scan reaches the package
+    hits = [f"{p}:{i}: {line.strip()}" for p in files
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if _INTERNAL_CITATION.search(line)]
+    assert not hits, "cite the paper instead of the internal spec:\n" + "\n".join(hits)
+
+
+def test_internal_citation_pattern_catches_a_citation():
+    assert _INTERNAL_CITATION.search("defaults (SPEC 3.4)")
+    assert _INTERNAL_CITATION.search("rounds ties upward ([CHOICE])")
+    assert not _INTERNAL_CITATION.search("spec = fields(params); inspect the SPECTRUM")

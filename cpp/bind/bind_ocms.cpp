@@ -7,7 +7,8 @@
 namespace ldpfast::bind {
 
 namespace {
-// Hash inputs must be field elements (SPEC 2.3: reject, never reduce).
+// Hash inputs must be field elements: rejected, never reduced (reducing would make
+// distinct values collide).
 void check_field_elements(const std::uint64_t* data, std::size_t n, const FieldSpec& field, const char* name) {
   const std::uint64_t size = field.size();
   if (size == 0) return;  // GF(2^64): every 64-bit word is an element

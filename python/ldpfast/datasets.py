@@ -408,8 +408,8 @@ def pan_zipf(epsilon: Optional[float] = None, *, d: int = 1_000_000, n: int = 10
 
     Args:
         epsilon: privacy parameter the values are aligned for (RHR residues).
-        d: dictionary size. R1 (and the figures) use 1,000,000; the paper's text says
-            100,000 (an erratum, SPEC 5.1 item 12).
+        d: dictionary size. [PAN]'s reference code (R1), which made the figures, uses
+            1,000,000; the paper's text says 100,000 (an erratum).
         n: number of users; support, exponent: ``p_r ~ r^-exponent`` over ``r = 1..support``.
         stride: explicit spacing of the values (overrides ``epsilon``).
     """

@@ -3,8 +3,8 @@
 Each user reports one symbol of ``[0, d)``: the true value with probability
 ``p = e/(e+d-1)``, otherwise a uniformly chosen other value (total flip probability
 ``(d-1)/(e+d-1)``, computed directly). The server keeps the histogram ``C`` of reports
-and estimates ``fhat(v) = (C(v)/n - q)/(p - q)`` with ``q = 1/(e+d-1)`` (SPEC 1.2;
-[PAN] section 2.1). Its variance ``[q(1-q) + f(p-q)(1-p-q)]/(n(p-q)^2)`` grows linearly
+and estimates ``fhat(v) = (C(v)/n - q)/(p - q)`` with ``q = 1/(e+d-1)``
+([PAN] section 2.1). Its variance ``[q(1-q) + f(p-q)(1-p-q)]/(n(p-q)^2)`` grows linearly
 with ``d``, which is why [PAN] hashes to a small range first (OCMS+RR); GRR is the
 accuracy baseline (``ldpfast.theory.grr_variance``).
 
@@ -117,7 +117,7 @@ class Client(_base.ClientBase):
 
 def decode_counts(params: Params, counts, n: int, clip: bool = False) -> np.ndarray:
     """``fhat = (C/n - q)/(p - q) = ((e+d-1) C/n - 1)/(e-1)`` for report counts ``C`` (any
-    array shape) among ``n`` reports (SPEC 1.2). ``clip`` clips to ``[0, 1]``."""
+    array shape) among ``n`` reports. ``clip`` clips to ``[0, 1]``."""
     n = int(n)
     if n <= 0:
         raise ReportError("cannot estimate frequencies from zero reports")

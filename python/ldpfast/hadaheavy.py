@@ -1,6 +1,6 @@
 """HadaHeavy: succinct histograms / heavy hitters by a base-B prefix search with one
-HadaOracle per level and disjoint user groups ([WW] section 4, Thm 4.1/4.3; SPEC 3.4),
-and the TreeHist baseline as its binary special case (SPEC 3.5).
+HadaOracle per level and disjoint user groups ([WW] section 4, Thm 4.1/4.3),
+and the TreeHist baseline (Bassily et al. 2017) as its binary special case.
 
 Values in ``[0, d)`` (``d <= 2^64``) are strings of ``t = ceil(L/b)`` symbols of ``b``
 bits (``L = ceil(log2 d)``); the level-``l`` prefix of ``x`` is ``x >> b(t-l)``. Users are
@@ -14,7 +14,8 @@ least ``tau - Delta``; the survivors at level ``t`` are returned with their esti
     server = lf.hadaheavy.Server(params).update(reports)
     hh = server.heavy_hitters()       # hh.items (uint64), hh.counts (float64)
 
-Defaults (SPEC 3.4, **[RECON]/[CHOICE]**, see :func:`ldpfast.theory.hadaheavy_defaults`):
+Defaults (our constants: [WW] fixes them only up to constant factors; see
+:func:`ldpfast.theory.hadaheavy_defaults`):
 ``b = max(1, ceil(log2 sqrt n))``, ``Delta = 2 c_eps sqrt(n t log(t B n / beta))``,
 ``tau = 3 Delta``, per-level failure ``beta' = beta/(t B n)``. They are conservative;
 ``delta``/``tau`` can be overridden in the parameters or per query.
@@ -50,7 +51,7 @@ def _positive_float(name: str, value: Any) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Params(_ParamsBase):
-    """HadaHeavy parameters (SPEC 3.4). Use :meth:`create` (defaults from ``n`` and
+    """HadaHeavy parameters ([WW] section 4). Use :meth:`create` (defaults from ``n`` and
     ``beta``) or :meth:`treehist` (``b = 1``).
 
     Args:
@@ -65,7 +66,8 @@ class Params(_ParamsBase):
             are expanded/reported.
         partition: ``"independent"`` or ``"permutation"`` (users to levels and subsets).
         scaling: ``"k"`` (default) or ``"subset"`` (see :class:`ldpfast.hadaoracle.Params`).
-        top: optional top-T pruning: keep at most ``top`` prefixes per level (SPEC 5.6.8).
+        top: optional top-T pruning: keep at most ``top`` prefixes per level (an option
+            of ours, not in [WW]).
         hash_seed: seed of the public hash functions.
     """
 
@@ -108,9 +110,9 @@ class Params(_ParamsBase):
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, b: Optional[int] = None,
                delta: Optional[float] = None, tau: Optional[float] = None, k: Optional[int] = None,
                m: Optional[int] = None, **kwargs: Any) -> "Params":
-        """SPEC 3.4 defaults for ``n`` users and failure probability ``beta``; any of
-        ``b``, ``delta``, ``tau``, ``k``, ``m`` overrides them (``tau`` defaults to
-        ``3 delta``). Other keyword arguments go to the constructor."""
+        """The default constants (module doc) for ``n`` users and failure probability
+        ``beta``; any of ``b``, ``delta``, ``tau``, ``k``, ``m`` overrides them (``tau``
+        defaults to ``3 delta``). Other keyword arguments go to the constructor."""
         check_epsilon(epsilon)
         check_int("n", n, 1)
         check_int("d", d, 2, 2**64)
@@ -120,9 +122,10 @@ class Params(_ParamsBase):
 
     @classmethod
     def treehist(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
-        """TreeHist (Bassily et al. 2017) as the binary special case (SPEC 3.5
-        **[CHOICE]**): ``b = 1``, ``t = ceil(log2 d)`` levels, each a HadaOracle, with
-        the same Delta/tau rules (so only ``B`` differs from HadaHeavy)."""
+        """TreeHist (Bassily et al. 2017) as the binary special case, with HadaOracle as
+        level oracle (our choice; the original uses a Count-Sketch oracle): ``b = 1``, ``t =
+        ceil(log2 d)`` levels, each a HadaOracle, with the same Delta/tau rules (so only
+        ``B`` differs from HadaHeavy)."""
         return cls.create(epsilon, d, n, beta, b=1, **kwargs)
 
     @property
@@ -243,9 +246,9 @@ class Server(LayoutServer):
                       top: Optional[int] = None, method: str = "fwht") -> HeavyHitters:
         """Run the prefix search: ``S_l = {s.sigma : s in S_{l-1}, fhat(s.sigma) >= tau - delta}``.
         With every candidate's error at most ``delta``: every ``x`` with ``c(x) >= tau`` is
-        output and every output has ``c(x) >= tau - 2 delta`` ([WW] Thm 4.3; SPEC 3.4).
+        output and every output has ``c(x) >= tau - 2 delta`` ([WW] Thm 4.3).
         ``delta``, ``tau``, ``top`` default to the parameters'. ``method="direct"`` queries
-        the level oracles without the FWHT (TreeHist's oracle, SPEC 3.5: same output,
+        the level oracles without the FWHT (as in TreeHist: same output,
         query cost growing with ``m``), as a runtime baseline."""
         self._require_reports()
         p = self.params

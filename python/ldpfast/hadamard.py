@@ -1,5 +1,5 @@
-"""Hadamard-family frequency oracles: HRR ([WW] Fact 2.1 / App. 7.1, SPEC 3.2) and the
-comparison algorithms of [PAN] section 6 (SPEC 2.7): HE, CMS+HE, RHR and OLH.
+"""Hadamard-family frequency oracles: HRR ([WW] Fact 2.1 / App. 7.1) and the
+comparison algorithms of [PAN] section 6: HE, CMS+HE, RHR and OLH.
 
 Protocols (each with ``Params``, ``Client``, ``Reports``, ``Server``; HRR's are also
 exported as ``Params``/``Client``/``Reports``/``Server``)::
@@ -14,7 +14,7 @@ instances ("groups"): a user in group ``g`` holding ``x`` computes
 ``y = hash_g(x >> shift_g) mod m_g`` (or ``y = x >> shift_g``), draws (or is assigned) a
 Hadamard row ``r`` and reports ``b = H[r, y + col_offset_g] * s`` where ``s = -1`` with
 probability ``1/(e^eps + 1)``. The server keeps integer vectors ``z_g[r] += b`` (C++,
-multithreaded) and decodes each with one exact FWHT (SPEC 3.1).
+multithreaded) and decodes each with one exact (integer) FWHT.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ __all__ = [
 ]
 
 from .kernels.field import PRIME  # noqa: E402  (re-exported)
-#: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (SPEC 2.3/6): the low bits of a1*x XOR a0 are an
-#: exactly pairwise-independent hash into a power-of-two range.
+#: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (the standard pentanomial): the low bits of a1*x
+#: XOR a0 are an exactly pairwise-independent hash into a power-of-two range.
 GF64_POLY_LOW = 0x1B
 
 
@@ -327,7 +327,7 @@ class LayoutServer(Aggregator):
 
     def assign_rows(self, n: int, rng: RngLike = None) -> np.ndarray:
         """Server-assigned Hadamard rows for ``n`` users of a single-group protocol,
-        uniform on ``[0, D)`` (SPEC 3.2: the server may draw ``r_i`` and send it)."""
+        uniform on ``[0, D)`` (in HRR the server may draw ``r_i`` and send it)."""
         layout = self.params.layout()
         n = check_int("n", n, 0)
         gen = KeySource(rng).generator()
@@ -460,7 +460,7 @@ def _check_d(d: Any, high: int) -> int:
 # == HRR ==============================================================================
 @dataclasses.dataclass(frozen=True)
 class HRRParams(Params):
-    """Hadamard Randomized Response ([WW] Fact 2.1 / App. 7.1; SPEC 3.2).
+    """Hadamard Randomized Response ([WW] Fact 2.1 / App. 7.1).
 
     Args:
         epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
@@ -558,7 +558,7 @@ class HRRServer(LayoutServer):
 # == HE ===============================================================================
 @dataclasses.dataclass(frozen=True)
 class HEParams(Params):
-    """Hadamard Encoding ([PAN] section 6, R1 ``HadamardSketch``; SPEC 2.7): CMS+RR with
+    """Hadamard Encoding ([PAN] section 6, R1 ``HadamardSketch``): CMS+RR with
     ``m = 2``. ``Hsize = 2^ceil(log2(d+1))``, value ``x`` is column ``x + 1`` (skipping the
     all-ones column 0; row 0 stays allowed).
 
@@ -634,7 +634,7 @@ class HEServer(LayoutServer):
 @dataclasses.dataclass(frozen=True)
 class CMSHEParams(Params):
     """Apple's Count-Mean Sketch with Hadamard encoding ([PAN] section 6, R1
-    ``CountMeanSketchHadamardEncoding.apple_cms``; SPEC 2.7).
+    ``CountMeanSketchHadamardEncoding.apple_cms``).
 
     ``k`` hash functions ``((a0 + a1 x) mod PRIME) mod m`` (PRIME = 2^64 - 59, ``a0, a1``
     uniform on the field) are drawn once per run from ``hash_seed``; each user picks one
@@ -748,7 +748,7 @@ class CMSHEServer(LayoutServer):
 @dataclasses.dataclass(frozen=True)
 class RHRParams(Params):
     """Recursive Hadamard Response as in [PAN]'s reference code R1
-    (``RecursiveHadamardResponse``; SPEC 2.7): ``b = ceil(eps log2 e)``,
+    (``RecursiveHadamardResponse``): ``b = ceil(eps log2 e)``,
     ``base = 2^(b-1)``, ``Hsize`` = the smallest power of two above the largest column
     ``(d-1) // base + 1``, RR over ``2^b`` symbols of
     ``y = 2 (x mod base) + H01[r, x // base + 1]``.
@@ -929,7 +929,7 @@ class RHRServer(Aggregator):
 # == OLH ==============================================================================
 @dataclasses.dataclass(frozen=True)
 class OLHParams(Params):
-    """Optimal Local Hashing (Wang et al. 2017; SPEC 2.7) with the pairwise-independent
+    """Optimal Local Hashing (Wang et al. 2017) with the pairwise-independent
     hash of [PAN] (``((a0 + a1 x) mod PRIME) mod g``, ``a0, a1`` drawn per user) instead
     of a fully random one: OLH is then exactly CMS+RR with ``m = g``.
 

@@ -1,5 +1,5 @@
 """HadaOracle: the sketching framework of [WW] (Algorithm 1, Thm 3.1, Cor 3.2) with HRR
-inside each user subset (SPEC 3.3).
+inside each user subset.
 
 The users are split into ``k`` disjoint subsets (independent or permutation
 partitioning); subset ``j`` hashes its values with its own pairwise-independent
@@ -12,11 +12,11 @@ median over ``j`` of ``k * chat_j(h_j(x))`` in ``O(k)``::
     server = lf.hadaoracle.Server(params).update(reports)
     server.estimate(np.array([3, 17]), counts=True)
 
-Hash family **[CHOICE]** (SPEC 3.3): ``h_j(x)`` = the low ``log2 m`` bits of
-``a1 * x XOR a0`` in GF(2^64) (``z^64 + z^4 + z^3 + z + 1``), exactly pairwise
-independent for a power-of-two ``m``; ``(a0, a1)`` of every subset derive from
-``hash_seed`` (public, part of the parameters). When ``m >= 2^ceil(log2 d)`` no hashing
-is done (HRR on ``[d]`` in every subset).
+Hash family (our choice; [WW] only needs pairwise independence): ``h_j(x)`` = the low ``log2
+m`` bits of ``a1 * x XOR a0`` in GF(2^64) (``z^64 + z^4 + z^3 + z + 1``), exactly pairwise
+independent for a power-of-two ``m``; ``(a0, a1)`` of every subset derive from ``hash_seed``
+(public, part of the parameters). When ``m >= 2^ceil(log2 d)`` no hashing is done (HRR on
+``[d]`` in every subset).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ MAX_WHOLE_DOMAIN = 1 << 24
 
 @dataclasses.dataclass(frozen=True)
 class Params(_ParamsBase):
-    """HadaOracle parameters ([WW] Alg. 1; SPEC 3.3). Use :meth:`create` for the defaults.
+    """HadaOracle parameters ([WW] Alg. 1). Use :meth:`create` for the defaults.
 
     Args:
         epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
@@ -55,7 +55,8 @@ class Params(_ParamsBase):
             ``"permutation"`` (a random permutation cut into ``k`` blocks; the server
             assigns subsets with :meth:`Server.assign`).
         scaling: ``"k"`` (default, the paper's error decomposition) scales subset
-            estimates by ``k``; ``"subset"`` by ``n/|U_j|`` **[CHOICE]** (SPEC 3.3).
+            estimates by ``k``; ``"subset"`` by ``n/|U_j|`` (an alternative of
+            ours for independent partitioning).
         collision_correction: if True, each subset estimate ``E_j`` is replaced by
             ``(m E_j - n)/(m - 1)``, removing the expected collision mass ``(n - c)/m``
             (off by default: [WW] uses the plain Count-Median sketch). Median bias: the
@@ -102,11 +103,11 @@ class Params(_ParamsBase):
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, k: Optional[int] = None,
                m: Optional[int] = None, **kwargs: Any) -> "Params":
-        """Parameters with SPEC 3.3's defaults for ``n`` users and failure probability
-        ``beta``: ``k`` = smallest odd integer ``>= 2.5 log(1/beta)``,
-        ``m = 2^ceil(log2(sqrt(n/k)/c_eps))`` clamped to ``[2, 2^ceil(log2 d)]``
-        (see :func:`ldpfast.theory.hadaoracle_defaults`). ``k``/``m`` override them; other
-        keyword arguments go to the constructor."""
+        """Parameters with our default constants ([WW] fixes them only up to constant
+        factors) for ``n`` users and failure probability ``beta``: ``k`` = smallest odd
+        integer ``>= 2.5 log(1/beta)``, ``m = 2^ceil(log2(sqrt(n/k)/c_eps))`` clamped to
+        ``[2, 2^ceil(log2 d)]`` (see :func:`ldpfast.theory.hadaoracle_defaults`).
+        ``k``/``m`` override them; other keyword arguments go to the constructor."""
         check_epsilon(epsilon)
         check_int("n", n, 1)
         k_def, _, m_def = _theory.hadaoracle_defaults(epsilon, n, beta, d)
@@ -231,7 +232,7 @@ def median_estimates(server: LayoutServer, group_ids: np.ndarray, xs: np.ndarray
 
 class Server(LayoutServer):
     """HadaOracle server: ``k x m`` integer counts (C++ accumulation, mergeable), one
-    batched FWHT, median query in ``O(k)`` ([WW] Alg. 1; SPEC 3.3).
+    batched FWHT, median query in ``O(k)`` ([WW] Alg. 1).
 
     Args:
         params: :class:`Params`.

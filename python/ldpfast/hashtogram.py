@@ -24,7 +24,7 @@ Bassily et al.'s "FreqOracle" is the unhashed special case, i.e. Hadamard random
 response (:class:`ldpfast.hadamard.HRRParams`; the paper's random matrix plays the role of
 the Hadamard rows) answered without the FWHT.
 
-Hashes ([CHOICE], as for HadaOracle): the low bits of ``a1 x + a0`` in ``GF(2^64)``,
+Hashes (our choice, as for HadaOracle): the low bits of ``a1 x + a0`` in ``GF(2^64)``,
 exactly pairwise independent into a power-of-two range, with coefficients derived from
 ``hash_seed``.
 """
@@ -89,7 +89,7 @@ class Params(_ParamsBase):
 
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
-        """Defaults ([CHOICE]): ``R`` = HadaOracle's ``k`` (smallest odd ``>= 2.5 ln(1/beta)``,
+        """Defaults (our choice): ``R`` = HadaOracle's ``k`` (smallest odd ``>= 2.5 ln(1/beta)``,
         so both oracles get the same number of repetitions) and ``T = 2^ceil(log2 sqrt n)``
         (Bassily et al.'s ``Theta(sqrt n)``), at most ``2^ceil(log2 d)``."""
         n = check_int("n", n, 1)
@@ -181,22 +181,27 @@ class Client(ClientBase):
         return Reports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
 
 
-class Server(Aggregator):
-    """Hashtogram aggregator: ``z`` (``R x T`` int64), the report count and group sizes."""
+class GroupedSignSketchServer(Aggregator):
+    """Shared state of the Count-Sketch-style servers (Hashtogram, the original TreeHist):
+    per group ``g`` a row ``z_g`` of ``T`` signed sums (each report adds its +-1 bit to one
+    cell of its group's row), the report count and the group sizes. Subclasses set the
+    number of groups (:meth:`_groups`) and answer queries from :meth:`decoded`."""
 
-    protocol: ClassVar[str] = "hashtogram"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-
-    def __init__(self, params: Params, threads: int = 0):
+    def __init__(self, params: Any, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
-        self._st = _State(z=np.zeros(params.R * params.T, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
-                          group_sizes=np.zeros(params.R, dtype=np.int64))
+        groups = self._groups(params)
+        self._st = _State(z=np.zeros(groups * params.T, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
+                          group_sizes=np.zeros(groups, dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params: Params):
-        return {"z": ((params.R * params.T,), "int64"), "n": ((1,), "int64"), "group_sizes": ((params.R,), "int64")}
+    def _groups(cls, params: Any) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def _state_layout(cls, params: Any):
+        groups = cls._groups(params)
+        return {"z": ((groups * params.T,), "int64"), "n": ((1,), "int64"), "group_sizes": ((groups,), "int64")}
 
     @property
     def n(self) -> int:
@@ -207,9 +212,9 @@ class Server(Aggregator):
         return self._st["group_sizes"].copy()
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
-    def _validate(self, reports: Reports) -> None:
+    def _validate(self, reports: Any) -> None:
         p = self.params
-        for name, arr, bound in (("groups", reports.groups, p.R), ("rows", reports.rows, p.T)):
+        for name, arr, bound in (("groups", reports.groups, self._groups(p)), ("rows", reports.rows, p.T)):
             if arr.size and int(arr.max()) >= bound:
                 bad = int(np.argmax(arr >= bound))
                 raise ReportError(f"report {bad}: {name[:-1]} {int(arr[bad])} is out of range [0, {bound})")
@@ -218,26 +223,52 @@ class Server(Aggregator):
             bad = int(np.argmax(np.abs(bits.astype(np.int16)) != 1))
             raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
 
-    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
-        p = self.params
+    def _ingest(self, reports: Any) -> Dict[str, np.ndarray]:
         st = self._st
-        cells = reports.groups.astype(np.int64) * p.T + reports.rows
+        cells = reports.groups.astype(np.int64) * self.params.T + reports.rows
         plus = np.bincount(cells[reports.bits > 0], minlength=st["z"].size)
         minus = np.bincount(cells[reports.bits < 0], minlength=st["z"].size)
-        return {"z": st["z"] + (plus.astype(np.int64) - minus.astype(np.int64)),
-                "n": st["n"] + len(reports),
-                "group_sizes": st["group_sizes"] + np.bincount(reports.groups, minlength=p.R).astype(np.int64)}
+        sizes = np.bincount(reports.groups, minlength=st["group_sizes"].size).astype(np.int64)
+        return {"z": st["z"] + (plus.astype(np.int64) - minus.astype(np.int64)), "n": st["n"] + len(reports),
+                "group_sizes": st["group_sizes"] + sizes}
 
     def decoded(self) -> np.ndarray:
-        """``H_T z_r`` for every group, ``(R, T)`` int64 (exact; cached, read-only)."""
+        """``H_T z_g`` for every group, ``(groups, T)`` int64 (exact; cached, read-only)."""
         st = self._st
         decoded = getattr(st, "decoded", None)
         if decoded is None:
-            decoded = st["z"].reshape(self.params.R, self.params.T).copy()
+            decoded = st["z"].reshape(-1, self.params.T).copy()
             _core.fwht(decoded, self.threads)
             decoded.flags.writeable = False
             st.decoded = decoded
         return decoded
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        n, sizes, z = int(state["n"][0]), state["group_sizes"], state["z"]
+        if n < 0 or np.any(sizes < 0) or _exact_sum(sizes) != n:
+            raise FormatError("stored group sizes do not add up to the number of reports")
+        # each report adds +-1 to one cell of its group's row
+        rows = z.reshape(-1, self.params.T)
+        if (np.any(np.abs(rows.astype(np.float64)).sum(axis=1) > sizes)
+                or np.any((rows.sum(axis=1) - sizes) % 2)):
+            raise FormatError("stored sums do not fit the stored group sizes")
+
+    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+        self._st = _State(z=np.array(state["z"], dtype=np.int64), n=np.array(state["n"], dtype=np.int64),
+                          group_sizes=np.array(state["group_sizes"], dtype=np.int64))
+
+
+class Server(GroupedSignSketchServer):
+    """Hashtogram aggregator: ``z`` (``R x T`` int64), the report count and group sizes."""
+
+    protocol: ClassVar[str] = "hashtogram"
+    params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
+
+    @classmethod
+    def _groups(cls, params: Params) -> int:
+        return params.R
 
     def group_estimates(self, candidates: Any) -> np.ndarray:
         """``(R, len(candidates))`` fractions ``R c_eps g_r(x) (H z_r)[h_r(x)] / n``."""
@@ -262,21 +293,6 @@ class Server(Aggregator):
         per_group = self.group_estimates(candidates)
         est = np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
         return est * self.n if counts else est
-
-    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
-        super()._check_state(state)
-        n, sizes, z = int(state["n"][0]), state["group_sizes"], state["z"]
-        if n < 0 or np.any(sizes < 0) or _exact_sum(sizes) != n:
-            raise FormatError("stored group sizes do not add up to the number of reports")
-        # each report adds +-1 to one cell of its group's row
-        rows = z.reshape(self.params.R, self.params.T)
-        if (np.any(np.abs(rows.astype(np.float64)).sum(axis=1) > sizes)
-                or np.any((rows.sum(axis=1) - sizes) % 2)):
-            raise FormatError("stored sums do not fit the stored group sizes")
-
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._st = _State(z=np.array(state["z"], dtype=np.int64), n=np.array(state["n"], dtype=np.int64),
-                          group_sizes=np.array(state["group_sizes"], dtype=np.int64))
 
 
 def _example():

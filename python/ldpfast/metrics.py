@@ -1,4 +1,4 @@
-"""Accuracy measures for frequency estimation and frequent items ([PS] section 4, SPEC 4.7).
+"""Accuracy measures for frequency estimation and frequent items ([PS] section 4).
 
 ``est`` and ``truth`` are frequency arrays (fractions of users) indexed by item id over the
 same domain. Top-k sets break ties by item id (smaller id first).

@@ -15,7 +15,8 @@ Protocol (one report per user, eps-LDP):
    ``[m]`` (keep with probability ``e/(e+m-1)``) and send ``(z, a0, a1)``.
 3. Server ([PAN] Alg. 2): for a queried ``x``, count the matches ``C(x) = #{i: z_i = h_i(x)}``;
    then ``ytot = ((e+m-1)/(e-1)) C - n/(e-1)`` (the decoded RR vectors summed, with the
-   corrected decode constant ``(e+m-2)/(e-1)``, SPEC 1.2) and
+   corrected decode constant ``(e+m-2)/(e-1)``; Alg. 1's ``Decode`` misprints
+   it as the biased ``(e+m-1)/(e-1)``) and
    ``fhat(x) = m'/(n(m'-1)) ytot - 1/(m'-1)`` where ``m' = 1/cbar`` corrects for the
    field size not being a multiple of ``m`` ([PAN] Lemma 3.2, Eq. 8).
 
@@ -34,7 +35,7 @@ automatically when cheaper). The server
   (memory ``O(|candidates|)``, integral, exactly mergeable by addition). This is the mode
   for very large ``n`` when the values of interest are known in advance.
 
-Choices the paper leaves open (SPEC 5.6) are parameters: the field (``PRIME`` by default,
+Choices the paper leaves open are parameters: the field (``PRIME`` by default,
 or a compact prime or ``GF(2^l)``), the range of ``a0, a1`` (whole field by default,
 ``[1, pH-1]`` to reproduce the reference code R1), the estimator (with ``m'`` by default,
 plain ``m`` as in R1) and clipping (off by default: raw estimates are unbiased).
@@ -129,7 +130,7 @@ def hash_range(epsilon: float, d: Optional[int] = None, mode: str = "mse", f_sta
         mode: ``"mse"`` (MSE-OCMS+RR, Thm 3.6) or ``"l"`` (l-OCMS+RR, Thm 3.8).
         f_star: ``mode="mse"`` only: prior upper bound on the largest frequency of interest.
     Returns:
-        ``m >= 2``. Exact ``.5`` ties round upward ([CHOICE]; R1's Python ``round`` rounds
+        ``m >= 2``. Exact ``.5`` ties round upward (our choice; R1's Python ``round`` rounds
         half to even). See :func:`ldpfast.theory.ocms_optimal_m` for the formulas.
     """
     return _theory.ocms_optimal_m(epsilon, mode, d, f_star, rounded=True)
@@ -139,10 +140,10 @@ def finite_field_size(d: int, m: int, compact: bool = False) -> int:
     """[PAN] ``FiniteFieldSize``: ``v = max(d+1, 5m)`` (``5m`` keeps the imperfect-hash
     variance within 1%, Cor 3.5); ``PRIME`` if ``v <= PRIME``, else ``2^ceil(log2 v)``.
 
-    ``compact=True`` ([CHOICE], SPEC 2.2) returns the smallest prime ``>= v`` instead of
-    ``PRIME``, which shrinks the report to ``2 ceil(log2 v) + ceil(log2 m)`` bits, the
-    communication cost the paper claims. Sizes above ``2^64`` are returned but cannot be
-    used by :class:`Params` (the core supports fields up to 64 bits).
+    ``compact=True`` (an option of ours, not in [PAN]) returns the smallest prime ``>= v``
+    instead of ``PRIME``, which shrinks the report to ``2 ceil(log2 v) + ceil(log2 m)``
+    bits, the communication cost the paper claims. Sizes above ``2^64`` are returned but
+    cannot be used by :class:`Params` (the core supports fields up to 64 bits).
     """
     d = _theory._positive_int(d, "d", 1)
     m = _theory._positive_int(m, "m", 2)
@@ -167,7 +168,7 @@ class Params(_base.Params):
             ``>= d + 1`` ([PAN] Alg. 1 line 8) so every value is a distinct field element.
         field_kind: ``"prime"`` or ``"binary"``.
         poly: ``GF(2^l)`` only: the irreducible polynomial as exponents, e.g.
-            ``(8, 4, 3, 1, 0)``; empty means the SPEC 2.3 rule
+            ``(8, 4, 3, 1, 0)``; empty means the default rule
             (:func:`ldpfast.kernels.irreducible_polynomial`), filled in at construction.
         a_range: ``"full"`` (default; [PAN]: ``a0, a1`` uniform on the whole field, which
             makes the family pairwise independent up to Lemma 3.2) or ``"nonzero"``
@@ -281,7 +282,8 @@ class Params(_base.Params):
 
     @property
     def communication_bits(self) -> int:
-        """Bits per report: ``2 ceil(log2 pH) + ceil(log2 m)`` (SPEC 2.4)."""
+        """Bits per report: ``2 ceil(log2 pH) + ceil(log2 m)`` (exact; [PAN] Table II
+        approximates it)."""
         return 2 * _field.ceil_log2(self.field_size) + _field.ceil_log2(self.m)
 
     @property
@@ -303,8 +305,9 @@ class Params(_base.Params):
 
     @property
     def decode_constants(self) -> Tuple[float, float]:
-        """RR decoding ``((e+m-2)/(e-1), -1/(e-1))`` for a match / a non-match (SPEC 1.2;
-        [PAN] Alg. 1's ``(e+m-1)/(e-1)`` is an erratum)."""
+        """RR decoding ``((e+m-2)/(e-1), -1/(e-1))`` for a match / a non-match (the
+        inverse of the RR matrix, [PAN] section 2.1; Alg. 1's ``(e+m-1)/(e-1)`` is an
+        erratum)."""
         return _theory.rr_decode_constants(self.epsilon, self.m)
 
     @property

@@ -6,7 +6,7 @@ bit, an *ordering matrix* ``O`` that ranks the cells of the user's K x M Bloom-s
 so that every 0-cell ranks below every 1-cell. ``O`` is a deterministic function of which
 cells are 1 (up to a random order inside each group), so the report is **not eps-LDP for
 any finite eps**: anyone who receives it can read the user's sketch support, and with it
-recover the items of small sets (SPEC 5.4; the test suite's ``test_privsketch_leak.py``
+recover the items of small sets (the test suite's ``test_privsketch_leak.py``
 recovers single-item users' items from ``O`` alone).
 The paper's Thm 3.3 limits its claim to an "indistinguishable input set" derived from the
 output itself, which is not the LDP definition. :class:`Client` and :class:`NoSmpClient`
@@ -16,19 +16,19 @@ budget of the randomized-response part, never a guarantee for the whole report.
 Protocols (one ``Params``/``Client``/``Reports``/``Server`` set each):
 
 * ``privsketch`` (:class:`Params`): sampled cell + RR + ordering matrix, decode-first
-  collector ([PS] Alg. 1-3 with sampling, SPEC 4.4). **Not LDP.**
+  collector ([PS] Alg. 1-3 with sampling, section 3.3). **Not LDP.**
 * ``privsketch-nosmp`` (:class:`NoSmpParams`): every cell flipped with eps/(KM) + ordering
-  matrix (SPEC 4.5). **Not LDP.**
+  matrix ([PS] section 4.2). **Not LDP.**
 * ``privsketch-ldp`` (:class:`SafeParams`): the LDP-safe variant, the sampled cell + RR
   **without** ordering matrix; eps-LDP (one RR bit on a data-independent cell). Decoded
   count-mean style over the sampled cell; see :meth:`SafeServer.estimate`.
 * ``multi-pcms-mean`` / ``multi-pcms-min``: Apple's private CMS extended to sets
-  (SPEC 4.6), from :mod:`ldpfast.privsketch_baselines`, like ``ps-olh`` (padding and
+  ([PS] section 4), from :mod:`ldpfast.privsketch_baselines`, like ``ps-olh`` (padding and
   sampling + OLH) and SVIM.
 
 All sketch protocols share ``K`` public pairwise-independent hash functions
 ``H_k(x) = ((a0_k + a1_k x) mod p) mod M`` over the prime field ``p = 2^64 - 59``
-(SPEC 2.3), whose coefficients are part of the parameters.
+(the hash of [PAN] Algorithm 1), whose coefficients are part of the parameters.
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ class SketchParams(_ParamsBase):
     def create(cls: Type[_P], epsilon: float, d: int, K: int = 4, M: int = 128, seed: RngLike = None,
                **kwargs: Any) -> _P:
         """Parameters with K hash functions drawn uniformly from the field (pairwise
-        independent, SPEC 2.3). The coefficients are public; ``seed`` makes them
-        reproducible (``None``: OS entropy)."""
+        independent up to the ``mod M``, [PAN] section 3.5). The coefficients are public;
+        ``seed`` makes them reproducible (``None``: OS entropy)."""
         K = check_int("K", K, 1, 65536)
         field_size = kwargs.pop("field_size", PRIME)
         gen = KeySource(seed).generator()
@@ -196,14 +196,14 @@ class SketchParams(_ParamsBase):
 
 @dataclasses.dataclass(frozen=True)
 class Params(SketchParams):
-    """PrivSketch with sampling ([PS] section 3.3, SPEC 4.4). **Not eps-LDP** (module doc)."""
+    """PrivSketch with sampling ([PS] section 3.3). **Not eps-LDP** (module doc)."""
 
     protocol: ClassVar[str] = "privsketch"
 
 
 @dataclasses.dataclass(frozen=True)
 class NoSmpParams(SketchParams):
-    """PrivSketch-noSmp ([PS] Alg. 2-3, SPEC 4.5): every cell flipped with budget eps/(KM).
+    """PrivSketch-noSmp ([PS] Alg. 2-3, section 4.2): every cell flipped with budget eps/(KM).
     **Not eps-LDP** (module doc)."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"
@@ -214,7 +214,8 @@ class NoSmpParams(SketchParams):
 class SafeParams(SketchParams):
     """The LDP-safe PrivSketch variant: one uniformly sampled cell, binary RR with eps, no
     ordering matrix. The cell is chosen independently of the data and only its bit is
-    randomized, so the report is eps-LDP (SPEC 1.2, binary RR)."""
+    randomized, so the report is eps-LDP (binary
+    randomized response: the bit is kept with probability e^eps/(e^eps + 1))."""
 
     protocol: ClassVar[str] = "privsketch-ldp"
 
@@ -338,10 +339,11 @@ class _SketchClient(ClientBase):
 class Client(_SketchClient):
     """PrivSketch user side with sampling ([PS] Alg. 2 lines 1-5 + section 3.3 sampling).
 
-    Each user builds the K x M bit sketch of its set (Boolean OR), the ordering matrix
-    (SPEC 4.3, corrected ranges), samples one cell uniformly and flips its +-1 value with
-    probability 1/(e^eps + 1). Randomness: ChaCha20 per batch; ``rng=None`` uses OS
-    entropy, an int/SeedSequence/Generator is for simulation only.
+    Each user builds the K x M bit sketch of its set (Boolean OR), the ordering matrix ([PS]
+    section 3.2, with its rank ranges' off-by-one corrected to half-open ranges), samples
+    one cell uniformly and flips its +-1 value with probability 1/(e^eps + 1). Randomness:
+    ChaCha20 per batch; ``rng=None`` uses OS entropy, an int/SeedSequence/Generator is for
+    simulation only.
 
     Emits :class:`PrivacyWarning`: the ordering matrix makes the report **not** eps-LDP.
     """
@@ -361,7 +363,8 @@ class Client(_SketchClient):
 
 
 class NoSmpClient(_SketchClient):
-    """PrivSketch-noSmp user side (SPEC 4.5, [PS] Alg. 2 with the index typo fixed): every
+    """PrivSketch-noSmp user side ([PS] Alg. 2, whose lines 6-10 index
+    with the leftover item ``l`` where every cell is meant): every
     cell of the +-1 sketch is flipped with probability 1/(e^{eps/(KM)} + 1).
 
     Emits :class:`PrivacyWarning`: the ordering matrix makes the report **not** eps-LDP."""
@@ -543,7 +546,7 @@ def _bucket_index(params: SketchParams, cand: np.ndarray) -> tuple:
 
 
 class Server(_TrackedServer):
-    """PrivSketch collector, decode-first with sampling (SPEC 4.4; [PS] Alg. 3 adapted).
+    """PrivSketch collector, decode-first with sampling ([PS] section 3.3; Alg. 3 adapted).
 
     ``Server(params, candidates=None, threads=0)``: ``candidates`` is the set ``D`` to be
     estimated (default: the whole domain). For each report only the candidates hashed into
@@ -591,12 +594,13 @@ class Server(_TrackedServer):
         return self._added(len(reports), pos, neg, ups, bits.size - ups)
 
     def diagnostics(self) -> Dict[str, float]:
-        """Bloom-bias diagnostics (SPEC 5.4 item 4): ``mean_fill``, an unbiased estimate of
-        the average share of 1-cells in the users' sketches (from the received bits of
-        uniformly placed cells), and ``false_positive_rate`` = ``mean_fill ** K``,
-        approximately the chance that a non-member looks present in a user's count-min
-        (a lower bound by Jensen's inequality when fills vary between users), so
-        ``ftilde(x) - f(x)`` is about ``(1 - f(x)) * false_positive_rate``."""
+        """Bloom-bias diagnostics (the estimates target the count-min frequency ``ftilde >=
+        f``; the gap is the sketches' false-positive mass): ``mean_fill``, an unbiased
+        estimate of the average share of 1-cells in the users' sketches (from the received
+        bits of uniformly placed cells), and ``false_positive_rate`` = ``mean_fill ** K``,
+        approximately the chance that a non-member looks present in a user's count-min (a
+        lower bound by Jensen's inequality when fills vary between users), so ``ftilde(x) -
+        f(x)`` is about ``(1 - f(x)) * false_positive_rate``."""
         if self.n == 0:
             raise ReportError("diagnostics need at least one report (n = 0)")
         p = self.params
@@ -618,7 +622,8 @@ class Server(_TrackedServer):
 
         ``estimator="r2"`` (default, [PS]/R2): ``fhat = (KM/n) sum_i I_i (c b_i + 1)/2``,
         unbiased for the count-min frequency ``ftilde >= f`` with variance
-        ``[KM e^eps/(e^eps-1)^2 + (KM-1) ftilde]/n`` (SPEC 4.4).
+        ``[KM e^eps/(e^eps-1)^2 + (KM-1) ftilde]/n`` (derived here; [PS] prints only the
+        ``ftilde = 0`` value).
         ``estimator="centred"``: ``1/2 + (KM c/(2n)) sum_i I_i b_i``, also unbiased, variance
         ``(KM c^2 - 1)/(4n)`` (smaller when ``ftilde > 1/4``). Here ``c = (e^eps+1)/(e^eps-1)``.
         """
@@ -636,7 +641,7 @@ class Server(_TrackedServer):
 
 
 class NoSmpServer(Server):
-    """PrivSketch-noSmp collector (SPEC 4.5, [PS] Alg. 3): every candidate takes each
+    """PrivSketch-noSmp collector ([PS] Alg. 3): every candidate takes each
     user's perturbed bit at ``argmin_k O[k, H_k(x)]``. Cost ``O(n |D| K)`` (C++, threads)."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"

@@ -1,4 +1,4 @@
-"""The baselines [PS] compares PrivSketch with (SPEC 4.6), re-exported by
+"""The baselines [PS] compares PrivSketch with ([PS] section 4), re-exported by
 :mod:`ldpfast.privsketch`:
 
 * ``multi-pcms-mean``: Apple's private Count-Mean Sketch extended to sets (R2
@@ -8,7 +8,7 @@
   aggregate first and take the min; eps-LDP.
 * ``ps-olh``: padding and sampling (PSFO, Wang, Li, Jha S&P 2018) + OLH; eps-LDP with the
   default ``amplify=False``. ``amplify=True`` is **not** eps-LDP (see :class:`PSOLHParams`).
-* SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``; SPEC 4.6), three
+* SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``), three
   phases over disjoint user groups (:func:`svim_groups`: G1/G2/G3 = 40%/10%/50%), each
   with its own Params/Client/Reports/Server; the parameters of phases 2 and 3 carry what
   the previous phase's server decided, so clients and server agree on it:
@@ -28,7 +28,7 @@
   :func:`svim` runs the three phases on a :class:`~ldpfast.datasets.SetData` (simulation).
 
 OLH here is the CMS+RR estimator with ``m = g`` and per-user pairwise-independent hashes
-over the prime field (SPEC 2.7), on the OCMS kernels.
+over the prime field ([PAN] section 4.4), on the OCMS kernels.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ __all__ = [
 # -- Multi-PCMS-Mean ---------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class MultiPCMSMeanParams(SketchParams):
-    """Multi-PCMS-Mean (SPEC 4.6): K public hashes into [M]; each user sends one random row
+    """Multi-PCMS-Mean ([PS] section 4.1): K public hashes into [M]; each user sends one random row
     of its +-1 set sketch with every cell flipped with probability 1/(1 + e^{eps/M})."""
 
     protocol: ClassVar[str] = "multi-pcms-mean"
@@ -185,8 +185,8 @@ class MultiPCMSMeanServer(_TableServer):
     def estimate(self, candidates=None, counts: bool = False, correction: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2): ``count(x)/n`` with no collision
         correction, so items look more frequent the fuller the users' rows are.
-        ``correction=True`` (derived here, SPEC 4.6): ``sum_i (bhat_i(x) - what_i/M) /
-        (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
+        ``correction=True`` (derived here; in neither [PS] nor its code): ``sum_i (bhat_i(x)
+        - what_i/M) / (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
         self._require_reports()
         p = self.params
         c = c_eps(p.epsilon / p.M)
@@ -204,7 +204,7 @@ class MultiPCMSMeanServer(_TableServer):
 # -- Multi-PCMS-Min ----------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class MultiPCMSMinParams(SketchParams):
-    """Multi-PCMS-Min (SPEC 4.6): each user sends its whole +-1 K x M sketch, every cell
+    """Multi-PCMS-Min ([PS] section 4.2): each user sends its whole +-1 K x M sketch, every cell
     flipped with probability 1/(1 + e^{eps/(KM)})."""
 
     protocol: ClassVar[str] = "multi-pcms-min"
@@ -273,7 +273,7 @@ class MultiPCMSMinServer(_TableServer):
 
 # -- PS-OLH --------------------------------------------------------------------------------------
 def olh_g(epsilon: float) -> int:
-    """OLH's hash range ``g = round(e^eps) + 1`` (SPEC 2.7)."""
+    """OLH's hash range ``g = round(e^eps) + 1`` (Wang et al. 2017)."""
     return int(round(math.exp(check_epsilon(epsilon)))) + 1
 
 
@@ -371,7 +371,7 @@ def _check_field_size(value) -> int:
 
 
 def _olh_perturb(params, keys: KeySource, values: np.ndarray, threads: int):
-    """OLH (SPEC 2.7): a fresh pairwise-independent hash ``(a0, a1)`` per user over the
+    """OLH (Wang et al. 2017): a fresh pairwise-independent hash ``(a0, a1)`` per user over the
     prime field ``params.field_size``, its value in [0, g) kept or moved by GRR with
     ``params.flip_probability``. Returns ``(z, a0, a1)``."""
     return _core.ocms_perturb(_core.Field.prime(params.field_size), keys.key(), values.astype(np.uint64),
@@ -386,7 +386,7 @@ def _check_olh_reports(reports, params) -> None:
 
 def _olh_debias(matches: np.ndarray, n: int, g: int, epsilon: float) -> np.ndarray:
     """OLH counts ``chat = (g C - n)/(p g - 1)``, ``p = e^eps/(e^eps + g - 1)``, from the
-    numbers ``C`` of users whose hash of the item matches their report (SPEC 2.7)."""
+    numbers ``C`` of users whose hash of the item matches their report."""
     keep = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
     return (g * np.asarray(matches, dtype=np.float64) - n) / (keep * g - 1.0)
 
@@ -1005,7 +1005,7 @@ class SvimResult:
 
 def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, threads: int = 0,
          shares=SVIM_SHARES, reference: bool = False) -> SvimResult:
-    """SVIM frequent items (SPEC 4.6; Wang, Li, Jha 2018; R3 ``svsm.find_singleton``),
+    """SVIM frequent items ([PS] section 4.1; Wang, Li, Jha 2018; R3 ``svsm.find_singleton``),
     simulated on ``sets`` by running the three Client/Server phases in turn.
 
     ``rng`` (None = OS entropy; a seed is for simulation only) becomes one numpy Generator

@@ -13,7 +13,7 @@ levels whose prefix domain fits in ``T`` use the prefix itself as the bucket and
 i.e. Hadamard randomized response). A user sends one bit about its level-``l`` prefix. The
 level estimate of a prefix is the median over the level's groups of
 ``L R c_eps g(s) (H z)[h(s)]`` (counts). The search keeps the children of kept prefixes whose
-estimate is at least ``tau - delta`` ([CHOICE]: the same ``delta``/``tau`` rules as HadaHeavy,
+estimate is at least ``tau - delta`` (our choice: the same ``delta``/``tau`` rules as HadaHeavy,
 :func:`ldpfast.theory.hadaheavy_defaults` with ``b = 1``; Bassily et al.'s threshold
 ``eta = Theta((1/eps) sqrt(n log d log(n/beta)))`` has the same order).
 """
@@ -22,20 +22,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from . import _core
-from ._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, _exact_sum, register_protocol
+from ._base import ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from ._memory import check_allocation
 from ._random import KeySource, RngLike
 from ._validate import check_binary_epsilon, check_int, check_threads
-from .errors import FormatError, ParameterError, ReportError
+from .errors import ParameterError, ReportError
 from .hadaheavy import HeavyHitters, _positive_float
 from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
                        hash_coefficients, optional_index_array, pow2_at_least)
-from .hashtogram import _uniform
+from .hashtogram import GroupedSignSketchServer, _uniform
 from .hadaoracle import _parity_sign
 from .theory import hadamard as _th
 
@@ -84,7 +84,7 @@ class Params(_ParamsBase):
 
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
-        """Defaults ([CHOICE]): ``delta``, ``tau`` and the per-level failure probability
+        """Defaults (our choice): ``delta``, ``tau`` and the per-level failure probability
         ``beta'`` from :func:`ldpfast.theory.hadaheavy_defaults` with ``b = 1``;
         ``R`` = HadaOracle's ``k`` for ``beta'``; ``T = 2^ceil(log2 sqrt(n/L))`` (Hashtogram's
         ``Theta(sqrt n)`` for the ``n/L`` users of a level)."""
@@ -177,61 +177,16 @@ class Client(ClientBase):
         return Reports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
 
 
-class Server(Aggregator):
+class Server(GroupedSignSketchServer):
     """TreeHist aggregator: ``z`` (``L R x T`` int64), report count, group sizes."""
 
     protocol: ClassVar[str] = "treehist-cs"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
 
-    def __init__(self, params: Params, threads: int = 0):
-        super().__init__(params)
-        self.threads = check_threads(threads)
-        groups = params.L * params.R
-        self._st = _State(z=np.zeros(groups * params.T, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
-                          group_sizes=np.zeros(groups, dtype=np.int64))
-
     @classmethod
-    def _state_layout(cls, params: Params):
-        groups = params.L * params.R
-        return {"z": ((groups * params.T,), "int64"), "n": ((1,), "int64"), "group_sizes": ((groups,), "int64")}
-
-    @property
-    def n(self) -> int:
-        return int(self._st["n"][0])
-
-    # -- aggregation (the template is Aggregator.update / merge) -------------------------
-    def _validate(self, reports: Reports) -> None:
-        p = self.params
-        for name, arr, bound in (("groups", reports.groups, p.L * p.R), ("rows", reports.rows, p.T)):
-            if arr.size and int(arr.max()) >= bound:
-                bad = int(np.argmax(arr >= bound))
-                raise ReportError(f"report {bad}: {name[:-1]} {int(arr[bad])} is out of range [0, {bound})")
-        bits = reports.bits
-        if bits.size and not np.all(np.abs(bits.astype(np.int16)) == 1):
-            bad = int(np.argmax(np.abs(bits.astype(np.int16)) != 1))
-            raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
-
-    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
-        p = self.params
-        st = self._st
-        cells = reports.groups.astype(np.int64) * p.T + reports.rows
-        plus = np.bincount(cells[reports.bits > 0], minlength=st["z"].size)
-        minus = np.bincount(cells[reports.bits < 0], minlength=st["z"].size)
-        sizes = np.bincount(reports.groups, minlength=st["group_sizes"].size).astype(np.int64)
-        return {"z": st["z"] + (plus.astype(np.int64) - minus.astype(np.int64)), "n": st["n"] + len(reports),
-                "group_sizes": st["group_sizes"] + sizes}
-
-    def decoded(self) -> np.ndarray:
-        """``H_T z_g`` for every group, ``(L R, T)`` int64 (exact; cached, read-only)."""
-        st = self._st
-        decoded = getattr(st, "decoded", None)
-        if decoded is None:
-            decoded = st["z"].reshape(-1, self.params.T).copy()
-            _core.fwht(decoded, self.threads)
-            decoded.flags.writeable = False
-            st.decoded = decoded
-        return decoded
+    def _groups(cls, params: Params) -> int:
+        return params.L * params.R
 
     def level_estimates(self, level: int, prefixes: Any) -> np.ndarray:
         """Median over the level's groups of ``L R c_eps g(s) (H z)[h(s)]`` (counts)."""
@@ -277,21 +232,6 @@ class Server(Aggregator):
                 break
         order = np.argsort(-est, kind="stable")
         return HeavyHitters(items=kept[order], counts=est[order], n=self.n, candidates_examined=examined)
-
-    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
-        super()._check_state(state)
-        n, sizes, z = int(state["n"][0]), state["group_sizes"], state["z"]
-        if n < 0 or np.any(sizes < 0) or _exact_sum(sizes) != n:
-            raise FormatError("stored group sizes do not add up to the number of reports")
-        # each report adds +-1 to one cell of its group's row
-        rows = z.reshape(-1, self.params.T)
-        if (np.any(np.abs(rows.astype(np.float64)).sum(axis=1) > sizes)
-                or np.any((rows.sum(axis=1) - sizes) % 2)):
-            raise FormatError("stored sums do not fit the stored group sizes")
-
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._st = _State(z=np.array(state["z"], dtype=np.int64), n=np.array(state["n"], dtype=np.int64),
-                          group_sizes=np.array(state["group_sizes"], dtype=np.int64))
 
 
 def _example():

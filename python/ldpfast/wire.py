@@ -81,7 +81,7 @@ def _ceil_log2(value: int) -> int:
 
 
 # Bit counts for the families whose Reports classes do not (yet) define ``wire_fields``,
-# as the papers count one report (SPEC sections 2.4, 2.7, 3.2). A protocol's own
+# as the papers count one report ([PAN] Algorithm 1 and section 6, [WW] Fact 2.1). A protocol's own
 # ``Reports.wire_fields`` takes precedence over this table.
 _SIGN = (-1, 1)
 _BUILTIN: Dict[str, Callable[[Params], Sequence[WireField]]] = {

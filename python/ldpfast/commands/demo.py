@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
           f"Zipf 1/r^2, eps = {args.epsilon:g}, {args.runs} runs, seed {args.seed}")
     print(f"Errors over the {top} most frequent values (largest true f = "
           f"{np.max(np.bincount(values)) / values.size:.4f}); theory = closed form at the true f "
-          "([PAN] Eq. 6/8, SPEC 1.2 for GRR);")
+          "([PAN] Eq. 6/8; section 2.1 for GRR);")
     print("MSEmax = max_x mean_runs err^2 is biased upward: '95% up' is [PAN] App. K's 95% upper "
           "bound for it. l1 'bound' is sqrt(|X| l2) (Thm 3.8).")
     print()

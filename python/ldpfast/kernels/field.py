@@ -162,7 +162,7 @@ def is_irreducible(exponents) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def irreducible_polynomial(l: int) -> Tuple[int, ...]:
-    """The irreducible polynomial defining ``GF(2^l)`` (SPEC 2.3 rule, [CHOICE]; the paper
+    """The irreducible polynomial defining ``GF(2^l)`` (our rule; [PAN]
     does not fix one): the trinomial ``z^l + z^k + 1`` with the smallest ``k``, or if there
     is none the pentanomial ``z^l + z^a + z^b + z^c + 1`` (``a > b > c >= 1``) smallest in
     lexicographic order of ``(a, b, c)``. Irreducibility by Rabin's test.
@@ -256,7 +256,8 @@ def field_hash(a0, a1, x, m: int, field, poly: Optional[Tuple[int, ...]] = None,
         m: hash range, ``>= 1``.
         field: the field size (an odd prime for ``F_p``, ``2^l`` for ``GF(2^l)``) or a
             ``_core.Field`` (then the inputs are only checked by the kernel's dtype rules).
-        poly: irreducible polynomial exponents for ``GF(2^l)`` (default: SPEC 2.3 rule).
+        poly: irreducible polynomial exponents for ``GF(2^l)`` (default: the rule of
+            :func:`irreducible_polynomial`).
     Returns:
         uint64 array of hash values in ``[0, m)``.
     Raises:

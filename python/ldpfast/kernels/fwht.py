@@ -18,7 +18,7 @@ def fwht(data: np.ndarray, threads: int = 0) -> np.ndarray:
     """Apply the Walsh-Hadamard transform in place: ``data <- H data``.
 
     ``H[r, c] = (-1)^popcount(r & c)`` is the unnormalized Sylvester-Hadamard matrix
-    (SPEC section 3.1; [WW] Fact 2.1), so applying the transform twice multiplies by the
+    ([WW] Fact 2.1), so applying the transform twice multiplies by the
     length. A 2-D array is transformed row by row.
 
     The butterfly stages ``h = 1, 2, 4, ...`` are applied in this order with the textbook

@@ -1,6 +1,6 @@
 """Batched k-ary randomized response (GRR), the client mechanism of OCMS+RR.
 
-[PAN] section 2.1 / SPEC 1.2: on ``m >= 2`` symbols, keep the true symbol ``y`` with
+[PAN] section 2.1: on ``m >= 2`` symbols, keep the true symbol ``y`` with
 probability ``p = e^eps / (e^eps + m - 1)``; otherwise output one of the other ``m - 1``
 symbols uniformly. Sampling is exact integer arithmetic on ChaCha20 output (C++ core):
 
@@ -91,7 +91,7 @@ def randomized_response(values: ArrayLike, m: int, epsilon: float, rng: RngLike 
                         threads: int = 0) -> np.ndarray:
     """Perturb each symbol of ``values`` with k-ary randomized response on ``[0, m)``.
 
-    Implements GRR as used by [PAN] (Algorithm 1, ``RR``; SPEC 1.2): output ``y`` with
+    Implements GRR as used by [PAN] (Algorithm 1, ``RR``): output ``y`` with
     probability ``e^eps / (e^eps + m - 1)``, else a uniform symbol among the other
     ``m - 1``. Each call is eps-LDP for every element. Exact integer sampling; see
     :func:`rr_flip_threshold` for the 2^-64 resolution of the flip probability.

@@ -1,13 +1,13 @@
 """Closed forms for the Hadamard family: HRR, HE, CMS+HE, RHR, OLH, HadaOracle, HadaHeavy.
 
-Conventions follow SPEC sections 2.6-2.7 and 3: HRR/HadaOracle/HadaHeavy quantities are
+Conventions: HRR/HadaOracle/HadaHeavy quantities are
 counts (``c = n f``) unless a function says otherwise; the [PAN] comparison algorithms
 (HE, CMS+HE, RHR, OLH) use fractions. ``c_eps = (e^eps + 1)/(e^eps - 1)`` is evaluated
 with ``expm1`` so it stays accurate for small eps.
 
 The HadaOracle/HadaHeavy constants (``k``, ``m``, ``B``, ``Delta``, ``tau``,
-``beta'``) are reconstructions ([WW]'s math was lost from the source text, SPEC 3.0):
-they are the spec's documented choices, exposed so callers can override them.
+``beta'``) are our reconstructions: [WW] fixes them only up to constant factors, so the defaults
+here are our (conservative) choices, exposed so callers can override them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 #: KL(1/2 || 1/8): the Chernoff exponent of "half of k groups are bad" when each group is
-#: bad with probability 1/8 (SPEC 3.3).
+#: bad with probability 1/8 (the median argument of [WW] Thm 3.1).
 KL_HALF_EIGHTH = 0.5 * math.log(0.5 / 0.125) + 0.5 * math.log(0.5 / 0.875)
 
 
@@ -47,14 +47,15 @@ def _check_beta(beta: float) -> float:
 
 
 def c_eps(epsilon: float) -> float:
-    """Binary-RR debias constant ``(e^eps + 1)/(e^eps - 1)`` (SPEC 0.3)."""
+    """Binary-RR debias constant ``(e^eps + 1)/(e^eps - 1)``."""
     epsilon = check_epsilon(epsilon)
     return (math.expm1(epsilon) + 2.0) / math.expm1(epsilon)
 
 
 def hrr_variance(epsilon: float, n: float, f: float = 0.0, counts: bool = False) -> float:
-    """Variance of the HRR estimate (SPEC 3.2): ``(c_eps^2 - f)/n`` for fractions, or
-    ``n c_eps^2 - c(x)`` for counts (``counts=True``; ``f`` is still the fraction)."""
+    """Variance of the HRR estimate (derived from [WW] Fact 2.1): ``(c_eps^2 - f)/n`` for
+    fractions, or ``n c_eps^2 - c(x)`` for counts (``counts=True``; ``f`` is still the
+    fraction)."""
     c = c_eps(epsilon)
     n = _check_positive("n", n)
     var = (c * c - f) / n
@@ -62,13 +63,14 @@ def hrr_variance(epsilon: float, n: float, f: float = 0.0, counts: bool = False)
 
 
 def hrr_error_bound(epsilon: float, n: float, beta: float) -> float:
-    """Hoeffding bound (SPEC 3.2, counts): with probability at least ``1 - beta``,
-    ``|chat(x) - c(x)| <= c_eps sqrt(2 n log(2/beta))``."""
+    """Hoeffding bound (counts; [WW] Fact 7.9 has this form up to its constant): with
+    probability at least ``1 - beta``, ``|chat(x) - c(x)| <= c_eps sqrt(2 n
+    log(2/beta))``."""
     return c_eps(epsilon) * math.sqrt(2.0 * _check_positive("n", n) * math.log(2.0 / _check_beta(beta)))
 
 
 def he_variance(epsilon: float, n: float, f: float = 0.0) -> float:
-    """HE (CMS+RR with m = 2) variance, fractions: ``(c_eps^2 - f)/n`` (SPEC 2.6/2.7)."""
+    """HE (CMS+RR with m = 2) variance, fractions: ``(c_eps^2 - f)/n`` ([PAN] section 4.1)."""
     return hrr_variance(epsilon, n, f)
 
 
@@ -92,10 +94,10 @@ def cmshe_variance(epsilon: float, n: float, f: float = 0.0, m: int = 1024,
 
 
 def rhr_parameters(epsilon: float, d: int) -> Tuple[int, int, int, int]:
-    """R1's Recursive Hadamard Response layout (SPEC 2.7): ``(b, base, m, hsize)`` with
-    ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and ``hsize`` =
-    the smallest power of two above the largest column ``(d-1) // base + 1`` (R1's
-    ``2^ceil(log2(d // base + 1))`` wherever that one is large enough)."""
+    """The Recursive Hadamard Response layout of [PAN]'s reference code R1: ``(b, base, m,
+    hsize)`` with ``b = ceil(eps log2 e)``, ``base = 2^(b-1)``, RR size ``m = 2^b`` and
+    ``hsize`` = the smallest power of two above the largest column ``(d-1) // base + 1``
+    (R1's ``2^ceil(log2(d // base + 1))`` wherever that one is large enough)."""
     epsilon = check_epsilon(epsilon)
     b = max(1, math.ceil(epsilon * math.log2(math.e)))
     base = 1 << (b - 1)
@@ -123,7 +125,7 @@ def rhr_variance(epsilon: float, n: float, f: float = 0.0, residue_fraction: flo
 
 
 def olh_g(epsilon: float) -> int:
-    """OLH hash range ``g = round(e^eps) + 1`` (ties upward; SPEC 2.7)."""
+    """OLH hash range ``g = round(e^eps) + 1`` (ties upward)."""
     return int(math.floor(math.exp(check_epsilon(epsilon)) + 0.5)) + 1
 
 
@@ -140,16 +142,17 @@ def olh_variance(epsilon: float, n: float, f: float = 0.0, g: Optional[int] = No
 
 
 def hadaoracle_k(beta: float, factor: float = 2.5) -> int:
-    """Number of hash functions/user subsets: the smallest odd integer
-    ``>= factor * log(1/beta)`` and at least 1 (SPEC 3.3 [CHOICE]; Chernoff needs
-    ``factor >= 1/KL(1/2||1/8) = 2.42``)."""
+    """Number of hash functions/user subsets: the smallest odd integer ``>= factor *
+    log(1/beta)`` and at least 1 (our constant for [WW]'s ``k = Theta(log(1/beta))``;
+    Chernoff needs ``factor >= 1/KL(1/2||1/8) = 2.42``)."""
     beta = _check_beta(beta)
     k = max(1, math.ceil(factor * math.log(1.0 / beta) - 1e-12))
     return k if k % 2 else k + 1
 
 
 def hadaoracle_defaults(epsilon: float, n: float, beta: float, d: Optional[int] = None) -> Tuple[int, float, int]:
-    """HadaOracle defaults ``(k, m_raw, m)`` (SPEC 3.3 [RECON]/[CHOICE]):
+    """HadaOracle defaults ``(k, m_raw, m)`` (our constants: [WW] Alg. 1 fixes them only up
+    to constant factors; ``m`` balances collision and HRR errors):
     ``m_raw = sqrt(n/k)/c_eps`` and ``m = 2^ceil(log2 m_raw)`` clamped to
     ``[2, 2^ceil(log2 d)]`` (``d`` optional)."""
     k = hadaoracle_k(beta)
@@ -248,7 +251,8 @@ def hadaoracle_error_bound(epsilon: float, n: float, k: int, m: int) -> Tuple[fl
 
 def hadaheavy_defaults(epsilon: float, n: float, beta: float, d: int, b: Optional[int] = None,
                        delta: Optional[float] = None, tau: Optional[float] = None) -> Dict[str, float]:
-    """HadaHeavy defaults (SPEC 3.4 [RECON]/[CHOICE]) for ``n`` users, domain size ``d``:
+    """HadaHeavy defaults (our constants: [WW] section 4 fixes them only up to
+    constant factors) for ``n`` users, domain size ``d``:
 
     * ``b = max(1, ceil(log2 sqrt(n)))``, ``B = 2^b``, ``L = ceil(log2 d)``, ``t = ceil(L/b)``;
     * ``Delta = 2 c_eps sqrt(n t log(t B n / beta))`` (uniform error over the candidates);

@@ -1,8 +1,8 @@
 """Closed forms for OCMS+RR, k-ary randomized response and the Count-Mean Sketch framework.
 
 Everything follows [PAN] (M. Pan, "Improving Count-Mean Sketch as the Leading Locally
-Differentially Private Frequency Estimator for Large Dictionaries", CSF 2025) with the
-errata of the project spec applied (the RR decode constant is ``(e+m-2)/(e-1)``; Thm 3.5
+Differentially Private Frequency Estimator for Large Dictionaries", CSF 2025) with its
+errata corrected (the RR decode constant is ``(e+m-2)/(e-1)``; Thm 3.5
 without the stray ``n``; Eq. 9 reads ``E[g] = f``). Frequencies are fractions in ``[0, 1]``;
 ``n`` is the number of reports; ``e = e^eps`` and ``e_h = e^(eps/2)``. Functions accept
 numpy arrays for ``f`` (and for ``m`` where it says so) and broadcast.
@@ -82,7 +82,8 @@ def rr_variances(epsilon: float, m) -> Tuple[float, float]:
 
 def rr_decode_constants(epsilon: float, m) -> Tuple[float, float]:
     """``(Q[v,v], Q[u,v])`` = ``((e+m-2)/(e-1), -1/(e-1))``: the inverse of the RR matrix
-    ([PAN] section 2.1; Algorithm 1's ``(e+m-1)/(e-1)`` is an erratum, SPEC 1.2)."""
+    ([PAN] section 2.1; Algorithm 1's ``(e+m-1)/(e-1)`` is an erratum: biased, e.g. mean
+    1.0437 instead of 1 at eps = 3, m = 5)."""
     _, _, em1 = _eps(epsilon)
     m = _m(m)
     return _out((em1 + m - 1) / em1), -1.0 / em1
@@ -170,8 +171,8 @@ def ocms_expectation_general(m, f_x: float, f_others, collision) -> float:
 def ocms_optimal_m(epsilon: float, mode: str = "mse", d: Optional[int] = None, f_star: float = 1.0,
                    rounded: bool = False):
     """The optimal hash range: real-valued, or with ``rounded=True`` the closest integer
-    (exact ``.5`` ties round upward, [CHOICE] SPEC 2.2; at least 2), which is [PAN]'s
-    ``HashRange`` (also :func:`ldpfast.ocms.hash_range`).
+    (exact ``.5`` ties round upward, our choice as the paper does not say; at least 2),
+    which is [PAN]'s ``HashRange`` (also :func:`ldpfast.ocms.hash_range`).
 
     * ``mode="mse"`` ([PAN] Thm 3.6, Eq. 13): ``1 + e_h`` if ``f_star >= 1/2``, else
       ``1 + Delta_MSE / (f_star e + 1 - f_star)`` with
@@ -277,8 +278,9 @@ def ocms_mse_asymptote(epsilon: float, n=1) -> float:
 
 
 def ocms_concentration_bound(epsilon: float, m, n, alpha):
-    """[PAN] Thm 3.5 (corrected, SPEC 2.6): for ``alpha in [0, sqrt(e n/(m-1))]``,
-    ``Pr[|fhat - f| >= alpha sqrt(Var)] <= 2 exp(-(alpha^2/3)(m-1)/(e+m-1))``."""
+    """[PAN] Thm 3.5 (corrected: Appendix F's proof has a stray ``n`` in the exponent): for
+    ``alpha in [0, sqrt(e n/(m-1))]``, ``Pr[|fhat - f| >= alpha sqrt(Var)] <= 2
+    exp(-(alpha^2/3)(m-1)/(e+m-1))``."""
     _, e, em1 = _eps(epsilon)
     m, n = _m(m), _n(n)
     a = np.asarray(alpha, dtype=float)
@@ -317,7 +319,7 @@ def worst_case_mse_upper_factor(num_values: int, runs: int) -> float:
 
 
 def grr_variance(epsilon: float, d: int, n=1, f=0.0):
-    """Variance of k-ary RR as a frequency oracle on ``d`` symbols (SPEC 1.2):
+    """Variance of k-ary RR as a frequency oracle on ``d`` symbols ([PAN] section 2.1):
     ``[q(1-q) + f(p-q)(1-p-q)] / (n (p-q)^2)`` with ``p = e/(e+d-1)``, ``q = 1/(e+d-1)``."""
     _, e, em1 = _eps(epsilon)
     d = _positive_int(d, "d", 2)

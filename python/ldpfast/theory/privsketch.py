@@ -1,4 +1,4 @@
-"""Closed forms for PrivSketch ([PS]) and its sketch baselines (SPEC 4.4-4.6, 5.4).
+"""Closed forms for PrivSketch ([PS]) and its sketch baselines ([PS] sections 3-4).
 
 Frequencies are fractions of users; variances are of the frequency estimate of one item
 from ``n`` users. ``K x M`` is the sketch shape.
@@ -34,7 +34,7 @@ def _rr_flip(eps: float) -> float:
 
 
 def _rr_bit_variance(eps: float) -> float:
-    """Var of the 0/1 debiased RR bit ``(c b + 1)/2``: ``e^eps/(e^eps-1)^2`` (SPEC 1.2)."""
+    """Var of the 0/1 debiased RR bit ``(c b + 1)/2``: ``e^eps/(e^eps-1)^2``."""
     return math.exp(eps) / math.expm1(eps) ** 2
 
 
@@ -57,7 +57,7 @@ def multi_pcms_mean_flip_probability(epsilon: float, M: int = 128) -> float:
 
 
 def privsketch_variance(epsilon: float, n: float, ftilde=0.0, K: int = 4, M: int = 128):
-    """Var of the sampled PrivSketch estimate (R2 estimator, SPEC 4.4):
+    """Var of the sampled PrivSketch estimate (the estimator of [PS]'s code, R2; derived here):
     ``[KM e^eps/(e^eps-1)^2 + (KM - 1) ftilde] / n``. At ``ftilde = 0`` it is the paper's
     ``KM e^eps/(n (e^eps-1)^2)``. ``ftilde`` (the count-min frequency) may be an array."""
     _check(epsilon, K, M, n)
@@ -67,7 +67,7 @@ def privsketch_variance(epsilon: float, n: float, ftilde=0.0, K: int = 4, M: int
 
 def privsketch_centred_variance(epsilon: float, n: float, K: int = 4, M: int = 128) -> float:
     """Var of the centred alternative ``1/2 + (KM c/(2n)) sum I_i b_i``: ``(KM c^2 - 1)/(4n)``,
-    with ``c = (e^eps+1)/(e^eps-1)``, for every ``ftilde`` (SPEC 4.4)."""
+    with ``c = (e^eps+1)/(e^eps-1)``, for every ``ftilde`` (derived here)."""
     _check(epsilon, K, M, n)
     c = (math.exp(epsilon) + 1.0) / math.expm1(epsilon)
     return (K * M * c * c - 1.0) / (4.0 * n)
@@ -118,6 +118,6 @@ def ps_olh_variance(epsilon: float, n: float, f=0.0, pad_len: int = 1, g: int = 
 
 def bloom_false_positive_rate(L, K: int = 4, M: int = 128):
     """Probability that a non-member looks present in the count-min of a user with ``L``
-    items (ideal random hashing): ``(1 - (1 - 1/M)^L)^K`` (SPEC 5.4)."""
+    items (ideal random hashing): ``(1 - (1 - 1/M)^L)^K``."""
     L = np.asarray(L, dtype=np.float64)
     return (-np.expm1(L * math.log1p(-1.0 / M))) ** K
