@@ -374,20 +374,12 @@ class CellResult:
         return self.theory_mse <= self.worst_mse <= self.appendix_k
 
 
-@dataclasses.dataclass
-class SimulationResult:
-    """All cells of one data set (see :func:`simulate`)."""
+class _CellLookup:
+    """The (algorithm, epsilon) cells of a simulation result, looked up by name."""
 
-    dataset: str
-    note: str
-    n: int
-    d: int
-    n_candidates: int
-    runs: int
-    seed: int
-    cells: List[CellResult]
+    cells: list
 
-    def cell(self, algorithm: str, epsilon: float) -> CellResult:
+    def cell(self, algorithm: str, epsilon: float) -> Any:
         for c in self.cells:
             if c.algorithm == algorithm and c.epsilon == epsilon:
                 return c
@@ -400,6 +392,20 @@ class SimulationResult:
     @property
     def epsilons(self) -> List[float]:
         return sorted({c.epsilon for c in self.cells})
+
+
+@dataclasses.dataclass
+class SimulationResult(_CellLookup):
+    """All cells of one data set (see :func:`simulate`)."""
+
+    dataset: str
+    note: str
+    n: int
+    d: int
+    n_candidates: int
+    runs: int
+    seed: int
+    cells: List[CellResult]
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-ready dict (inverse: :meth:`from_dict`)."""
@@ -714,28 +720,14 @@ def _get(table: Dict[str, Any], name: str):
     return alg
 
 
-class _Tables:
-    """Cell lookup, JSON and tables shared by the set-valued and heavy-hitter results;
+class _Tables(_CellLookup):
+    """JSON and tables shared by the set-valued and heavy-hitter results;
     ``METRICS`` maps a metric to (cell attribute, title, format, closed-form attribute)."""
 
     METRICS: Dict[str, tuple] = {}
     CELL: type = object
     cells: list
     dataset: str
-
-    def cell(self, algorithm: str, epsilon: float):
-        for c in self.cells:
-            if c.algorithm == algorithm and c.epsilon == epsilon:
-                return c
-        raise KeyError((algorithm, epsilon))
-
-    @property
-    def algorithms(self) -> List[str]:
-        return list(dict.fromkeys(c.algorithm for c in self.cells))
-
-    @property
-    def epsilons(self) -> List[float]:
-        return sorted({c.epsilon for c in self.cells})
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-ready dict (inverse: :meth:`from_dict`)."""
