@@ -13,26 +13,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from ldpfast import hadamard, hadamard_variants as hv, theory
 from ldpfast.errors import ParameterError, ReportError
+from _moments import Z, check_mean, check_variance
 
-ALPHA = 5e-9
-Z = stats.norm.isf(ALPHA / 2)
-
-
-def check_mean(samples, expected, variance):
-    sd = math.sqrt(variance / samples.size)
-    assert abs(samples.mean() - expected) < Z * sd, (samples.mean(), expected, sd)
-
-
-def check_variance(samples, variance, excess_kurtosis):
-    runs = samples.size
-    nu = 2 / (2 / (runs - 1) + excess_kurtosis / runs)
-    lo, hi = stats.chi2.ppf(ALPHA / 2, nu) / nu, stats.chi2.isf(ALPHA / 2, nu) / nu
-    s2 = samples.var(ddof=1)
-    assert lo * variance < s2 < hi * variance, (s2, variance, lo, hi)
 
 
 def point_moments(points, probs):

@@ -19,13 +19,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from ldpfast import _core, ocms, theory
 from ldpfast.kernels.field import PRIME
+from _moments import Z, check_mean, check_variance
 
-ALPHA = 5e-9
-Z = stats.norm.isf(ALPHA / 2)  # 5.84
 
 
 def simulate_matches(params, values, candidates, runs, seed):
@@ -51,19 +49,6 @@ def exact_moments(params, values, x):
     var = var_terms.sum()
     kurt = np.sum(var_terms * (1 - 6 * var_terms)) / var**2
     return pi.sum(), var, kurt
-
-
-def check_mean(samples, expected, variance):
-    sd = math.sqrt(variance / samples.size)
-    assert abs(samples.mean() - expected) < Z * sd, (samples.mean(), expected, sd)
-
-
-def check_variance(samples, variance, excess_kurtosis):
-    runs = samples.size
-    nu = 2 / (2 / (runs - 1) + excess_kurtosis / runs)
-    lo, hi = stats.chi2.ppf(ALPHA / 2, nu) / nu, stats.chi2.isf(ALPHA / 2, nu) / nu
-    s2 = samples.var(ddof=1)
-    assert lo * variance < s2 < hi * variance, (s2, variance, lo, hi)
 
 
 def skewed_values(n, d):

@@ -25,22 +25,8 @@ from scipy import stats
 from ldpfast import _core, rappor_cms, subset_selection, theory
 from ldpfast.errors import ParameterError, ReportError
 from ldpfast.kernels.field import collision_probability, core_field
+from _moments import ALPHA, Z, check_mean, check_variance
 
-ALPHA = 5e-9
-Z = stats.norm.isf(ALPHA / 2)
-
-
-def check_mean(samples, expected, variance):
-    sd = math.sqrt(variance / samples.size)
-    assert abs(samples.mean() - expected) < Z * sd, (samples.mean(), expected, sd)
-
-
-def check_variance(samples, variance, excess_kurtosis):
-    runs = samples.size
-    nu = 2 / (2 / (runs - 1) + excess_kurtosis / runs)
-    lo, hi = stats.chi2.ppf(ALPHA / 2, nu) / nu, stats.chi2.isf(ALPHA / 2, nu) / nu
-    s2 = samples.var(ddof=1)
-    assert lo * variance < s2 < hi * variance, (s2, variance, lo, hi)
 
 
 def bernoulli_sum_kurtosis(pi):
