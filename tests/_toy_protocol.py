@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from ldpfast._base import Aggregator, Params, Protocol, Reports, _State, register_protocol
+from ldpfast._base import Aggregator, ClientBase, Params, Protocol, Reports, _State, register_protocol
 from ldpfast.errors import ParameterError, ReportError
 
 PROTOCOL_ID = "toy-count"
@@ -54,14 +54,10 @@ class ToyReports(Reports):
         return [("y", m_bits), ("s", 1, (-1, 1))]
 
 
-class ToyClient:
-    def __init__(self, params: ToyParams, rng=None):
-        self.params = params
-        self._rng = np.random.default_rng(rng)
-
+class ToyClient(ClientBase):
     def perturb(self, values) -> ToyReports:
         values = np.asarray(values, dtype=np.uint64)
-        signs = np.where(self._rng.random(len(values)) < 0.5, -1, 1).astype(np.int8)
+        signs = np.where(self._keys.generator().random(len(values)) < 0.5, -1, 1).astype(np.int8)
         return ToyReports(y=values, s=signs)
 
 
