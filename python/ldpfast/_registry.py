@@ -69,8 +69,9 @@ class Protocol:
         variance: ``(server, candidates) -> (f -> Var(fhat) or None, note)``: the
             closed-form variance of the default estimator that :mod:`ldpfast.estimates`
             turns into standard errors (``note`` names the formula, or says why there is none).
-        default_candidates: ``server -> labels``: what ``server.estimate()`` answers for
-            when that is not the whole domain ``[0, d)`` (e.g. the tracked candidates).
+        default_candidates: ``server -> labels or None``: what ``server.estimate()``
+            answers for when that is not the whole domain ``[0, d)`` (e.g. the tracked
+            candidates; None: the whole domain).
         simulations: ``() -> entries``: the protocol's entries of :mod:`ldpfast.experiments`
             (``Algorithm``, ``SetAlgorithm`` or ``HeavyAlgorithm``), whose names are the
             ``ldpfast simulate --protocol`` names; built on first use.

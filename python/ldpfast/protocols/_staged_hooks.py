@@ -1,0 +1,617 @@
+"""TEMPORARY (registry branch, until the protocol-module split lands): the registration hooks
+of the built-in protocols, attached to their registrations after import. Each section moves
+verbatim into its protocol module's ``register_protocol`` call; then this module goes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict
+
+import numpy as np
+
+from .. import _core
+from .._base import _REGISTRY, AuditHooks
+from .._validate import rr_effective_epsilon, rr_threshold
+from ..audit import Plan, hash_support, log_ratio, set_inputs, support_events, value_inputs
+from ..estimates import _MAX_WHOLE_DOMAIN, PLUG_IN
+from ..kernels.field import core_field
+from ..wire import WireField, bits_for
+from ._examples import random_sets, zipf_values
+
+_SIGN = (-1, 1)
+
+
+def _theory():
+    from .. import theory
+
+    return theory
+
+
+# == ocms ====================================================================================
+def _ocms_example():
+    from .ocms import Params
+    return Params.optimal(epsilon=2.0, d=300, field="compact"), zipf_values(300)
+
+
+def _ocms_wire(p):  # [PAN] 2.4: 2 ceil(log2 pH) + ceil(log2 m).
+    return [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
+            WireField("a1", bits_for(p.field_size))]
+
+
+def _ocms_variance(server, candidates):
+    p, n = server.params, server.n
+    if p.a_range != "full":
+        return None, "OCMS with a_range='nonzero' has no closed-form variance"
+    return (lambda f: _theory().ocms_variance(p, n=n, f=f)), f"{PLUG_IN} (theory.ocms_variance)"
+
+
+def _ocms_candidates(server):
+    return None if server.keeps_reports else server.candidates
+
+
+def _ocms_audit_params(e, **kw):
+    from .ocms import Params
+    return Params.optimal(e, 16, **kw)
+
+
+def _ocms_plan(params):
+    return Plan(value_inputs(0, 1), support_events(hash_support(params.field, params.m), [0], [1]),
+                ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)"))
+
+
+# == grr =====================================================================================
+def _grr_example():
+    from .grr import Params
+    return Params(epsilon=1.5, d=64), zipf_values(64)
+
+
+def _grr_variance(server, candidates):
+    p, n = server.params, server.n
+    return (lambda f: _theory().grr_variance(p.epsilon, p.d, n, f)), f"{PLUG_IN} (theory.grr_variance)"
+
+
+def _grr_plan(params):
+    return Plan(value_inputs(0, 1), lambda r: (r.y == 0, r.y == 1), ("y = x0", "y = x1"))
+
+
+# == hadamard: hrr, he, cmshe, rhr ============================================================
+def _binary_eps(params):
+    from .hadamard import binary_flip_threshold
+    return rr_effective_epsilon(binary_flip_threshold(params.epsilon), 2)
+
+
+def _row_bit_wire(p):  # [WW] Fact 2.1: one bit, plus the Hadamard row when the client draws it.
+    return [WireField("rows", bits_for(p.hadamard_size), dtype="uint32"), WireField("bits", 1, _SIGN, "int8")]
+
+
+def _hrr_variance(server, candidates):
+    p, n = server.params, server.n
+    return (lambda f: _theory().hrr_variance(p.epsilon, n, f)), f"{PLUG_IN} (theory.hrr_variance)"
+
+
+def _cmshe_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: _theory().cmshe_variance(p.epsilon, n, f, m=p.m)),
+            f"{PLUG_IN} (theory.cmshe_variance, given the run's hash functions: the family's "
+            "collision bias is not included)")
+
+
+def _layout_support(params):
+    """Report ``(group, row, bit)`` supports value w if bit is w's Hadamard sign there."""
+    from .hadaoracle import _parity_sign
+    layout = params.layout()
+
+    def support(reports, w):
+        n = len(reports.bits)
+        groups = np.zeros(n, dtype=np.int64) if reports.groups is None else reports.groups.astype(np.int64)
+        y = layout.group_hashes(groups, np.full(n, w[0], dtype=np.uint64))
+        col = y + layout.table[groups, 3]
+        return _parity_sign(reports.rows.astype(np.uint64) & col) == reports.bits
+    return support
+
+
+def _layout_plan(params):
+    return Plan(value_inputs(0, 1), support_events(_layout_support(params), [0], [1]),
+                ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
+
+
+def _hadamard_example(name, **kw):
+    def example():
+        from . import hadamard
+        return getattr(hadamard, name)(**kw), zipf_values(300)
+    return example
+
+
+def _rhr_variance(server, candidates):
+    theory, p, n = _theory(), server.params, server.n
+    if p.d > _MAX_WHOLE_DOMAIN:
+        return ((lambda f: theory.rhr_variance(p.epsilon, n, f, residue_fraction=1.0)),
+                f"{PLUG_IN} (theory.rhr_variance with every user in the candidate's residue class: "
+                "an upper bound)")
+    # the raw estimates of a residue class sum to an unbiased estimate of its share
+    per_class = np.bincount(np.arange(p.d) % p.base, weights=server.estimate(), minlength=p.base)
+    share = np.clip(per_class[candidates.astype(np.int64) % p.base], 0.0, 1.0)
+    return ((lambda f: theory.rhr_variance(p.epsilon, n, f, residue_fraction=np.maximum(share, f))),
+            f"{PLUG_IN} (theory.rhr_variance; the residue-class share is plugged in from the estimates)")
+
+
+def _rhr_plan(params):
+    from .hadaoracle import _parity_sign
+    low = params.b - 1
+
+    def support(reports, w):
+        x = np.uint64(w[0])
+        h01 = (_parity_sign(reports.rows.astype(np.uint64) & ((x >> np.uint64(low)) + np.uint64(1))) > 0)
+        y = 2 * (int(x) & ((1 << low) - 1)) + h01.astype(np.int64)
+        return reports.z.astype(np.int64) == y
+    return Plan(value_inputs(0, 1), support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
+
+
+# == olh =====================================================================================
+def _olh_example():
+    from .hadamard import OLHParams
+    return OLHParams(epsilon=1.0, d=300), zipf_values(300, n=1500)
+
+
+def _olh_variance(server, candidates):
+    p, n = server.params, server.n
+    return (lambda f: _theory().olh_variance(p.epsilon, n, f, g=p.g)), f"{PLUG_IN} (theory.olh_variance)"
+
+
+def _olh_plan(params):
+    from .hadamard import prime_field
+    return Plan(value_inputs(0, 1), support_events(hash_support(prime_field(), params.g), [0], [1]),
+                ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)"))
+
+
+# == hadaoracle, hadaheavy ===================================================================
+def _hadaoracle_example():
+    from .hadaoracle import Params
+    return Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3), zipf_values(1000)
+
+
+def _hadaheavy_example():
+    from .hadaheavy import Params
+    return Params.create(epsilon=2.0, d=1024, n=4000, hash_seed=3), zipf_values(1024)
+
+
+# == privsketch family =======================================================================
+def _sketch_example(name):
+    def example():
+        from . import privsketch
+        return getattr(privsketch, name).create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60)
+    return example
+
+
+def _sketch_eps(params):
+    bits = {"1": 1, "M": params.M, "K*M": params.K * params.M}[params.bit_divisor]
+    return bits * rr_effective_epsilon(params.flip_threshold, 2)
+
+
+def _sketch_of(params, items) -> np.ndarray:
+    """The user's K x M 0/1 sketch of ``items`` (flat, length K M)."""
+    sketch = np.zeros(params.K * params.M, dtype=np.int8)
+    if len(items):
+        sketch[params.cells(np.asarray(items, dtype=np.uint64)).astype(np.int64).ravel()] = 1
+    return sketch
+
+
+def _covering_items(params) -> list:
+    """The shortest prefix of ``[0, d)`` whose sketch has the most 1-cells."""
+    cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
+    seen, target = set(), np.unique(cells).size
+    for x in range(params.d):
+        seen.update(cells[x].tolist())
+        if len(seen) == target:
+            return list(range(x + 1))
+    return list(range(params.d))
+
+
+def _order_plan(params):
+    cells = _sketch_of(params, [0]).nonzero()[0]
+    top = params.K * params.M - cells.size
+
+    def order_events(reports):
+        ranks = reports.order.reshape(len(reports.order), -1)[:, cells]
+        return np.zeros(len(ranks), dtype=bool), np.all(ranks >= top, axis=1)
+    return Plan(set_inputs([], [0]), order_events, ("never", "order ranks {0}'s cells on top"))
+
+
+def _sketch_bits_plan(params):
+    pid = params.protocol
+    full = [0] if pid == "privsketch-ldp" else _covering_items(params)
+    sketches = (2 * _sketch_of(params, []) - 1, 2 * _sketch_of(params, full) - 1)
+    K, M = params.K, params.M
+
+    def sketch_support(reports, w):
+        sk = sketches[w]
+        if pid == "privsketch-ldp":
+            return reports.bit == sk[reports.k.astype(np.int64) * M + reports.m.astype(np.int64)]
+        if pid == "multi-pcms-mean":
+            return np.all(reports.bits == sk.reshape(K, M)[reports.row.astype(np.int64)], axis=1)
+        return np.all(reports.bits.reshape(len(reports.bits), -1) == sk, axis=1)
+    return Plan(set_inputs([], full), support_events(sketch_support, 0, 1),
+                ("bits = sketch(empty) != sketch(x1)", f"bits = sketch({len(full)} items) != sketch(empty)"))
+
+
+def _tracked_candidates(server):
+    return server.candidates
+
+
+def _privsketch_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: _theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M)),
+            f"{PLUG_IN} (theory.privsketch_variance, R2 estimator; f is the count-min frequency)")
+
+
+def _nosmp_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: np.full(np.shape(f), _theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M))),
+            "closed form (theory.privsketch_nosmp_variance)")
+
+
+def _safe_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: _theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
+            f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with mean(fbar_i^2) >= fbar^2: "
+            "an upper bound)")
+
+
+def _mean_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: _theory().multi_pcms_mean_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
+            f"{PLUG_IN} (theory.multi_pcms_mean_variance, uncorrected estimator, an upper bound)")
+
+
+def _audit_sketch(name, **kw):
+    def make(e, **changes):
+        from . import privsketch
+        return getattr(privsketch, name).create(epsilon=e, d=64, seed=1, **kw, **changes)
+    return make
+
+
+# PrivSketch ([PS] Alg. 2): the sampled cell (k, m), its bit, and the ordering matrix as
+# one rank in [0, K M) per cell, ceil(log2(K M)) bits each (a permutation of the cells).
+def _privsketch_wire(p):
+    return [WireField("k", bits_for(p.K), dtype="uint16"), WireField("m", bits_for(p.M), dtype="uint16"),
+            WireField("bit", 1, _SIGN, "int8"),
+            WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))]
+
+
+# == ps-olh, svim ============================================================================
+def _olh_over_field_wire(p):  # OLH over F_pH after padding and sampling
+    return [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+            WireField("a1", bits_for(p.field_size))]
+
+
+def _svim_padded_wire(p):
+    # phase 3 is OLH, or GRR on |C| + 1 values (then only z travels: 0-bit hash fields)
+    if p.uses_grr:
+        return [WireField("z", bits_for(p.domain)), WireField("a0", 0), WireField("a1", 0)]
+    return _olh_over_field_wire(p)
+
+
+def _psolh_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: _theory().ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g)),
+            f"{PLUG_IN} (theory.ps_olh_variance: exact when no set exceeds pad_len items)")
+
+
+def _svim_olh_variance(server, candidates):
+    p, n = server.params, server.n
+    return (lambda f: _theory().olh_variance(p.epsilon, n, f, g=p.g)), f"{PLUG_IN} (theory.olh_variance)"
+
+
+def _svim_padded_variance(server, candidates):
+    theory, p, n = _theory(), server.params, server.n
+    scale = p.L / p.coverage
+    if p.uses_grr:
+        def var(f: Any) -> Any:
+            return scale**2 * theory.grr_variance(p.grr_epsilon, p.domain, n, np.clip(f / scale, 0.0, 1.0))
+    else:
+        def var(f: Any) -> Any:
+            return scale**2 * theory.olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
+    return var, f"{PLUG_IN} (the GRR/OLH variance of the padded sample, scaled by (L/coverage)^2)"
+
+
+def _olh_eps(params):
+    return rr_effective_epsilon(params.flip_threshold, params.g)
+
+
+def _svim_padded_eps(params):
+    if not params.uses_grr:
+        return rr_effective_epsilon(params.flip_threshold, params.g)
+    grr_eps = rr_effective_epsilon(params.flip_threshold, params.domain)
+    if params.reference:           # the single dummy: no amplification (class docstring)
+        return grr_eps
+    return math.log1p(math.expm1(grr_eps) / params.L)
+
+
+def _psolh_plan(params):
+    items = list(range(1, params.pad_len + 1))
+    support = hash_support(_core.Field.prime(params.field_size), params.g)
+    return Plan(set_inputs([], items), support_events(support, [params.d], items),
+                ("H(dummy) = z, no item's", f"an item's H = z (|S| = {len(items)}), not the dummy's"))
+
+
+def _svim_items_plan(params):
+    support = hash_support(_core.Field.prime(params.field_size), params.g)
+    return Plan(set_inputs([], [0]), support_events(support, [params.d], [0]),
+                ("H(dummy) = z != H(0)", "H(0) = z != H(dummy)"))
+
+
+def _svim_lengths_plan(params):
+    support = hash_support(_core.Field.prime(params.field_size), params.g)
+    return Plan(set_inputs([], [params.candidates[0]]), support_events(support, [0], [1]),
+                ("H(length 0) = z != H(1)", "H(length 1) = z != H(0)"))
+
+
+def _svim_padded_plan(params):
+    size = len(params.candidates)
+    dummies, items = list(range(size, params.domain)), list(range(min(params.L, size)))
+    if params.uses_grr:
+        def support(reports, w):
+            return np.isin(reports.z, np.asarray(w, dtype=np.uint64))
+    else:
+        support = hash_support(_core.Field.prime(params.field_size), params.g)
+    return Plan(set_inputs([], [params.candidates[i] for i in items]), support_events(support, dummies, items),
+                ("z is a dummy's (empty set)", f"z is a candidate's ({len(items)} candidates)"))
+
+
+def _ps(name, **kw):
+    def make(e, **changes):
+        from . import privsketch
+        return getattr(privsketch, name)(epsilon=e, **kw, **changes)
+    return make
+
+
+def _ps_example(name, **kw):
+    def example():
+        from . import privsketch
+        return getattr(privsketch, name)(epsilon=2.0, d=60, **kw), random_sets(60)
+    return example
+
+
+# == cms-rappor, ss ==========================================================================
+def _own_variance(server, candidates):
+    p, n = server.params, server.n
+    return (lambda f: p.variance(n, f)), f"{PLUG_IN} (the protocol's closed form, Params.variance)"
+
+
+def _rappor_eps(params):
+    # one-hot vectors of two inputs differ in two bits: sRP flips both at eps/2; aRP
+    # keeps a 1 with probability exactly 1/2 and flips a 0 at eps
+    once = rr_effective_epsilon(params.zero_threshold, 2)
+    return 2 * once if params.variant == "symmetric" else once
+
+
+def _rappor_plan(params):
+    field = core_field(params.field_size)
+
+    def events(reports):
+        n = len(reports.a0)
+        h0, h1 = (_core.ocms_hash(field, reports.a0, reports.a1, np.full(n, v, dtype=np.uint64),
+                                  params.m).astype(np.int64) for v in (0, 1))
+        rows = np.arange(n)
+        b0, b1 = reports.bits[rows, h0] == 1, reports.bits[rows, h1] == 1
+        apart = h0 != h1
+        return apart & b0 & ~b1, apart & b1 & ~b0
+    return Plan(value_inputs(0, 1), events, ("bit h(x0) set, bit h(x1) clear", "bit h(x1) set, bit h(x0) clear"))
+
+
+def _ss_eps(params):
+    # P(include) (d-k) / (P(exclude) k), from the integer threshold
+    t = params.exclude_threshold
+    return log_ratio((2**64 - t) * (params.d - params.k), t * params.k)
+
+
+def _ss_plan(params):
+    def events(reports):
+        has0, has1 = (np.any(reports.items == v, axis=1) for v in (0, 1))
+        return has0 & ~has1, has1 & ~has0
+    return Plan(value_inputs(0, 1), events, ("x0 in S, x1 not", "x1 in S, x0 not"))
+
+
+# == hadamard_variants: cmshe-apple, rhr-original ============================================
+def _apple_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: _theory().cmshe_variance(p.epsilon, n, f, m=p.m)),
+            f"{PLUG_IN} (theory.cmshe_variance, given the run's hash functions: the family's "
+            "collision bias is not included)")
+
+
+def _rhr_original_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: p.variance(n, f, location_fraction=1.0)),
+            f"{PLUG_IN} (theory.rhr_original_variance with every user in the candidate's location block: "
+            "an upper bound)")
+
+
+def _rhr_original_plan(params):
+    from .hadaoracle import _parity_sign
+    block = np.uint64(params.B)
+
+    def support(reports, w):
+        x = np.uint64(w[0])
+        sign = (1 - _parity_sign(reports.rows & (x % block))) // 2
+        return reports.z.astype(np.int64) == 2 * int(x // block) + sign.astype(np.int64)
+    return Plan(value_inputs(0, 1), support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
+
+
+# == hashtogram, treehist-cs =================================================================
+def _count_sketch_plan(params):
+    from .hadaoracle import _parity_sign
+    pid = params.protocol
+
+    def support(reports, w):
+        n = len(reports.bits)
+        x = np.full(n, w[0], dtype=np.uint64)
+        if pid == "treehist-cs":
+            x = x >> (params.L - (reports.groups.astype(np.int64) // params.R + 1)).astype(np.uint64)
+        bucket, sign = params.hashes(reports.groups, x)
+        return sign * _parity_sign(reports.rows.astype(np.uint64) & bucket) == reports.bits
+    return Plan(value_inputs(0, 1), support_events(support, [0], [1]),
+                ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
+
+
+# == npcms ===================================================================================
+def _npcms_eps(params):
+    # L slots, each a one-hot vector whose two differing entries flip independently
+    return 2 * params.L * rr_effective_epsilon(rr_threshold(params.epsilon / (2 * params.L), 2), 2)
+
+
+def _npcms_plan(params):
+    from ..errors import ParameterError
+    if params.L != 1:
+        raise ParameterError(f"the nPCMS audit plan needs L = 1 (one slot carries the whole budget), got {params.L}")
+    cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
+    other = int(np.flatnonzero(np.any(cells != cells[0], axis=1))[0])
+    items = (0, other)
+
+    def onehot(reports, w):
+        rows = reports.rows.astype(np.int64)                      # (n, L)
+        want = -np.ones(reports.bits.shape, dtype=np.int8)
+        cell = cells[items[w]][rows[:, 0]] - rows[:, 0] * params.M
+        want[np.arange(len(rows)), 0, cell] = 1
+        return np.all(reports.bits.reshape(len(rows), -1) == want.reshape(len(rows), -1), axis=1)
+    return Plan(set_inputs([0], [other]), support_events(onehot, 0, 1),
+                ("bits = one-hot(x0) != one-hot(x1)", "bits = one-hot(x1) != one-hot(x0)"))
+
+
+def _mod(name):
+    import importlib
+    return importlib.import_module(f"ldpfast.protocols.{name}")
+
+
+def _hooks() -> Dict[str, Dict[str, Any]]:
+    h = lambda _: _mod("hadamard")  # noqa: E731
+    hv = lambda: _mod("hadamard_variants")  # noqa: E731
+    return {
+        "ocms": dict(example=_ocms_example, wire_fields=_ocms_wire, variance=_ocms_variance,
+                     default_candidates=_ocms_candidates,
+                     audit=AuditHooks(_ocms_audit_params, _ocms_plan,
+                                      lambda p: rr_effective_epsilon(p.flip_threshold, p.m))),
+        "grr": dict(example=_grr_example, wire_fields=lambda p: [WireField("y", bits_for(p.d))], variance=_grr_variance,
+                    audit=AuditHooks(lambda e, **kw: _mod("grr").Params(e, 4, **kw), _grr_plan,
+                                     lambda p: rr_effective_epsilon(p.flip_threshold, p.d))),
+        "hrr": dict(example=_hadamard_example("HRRParams", epsilon=1.0, d=300), wire_fields=_row_bit_wire,
+                    variance=_hrr_variance,
+                    audit=AuditHooks(lambda e, **kw: h("").HRRParams(e, 4, **kw), _layout_plan, _binary_eps)),
+        "he": dict(example=_hadamard_example("HEParams", epsilon=1.0, d=300), wire_fields=_row_bit_wire,
+                   variance=_hrr_variance,
+                   audit=AuditHooks(lambda e, **kw: h("").HEParams(e, 4, **kw), _layout_plan, _binary_eps)),
+        # Apple CMS+HE: the hash index, the row and one bit.
+        "cmshe": dict(example=_hadamard_example("CMSHEParams", epsilon=2.0, d=300, k=8, m=32, hash_seed=7),
+                      wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32")] + _row_bit_wire(p),
+                      variance=_cmshe_variance,
+                      audit=AuditHooks(lambda e, **kw: h("").CMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw),
+                                       _layout_plan, _binary_eps)),
+        # RHR: b-bit symbol and the row.
+        "rhr": dict(example=_hadamard_example("RHRParams", epsilon=2.0, d=300),
+                    wire_fields=lambda p: [WireField("z", p.b, dtype="uint32"),
+                                           WireField("rows", bits_for(p.hadamard_size), dtype="uint32")],
+                    variance=_rhr_variance,
+                    audit=AuditHooks(lambda e, **kw: h("").RHRParams(e, 16, **kw), _rhr_plan,
+                                     lambda p: rr_effective_epsilon(p.flip_threshold, p.symbols))),
+        # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
+        "olh": dict(example=_olh_example,
+                    wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
+                    variance=_olh_variance,
+                    audit=AuditHooks(lambda e, **kw: h("").OLHParams(e, 16, **kw), _olh_plan, _olh_eps)),
+        # HadaOracle / HadaHeavy ([WW] Alg. 1, section 4): the subset j, the Hadamard row r and one bit.
+        "hadaoracle": dict(example=_hadaoracle_example,
+                           wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
+                                                  WireField("rows", bits_for(p.m), dtype="uint32"),
+                                                  WireField("bits", 1, _SIGN, "int8")],
+                           audit=AuditHooks(lambda e, **kw: _mod("hadaoracle").Params.create(e, 64, 1000, hash_seed=1,
+                                                                                             **kw),
+                                            _layout_plan, _binary_eps)),
+        "hadaheavy": dict(example=_hadaheavy_example,
+                          wire_fields=lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
+                                                 WireField("rows", bits_for(p.m), dtype="uint32"),
+                                                 WireField("bits", 1, _SIGN, "int8")],
+                          audit=AuditHooks(lambda e, **kw: _mod("hadaheavy").Params.create(e, 64, 1000, hash_seed=1,
+                                                                                           **kw),
+                                           _layout_plan, _binary_eps)),
+        "privsketch": dict(example=_sketch_example("Params"), inputs="sets", wire_fields=_privsketch_wire,
+                           variance=_privsketch_variance, default_candidates=_tracked_candidates,
+                           audit=AuditHooks(_audit_sketch("Params", K=4, M=16), _order_plan, _sketch_eps)),
+        # PrivSketch-noSmp: every cell's bit and the ordering matrix.
+        "privsketch-nosmp": dict(
+            example=_sketch_example("NoSmpParams"), inputs="sets",
+            wire_fields=lambda p: [WireField("bits", 1, _SIGN, "int8", (p.K, p.M)),
+                                   WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
+            variance=_nosmp_variance, default_candidates=_tracked_candidates,
+            audit=AuditHooks(_audit_sketch("NoSmpParams", K=4, M=16), _order_plan, _sketch_eps)),
+        # LDP-safe PrivSketch variant: the sampled cell (k, m) and one bit.
+        "privsketch-ldp": dict(
+            example=_sketch_example("SafeParams"), inputs="sets",
+            wire_fields=lambda p: [WireField("k", bits_for(p.K), dtype="uint16"),
+                                   WireField("m", bits_for(p.M), dtype="uint16"), WireField("bit", 1, _SIGN, "int8")],
+            variance=_safe_variance,
+            audit=AuditHooks(_audit_sketch("SafeParams", K=2, M=4), _sketch_bits_plan, _sketch_eps)),
+        # Multi-PCMS-Mean: the row and its M bits; Multi-PCMS-Min: the whole K x M sketch.
+        "multi-pcms-mean": dict(
+            example=_sketch_example("MultiPCMSMeanParams"), inputs="sets",
+            wire_fields=lambda p: [WireField("row", bits_for(p.K), dtype="uint16"),
+                                   WireField("bits", 1, _SIGN, "int8", (p.M,))],
+            variance=_mean_variance,
+            audit=AuditHooks(_audit_sketch("MultiPCMSMeanParams", K=2, M=4), _sketch_bits_plan, _sketch_eps)),
+        "multi-pcms-min": dict(
+            example=_sketch_example("MultiPCMSMinParams"), inputs="sets",
+            wire_fields=lambda p: [WireField("bits", 1, _SIGN, "int8", (p.K, p.M))],
+            audit=AuditHooks(_audit_sketch("MultiPCMSMinParams", K=2, M=2), _sketch_bits_plan, _sketch_eps)),
+        "ps-olh": dict(example=_ps_example("PSOLHParams", pad_len=3), inputs="sets", wire_fields=_olh_over_field_wire,
+                       variance=_psolh_variance, default_candidates=_tracked_candidates,
+                       audit=AuditHooks(_ps("PSOLHParams", d=64, pad_len=4), _psolh_plan, _olh_eps)),
+        "svim-items": dict(example=_ps_example("SVIMItemParams", k=10), inputs="sets", wire_fields=_olh_over_field_wire,
+                           variance=_svim_olh_variance,
+                           audit=AuditHooks(_ps("SVIMItemParams", d=64), _svim_items_plan, _olh_eps)),
+        "svim-lengths": dict(
+            example=_ps_example("SVIMLengthParams", candidates=tuple(range(0, 60, 5))), inputs="sets",
+            wire_fields=_olh_over_field_wire, variance=_svim_olh_variance,
+            default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
+            audit=AuditHooks(_ps("SVIMLengthParams", d=64, candidates=tuple(range(8))), _svim_lengths_plan, _olh_eps)),
+        "svim-padded": dict(
+            example=_ps_example("SVIMPaddedParams", candidates=tuple(range(0, 60, 5)), L=3), inputs="sets",
+            wire_fields=_svim_padded_wire, variance=_svim_padded_variance,
+            default_candidates=lambda server: np.asarray(server.params.candidates, dtype=np.int64),
+            audit=AuditHooks(_ps("SVIMPaddedParams", d=1000, candidates=tuple(range(100, 200)), L=5),
+                             _svim_padded_plan, _svim_padded_eps)),
+        "cms-rappor": dict(variance=_own_variance, default_candidates=_tracked_candidates,
+                           audit=AuditHooks(lambda e, **kw: _mod("rappor_cms").Params(epsilon=e, d=16, m=4, **kw),
+                                            _rappor_plan, _rappor_eps)),
+        "ss": dict(variance=_own_variance,
+                   audit=AuditHooks(lambda e, **kw: _mod("subset_selection").Params(epsilon=e, d=4, **kw),
+                                    _ss_plan, _ss_eps)),
+        "cmshe-apple": dict(variance=_apple_variance,
+                            audit=AuditHooks(lambda e, **kw: hv().AppleCMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw),
+                                             _layout_plan, _binary_eps)),
+        "rhr-original": dict(variance=_rhr_original_variance,
+                             audit=AuditHooks(lambda e, **kw: hv().RHROriginalParams(epsilon=e, d=16, **kw),
+                                              _rhr_original_plan,
+                                              lambda p: rr_effective_epsilon(p.flip_threshold, p.symbols))),
+        "hashtogram": dict(audit=AuditHooks(lambda e, **kw: _mod("hashtogram").Params(epsilon=e, d=64, R=3, T=8,
+                                                                                      hash_seed=1, **kw),
+                                            _count_sketch_plan, _binary_eps)),
+        "treehist-cs": dict(audit=AuditHooks(lambda e, **kw: _mod("treehist_cs").Params(
+            epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0, hash_seed=1, **kw), _count_sketch_plan, _binary_eps)),
+        "npcms": dict(inputs="sets",
+                      audit=AuditHooks(lambda e, **kw: _mod("npcms").Params.create(epsilon=e, d=64, K=1, M=2, seed=1,
+                                                                                   L=1, **kw),
+                                       _npcms_plan, _npcms_eps)),
+    }
+
+
+_attached = False
+
+
+def attach() -> None:
+    global _attached
+    if _attached:
+        return
+    _attached = True
+    for pid, hooks in _hooks().items():
+        if pid in _REGISTRY:
+            _REGISTRY[pid] = dataclasses.replace(_REGISTRY[pid], **hooks)
