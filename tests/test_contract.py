@@ -71,8 +71,13 @@ def test_every_builtin_protocol_registers_an_example():
 
 @pytest.fixture(scope="module", params=_cases())
 def case(request):
-    """(protocol, params, all reports, three batches, different params or None, zero factory)."""
-    pid, make, zero = request.param
+    return make_case(*request.param)
+
+
+def make_case(pid, make, zero=None):
+    """(protocol, params, all reports, three batches, different params or None, zero factory)
+    for protocol ``pid``, whose example ``make()`` gives (params, client inputs); the checks
+    below take this tuple (tests/test_contributing.py runs them on its own protocol)."""
     proto = protocols()[pid]
     params, values = make()
     with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
