@@ -142,10 +142,11 @@ class Aggregator:
     def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State({name: np.array(value) for name, value in state.items()})
 
-    def _validate(self, reports: "Reports") -> None:
-        """Raise ReportError unless ``reports`` fits the parameters (no state access)."""
+    def _validate(self, reports: Any) -> None:
+        """Raise ReportError unless ``reports`` (a checked batch of the protocol's Reports
+        type) fits the parameters (no state access)."""
 
-    def _ingest(self, reports: "Reports") -> Mapping[str, Any]:
+    def _ingest(self, reports: Any) -> Mapping[str, Any]:
         raise NotImplementedError(f"{type(self).__name__} does not implement _ingest")
 
     def _merged(self, theirs: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -13,7 +13,7 @@ Arrow, Parquet and Dask (the Reports class), :mod:`ldpfast.estimates` (``varianc
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
 
 from ._params import Params, _parse_params_json
 from ._reports import Reports
@@ -168,4 +168,5 @@ def params_from_json(text: str) -> Params:
         ParameterError: the stored values are rejected by the protocol's validation.
     """
     protocol_id, data = _parse_params_json(text)
-    return protocol_or_format_error(protocol_id).params.from_dict(data)
+    params_type: Type[Params] = protocol_or_format_error(protocol_id).params
+    return params_type.from_dict(data)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import math
-from typing import Callable, Tuple
+from typing import Any, Callable, Tuple
 
 import numpy as np
 
@@ -137,8 +137,8 @@ class Plan:
     ``perturb`` takes them), and ``events(reports)`` returning boolean arrays ``(favours
     x0, favours x1)``; ``describe`` names the events."""
 
-    make: Callable[[int, int], object]
-    events: Callable[[object], Tuple[np.ndarray, np.ndarray]]
+    make: Callable[[int, int], Any]
+    events: Callable[[Any], Tuple[np.ndarray, np.ndarray]]
     describe: Tuple[str, str]
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from statistics import NormalDist
-from typing import Any, Callable, Optional, Tuple, cast
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
@@ -315,7 +315,7 @@ def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Varianc
     if hook is None:
         return None, (f"no closed-form variance for {server.protocol!r}'s estimator (the protocol registers "
                       "none); measure its error by simulation (ldpfast.experiments)")
-    return cast(Tuple[Optional[VarianceFn], str], hook(server, candidates))
+    return hook(server, candidates)
 
 
 def _default_candidates(server: Any) -> np.ndarray:
