@@ -6,8 +6,8 @@ generic layer reads the registration, never a table keyed by protocol id: the by
 container and :func:`params_from_json` (the classes), :mod:`ldpfast.wire` (``wire_fields``),
 Arrow, Parquet and Dask (the Reports class), :mod:`ldpfast.estimates` (``variance``,
 ``default_candidates``), :mod:`ldpfast.audit` (``audit``), :mod:`ldpfast.experiments` and
-``ldpfast simulate`` (``simulations``), and the contract and golden-file tests
-(``example``, ``inputs``).
+``ldpfast simulate`` (``simulations``), ``ldpfast params`` (``compare``), and the contract
+and golden-file tests (``example``, ``inputs``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ._params import Params, _parse_params_json
 from ._reports import Reports
 from .errors import FormatError, ParameterError
 
-__all__ = ["Protocol", "AuditHooks", "register_protocol", "protocols", "protocol", "params_from_json",
+__all__ = ["Protocol", "AuditHooks", "ComparisonRow", "register_protocol", "protocols", "protocol", "params_from_json",
            "INPUT_KINDS"]
 
 #: What a protocol's client perturbs: one integer value per user, or one set of distinct
@@ -46,6 +46,21 @@ class AuditHooks:
     params: Callable[..., Params]
     plan: Callable[[Any], Any]
     effective_epsilon: Callable[[Any], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparisonRow:
+    """One row of ``ldpfast params`` (a protocol configured for a deployment): ``name``,
+    ``m`` (hash range or RR symbols), ``bits`` per report, ``variance(f)`` (closed-form
+    ``Var(fhat)`` at true frequency ``f``, affine in ``f``), ``l2`` (worst case over
+    distributions on the whole dictionary) and a ``note``."""
+
+    name: str
+    m: int
+    bits: int
+    variance: VarianceFn
+    l2: float
+    note: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +91,10 @@ class Protocol:
             (``Algorithm``, ``SetAlgorithm`` or ``HeavyAlgorithm``), whose names are the
             ``ldpfast simulate --protocol`` names; built on first use.
         audit: the :class:`AuditHooks` of ``ldpfast audit``, or None (not auditable).
+        compare: ``(epsilon, d, n, f_star, modes, field) -> [ComparisonRow]``: the
+            protocol configured for a dictionary of size ``d`` and ``n`` users, with its
+            closed-form errors, for ``ldpfast params`` (``modes`` and ``field`` are the
+            command's OCMS options); an empty list where it does not apply to ``d``.
     """
 
     id: str
@@ -90,6 +109,7 @@ class Protocol:
     default_candidates: Optional[Callable[[Any], Any]] = None
     simulations: Optional[Callable[[], Sequence[Any]]] = None
     audit: Optional[AuditHooks] = None
+    compare: Optional[Callable[..., Sequence[ComparisonRow]]] = None
 
     @property
     def module(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Dict
 import numpy as np
 
 from .. import _core
-from .._base import _REGISTRY, AuditHooks
+from .._base import _REGISTRY, AuditHooks, ComparisonRow
 from .._validate import rr_effective_epsilon, rr_threshold
 from ..audit import Plan, hash_support, log_ratio, set_inputs, support_events, value_inputs
 from ..estimates import _MAX_WHOLE_DOMAIN, PLUG_IN
@@ -604,6 +604,131 @@ def _hooks() -> Dict[str, Dict[str, Any]]:
     }
 
 
+# == ldpfast params: deployment comparisons (Protocol.compare) ==================================
+def _ceil_log2(x: int) -> int:
+    return max(0, (int(x) - 1).bit_length())
+
+
+def _ocms_field_name(params) -> str:
+    from .ocms import PRIME
+
+    if params.field_kind == "binary":
+        return f"GF(2^{params.field_size.bit_length() - 1})"
+    if params.field_size == PRIME:
+        return "F_p, p = 2^64 - 59"
+    return f"F_p, p = {params.field_size}"
+
+
+def _ocms_compare(epsilon, d, n, f_star, modes=("mse", "l"), field="paper", **_):
+    from ..theory import ocms as to
+    from .ocms import Params
+
+    rows = []
+    for mode in modes:
+        p = Params.optimal(epsilon=epsilon, d=d, mode=mode, f_star=f_star, field=field)
+        real = to.ocms_optimal_m(epsilon, mode, d, f_star)
+        rows.append(ComparisonRow("MSE-OCMS+RR" if mode == "mse" else "l-OCMS+RR", p.m, p.communication_bits,
+                                  lambda f, p=p: to.ocms_variance(p, n=n, f=f), to.ocms_l2(epsilon, d, n, p.m),
+                                  f"real optimum m = {real:.3f}; field {_ocms_field_name(p)}"))
+    return rows
+
+
+def _he_compare(epsilon, d, n, f_star, **_):
+    from ..theory import hadamard as th
+    from ..theory import ocms as to
+
+    hsize = 1 << d.bit_length()  # 2^ceil(log2(d+1))
+    return [ComparisonRow("HE", 2, _ceil_log2(hsize) + 1, lambda f: th.he_variance(epsilon, n, f),
+                          to.ocms_l2(epsilon, d, n, 2), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit")]
+
+
+def _cmshe_compare(epsilon, d, n, f_star, **_):
+    from ..theory import hadamard as th
+
+    cms_m, cms_k = 1024, 2048
+
+    def var(f):
+        return th.cmshe_variance(epsilon, n, f, m=cms_m)
+    return [ComparisonRow("CMS+HE", cms_m, _ceil_log2(cms_k) + _ceil_log2(1 << cms_m.bit_length()) + 1, var,
+                          (d - 1) * var(0.0) + var(1.0),
+                          "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)")]
+
+
+def _olh_compare(epsilon, d, n, f_star, **_):
+    from ..theory import hadamard as th
+    from ..theory import ocms as to
+
+    g = th.olh_g(epsilon)
+    return [ComparisonRow("OLH", g, 128 + _ceil_log2(g), lambda f: to.ocms_variance(epsilon, g, n, f),
+                          to.ocms_l2(epsilon, d, n, g),
+                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits")]
+
+
+def _rhr_compare(epsilon, d, n, f_star, **_):
+    from ..theory import hadamard as th
+
+    if epsilon > 21 or d > 2**28:
+        return []
+    e = math.exp(epsilon)
+    b, base, sym, rsize = th.rhr_parameters(epsilon, d)
+    c2 = ((e - 1 + sym) / (e - 1)) ** 2
+    # sum over the dictionary of the share of users in x's residue class is at most
+    # ceil(d / base) (all users in the largest class): the worst-case l2.
+    share_sum = -(-d // base)
+    l2 = (c2 * (share_sum * (e + 1) + 2 * (d - share_sum)) / (e - 1 + sym) - 1) / n
+    return [ComparisonRow("RHR", sym, _ceil_log2(rsize) + b,
+                          lambda f: th.rhr_variance(epsilon, n, f, residue_fraction=1.0), l2,
+                          f"b = {b}, {base} residue blocks; MSE for values sharing their residue with all users "
+                          "(PAN 6.1's adversarial data)")]
+
+
+def _hrr_compare(epsilon, d, n, f_star, **_):
+    from ..theory import hadamard as th
+
+    if d > 2**30:
+        return []
+    hd = 1 << _ceil_log2(d)
+    return [ComparisonRow("HRR", hd, _ceil_log2(hd) + 1, lambda f: th.hrr_variance(epsilon, n, f),
+                          (d * th.c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)")]
+
+
+def _grr_compare(epsilon, d, n, f_star, **_):
+    from ..theory import ocms as to
+
+    def var(f):
+        return to.grr_variance(epsilon, d, n, f)
+    return [ComparisonRow("GRR", d, _ceil_log2(d), var, (d - 1) * var(0.0) + var(1.0), "k-ary RR on [d]")]
+
+
+def _rappor_compare(epsilon, d, n, f_star, **_):
+    from ..commands.params import affine_l2
+    from .rappor_cms import Params
+
+    rows = []
+    for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):
+        rp = Params.optimal(epsilon=epsilon, d=d, variant=variant)
+        rows.append(ComparisonRow(name, rp.m, rp.communication_bits, lambda f, rp=rp: rp.variance(n, f),
+                                  affine_l2(lambda f, rp=rp: rp.variance(n, f), d),
+                                  "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)"))
+    return rows
+
+
+def _ss_compare(epsilon, d, n, f_star, **_):
+    from ..commands.params import affine_l2
+    from .subset_selection import MAX_D, Params
+
+    if d > MAX_D:
+        return []
+    sp = Params(epsilon=epsilon, d=d)
+    return [ComparisonRow("SS", sp.k, sp.communication_bits, lambda f: sp.variance(n, f),
+                          affine_l2(lambda f: sp.variance(n, f), d), f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)")]
+
+
+_COMPARE = {"ocms": _ocms_compare, "he": _he_compare, "cmshe": _cmshe_compare, "olh": _olh_compare,
+            "rhr": _rhr_compare, "hrr": _hrr_compare, "grr": _grr_compare, "cms-rappor": _rappor_compare,
+            "ss": _ss_compare}
+
+
 _attached = False
 
 
@@ -613,5 +738,7 @@ def attach() -> None:
         return
     _attached = True
     for pid, hooks in _hooks().items():
+        if pid in _COMPARE:
+            hooks = dict(hooks, compare=_COMPARE[pid])
         if pid in _REGISTRY:
             _REGISTRY[pid] = dataclasses.replace(_REGISTRY[pid], **hooks)
