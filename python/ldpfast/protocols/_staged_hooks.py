@@ -729,6 +729,288 @@ _COMPARE = {"ocms": _ocms_compare, "he": _he_compare, "cmshe": _cmshe_compare, "
             "ss": _ss_compare}
 
 
+# == simulation entries (Protocol.simulations) ===============================================
+def _draw(gen) -> int:
+    return int(gen.integers(0, 2**63))
+
+
+def _sim_ocms_variance(params, data, f):
+    from ..theory import ocms as to
+    return to.ocms_variance(params, n=data.n, f=f)  # Eq. 8/20 for its field and m
+
+
+def _sim_ocms_l2(params, n, size):
+    from ..theory import ocms as to
+    return to.ocms_l2(params.epsilon, size, n, params.m)  # Eq. 22 with |X| for d
+
+
+def _sim_ocms():
+    from ..experiments import Algorithm
+    from .ocms import Params
+    return (Algorithm("ocms-mse", "MSE-OCMS+RR", "protocols.ocms",
+                      lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
+                      _sim_ocms_variance, _sim_ocms_l2,
+                      "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
+            Algorithm("ocms-l", "l-OCMS+RR", "protocols.ocms",
+                      lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, mode="l"),
+                      _sim_ocms_variance, _sim_ocms_l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"))
+
+
+def _sim_he():
+    from ..experiments import Algorithm
+    from ..theory import ocms as to
+    from .hadamard import HEParams
+    return (Algorithm("he", "HE", "protocols.hadamard", lambda eps, data, gen: HEParams(epsilon=eps, d=data.d),
+                      lambda params, data, f: to.he_variance(params.epsilon, data.n, f),  # CMS+RR with m = 2
+                      lambda params, n, size: to.ocms_l2(params.epsilon, size, n, 2),
+                      "Hadamard Encoding = CMS+RR with m = 2 (PAN section 6, R1)"),)
+
+
+def _sim_cmshe_variance(params, data, f):
+    from ..theory import hadamard as th
+    # The family is redrawn every run, so its bias adds PAN Thm 3.10's term to the MSE.
+    others = float(np.sum(data.frequencies(np.unique(data.values)) ** 2)) - f * f
+    return th.cmshe_variance(params.epsilon, data.n, f, m=params.m, k=params.k, sum_sq_other=others)
+
+
+def _sim_cmshe():
+    from ..experiments import Algorithm
+    from .hadamard import CMSHEParams
+    return (Algorithm("cms-he", "CMS+HE", "protocols.hadamard",
+                      lambda eps, data, gen: CMSHEParams(epsilon=eps, d=data.d, hash_seed=_draw(gen)),
+                      _sim_cmshe_variance, None,
+                      "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)"),)
+
+
+def _sim_rhr_variance(params, data, f):
+    from ..theory import hadamard as th
+    base = params.base
+    residues = np.bincount(data.values % base, minlength=base) / data.n
+    share = residues[data.candidates % base]  # users sharing x mod base (x included)
+    return th.rhr_variance(params.epsilon, data.n, f, residue_fraction=share)
+
+
+def _sim_rhr():
+    from ..experiments import Algorithm
+    from .hadamard import RHRParams
+    return (Algorithm("rhr", "RHR", "protocols.hadamard", lambda eps, data, gen: RHRParams(epsilon=eps, d=data.d),
+                      _sim_rhr_variance, None, "Recursive Hadamard Response, R1's layout (PAN section 6)"),)
+
+
+def _sim_olh():
+    from ..experiments import Algorithm
+    from ..theory import ocms as to
+    from .hadamard import OLHParams
+    return (Algorithm("olh", "OLH", "protocols.hadamard", lambda eps, data, gen: OLHParams(epsilon=eps, d=data.d),
+                      lambda params, data, f: to.ocms_variance(params.epsilon, params.g, data.n, f),  # m = g
+                      lambda params, n, size: to.ocms_l2(params.epsilon, size, n, params.g),
+                      "Optimal Local Hashing, g = round(e^eps)+1, pairwise hash"),)
+
+
+def _sim_hrr():
+    from ..experiments import Algorithm
+    from ..theory import hadamard as th
+    from .hadamard import HRRParams
+    return (Algorithm("hrr", "HRR", "protocols.hadamard", lambda eps, data, gen: HRRParams(epsilon=eps, d=data.d),
+                      lambda params, data, f: th.hrr_variance(params.epsilon, data.n, f), None,
+                      "Hadamard randomized response (WW Fact 2.1)"),)
+
+
+def _sim_apple():
+    from ..experiments import Algorithm
+    from .hadamard_variants import AppleCMSHEParams
+    return (Algorithm("cms-he-apple", "CMS+HE (Apple layout)", "protocols.hadamard_variants",
+                      lambda eps, data, gen: AppleCMSHEParams(epsilon=eps, d=data.d, hash_seed=_draw(gen)),
+                      _sim_cmshe_variance, None,
+                      "Apple's HCMS: Hadamard size m = 1024, column h_j(x) (pure-LDP layout)"),)
+
+
+def _sim_rhr_original_variance(params, data, f):
+    high = params.B
+    locations = np.bincount(data.values // high, minlength=params.D // high) / data.n
+    return params.variance(data.n, f, location_fraction=locations[data.candidates // high])
+
+
+def _sim_rhr_original():
+    from ..experiments import Algorithm
+    from .hadamard_variants import RHROriginalParams
+    return (Algorithm("rhr-original", "RHR (original)", "protocols.hadamard_variants",
+                      lambda eps, data, gen: RHROriginalParams(epsilon=eps, d=data.d),
+                      _sim_rhr_original_variance, None,
+                      "Recursive Hadamard Response, Chen et al.'s layout (location x // B), random rows"),)
+
+
+def _sim_hadaoracle():
+    from ..experiments import Algorithm
+    from .hadaoracle import Params
+    return (Algorithm("hadaoracle", "HadaOracle", "protocols.hadaoracle",
+                      lambda eps, data, gen: Params.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
+                                                           hash_seed=_draw(gen)),
+                      None, None, "WW sketch: k subsets x HRR on [m], median query (beta = 0.05 defaults)"),)
+
+
+def _sim_own_variance(params, data, f):
+    return params.variance(data.n, f)  # the protocol's closed form (ldpfast.theory)
+
+
+def _sim_own_l2(params, n, size):
+    # Var is affine in f and sum_x f(x) <= 1 over the values of interest.
+    at_zero, at_one = params.variance(n, 0.0), params.variance(n, 1.0)
+    return float(size * at_zero + max(0.0, at_one - at_zero))
+
+
+def _sim_rappor():
+    from ..experiments import Algorithm
+    from .rappor_cms import Params
+
+    def make(variant):
+        return lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, variant=variant, tau=0.1)
+    return (Algorithm("cms-srp", "CMS+sRP", "protocols.rappor_cms", make("symmetric"), _sim_own_variance,
+                      _sim_own_l2, "CMS with symmetric RAPPOR, m within 10% of its m -> inf error (PAN App. G)",
+                      server_candidates=True),
+            Algorithm("cms-arp", "CMS+aRP", "protocols.rappor_cms", make("asymmetric"), _sim_own_variance,
+                      _sim_own_l2, "CMS with asymmetric RAPPOR, m within 10% of its m -> inf error (PAN App. G)",
+                      server_candidates=True))
+
+
+def _sim_ss():
+    from ..experiments import Algorithm
+    from .subset_selection import Params
+    return (Algorithm("ss", "SS", "protocols.subset_selection", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+                      _sim_own_variance, _sim_own_l2, "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),)
+
+
+def _sim_hashtogram():
+    from ..experiments import Algorithm
+    from .hashtogram import Params
+    return (Algorithm("hashtogram", "Hashtogram", "protocols.hashtogram",
+                      lambda eps, data, gen: Params.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
+                                                           hash_seed=_draw(gen)),
+                      None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),)
+
+
+def _sim_grr():
+    from ..experiments import Algorithm
+    from ..theory import ocms as to
+    from .grr import Params
+
+    def l2(params, n, size):
+        worst = to.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0]))
+        return float((size - 1) * worst[0] + worst[1])
+    return (Algorithm("grr", "GRR", "protocols.grr", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+                      lambda params, data, f: to.grr_variance(params.epsilon, params.d, data.n, f), l2,
+                      "k-ary randomized response on the whole dictionary (d counters)"),)
+
+
+def _sketch_run(pid, **estimate):
+    """Run a K x M sketch protocol ([PS] defaults K = 4, M = 128) on set data and estimate
+    the whole domain."""
+    def run(eps, sets, gen, k):
+        import warnings
+
+        from .._base import protocol
+        from .privsketch import PrivacyWarning
+
+        proto = protocol(pid)
+        params = proto.params.create(epsilon=eps, d=sets.d, seed=_draw(gen))
+        with warnings.catch_warnings():  # PrivSketch's ordering matrix: simulated on purpose
+            warnings.simplefilter("ignore", PrivacyWarning)
+            reports = proto.client(params, rng=_draw(gen)).perturb(sets)
+        return np.asarray(proto.aggregator(params).update(reports).estimate(**estimate), dtype=np.float64)
+    return run
+
+
+def _sim_sketch(name, label, summary, **estimate):
+    def entries():
+        from ..experiments import SetAlgorithm
+        return (SetAlgorithm(name, label, f"protocols.{'npcms' if name == 'npcms' else 'privsketch'}",
+                             _sketch_run(name, **estimate), summary),)
+    return entries
+
+
+def _ps_olh_run(eps, sets, gen, k):
+    from . import privsketch as ps
+    params = ps.PSOLHParams(epsilon=eps, d=sets.d, pad_len=ps.padding_length(sets))
+    server = ps.PSOLHServer(params).update(ps.PSOLHClient(params, rng=_draw(gen)).perturb(sets))
+    return np.asarray(server.estimate(), dtype=np.float64)
+
+
+def _ps_olh_theory(eps, sets):
+    """Mean of PS-OLH's variance over the domain; it is the MSE only when no set is longer
+    than the padding (P90 of the set sizes), when the estimate is unbiased."""
+    from ..theory import privsketch as _theory_ps
+    from . import privsketch as ps
+    params = ps.PSOLHParams(epsilon=eps, d=sets.d, pad_len=ps.padding_length(sets))
+    if sets.n == 0 or int(sets.sizes().max()) > params.pad_len:
+        return None
+    var = _theory_ps.ps_olh_variance(eps, sets.n, sets.frequencies(), pad_len=params.pad_len, g=params.g)
+    return float(np.mean(var))
+
+
+def _sim_ps_olh():
+    from ..experiments import SetAlgorithm
+    return (SetAlgorithm("ps-olh", "PS-OLH", "protocols.privsketch", _ps_olh_run,
+                         "padding-and-sampling OLH, padding = P90 of the set sizes (Wang et al. 2018)",
+                         theory_mse=_ps_olh_theory),)
+
+
+def _svim_run(eps, sets, gen, k):
+    from . import privsketch as ps
+    result = ps.svim(sets, eps, k=k, rng=_draw(gen))
+    est = np.zeros(sets.d)
+    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
+    return est
+
+
+def _sim_svim():
+    # SVIM's whole pipeline (its three user groups), listed under its first phase
+    from ..experiments import SetAlgorithm
+    return (SetAlgorithm("svim", "SVIM", "protocols.privsketch", _svim_run,
+                         "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)",
+                         whole_domain=False),)
+
+
+def _heavy_params(module, factory):
+    return lambda eps, data, beta, gen: getattr(_mod(module).Params, factory)(
+        eps, data.d, data.n, beta, hash_seed=_draw(gen))
+
+
+def _sim_hadaheavy():
+    from ..experiments import HeavyAlgorithm
+    return (HeavyAlgorithm("hadaheavy", "HadaHeavy", "protocols.hadaheavy", _heavy_params("hadaheavy", "create"),
+                           "WW HadaHeavy: prefix search over B-ary symbols, HadaOracle per level"),
+            HeavyAlgorithm("treehist", "TreeHist", "protocols.hadaheavy", _heavy_params("hadaheavy", "treehist"),
+                           "TreeHist as HadaHeavy with B = 2 (binary prefixes, HadaOracle levels)"))
+
+
+def _sim_treehist_cs():
+    from ..experiments import HeavyAlgorithm
+    return (HeavyAlgorithm("treehist-cs", "TreeHist-CS", "protocols.treehist_cs",
+                           _heavy_params("treehist_cs", "create"),
+                           "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),)
+
+
+_SIMULATIONS = {
+    "ocms": _sim_ocms, "he": _sim_he, "cmshe": _sim_cmshe, "rhr": _sim_rhr, "olh": _sim_olh, "hrr": _sim_hrr,
+    "cmshe-apple": _sim_apple, "rhr-original": _sim_rhr_original, "hadaoracle": _sim_hadaoracle,
+    "cms-rappor": _sim_rappor, "ss": _sim_ss, "hashtogram": _sim_hashtogram, "grr": _sim_grr,
+    "privsketch": _sim_sketch("privsketch", "PrivSketch", "PrivSketch, K=4, M=128, R2 estimator (NOT eps-LDP: its "
+                              "ordering matrix leaks, PS reproduction only)"),
+    "privsketch-nosmp": _sim_sketch("privsketch-nosmp", "PrivSketch-noSmp",
+                                    "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
+    "privsketch-ldp": _sim_sketch("privsketch-ldp", "PrivSketch-LDP", "LDP-safe PrivSketch: no ordering matrix, "
+                                  "one sampled cell, fill-corrected count-mean", estimator="mean-corrected"),
+    "multi-pcms-mean": _sim_sketch("multi-pcms-mean", "Multi-PCMS-Mean",
+                                   "one sketch row per user, eps/M per cell, count-mean decoding (PS baseline)"),
+    "multi-pcms-min": _sim_sketch("multi-pcms-min", "Multi-PCMS-Min",
+                                  "whole sketch per user, eps/(KM) per cell, count-min decoding (PS baseline)"),
+    "ps-olh": _sim_ps_olh,
+    "npcms": _sim_sketch("npcms", "nPCMS", "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
+    "svim-items": _sim_svim,
+    "hadaheavy": _sim_hadaheavy, "treehist-cs": _sim_treehist_cs,
+}
+
+
 _attached = False
 
 
@@ -740,5 +1022,7 @@ def attach() -> None:
     for pid, hooks in _hooks().items():
         if pid in _COMPARE:
             hooks = dict(hooks, compare=_COMPARE[pid])
+        if pid in _SIMULATIONS:
+            hooks = dict(hooks, simulations=_SIMULATIONS[pid])
         if pid in _REGISTRY:
             _REGISTRY[pid] = dataclasses.replace(_REGISTRY[pid], **hooks)
