@@ -66,7 +66,8 @@ def _cases():
 
 def test_every_builtin_protocol_registers_an_example():
     missing = sorted(pid for pid, proto in protocols().items() if proto.builtin and proto.example is None)
-    assert not missing, f"built-in protocols without Protocol.example (needed by these tests and the golden files): {missing}"
+    assert not missing, ("built-in protocols without Protocol.example (needed by these tests and the golden "
+                         f"files): {missing}")
 
 
 @pytest.fixture(scope="module", params=_cases())

@@ -59,7 +59,7 @@ class ClientBase:
         super().__init_subclass__(**kwargs)
         perturb = cls.__dict__.get("perturb")
         if callable(perturb) and not getattr(perturb, "_ldpfast_stamps", False):
-            setattr(cls, "perturb", _stamping(perturb))
+            cls.perturb = _stamping(perturb)  # type: ignore[attr-defined]
 
     @classmethod
     def _expected_params(cls) -> type:

@@ -142,8 +142,9 @@ def register_protocol(protocol: Protocol) -> Protocol:
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise TypeError(f"protocol {protocol.id!r}: {getattr(cls, '__name__', cls)!r} must be a subclass of "
                             f"ldpfast._base.{base.__name__}")
-        if getattr(cls, "protocol", protocol.id) != protocol.id:
-            raise ValueError(f"{cls.__name__}.protocol is {getattr(cls, 'protocol')!r}, registered as {protocol.id!r}")
+        declared = getattr(cls, "protocol", protocol.id)
+        if declared != protocol.id:
+            raise ValueError(f"{cls.__name__}.protocol is {declared!r}, registered as {protocol.id!r}")
     if protocol.inputs not in INPUT_KINDS:
         raise TypeError(f"protocol {protocol.id!r}: inputs must be one of {INPUT_KINDS}, got {protocol.inputs!r}")
     known = _REGISTRY.get(protocol.id)

@@ -1,8 +1,9 @@
 """Write the golden aggregator files of the current byte format (tests/golden/).
 
 For every case (the committed ones in ``MANIFEST.json``, and one for each protocol shipped
-with ldpfast that has none yet, from its registered ``Protocol.example``): ``<case>.bin`` (``Aggregator.to_bytes()`` after aggregating seeded
-simulated reports) and ``<case>.estimate.npy`` (its ``estimate()``), plus
+with ldpfast that has none yet, from its registered ``Protocol.example``): ``<case>.bin``
+(``Aggregator.to_bytes()`` after aggregating seeded simulated reports) and
+``<case>.estimate.npy`` (its ``estimate()``), plus
 ``MANIFEST.json`` (protocol id, parameters, number of reports, format version, sha256).
 tests/test_contract.py checks that every file keeps loading, re-serializes to the same
 bytes and estimates the same values. Committed files must never be regenerated after a
