@@ -79,6 +79,10 @@ class ToyServer(Aggregator):
         return {"counts": self._st["counts"] + np.bincount(reports.y.astype(np.intp), minlength=self.params.m),
                 "signs": self._st["signs"] + np.bincount((reports.s > 0).astype(np.intp), minlength=2)}
 
+    @property
+    def n(self) -> int:
+        return int(self._st["counts"].sum())
+
     def estimate(self, candidates=None):
         counts = self._st["counts"]
         freq = counts / max(int(counts.sum()), 1)
