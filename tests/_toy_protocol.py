@@ -96,4 +96,5 @@ def _example():
 
 
 PROTOCOL = register_protocol(Protocol(PROTOCOL_ID, ToyParams, ToyReports, ToyServer, ToyClient,
-                                      example=_example))
+                                      example=_example,
+                                      default_candidates=lambda server: np.arange(server.params.m)))

@@ -330,3 +330,35 @@ def test_params_are_hashable_and_round_trip_through_json(case):
         params_from_json('{"protocol": "no-such-protocol", "params": {}}')
     with pytest.raises(FormatError):
         params_from_json("not json")
+
+
+def test_wire_encoding_round_trips_where_registered(case):
+    """Protocols with a wire encoding (``Protocol.wire_fields`` or ``Reports.wire_fields``)
+    decode what they encode, in both framings, to a batch the aggregator accepts."""
+    from ldpfast import wire
+
+    proto, params, reports, (a, _b, _c), _, zero = case
+    try:
+        wire.fields(params)
+    except NotImplementedError:
+        pytest.skip(f"protocol {proto.id!r} has no wire encoding")
+    back = wire.decode(params, wire.encode(params, a), len(a))
+    assert back == a and back.params_fingerprint == params.fingerprint
+    first = _slice(a, 0, 50)
+    assert wire.decode_each(params, wire.encode_each(params, first)) == first
+    assert _agg(case, back).to_bytes() == _agg(case, a).to_bytes()
+
+
+def test_frequencies_have_standard_errors_or_say_why(case):
+    """``frequencies()`` gives finite standard errors from the registered closed form
+    (``Protocol.variance``), or NaN with a note saying why there is none."""
+    proto, params, reports, _, _, zero = case
+    agg = _agg(case, reports)
+    first = next(iter(inspect.signature(agg.estimate).parameters.values()), None)
+    needs_candidates = first is not None and first.default is inspect.Parameter.empty
+    est = agg.frequencies(np.arange(min(params.d, 16)) if needs_candidates else None)
+    assert est.values.shape == est.std.shape == est.candidates.shape and est.note
+    if np.isnan(est.std).all():
+        assert proto.variance is None or "no closed-form" in est.note
+    else:
+        assert proto.variance is not None and np.isfinite(est.std).all() and (est.std > 0).all()
