@@ -9,6 +9,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from .._random import RngLike
 from ..errors import FormatError, ParameterError
 from .sets import BUNDLED, _int_tokens, _lines, _resolve, load_sets
 from .values import ValueData, _candidates, _check_int, load_values, sets_to_values
@@ -25,7 +26,7 @@ def rhr_base(epsilon: float) -> int:
             and epsilon > 0):
         raise ParameterError(f"epsilon must be finite and > 0, got {epsilon!r}")
     b = int(np.ceil(float(epsilon) * np.log2(np.e)))
-    return 2 ** (b - 1)
+    return 1 << (b - 1)  # b >= 1 since eps > 0
 
 
 def zipf_probabilities(support: int = 100, exponent: float = 2.0) -> np.ndarray:
@@ -34,7 +35,8 @@ def zipf_probabilities(support: int = 100, exponent: float = 2.0) -> np.ndarray:
     if not np.isfinite(exponent) or exponent < 0:
         raise ParameterError(f"exponent must be finite and >= 0, got {exponent!r}")
     weights = np.arange(1, support + 1, dtype=np.float64) ** -float(exponent)
-    return weights / weights.sum()
+    probabilities: np.ndarray = weights / weights.sum()
+    return probabilities
 
 
 def _zipf_values(epsilon: Optional[float], stride: Optional[int], support: int, d: int) -> np.ndarray:
@@ -79,7 +81,7 @@ def pan_zipf(epsilon: Optional[float] = None, *, d: int = 1_000_000, n: int = 10
 
 
 def sampled_zipf(n: int = 10_000, *, d: int = 100_000, support: int = 100, exponent: float = 2.0,
-                 epsilon: Optional[float] = None, stride: Optional[int] = None, rng=None) -> ValueData:
+                 epsilon: Optional[float] = None, stride: Optional[int] = None, rng: RngLike = None) -> ValueData:
     """Zipf data sampled i.i.d. as the text of [PAN] section 6.1 describes: ``n`` users,
     each holding rank ``r`` with probability ``p_r ~ r^-exponent``. Values as in
     :func:`pan_zipf`; the default ``d`` is the text's 100,000. ``rng``: seed or numpy
@@ -93,7 +95,7 @@ def sampled_zipf(n: int = 10_000, *, d: int = 100_000, support: int = 100, expon
 
 
 def pan_gaussian(variant: str = "r1", *, n: int = 10_000, d: int = 10_000, sd: float = 50.0,
-                 mean: Optional[float] = None, seed: int = 317, rng=None) -> ValueData:
+                 mean: Optional[float] = None, seed: int = 317, rng: RngLike = None) -> ValueData:
     """The Gaussian data set of [PAN] section 6.2. Values of interest: all of ``[0, d)``;
     ``f* = 0`` (the paper's prior for MSE-OCMS).
 
@@ -195,7 +197,7 @@ SYNTHETIC = ("zipf", "zipf-sampled", "gaussian", "gaussian-paper", "mini-kosarak
 
 def load_dataset(name: str, *, epsilon: Optional[float] = None, n: Optional[int] = None,
                  d: Optional[int] = None, values: str = "entries",
-                 candidates: Union[int, Sequence[int], None] = None, rng=None,
+                 candidates: Union[int, Sequence[int], None] = None, rng: RngLike = None,
                  kosarak: str = "kosarak-prefix") -> ValueData:
     """One entry point for the command line: a built-in data set, a bundled set-valued
     file, or a path.

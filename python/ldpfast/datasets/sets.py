@@ -10,16 +10,18 @@ import hashlib
 import os
 from dataclasses import dataclass
 from importlib import resources
-from typing import Dict, Iterator, Union
+from typing import Dict, Iterable, Iterator, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from .._random import RngLike
 from ..errors import FormatError, ParameterError
 
 __all__ = ["SetData", "BUNDLED", "bundled_path", "load_sets", "zipf_sets"]
 
 # name -> (file, sha256 of the .gz)
-BUNDLED: Dict[str, tuple] = {
+BUNDLED: Dict[str, Tuple[str, str]] = {
     "kosarak-prefix": ("kosarak_prefix36681.dat.gz",
                        "3f52d42d1e83a655d3345a99080e83713d9f72ed88dbd889ed2027a5dd2fa7f2"),
     "retail": ("retail.dat.gz", "d3008ee2115e51bdc0df8095872c4ea1fa1199011d834a8672fbe0fc9a43913a"),
@@ -66,7 +68,7 @@ class SetData:
         return np.bincount(np.asarray(self.items, dtype=np.intp), minlength=self.d) / max(self.n, 1)
 
     @classmethod
-    def from_lists(cls, sets, d: Union[int, None] = None, name: str = "") -> "SetData":
+    def from_lists(cls, sets: Iterable[ArrayLike], d: Union[int, None] = None, name: str = "") -> "SetData":
         cleaned = [np.unique(np.asarray(s, dtype=np.int64)) for s in sets]
         offsets = np.zeros(len(cleaned) + 1, dtype=np.int64)
         np.cumsum([len(s) for s in cleaned], out=offsets[1:])
@@ -88,7 +90,7 @@ def bundled_path(name: str) -> str:
     return path
 
 
-def _resolve(name_or_path: str) -> tuple:
+def _resolve(name_or_path: str) -> Tuple[str, str]:
     """(path, display name) of a bundled name or an existing file."""
     if name_or_path in BUNDLED:
         return bundled_path(name_or_path), name_or_path
@@ -131,7 +133,7 @@ def load_sets(name_or_path: str, d: Union[int, None] = None) -> SetData:
     return SetData.from_lists(sets, d=d, name=name)
 
 
-def zipf_sets(n: int, d: int, length: int = 100, a: float = 1.1, seed=None) -> SetData:
+def zipf_sets(n: int, d: int, length: int = 100, a: float = 1.1, seed: RngLike = None) -> SetData:
     """Synthetic Zipf set-valued data in the style of [PS] (R2 ``simulations/data_generator.py``).
 
     Set lengths are ``int(N(1, 0.2) * length)``, shifted so the smallest is 1. Items are

@@ -10,6 +10,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from .._random import RngLike
 from ..errors import FormatError, ParameterError
 from .sets import SetData, _domain_size, _lines, _resolve
 
@@ -89,7 +90,7 @@ class ValueData:
         return ValueData(self.values, self.d, candidates, self.f_star, self.name, self.note)
 
 
-def _check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
+def _check_int(name: str, value: object, low: int, high: Optional[int] = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ParameterError(f"{name} must be an integer, got {value!r}")
     if value < low or (high is not None and value > high):
@@ -150,7 +151,7 @@ def _candidates(values: np.ndarray, d: int, spec: Union[int, Sequence[int], None
     return np.asarray(spec, dtype=np.int64)
 
 
-def sets_to_values(sets: SetData, mode: str = "entries", *, rng=None,
+def sets_to_values(sets: SetData, mode: str = "entries", *, rng: RngLike = None,
                    candidates: Union[int, Sequence[int], None] = 100) -> ValueData:
     """Turn set-valued data into single-valued data.
 

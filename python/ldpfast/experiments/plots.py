@@ -15,7 +15,7 @@ __all__ = ["require_matplotlib", "plot_results", "plot_kind_results"]
 _NEEDS_MATPLOTLIB = "plotting needs matplotlib: install it with pip install 'ldpfast[plot]' (or pass --no-plot)"
 
 
-def require_matplotlib():
+def require_matplotlib() -> Any:
     """Import pyplot with the Agg backend; ParameterError naming the extra if missing."""
     try:
         import matplotlib
