@@ -136,7 +136,8 @@ def simulate(algorithms: Sequence[Union[str, Algorithm]], data: DataSource,
             cell = CellResult(
                 algorithm=alg.name, label=alg.label, epsilon=eps, runs=runs, n=dataset.n,
                 worst_mse=float(np.max(sq_sum / runs)), l1=float(l1s.mean()), l2=float(l2s.mean()),
-                l1_se=_se(l1s), l2_se=_se(l2s), seconds=time.perf_counter() - start, params=_params_dict(params_seen))
+                l1_se=_se(l1s), l2_se=_se(l2s), seconds=time.perf_counter() - start,
+                params=_params_dict(params_seen))
             _add_theory(cell, alg, params_seen, dataset, truth, runs)
             cells.append(cell)
     if not isinstance(progress, ProgressBar):
