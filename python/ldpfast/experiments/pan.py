@@ -194,7 +194,8 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
               "here is built from a 3.7% prefix at the paper's per-user density, not from the whole data set. "
               "The full file is accepted: download `kosarak.dat` from the FIMI repository "
               "(http://fimi.uantwerpen.be/data/kosarak.dat, one user per line) and pass "
-              "`ldpfast reproduce --kosarak kosarak.dat` (in Python: `ldpfast.datasets.mini_kosarak(\"kosarak.dat\")`); "
+              "`ldpfast reproduce --kosarak kosarak.dat` "
+              "(in Python: `ldpfast.datasets.mini_kosarak(\"kosarak.dat\")`); "
               "the scale is then the paper's 100.",
               "- **Zipf** is the reference code's deterministic data with d = 1,000,000 (the paper's text says "
               "100,000 and \"sampled\"), **Gaussian** its seed-317 data (floored, mean 1000; the text says a "
