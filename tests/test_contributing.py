@@ -145,3 +145,18 @@ def test_golden_file_is_asked_for_and_written(demo, tmp_path, monkeypatch):
     entry = json.loads((tmp_path / "MANIFEST.json").read_text())[demo.id]
     agg = ldpfast.load((tmp_path / f"{demo.id}.bin").read_bytes())
     assert type(agg) is demo.aggregator and agg.params == _base.params_from_json(entry["params"])
+
+
+def test_simulation_tables_and_simulate_command(demo, capsys, tmp_path):
+    from ldpfast import experiments
+
+    entry = experiments.ALGORITHMS["krr-demo"]
+    assert experiments.algorithm_kind("krr-demo") == "values" and entry.classes(demo.example()[0]) == (
+        demo.client, demo.aggregator)
+    assert main(["simulate", "--list"]) == 0
+    assert "krr-demo" in capsys.readouterr().out
+    path = tmp_path / "res.json"
+    assert main(["simulate", "-p", "krr-demo", "--data", "zipf", "--n", "500", "--eps", "1", "--runs", "2",
+                 "--no-plot", "--quiet", "--json", str(path)]) == 0
+    cell = json.loads(path.read_text())["cells"][0]
+    assert cell["algorithm"] == "krr-demo" and cell["theory_mse"] > 0   # the registered closed form

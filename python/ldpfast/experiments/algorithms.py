@@ -7,23 +7,22 @@
 * :data:`KINDS`: the three tables by kind, and :data:`PAN_ALGORITHMS` /
   :data:`PAN_METRIC_ALGORITHMS`: the algorithms of [PAN] section 6.
 
-Each row names the ``ldpfast`` module that implements it and is built lazily from it, so a
-build without that module only loses the row.
+The tables are not written here: each protocol's registration declares its entries
+(``Protocol.simulations``, see :mod:`ldpfast._registry`), and each table is a live view of
+them, so a new protocol module adds its rows (and ``ldpfast simulate --protocol`` names).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 import numpy as np
 
 from .._base import Params, protocols
 from ..datasets import SetData, ValueData
 from ..errors import ParameterError
-from ..theory import hadamard as _theory_h
-from ..theory import ocms as _theory
 
 __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm", "SetAlgorithm",
            "SET_ALGORITHMS", "HeavyAlgorithm", "HEAVY_ALGORITHMS", "KINDS", "algorithm_kind",
@@ -47,6 +46,46 @@ def _module_available(module: str) -> bool:
 
 def _draw(gen: np.random.Generator) -> int:
     return int(gen.integers(0, 2**63))
+
+
+E = TypeVar("E")
+
+
+class _RegistryTable(Mapping[str, E]):
+    """The simulation entries of one kind (``Algorithm``, ``SetAlgorithm`` or
+    ``HeavyAlgorithm``) that the registered protocols declare (``Protocol.simulations``), by
+    name, in registration order. A live view: a protocol registered later appears too."""
+
+    def __init__(self, kind: type) -> None:
+        self._kind = kind
+        self._seen: Tuple[int, ...] = ()
+        self._entries: Dict[str, E] = {}
+
+    def _current(self) -> Dict[str, E]:
+        known = protocols()
+        seen = tuple(id(proto) for proto in known.values())
+        if seen != self._seen:
+            entries: Dict[str, E] = {}
+            for proto in known.values():
+                for entry in proto.simulations() if proto.simulations else ():
+                    if isinstance(entry, self._kind):
+                        if entry.name in entries:
+                            raise ValueError(f"simulation entry {entry.name!r} is declared twice ({proto.id!r})")
+                        entries[entry.name] = entry
+            self._entries, self._seen = entries, seen
+        return self._entries
+
+    def __getitem__(self, name: str) -> E:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return f"<{self._kind.__name__} table: {', '.join(self._current())}>"
 
 
 # ----------------------------------------------------------------------------------
@@ -98,136 +137,7 @@ class Algorithm:
         raise ParameterError(f"no protocol is registered for {type(params).__name__}")
 
 
-def _ocms_variance(params, data, f):
-    return _theory.ocms_variance(params, n=data.n, f=f)  # Eq. 8/20 for its field and m
-
-
-def _ocms_l2(params, n, size):
-    return _theory.ocms_l2(params.epsilon, size, n, params.m)  # Eq. 22 with |X| for d
-
-
-def _he_variance(params, data, f):
-    return _theory.he_variance(params.epsilon, data.n, f)  # CMS+RR with m = 2
-
-
-def _he_l2(params, n, size):
-    return _theory.ocms_l2(params.epsilon, size, n, 2)
-
-
-def _cmshe_variance(params, data, f):
-    # The family is redrawn every run, so its bias adds PAN Thm 3.10's term to the MSE.
-    others = float(np.sum(data.frequencies(np.unique(data.values)) ** 2)) - f * f
-    return _theory_h.cmshe_variance(params.epsilon, data.n, f, m=params.m, k=params.k, sum_sq_other=others)
-
-
-def _rhr_variance(params, data, f):
-    base = params.base
-    residues = np.bincount(data.values % base, minlength=base) / data.n
-    share = residues[data.candidates % base]  # users sharing x mod base (x included)
-    return _theory_h.rhr_variance(params.epsilon, data.n, f, residue_fraction=share)
-
-
-def _olh_variance(params, data, f):
-    return _theory.ocms_variance(params.epsilon, params.g, data.n, f)  # CMS+RR with m = g
-
-
-def _olh_l2(params, n, size):
-    return _theory.ocms_l2(params.epsilon, size, n, params.g)
-
-
-def _hrr_variance(params, data, f):
-    return _theory_h.hrr_variance(params.epsilon, data.n, f)
-
-
-def _grr_variance(params, data, f):
-    return _theory.grr_variance(params.epsilon, params.d, data.n, f)
-
-
-def _grr_l2(params, n, size):
-    worst = _theory.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0]))
-    return float((size - 1) * worst[0] + worst[1])
-
-
-def _hadamard(name: str):
-    return getattr(_mod("hadamard"), name)
-
-
-def _rhr_original_variance(params, data, f):
-    high = params.B
-    locations = np.bincount(data.values // high, minlength=params.D // high) / data.n
-    return params.variance(data.n, f, location_fraction=locations[data.candidates // high])
-
-
-def _own_variance(params, data, f):
-    return params.variance(data.n, f)  # the protocol's closed form (ldpfast.theory)
-
-
-def _own_l2(params, n, size):
-    # Var is affine in f and sum_x f(x) <= 1 over the values of interest.
-    at_zero, at_one = params.variance(n, 0.0), params.variance(n, 1.0)
-    return float(size * at_zero + max(0.0, at_one - at_zero))
-
-
-def _rappor_cms(variant: str):
-    return lambda eps, data, gen: _mod("rappor_cms").Params.optimal(
-        epsilon=eps, d=data.d, variant=variant, tau=0.1)
-
-
-ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in (
-    Algorithm("ocms-mse", "MSE-OCMS+RR", "ocms",
-              lambda eps, data, gen: _mod("ocms").Params.optimal(
-                  epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
-              _ocms_variance, _ocms_l2,
-              "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
-    Algorithm("ocms-l", "l-OCMS+RR", "ocms",
-              lambda eps, data, gen: _mod("ocms").Params.optimal(epsilon=eps, d=data.d, mode="l"),
-              _ocms_variance, _ocms_l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"),
-    Algorithm("he", "HE", "hadamard",
-              lambda eps, data, gen: _hadamard("HEParams")(epsilon=eps, d=data.d),
-              _he_variance, _he_l2, "Hadamard Encoding = CMS+RR with m = 2 (PAN section 6, R1)"),
-    Algorithm("cms-he", "CMS+HE", "hadamard",
-              lambda eps, data, gen: _hadamard("CMSHEParams")(
-                  epsilon=eps, d=data.d, hash_seed=_draw(gen)),
-              _cmshe_variance, None,
-              "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)"),
-    Algorithm("rhr", "RHR", "hadamard",
-              lambda eps, data, gen: _hadamard("RHRParams")(epsilon=eps, d=data.d),
-              _rhr_variance, None, "Recursive Hadamard Response, R1's layout (PAN section 6)"),
-    Algorithm("cms-he-apple", "CMS+HE (Apple layout)", "hadamard_variants",
-              lambda eps, data, gen: _mod("hadamard_variants").AppleCMSHEParams(
-                  epsilon=eps, d=data.d, hash_seed=_draw(gen)),
-              _cmshe_variance, None, "Apple's HCMS: Hadamard size m = 1024, column h_j(x) (pure-LDP layout)"),
-    Algorithm("rhr-original", "RHR (original)", "hadamard_variants",
-              lambda eps, data, gen: _mod("hadamard_variants").RHROriginalParams(epsilon=eps, d=data.d),
-              _rhr_original_variance, None,
-              "Recursive Hadamard Response, Chen et al.'s layout (location x // B), random rows"),
-    Algorithm("olh", "OLH", "hadamard",
-              lambda eps, data, gen: _hadamard("OLHParams")(epsilon=eps, d=data.d),
-              _olh_variance, _olh_l2, "Optimal Local Hashing, g = round(e^eps)+1, pairwise hash"),
-    Algorithm("hrr", "HRR", "hadamard",
-              lambda eps, data, gen: _hadamard("HRRParams")(epsilon=eps, d=data.d),
-              _hrr_variance, None, "Hadamard randomized response (WW Fact 2.1)"),
-    Algorithm("hadaoracle", "HadaOracle", "hadaoracle",
-              lambda eps, data, gen: _mod("hadaoracle").Params.create(
-                  epsilon=eps, d=data.d, n=data.n, beta=0.05, hash_seed=_draw(gen)),
-              None, None, "WW sketch: k subsets x HRR on [m], median query (beta = 0.05 defaults)"),
-    Algorithm("cms-srp", "CMS+sRP", "rappor_cms", _rappor_cms("symmetric"), _own_variance, _own_l2,
-              "CMS with symmetric RAPPOR, m within 10% of its m -> inf error (PAN App. G)",
-              server_candidates=True),
-    Algorithm("cms-arp", "CMS+aRP", "rappor_cms", _rappor_cms("asymmetric"), _own_variance, _own_l2,
-              "CMS with asymmetric RAPPOR, m within 10% of its m -> inf error (PAN App. G)",
-              server_candidates=True),
-    Algorithm("ss", "SS", "subset_selection",
-              lambda eps, data, gen: _mod("subset_selection").Params(epsilon=eps, d=data.d),
-              _own_variance, _own_l2, "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),
-    Algorithm("hashtogram", "Hashtogram", "hashtogram",
-              lambda eps, data, gen: _mod("hashtogram").Params.create(
-                  epsilon=eps, d=data.d, n=data.n, beta=0.05, hash_seed=_draw(gen)),
-              None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),
-    Algorithm("grr", "GRR", "grr",
-              lambda eps, data, gen: _mod("grr").Params(epsilon=eps, d=data.d),
-              _grr_variance, _grr_l2, "k-ary randomized response on the whole dictionary (d counters)"),
-)}
+ALGORITHMS: Mapping[str, Algorithm] = _RegistryTable(Algorithm)
 
 
 def get_algorithm(name: str) -> Algorithm:
@@ -253,49 +163,6 @@ def available_algorithms() -> List[Algorithm]:
 # Set-valued protocols ([PS] section 4) and heavy hitters ([WW] section 5)
 # ----------------------------------------------------------------------------------
 
-def _sketch_run(params_name: str, client_name: str, server_name: str, module: str = "privsketch",
-                **estimate: Any):
-    """Run a K x M sketch protocol ([PS] defaults K = 4, M = 128) on set data and
-    estimate the whole domain."""
-    def run(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
-        import warnings
-
-        mod = _mod(module)
-        params = getattr(mod, params_name).create(epsilon=eps, d=sets.d, seed=_draw(gen))
-        with warnings.catch_warnings():  # PrivSketch's ordering matrix: simulated on purpose
-            warnings.simplefilter("ignore", _mod("privsketch").PrivacyWarning)
-            reports = getattr(mod, client_name)(params, rng=_draw(gen)).perturb(sets)
-        return np.asarray(getattr(mod, server_name)(params).update(reports).estimate(**estimate), dtype=np.float64)
-    return run
-
-
-def _ps_olh_run(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
-    ps = _mod("privsketch")
-    params = ps.PSOLHParams(epsilon=eps, d=sets.d, pad_len=ps.padding_length(sets))
-    server = ps.PSOLHServer(params).update(ps.PSOLHClient(params, rng=_draw(gen)).perturb(sets))
-    return np.asarray(server.estimate(), dtype=np.float64)
-
-
-def _ps_olh_theory(eps: float, sets: SetData) -> Optional[float]:
-    """Mean of PS-OLH's variance over the domain; it is the MSE only when no set is longer
-    than the padding (P90 of the set sizes), when the estimate is unbiased."""
-    ps = _mod("privsketch")
-    params = ps.PSOLHParams(epsilon=eps, d=sets.d, pad_len=ps.padding_length(sets))
-    if sets.n == 0 or int(sets.sizes().max()) > params.pad_len:
-        return None
-    from ..theory import privsketch as _theory_ps
-
-    var = _theory_ps.ps_olh_variance(eps, sets.n, sets.frequencies(), pad_len=params.pad_len, g=params.g)
-    return float(np.mean(var))
-
-
-def _svim_run(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
-    result = _mod("privsketch").svim(sets, eps, k=k, rng=_draw(gen))
-    est = np.zeros(sets.d)
-    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
-    return est
-
-
 @dataclasses.dataclass(frozen=True)
 class SetAlgorithm:
     """How the harness runs one set-valued protocol on a :class:`~ldpfast.datasets.SetData`.
@@ -317,34 +184,7 @@ class SetAlgorithm:
         return _module_available(self.module)
 
 
-SET_ALGORITHMS: Dict[str, SetAlgorithm] = {a.name: a for a in (
-    SetAlgorithm("privsketch", "PrivSketch", "privsketch", _sketch_run("Params", "Client", "Server"),
-                 "PrivSketch, K=4, M=128, R2 estimator (NOT eps-LDP: its ordering matrix leaks, PS reproduction only)"),
-    SetAlgorithm("privsketch-nosmp", "PrivSketch-noSmp", "privsketch",
-                 _sketch_run("NoSmpParams", "NoSmpClient", "NoSmpServer"),
-                 "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
-    SetAlgorithm("privsketch-ldp", "PrivSketch-LDP", "privsketch",
-                 _sketch_run("SafeParams", "SafeClient", "SafeServer", estimator="mean-corrected"),
-                 "LDP-safe PrivSketch: no ordering matrix, one sampled cell, fill-corrected count-mean"),
-    SetAlgorithm("multi-pcms-mean", "Multi-PCMS-Mean", "privsketch",
-                 _sketch_run("MultiPCMSMeanParams", "MultiPCMSMeanClient", "MultiPCMSMeanServer"),
-                 "one sketch row per user, eps/M per cell, count-mean decoding (PS baseline)"),
-    SetAlgorithm("multi-pcms-min", "Multi-PCMS-Min", "privsketch",
-                 _sketch_run("MultiPCMSMinParams", "MultiPCMSMinClient", "MultiPCMSMinServer"),
-                 "whole sketch per user, eps/(KM) per cell, count-min decoding (PS baseline)"),
-    SetAlgorithm("ps-olh", "PS-OLH", "privsketch", _ps_olh_run,
-                 "padding-and-sampling OLH, padding = P90 of the set sizes (Wang et al. 2018)",
-                 theory_mse=_ps_olh_theory),
-    SetAlgorithm("npcms", "nPCMS", "npcms", _sketch_run("Params", "Client", "Server", module="npcms"),
-                 "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
-    SetAlgorithm("svim", "SVIM", "privsketch", _svim_run,
-                 "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)", whole_domain=False),
-)}
-
-
-def _heavy_params(module: str, factory: str):
-    return lambda eps, data, beta, gen: getattr(_mod(module).Params, factory)(
-        eps, data.d, data.n, beta, hash_seed=_draw(gen))
+SET_ALGORITHMS: Mapping[str, SetAlgorithm] = _RegistryTable(SetAlgorithm)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,14 +204,7 @@ class HeavyAlgorithm:
         return _module_available(self.module)
 
 
-HEAVY_ALGORITHMS: Dict[str, HeavyAlgorithm] = {a.name: a for a in (
-    HeavyAlgorithm("hadaheavy", "HadaHeavy", "hadaheavy", _heavy_params("hadaheavy", "create"),
-                   "WW HadaHeavy: prefix search over B-ary symbols, HadaOracle per level"),
-    HeavyAlgorithm("treehist", "TreeHist", "hadaheavy", _heavy_params("hadaheavy", "treehist"),
-                   "TreeHist as HadaHeavy with B = 2 (binary prefixes, HadaOracle levels)"),
-    HeavyAlgorithm("treehist-cs", "TreeHist-CS", "treehist_cs", _heavy_params("treehist_cs", "create"),
-                   "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),
-)}
+HEAVY_ALGORITHMS: Mapping[str, HeavyAlgorithm] = _RegistryTable(HeavyAlgorithm)
 
 #: The kinds of protocol ``ldpfast simulate`` runs, and their tables.
 KINDS = {"values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS}
@@ -387,7 +220,7 @@ def algorithm_kind(name: str) -> str:
     raise ParameterError(f"protocol must be one of {names}, got {name!r}")
 
 
-def _get(table: Dict[str, Any], name: str):
+def _get(table: Mapping[str, Any], name: str):
     kind = algorithm_kind(name)
     if KINDS[kind] is not table:
         raise ParameterError(f"protocol {name!r} is a {kind} protocol, not one of {sorted(table)}")
