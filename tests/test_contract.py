@@ -48,19 +48,24 @@ def _estimate(agg):
     return agg.estimate()
 
 
-def _cases():
-    """One case per registered protocol (its ``Protocol.example``), plus the server-option
-    cases; a protocol without an example is listed as skipped here and, when it ships with
-    ldpfast, fails test_every_builtin_protocol_registers_an_example."""
+def contract_cases():
+    """case id -> (protocol id, example, zero factory or None): every registered protocol
+    with a ``Protocol.example``, plus the server-option cases."""
     registered = protocols()
-    out = []
-    for pid, proto in sorted(registered.items()):
-        marks = () if proto.example else pytest.mark.skip(
-            reason=f"protocol {pid!r} has no contract example (Protocol.example)")
-        out.append(pytest.param((pid, proto.example, None), id=pid, marks=marks))
-    for case_id, (pid, zero) in SERVER_OPTIONS.items():
-        if pid in registered:
-            out.append(pytest.param((pid, registered[pid].example, zero), id=case_id))
+    out = {pid: (pid, proto.example, None) for pid, proto in sorted(registered.items()) if proto.example}
+    out.update({case_id: (pid, registered[pid].example, zero) for case_id, (pid, zero) in SERVER_OPTIONS.items()
+                if pid in registered})
+    return out
+
+
+def _cases():
+    """The contract cases as fixture parameters; a registered protocol without an example is
+    listed as skipped here and, when it ships with ldpfast, fails
+    test_every_builtin_protocol_registers_an_example."""
+    out = [pytest.param(case, id=case_id) for case_id, case in contract_cases().items()]
+    out += [pytest.param((pid, None, None), id=pid, marks=pytest.mark.skip(
+        reason=f"protocol {pid!r} has no contract example (Protocol.example)"))
+        for pid, proto in sorted(protocols().items()) if proto.example is None]
     return out
 
 
