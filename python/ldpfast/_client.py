@@ -49,8 +49,10 @@ class ClientBase:
     def __init__(self, params: Any, rng: RngLike = None, threads: int = 0):
         expected = self._expected_params()
         if not isinstance(params, expected):
-            raise ParameterError(f"params must be {_public_module(expected)}.{expected.__name__}, "
-                                 f"got {type(params).__name__}")
+            name = expected.__name__
+            if name == "Params":  # the protocol modules' short name: say which module
+                name = f"{_public_module(expected)}.{name}"
+            raise ParameterError(f"params must be {name}, got {type(params).__name__}")
         self.params = params
         self.threads = check_threads(threads)
         self._keys = KeySource(rng)
