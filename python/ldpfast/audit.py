@@ -147,26 +147,27 @@ def value_inputs(x0: int, x1: int) -> Callable[[int, int], np.ndarray]:
     return lambda i, n: np.full(n, (x0, x1)[i], dtype=np.uint64)
 
 
-def set_inputs(s0, s1) -> Callable[[int, int], Tuple[np.ndarray, np.ndarray]]:
+def set_inputs(s0: Any, s1: Any) -> Callable[[int, int], Tuple[np.ndarray, np.ndarray]]:
     """``make`` of a :class:`Plan` whose inputs are the item sets ``s0`` and ``s1``."""
-    def make(i, n):
+    def make(i: int, n: int) -> Tuple[np.ndarray, np.ndarray]:
         s = np.asarray((s0, s1)[i], dtype=np.uint64)
         return np.arange(n + 1, dtype=np.int64) * s.size, np.tile(s, n)
     return make
 
 
-def support_events(support, w0, w1):
+def support_events(support: Callable[[Any, Any], np.ndarray], w0: Any,
+                   w1: Any) -> Callable[[Any], Tuple[np.ndarray, np.ndarray]]:
     """``events`` of a :class:`Plan`: the report supports ``w0`` and not ``w1``, and the
     reverse, for ``support(reports, w) -> bool array``."""
-    def events(reports):
+    def events(reports: Any) -> Tuple[np.ndarray, np.ndarray]:
         s0, s1 = support(reports, w0), support(reports, w1)
         return s0 & ~s1, s1 & ~s0
     return events
 
 
-def hash_support(field, m):
+def hash_support(field: Any, m: int) -> Callable[[Any, Any], np.ndarray]:
     """Report ``(z, a0, a1)`` supports one of the values ``w`` if the user's hash of it is z."""
-    def support(reports, w):
+    def support(reports: Any, w: Any) -> np.ndarray:
         hit = np.zeros(len(reports.z), dtype=bool)
         for v in w:
             x = np.full(len(reports.z), v, dtype=np.uint64)

@@ -5,7 +5,7 @@ closed-form variances and simulation runs. A protocol's own hooks live in its mo
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Set, Tuple
 
 import numpy as np
 
@@ -61,7 +61,7 @@ def parity_sign(x: np.ndarray) -> np.ndarray:
     """``(-1)^popcount(x)``: the Hadamard entry of a row-and-column mask."""
     from .hadaoracle import _parity_sign
 
-    return _parity_sign(x)
+    return np.asarray(_parity_sign(x))
 
 
 def layout_plan(params: Any) -> Plan:
@@ -73,7 +73,7 @@ def layout_plan(params: Any) -> Plan:
         groups = np.zeros(n, dtype=np.int64) if reports.groups is None else reports.groups.astype(np.int64)
         y = layout.group_hashes(groups, np.full(n, w[0], dtype=np.uint64))
         col = y + layout.table[groups, 3]
-        return parity_sign(reports.rows.astype(np.uint64) & col) == reports.bits
+        return np.asarray(parity_sign(reports.rows.astype(np.uint64) & col) == reports.bits)
     return Plan(value_inputs(0, 1), support_events(support, [0], [1]),
                 ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
 
@@ -88,7 +88,7 @@ def count_sketch_plan(params: Any) -> Plan:
         if pid == "treehist-cs":
             x = x >> (params.L - (reports.groups.astype(np.int64) // params.R + 1)).astype(np.uint64)
         bucket, sign = params.hashes(reports.groups, x)
-        return sign * parity_sign(reports.rows.astype(np.uint64) & bucket) == reports.bits
+        return np.asarray(sign * parity_sign(reports.rows.astype(np.uint64) & bucket) == reports.bits)
     return Plan(value_inputs(0, 1), support_events(support, [0], [1]),
                 ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
 
@@ -106,7 +106,7 @@ def prime_field_of(params: Any) -> Any:
 def sketch_epsilon(params: Any) -> float:
     """One flip per sent bit: 1, M or K M bits of the sketch."""
     bits = {"1": 1, "M": params.M, "K*M": params.K * params.M}[params.bit_divisor]
-    return bits * rr_effective_epsilon(params.flip_threshold, 2)
+    return float(bits * rr_effective_epsilon(params.flip_threshold, 2))
 
 
 def sketch_of(params: Any, items: Any) -> np.ndarray:
@@ -120,7 +120,7 @@ def sketch_of(params: Any, items: Any) -> np.ndarray:
 def covering_items(params: Any) -> List[int]:
     """The shortest prefix of ``[0, d)`` whose sketch has the most 1-cells."""
     cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
-    seen: set = set()
+    seen: Set[int] = set()
     target = np.unique(cells).size
     for x in range(params.d):
         seen.update(cells[x].tolist())
@@ -150,10 +150,12 @@ def sketch_bits_plan(params: Any) -> Plan:
     def sketch_support(reports: Any, w: int) -> np.ndarray:
         sk = sketches[w]
         if pid == "privsketch-ldp":
-            return reports.bit == sk[reports.k.astype(np.int64) * M + reports.m.astype(np.int64)]
-        if pid == "multi-pcms-mean":
-            return np.all(reports.bits == sk.reshape(K, M)[reports.row.astype(np.int64)], axis=1)
-        return np.all(reports.bits.reshape(len(reports.bits), -1) == sk, axis=1)
+            match = reports.bit == sk[reports.k.astype(np.int64) * M + reports.m.astype(np.int64)]
+        elif pid == "multi-pcms-mean":
+            match = np.all(reports.bits == sk.reshape(K, M)[reports.row.astype(np.int64)], axis=1)
+        else:
+            match = np.all(reports.bits.reshape(len(reports.bits), -1) == sk, axis=1)
+        return np.asarray(match)
     return Plan(set_inputs([], full), support_events(sketch_support, 0, 1),
                 ("bits = sketch(empty) != sketch(x1)", f"bits = sketch({len(full)} items) != sketch(empty)"))
 
@@ -219,7 +221,8 @@ def sketch_simulation(pid: str, label: str, summary: str, **estimate: Any) -> Ca
         from .privsketch import PrivacyWarning
 
         proto = protocol(pid)
-        params = proto.params.create(epsilon=eps, d=sets.d, seed=draw(gen))
+        params_type: Any = proto.params
+        params = params_type.create(epsilon=eps, d=sets.d, seed=draw(gen))
         with warnings.catch_warnings():  # PrivSketch's ordering matrix: simulated on purpose
             warnings.simplefilter("ignore", PrivacyWarning)
             reports = proto.client(params, rng=draw(gen)).perturb(sets)
