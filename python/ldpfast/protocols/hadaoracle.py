@@ -29,9 +29,9 @@ import numpy as np
 from .._base import Protocol, register_protocol
 from ..errors import ParameterError
 from .._base import Params as _ParamsBase
-from .._validate import check_binary_epsilon, check_choice, check_epsilon, check_int
-from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, gf64_field,
-                       hash_coefficients, make_layout, pow2_at_least, _random_seed)
+from .._validate import as_values, check_binary_epsilon, check_choice, check_epsilon, check_int
+from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, cached_layout, gf64_field,
+                               hash_coefficients, make_layout, pow2_at_least, _random_seed)
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
 
