@@ -1,8 +1,9 @@
 """Argument checks shared by every protocol: each error names the parameter, the
 constraint and the value received.
 
-Scalars: :func:`check_int` (the one integer check), :func:`check_real`, :func:`check_epsilon` and the
-randomized-response ranges, :func:`check_choice`, :func:`check_threads`. Arrays:
+Scalars: :func:`check_int` (the one integer check), :func:`check_real`, :func:`check_bool`,
+:func:`check_epsilon` and the randomized-response ranges (:func:`rr_threshold`),
+:func:`check_choice`, :func:`check_threads`. Arrays:
 :func:`check_array` (a report column: dtype, dimensions, optional cast with range check),
 :func:`uint64_column` (integers from any input, no silent conversion), :func:`check_below`
 (a range ``[0, bound)``), :func:`check_bits` (+-1 values) and the client-input forms built
@@ -153,6 +154,13 @@ def check_real(name: str, value: Any, low: float = 0.0, high: float = math.inf, 
             rule = f"a number in ({low:g}, {high:g}{']' if high_closed else ')'}"
         raise ParameterError(f"{name} must be {rule}, got {value!r}")
     return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a Python bool (a ``bool`` or ``numpy.bool_``; 0 and 1 are refused)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def check_choice(name: str, value: Any, choices: Tuple[str, ...]) -> str:

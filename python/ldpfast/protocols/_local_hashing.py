@@ -7,7 +7,8 @@ PS-OLH and SVIM (:mod:`ldpfast.ps_olh`, :mod:`ldpfast.svim`).
   :func:`default_g` (OLH's ``g``, the one rule :func:`ldpfast.theory.olh_g`),
   :func:`finite_field_size`, :func:`check_hash_field`;
 * OLH over a prime field of any size, with reports ``(z, a0, a1)``: :class:`OLHReportColumns`,
-  :func:`olh_perturb`, :func:`check_olh_reports`, :func:`olh_debias`.
+  :func:`olh_perturb`, :func:`check_olh_reports`, and the estimator of both,
+  :func:`debias_matches`.
 """
 
 from __future__ import annotations
@@ -141,8 +142,14 @@ def check_olh_reports(reports: Any, params: Any) -> None:
     check_below(reports.a1, params.field_size, "a1", label="field_size")
 
 
-def olh_debias(matches: np.ndarray, n: int, g: int, epsilon: float) -> np.ndarray:
-    """OLH counts ``chat = (g C - n)/(p g - 1)``, ``p = e^eps/(e^eps + g - 1)``, from the
-    numbers ``C`` of users whose hash of the item matches their report."""
-    keep = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
-    return (g * np.asarray(matches, dtype=np.float64) - n) / (keep * g - 1.0)
+def debias_matches(matches: Any, n: int, epsilon: float, m: int,
+                   estimator_m: Optional[float] = None) -> np.ndarray:
+    """CMS+RR frequency estimates from match counts ([PAN] Algorithm 2, corrected decoding):
+    ``fhat = mu/(mu-1) * ((e+m-1) C/n - 1)/(e-1) - 1/(mu-1)`` where ``C`` counts the reports
+    with ``z_i = h_i(x)`` among ``n`` and ``mu`` is ``estimator_m`` (default ``m``; OCMS uses
+    ``m'``). With ``mu = m = g`` this is OLH's ``(C/n - 1/g)/(p - 1/g)``,
+    ``p = e/(e+g-1)``, i.e. ``chat = (g C - n)/(p g - 1)`` in counts."""
+    em1 = math.expm1(epsilon)
+    mu = float(m) if estimator_m is None else estimator_m
+    share = np.asarray(matches, dtype=np.float64) / n
+    return mu / (mu - 1) * (((em1 + m) * share - 1.0) / em1) - 1.0 / (mu - 1)

@@ -53,13 +53,13 @@ import numpy as np
 from .. import _base, _core
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
-from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
-                         uint64_column)
+from .._validate import (check_below, check_bool, check_epsilon, check_int, check_threads, check_values,
+                         rr_threshold, uint64_column)
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 from ..kernels import field as _field
 from ..kernels.field import PRIME
 from ..theory import ocms as _theory
-from ._local_hashing import check_hash_field, finite_field_size, hash_range
+from ._local_hashing import check_hash_field, debias_matches, finite_field_size, hash_range
 
 __all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
@@ -118,10 +118,8 @@ class Params(_base.Params):
             raise ParameterError(f"field_size must be >= d + 1 = {d + 1} ([PAN] Alg. 1), got {size}")
         if self.a_range not in ("full", "nonzero"):
             raise ParameterError(f"a_range must be 'full' or 'nonzero', got {self.a_range!r}")
-        if not isinstance(self.use_m_prime, (bool, np.bool_)):
-            raise ParameterError(f"use_m_prime must be a bool, got {self.use_m_prime!r}")
         for name, value in (("epsilon", eps), ("d", d), ("m", m), ("field_size", size), ("poly", poly),
-                            ("use_m_prime", bool(self.use_m_prime))):
+                            ("use_m_prime", check_bool("use_m_prime", self.use_m_prime))):
             object.__setattr__(self, name, value)
         self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
@@ -301,10 +299,7 @@ def decode_matches(params: Params, matches, n: int, clip: bool = False) -> np.nd
     n = int(n)
     if n <= 0:
         raise ReportError("cannot estimate frequencies from zero reports")
-    em1 = math.expm1(params.epsilon)
-    mu = params.estimator_m
-    share = np.asarray(matches, dtype=np.float64) / n
-    fhat = mu / (mu - 1) * (((em1 + params.m) * share - 1.0) / em1) - 1.0 / (mu - 1)
+    fhat = debias_matches(matches, n, params.epsilon, params.m, params.estimator_m)
     return np.clip(fhat, 0.0, 1.0) if clip else fhat
 
 

@@ -25,7 +25,7 @@ from .._validate import as_values, check_array, check_epsilon, check_int, check_
 from ..errors import FormatError, ParameterError, ReportError
 from ..kernels.field import PRIME
 from ._hadamard_layout import _check_d, prime_field
-from ._local_hashing import default_g
+from ._local_hashing import debias_matches, default_g
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]
 
@@ -171,11 +171,7 @@ class OLHServer(Aggregator):
             raise ReportError("no reports have been aggregated yet")
         p = self.params
         xs = None if candidates is None else as_values(candidates, p.d, "candidates")
-        matches = self._reports.match_counts(xs)
-        em1 = math.expm1(p.epsilon)
-        # p_keep - 1/g = (e - 1)(g - 1) / (g (e + g - 1))
-        gap = em1 * (p.g - 1.0) / (p.g * (em1 + p.g))
-        est = (matches / self.n - 1.0 / p.g) / gap
+        est = debias_matches(self._reports.match_counts(xs), self.n, p.epsilon, p.g)
         return est * self.n if counts else est
 
 

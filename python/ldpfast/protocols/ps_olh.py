@@ -22,10 +22,10 @@ from .._base import register_protocol
 from .._random import KeySource, RngLike
 from ..datasets import SetData
 from ..errors import ParameterError
-from .._validate import check_epsilon, check_int, check_threads, rr_threshold
+from .._validate import check_bool, check_epsilon, check_int, check_threads, rr_threshold
 from ..kernels.field import PRIME
 from ..theory.hadamard import olh_g
-from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, default_g, olh_debias,
+from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
 from ._sets import PrivacyWarning, TrackedServer, as_sets
 
@@ -73,8 +73,7 @@ class PSOLHParams(_ParamsBase):
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 2)
         check_int("pad_len", self.pad_len, 1)
-        if not isinstance(self.amplify, bool):
-            raise ParameterError(f"amplify must be a bool, got {type(self.amplify).__name__}")
+        object.__setattr__(self, "amplify", check_bool("amplify", self.amplify))
         g = self.g or default_g(self.epsilon, self.olh_epsilon,
                                 "g = round(e^eps') + 1" if self.amplify else "g = round(e^eps) + 1")
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
@@ -165,7 +164,7 @@ class PSOLHServer(TrackedServer):
         tracked item)."""
         cand = self._query(candidates)
         p = self.params
-        est = p.pad_len * olh_debias(self._pos[cand], self.n, p.g, p.olh_epsilon)
+        est = p.pad_len * self.n * debias_matches(self._pos[cand], self.n, p.olh_epsilon, p.g)
         return est if counts else est / self.n
 
 

@@ -37,10 +37,10 @@ from .._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _St
 from .._base import register_protocol
 from .._random import KeySource, RngLike
 from ..errors import FormatError, ParameterError, ReportError
-from .._validate import (candidate_array, check_below, check_epsilon, check_int, check_real, check_threads,
-                         rr_threshold)
+from .._validate import (candidate_array, check_below, check_bool, check_epsilon, check_int, check_real,
+                         check_threads, rr_threshold)
 from ..kernels.field import PRIME
-from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, default_g, olh_debias,
+from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
 from ._sets import PrivacyWarning, as_sets, intersect_candidates
 
@@ -190,8 +190,7 @@ class SVIMPaddedParams(_ParamsBase):
         check_int("L", self.L, 1, self.field_size - 1 - len(self.candidates))
         object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
-        if not isinstance(self.reference, bool):
-            raise ParameterError(f"reference must be a bool, got {type(self.reference).__name__}")
+        object.__setattr__(self, "reference", check_bool("reference", self.reference))
         self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
 
     @property
@@ -406,7 +405,7 @@ class _SVIMServer(Aggregator):
         """Unbiased estimates of how many reporting users hold each value of the domain."""
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
-        return olh_debias(self._counts, self.n, self.params.g, self.params.epsilon)
+        return self.n * debias_matches(self._counts, self.n, self.params.epsilon, self.params.g)
 
 
 class SVIMItemServer(_SVIMServer):
