@@ -10,8 +10,7 @@ import math
 
 import numpy as np
 
-from .._validate import check_epsilon
-from ..errors import ParameterError
+from .._validate import check_epsilon, check_int, check_real
 from .hadamard import olh_g
 
 __all__ = [
@@ -24,10 +23,9 @@ __all__ = [
 
 def _check(eps: float, K: int, M: int, n: float) -> None:
     check_epsilon(eps)
-    if K < 1 or M < 1:
-        raise ParameterError(f"K and M must be >= 1, got K={K}, M={M}")
-    if not n > 0:
-        raise ParameterError(f"n must be > 0, got {n!r}")
+    check_int("K", K, 1)
+    check_int("M", M, 1)
+    check_real("n", n)
 
 
 def _rr_flip(eps: float) -> float:
