@@ -180,7 +180,8 @@ class LayoutClient(ClientBase):
         """True when this client is a reproducible simulator (seeded), not a private client."""
         return self._keys.seeded
 
-    def _perturb(self, values: np.ndarray, groups: Any, rows: Any) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
+    def _perturb(self, values: np.ndarray, groups: Any,
+                 rows: Any) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
         layout = self.params.layout()
         n = values.shape[0]
         groups = optional_index_array("groups", groups, n)

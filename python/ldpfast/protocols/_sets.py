@@ -96,7 +96,7 @@ class SketchParams(_ParamsBase):
             if len(coeffs) != K:
                 raise ParameterError(f"{name} must hold K={K} coefficients, got {len(coeffs)}")
             object.__setattr__(self, name, coeffs)
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
         object.__setattr__(self, "K", K)
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "d", d)

@@ -52,7 +52,7 @@ class Params(_base.Params):
             raise ParameterError(f"d must be < 2^63, got {d}")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "d", d)
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def keep_probability(self) -> float:

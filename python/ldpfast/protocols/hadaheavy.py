@@ -159,7 +159,7 @@ class Params(_ParamsBase):
             rows = self.level_rows(level)
             hashed = rows < pow2_at_least(max(2, self.prefix_domain(level)))
             levels.append((len(groups), self.k))
-            for j in range(self.k):
+            for _ in range(self.k):
                 g = len(groups)
                 groups.append({"a0": int(coef[g, 0]), "a1": int(coef[g, 1]), "hash_modulus": rows if hashed else 0,
                                "rows": rows, "shift": self.shift(level)})

@@ -349,7 +349,7 @@ class RHRParams(Params):
         if self.epsilon > 21.0:
             raise ParameterError(f"epsilon must be <= 21 for RHR (2^b symbols in uint32), got {self.epsilon}")
         object.__setattr__(self, "d", _check_d(self.d, 2**28))
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def b(self) -> int:

@@ -145,12 +145,13 @@ class MultiPCMSMeanServer(_TableServer):
         sums = st["sums"].copy()
         for k in range(p.K):
             sums[k] += reports.bits[reports.row == k].sum(axis=0, dtype=np.int64)
-        return {"n": st["n"] + len(reports), "rows": st["rows"] + np.bincount(reports.row.astype(np.intp), minlength=p.K),
-                "sums": sums}
+        rows = st["rows"] + np.bincount(reports.row.astype(np.intp), minlength=p.K)
+        return {"n": st["n"] + len(reports), "rows": rows, "sums": sums}
 
     def estimate(self, candidates=None, counts: bool = False, correction: bool = False) -> np.ndarray:
-        """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2): ``count(x)/n`` with no collision
-        correction, so items look more frequent the fuller the users' rows are.
+        """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2):
+        ``count(x)/n`` with no collision correction, so items look more frequent the fuller
+        the users' rows are.
         ``correction=True`` (derived here; in neither [PS] nor its code): ``sum_i (bhat_i(x)
         - what_i/M) / (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
         self._require_reports()

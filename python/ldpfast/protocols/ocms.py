@@ -121,7 +121,7 @@ class Params(_base.Params):
         for name, value in (("epsilon", eps), ("d", d), ("m", m), ("field_size", size), ("poly", poly),
                             ("use_m_prime", check_bool("use_m_prime", self.use_m_prime))):
             object.__setattr__(self, name, value)
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @classmethod
     def optimal(cls, epsilon: float, d: int, mode: str = "mse", f_star: float = 1.0,

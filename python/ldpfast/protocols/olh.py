@@ -53,7 +53,7 @@ class OLHParams(Params):
         object.__setattr__(self, "d", _check_d(self.d, PRIME))
         g = default_g(self.epsilon) if self.g is None else self.g
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def flip_probability(self) -> float:

@@ -77,7 +77,7 @@ class PSOLHParams(_ParamsBase):
         g = self.g or default_g(self.epsilon, self.olh_epsilon,
                                 "g = round(e^eps') + 1" if self.amplify else "g = round(e^eps) + 1")
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def true_epsilon(self) -> float:

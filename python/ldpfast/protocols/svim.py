@@ -107,7 +107,7 @@ class SVIMItemParams(_SVIMOLHParams):
         check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
         check_int("k", self.k, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
-        self.flip_threshold
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def domain(self) -> int:
@@ -143,7 +143,7 @@ class SVIMLengthParams(_SVIMOLHParams):
         object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
         check_int("max_L", self.max_L, 1)
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
-        self.flip_threshold
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def domain(self) -> int:
@@ -191,7 +191,7 @@ class SVIMPaddedParams(_ParamsBase):
         object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
         object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
         object.__setattr__(self, "reference", check_bool("reference", self.reference))
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def dummies(self) -> int:
