@@ -1,8 +1,10 @@
 """ldpfast: frequency estimation and heavy hitters under local differential privacy.
 
-Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms`,
+Protocol families live in submodules (imported on first use; their code is in
+:mod:`ldpfast.protocols`): :mod:`ldpfast.ocms`, :mod:`ldpfast.grr`, :mod:`ldpfast.olh`,
 :mod:`ldpfast.hadamard`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
-:mod:`ldpfast.privsketch`, and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
+:mod:`ldpfast.privsketch` with its baselines (:mod:`ldpfast.multi_pcms`,
+:mod:`ldpfast.ps_olh`, :mod:`ldpfast.svim`), and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
 :mod:`ldpfast.subset_selection`; shared pieces in :mod:`ldpfast.kernels`,
 :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
 """
