@@ -72,7 +72,7 @@ def test_every_protocol_is_registered_exactly_once():
 @pytest.mark.parametrize("old, names", [
     ("ldpfast.hadamard", ["OLHParams", "OLHClient", "OLHReports", "OLHServer", "HRRServer", "GroupBitReports",
                           "BitReports", "PRIME", "gf64_field", "probability_threshold", "binary_flip_threshold",
-                          "Layout", "LayoutClient", "LayoutServer", "cached_layout", "as_values"]),
+                          "Layout", "LayoutClient", "LayoutServer", "cached_layout", "as_values", "prime_field"]),
     ("ldpfast.privsketch", ["PrivacyWarning", "SketchParams", "as_sets", "MultiPCMSMeanParams", "PSOLHServer",
                             "SVIMPaddedServer", "svim", "svim_groups", "SvimResult", "padding_length", "olh_g",
                             "PRIME"]),
