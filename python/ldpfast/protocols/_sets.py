@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _core
 from .._base import Aggregator, ClientBase, Params as _ParamsBase, _checked_sum, _State
+from .._memory import check_allocation
 from .._random import KeySource, RngLike
 from ..datasets import SetData
 from .._validate import candidate_array, check_epsilon, check_int, check_threads, rr_threshold
@@ -148,6 +149,16 @@ class SketchParams(_ParamsBase):
     def cells(self, x: np.ndarray) -> np.ndarray:
         """Flat cell indices ``k*M + H_k(x)``, shape ``(len(x), K)``, uint16."""
         return (self.hash(x) + np.arange(self.K, dtype=np.uint64) * self.M).astype(np.uint16)
+
+    def query_cells(self, candidates: Any = None) -> np.ndarray:
+        """:meth:`cells` of the query ``candidates`` (``None``: the whole domain, after a
+        memory-budget check) as int64 indices, shape ``(len(candidates), K)``."""
+        if candidates is None:
+            check_allocation(24 * self.K * self.d, f"a whole-domain query over d={self.d} items and K={self.K} rows")
+            cand = np.arange(self.d, dtype=np.int64)
+        else:
+            cand = candidate_array(candidates, self.d)
+        return self.cells(cand).astype(np.int64)
 
 
 

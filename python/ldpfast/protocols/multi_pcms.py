@@ -18,8 +18,7 @@ import numpy as np
 
 from .._base import Aggregator, Protocol, Reports as _ReportsBase, _State
 from .._base import register_protocol
-from .._memory import check_allocation
-from .._validate import candidate_array, check_array, check_below, check_bits
+from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ReportError
 from ..theory.hadamard import c_eps
 from ._sets import SketchClient, SketchParams
@@ -113,13 +112,7 @@ class _TableServer(Aggregator):
             raise ReportError("estimate needs at least one report (n = 0)")
 
     def _cells(self, candidates):
-        p = self.params
-        if candidates is None:
-            check_allocation(24 * p.K * p.d, f"a whole-domain query over d={p.d} items and K={p.K} rows")
-            cand = np.arange(p.d, dtype=np.int64)
-        else:
-            cand = candidate_array(candidates, p.d)
-        return p.cells(cand).astype(np.int64)
+        return self.params.query_cells(candidates)
 
 
 class MultiPCMSMeanServer(_TableServer):

@@ -30,9 +30,8 @@ import numpy as np
 
 from .. import _core
 from .._base import Aggregator, ClientBase, Protocol, _State, _exact_sum, register_protocol
-from .._memory import check_allocation
 from .._random import KeySource, RngLike
-from .._validate import (candidate_array, check_array, check_below, check_bits, check_int, check_threads,
+from .._validate import (check_array, check_below, check_bits, check_int, check_threads,
                          probability_threshold, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from .._base import Reports as _ReportsBase
@@ -211,14 +210,9 @@ class Server(Aggregator):
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params
-        if candidates is None:
-            check_allocation(24 * p.K * p.d, f"a whole-domain query over d={p.d} items and K={p.K} rows")
-            xs = np.arange(p.d, dtype=np.uint64)
-        else:
-            xs = candidate_array(candidates, p.d).astype(np.uint64)
         st = self._st
         decoded = p.c / 2.0 * st["sums"] + st["rows"][:, None] / 2.0
-        count = decoded.ravel()[p.cells(xs).astype(np.int64)].sum(axis=1)
+        count = decoded.ravel()[p.query_cells(candidates)].sum(axis=1)
         return count if counts else count / self.n
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:

@@ -44,9 +44,8 @@ import numpy as np
 from .. import _core
 from .._base import Aggregator, Protocol, Reports as _ReportsBase
 from .._base import _State, register_protocol
-from .._memory import check_allocation
 from .._random import RngLike
-from .._validate import candidate_array, check_array, check_below, check_bits
+from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ParameterError, ReportError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
@@ -457,12 +456,7 @@ class SafeServer(Aggregator):
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params
-        if candidates is None:
-            check_allocation(24 * p.K * p.d, f"a whole-domain query over d={p.d} items and K={p.K} rows")
-            cand = np.arange(p.d, dtype=np.int64)
-        else:
-            cand = candidate_array(candidates, p.d)
-        sums = self._cell_sums().ravel()[p.cells(cand).astype(np.int64)]  # (D, K)
+        sums = self._cell_sums().ravel()[p.query_cells(candidates)]  # (D, K)
         if estimator == "mean":
             est = p.M / self.n * sums.sum(axis=1)
         elif estimator == "mean-corrected":
