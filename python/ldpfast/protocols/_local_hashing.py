@@ -5,7 +5,7 @@ PS-OLH and SVIM (:mod:`ldpfast.ps_olh`, :mod:`ldpfast.svim`).
 
 * choosing the hash range and the field: :func:`hash_range` (OCMS's ``m``, [PAN] Alg. 1),
   :func:`default_g` (OLH's ``g``, the one rule :func:`ldpfast.theory.olh_g`),
-  :func:`finite_field_size`, :func:`check_hash_field`;
+  :func:`finite_field_size`, :func:`choose_field`, :func:`check_hash_field`;
 * OLH over a prime field of any size, with reports ``(z, a0, a1)``: :class:`OLHReportColumns`,
   :func:`olh_perturb`, :func:`check_olh_reports`, and the estimator of both,
   :func:`debias_matches`.
@@ -71,6 +71,23 @@ def finite_field_size(d: int, m: int, compact: bool = False) -> int:
     if v > PRIME:
         return 1 << _field.ceil_log2(v)
     return _field.next_prime(v) if compact else PRIME
+
+
+def choose_field(d: int, m: int, field: str = "paper") -> Tuple[int, str]:
+    """``(field_size, field_kind)`` for ``d`` values hashed into ``[m]``: ``"paper"``:
+    :func:`finite_field_size` (``PRIME``, or ``GF(2^64)`` when ``d >= PRIME``);
+    ``"compact"``: the smallest prime ``>= max(d+1, 5m)``; ``"binary"``: ``GF(2^l)`` with
+    ``l = ceil(log2 max(d+1, 5m))``. ParameterError when no supported field (<= 2^64) fits."""
+    if field not in ("paper", "compact", "binary"):
+        raise ParameterError(f"field must be 'paper', 'compact' or 'binary', got {field!r}")
+    if field == "binary":
+        size = 1 << _field.ceil_log2(max(int(d) + 1, 5 * m))
+    else:
+        size = finite_field_size(d, m, compact=field == "compact")
+    if size > 2**64:
+        raise ParameterError(f"d = {d} and m = {m} need a field of size {size} > 2^64, "
+                             "which this build does not support")
+    return size, "binary" if size & (size - 1) == 0 else "prime"
 
 
 def check_hash_field(size: int, kind: str = "prime", poly: Any = ()) -> Tuple[int, Tuple[int, ...]]:

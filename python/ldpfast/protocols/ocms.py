@@ -59,12 +59,10 @@ from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 from ..kernels import field as _field
 from ..kernels.field import PRIME
 from ..theory import ocms as _theory
-from ._local_hashing import check_hash_field, debias_matches, finite_field_size, hash_range
+from ._local_hashing import check_hash_field, choose_field, debias_matches, finite_field_size, hash_range
 
 __all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
-
-_U64 = 2**64
 
 
 # --- parameters -------------------------------------------------------------------------
@@ -139,16 +137,7 @@ class Params(_base.Params):
         """
         d = check_int("d", d, 1)
         m = hash_range(epsilon, d, mode, f_star)
-        if field not in ("paper", "compact", "binary"):
-            raise ParameterError(f"field must be 'paper', 'compact' or 'binary', got {field!r}")
-        if field == "binary":
-            size = 1 << _field.ceil_log2(max(int(d) + 1, 5 * m))
-        else:
-            size = finite_field_size(d, m, compact=field == "compact")
-        if size > _U64:
-            raise ParameterError(f"d = {d} and m = {m} need a field of size {size} > 2^64, "
-                                 "which this build does not support")
-        kind = "binary" if size & (size - 1) == 0 else "prime"
+        size, kind = choose_field(d, m, field)
         return cls(epsilon=epsilon, d=d, m=m, field_size=size, field_kind=kind, a_range=a_range,
                    use_m_prime=use_m_prime)
 
