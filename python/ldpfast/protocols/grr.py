@@ -21,10 +21,9 @@ import numpy as np
 
 from .. import _base, _core
 from .._random import KeySource, RngLike
-from .._validate import check_threads, rr_threshold
+from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
+                         uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
-from .ocms import _check_below, uint64_column
-from ..theory import ocms as _theory
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
 
@@ -47,13 +46,13 @@ class Params(_base.Params):
     d: int
 
     def __post_init__(self):
-        eps, _, _ = _theory._eps(self.epsilon)
-        d = _theory._positive_int(self.d, "d", 2)
+        eps = check_epsilon(self.epsilon)
+        d = check_int("d", self.d, 2)
         if d >= 2**63:
             raise ParameterError(f"d must be < 2^63, got {d}")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "d", d)
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
     def keep_probability(self) -> float:
@@ -108,8 +107,7 @@ class Client(_base.ClientBase):
 
     def perturb(self, values) -> Reports:
         """One report per value (values: integers in ``[0, d)``)."""
-        x = uint64_column(values, "values", ParameterError)
-        _check_below(x, self.params.d, "values", "integers in", ParameterError)
+        x = check_values(values, self.params.d)
         y = _core.randomized_response(self._keys.key(), x, self.params.d, self.params.flip_threshold,
                                       self.threads)
         return Reports(y=y)
@@ -156,7 +154,7 @@ class Server(_base.Aggregator):
         return self._counts.copy()
 
     def _validate(self, reports: Reports) -> None:
-        _check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
+        check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
 
     def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
         counts = self._counts.copy()
@@ -178,8 +176,7 @@ class Server(_base.Aggregator):
         if candidates is None:
             histogram = self._counts
         else:
-            xs = uint64_column(candidates, "candidates", ParameterError)
-            _check_below(xs, self.params.d, "candidates", "values in", ParameterError)
+            xs = check_values(candidates, self.params.d, "candidates", "values in")
             histogram = self._counts[xs]
         est = decode_counts(self.params, histogram, n, clip)
         return est * n if counts else est

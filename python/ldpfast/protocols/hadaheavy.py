@@ -32,21 +32,14 @@ from .._base import Params as _ParamsBase
 from .._base import Protocol, register_protocol
 from .._memory import check_allocation
 from ..errors import ParameterError
-from .._validate import check_binary_epsilon, check_choice, check_epsilon, check_int
-from .hadamard import (GroupBitReports, Layout, LayoutServer, as_values, cached_layout, gf64_field,
-                       hash_coefficients, make_layout, pow2_at_least, _random_seed)
+from .._validate import as_values, check_binary_epsilon, check_choice, check_epsilon, check_int, check_real
+from ._hadamard_layout import (GroupBitReports, Layout, LayoutServer, cached_layout, gf64_field,
+                               hash_coefficients, make_layout, pow2_at_least, _random_seed)
 from . import hadaoracle
 from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ..theory import hadamard as _theory
 
 __all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]
-
-
-def _positive_float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0 \
-            or not np.isfinite(value):
-        raise ParameterError(f"{name} must be a finite positive number, got {value!r}")
-    return float(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +87,8 @@ class Params(_ParamsBase):
         m = check_int("m", self.m, 2, 2**24)
         if m & (m - 1):
             raise ParameterError(f"m must be a power of two, got {m}")
-        object.__setattr__(self, "delta", _positive_float("delta", self.delta))
-        object.__setattr__(self, "tau", _positive_float("tau", self.tau))
+        object.__setattr__(self, "delta", check_real("delta", self.delta))
+        object.__setattr__(self, "tau", check_real("tau", self.tau))
         if self.tau <= self.delta:
             raise ParameterError(f"tau must exceed delta, got tau={self.tau}, delta={self.delta}")
         check_choice("partition", self.partition, PARTITIONS)
@@ -166,7 +159,7 @@ class Params(_ParamsBase):
             rows = self.level_rows(level)
             hashed = rows < pow2_at_least(max(2, self.prefix_domain(level)))
             levels.append((len(groups), self.k))
-            for j in range(self.k):
+            for _ in range(self.k):
                 g = len(groups)
                 groups.append({"a0": int(coef[g, 0]), "a1": int(coef[g, 1]), "hash_modulus": rows if hashed else 0,
                                "rows": rows, "shift": self.shift(level)})
@@ -252,8 +245,8 @@ class Server(LayoutServer):
         query cost growing with ``m``), as a runtime baseline."""
         self._require_reports()
         p = self.params
-        delta = p.delta if delta is None else _positive_float("delta", delta)
-        tau = p.tau if tau is None else _positive_float("tau", tau)
+        delta = p.delta if delta is None else check_real("delta", delta)
+        tau = p.tau if tau is None else check_real("tau", tau)
         top = p.top if top is None else check_int("top", top, 1)
         threshold = tau - delta
         kept = np.zeros(1, dtype=np.uint64)

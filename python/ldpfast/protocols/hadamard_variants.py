@@ -38,14 +38,16 @@ import numpy as np
 
 from .. import _core
 from . import hadamard as _h
+from ._hadamard_layout import group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field
+from ..theory.hadamard import c_eps
 from .._base import (Aggregator, ClientBase, Params, Protocol, Reports, _checked_sum, _exact_sum, _State,
                     register_protocol)
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
-from .._validate import check_epsilon, check_int, check_threads, probability_threshold, rr_threshold
+from .._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
+                         probability_threshold, rr_threshold, uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
 from .hadaoracle import _parity_sign
-from .ocms import _check_below, uint64_column
 from ..theory import pan_baselines as _pt
 
 __all__ = ["AppleCMSHEParams", "AppleCMSHEReports", "AppleCMSHEClient", "AppleCMSHEServer",
@@ -71,10 +73,10 @@ class AppleCMSHEParams(_h.CMSHEParams):
         return self.m
 
     def _build_layout(self) -> _h.Layout:
-        coef = _h.hash_coefficients(self.hash_seed, self.k, _h.PRIME)
+        coef = hash_coefficients(self.hash_seed, self.k, _h.PRIME)
         groups = [{"a0": int(coef[j, 0]), "a1": int(coef[j, 1]), "hash_modulus": self.m, "col_offset": 0,
                    "rows": self.m} for j in range(self.k)]
-        return _h.make_layout(groups, field=_h.prime_field())
+        return make_layout(groups, field=prime_field())
 
 
 @dataclasses.dataclass
@@ -100,7 +102,7 @@ class AppleCMSHEClient(_h.CMSHEClient):
     reports_type = AppleCMSHEReports
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> AppleCMSHEReports:
-        x = _h.as_values(values, self.params.d)
+        x = as_values(values, self.params.d)
         g, r, b = self._perturb(x, groups, rows)
         return AppleCMSHEReports(groups=g, rows=r, bits=b)
 
@@ -117,8 +119,8 @@ class AppleCMSHEServer(_h.CMSHEServer):
         all of ``[0, d)``), float64."""
         self._require_reports()
         p = self.params
-        xs = np.arange(p.d, dtype=np.uint64) if candidates is None else _h.as_values(candidates, p.d, "candidates")
-        total = _h._chunked_group_sum(p.layout(), self.decoded(), xs, 0, self.threads) * _h.c_eps(p.epsilon)
+        xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
+        total = group_sum(p.layout(), self.decoded(), xs, 0, self.threads) * c_eps(p.epsilon)
         est = p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
         return est * self.n if counts else est
 
@@ -154,7 +156,7 @@ class RHROriginalParams(Params):
     @property
     def D(self) -> int:
         """``2^ceil(log2 d)``."""
-        return _h.pow2_at_least(self.d)
+        return pow2_at_least(self.d)
 
     @property
     def k(self) -> int:
@@ -222,8 +224,8 @@ class RHROriginalReports(Reports):
 
     def validate(self, params: RHROriginalParams) -> None:
         self._check_lengths()
-        _check_below(self.rows, params.B, "rows", "Hadamard rows in", ReportError)
-        _check_below(self.z, params.symbols, "z", "symbols in", ReportError)
+        check_below(self.rows, params.B, "rows", "Hadamard rows in", ReportError)
+        check_below(self.z, params.symbols, "z", "symbols in", ReportError)
 
 
 def _parity(values: np.ndarray) -> np.ndarray:
@@ -253,8 +255,7 @@ class RHROriginalClient(ClientBase):
         """One report per value (integers in ``[0, d)``). ``rows``: the users' Hadamard rows
         in ``[0, B)``; ``None`` draws them uniformly."""
         p = self.params
-        x = uint64_column(values, "values", ParameterError)
-        _check_below(x, p.d, "values", "integers in", ParameterError)
+        x = check_values(values, p.d)
         if rows is None:
             # Uniform on [0, B): randomized response of 0 that moves to each other row
             # with probability 1/B.
@@ -265,7 +266,7 @@ class RHROriginalClient(ClientBase):
             j = uint64_column(rows, "rows", ParameterError)
             if j.size != x.size:
                 raise ParameterError(f"rows must have one entry per value ({x.size}), got {j.size}")
-            _check_below(j, p.B, "rows", "Hadamard rows in", ParameterError)
+            check_below(j, p.B, "rows", "Hadamard rows in", ParameterError)
         block = np.uint64(p.B)
         y = np.uint64(2) * (x // block) + _parity(j & (x % block))
         z = _core.randomized_response(self._keys.key(), y, p.symbols, p.flip_threshold, self.threads)
@@ -321,8 +322,7 @@ class RHROriginalServer(Aggregator):
         full = diff.reshape(-1)[:p.d] * (scale * n if counts else scale)  # index loc * B + x mod B = x
         if candidates is None:
             return full
-        xs = uint64_column(candidates, "candidates", ParameterError)
-        _check_below(xs, p.d, "candidates", "values in", ParameterError)
+        xs = check_values(candidates, p.d, "candidates", "values in")
         return full[xs]
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:

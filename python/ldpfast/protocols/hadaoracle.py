@@ -29,9 +29,9 @@ import numpy as np
 from .._base import Protocol, register_protocol
 from ..errors import ParameterError
 from .._base import Params as _ParamsBase
-from .._validate import check_binary_epsilon, check_choice, check_epsilon, check_int
-from .hadamard import (GroupBitReports, Layout, LayoutClient, LayoutServer, as_values, cached_layout, gf64_field,
-                       hash_coefficients, make_layout, pow2_at_least, _random_seed)
+from .._validate import as_values, check_binary_epsilon, check_bool, check_choice, check_epsilon, check_int
+from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, _random_seed, cached_layout,
+                               gf64_field, hash_coefficients, make_layout, pow2_at_least)
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
 
@@ -94,8 +94,7 @@ class Params(_ParamsBase):
         object.__setattr__(self, "m", min(m, pow2_at_least(self.d)))
         check_choice("partition", self.partition, PARTITIONS)
         check_choice("scaling", self.scaling, SCALINGS)
-        if not isinstance(self.collision_correction, bool):
-            raise ParameterError(f"collision_correction must be a bool, got {self.collision_correction!r}")
+        object.__setattr__(self, "collision_correction", check_bool("collision_correction", self.collision_correction))
         object.__setattr__(self, "hash_seed", check_int("hash_seed", self.hash_seed, 0, 2**64 - 1))
         if self.k * self.m > 2**31:
             raise ParameterError(f"k * m must be <= 2^31 cells, got k={self.k}, m={self.m}")

@@ -38,13 +38,15 @@ from typing import Any, ClassVar, Dict
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, _exact_sum, register_protocol
+from .._base import (Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, _exact_sum,
+                     register_protocol)
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
-from .._validate import check_binary_epsilon, check_choice, check_int, check_threads, probability_threshold
+from .._validate import (as_values, check_below, check_binary_epsilon, check_choice, check_int, check_threads,
+                         optional_index_array, probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
-                       hash_coefficients, optional_index_array, pow2_at_least)
+from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
+                               hash_coefficients, pow2_at_least)
 from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
 from ..theory import pan_baselines as _pt
@@ -169,12 +171,10 @@ class Client(ClientBase):
         r = optional_index_array("rows", rows, n)
         if g is None:
             g = _uniform(self._keys.key(), n, p.R, self.threads).astype(np.uint32)
-        elif g.size and int(g.max()) >= p.R:
-            raise ParameterError(f"groups must be in [0, {p.R}), got {int(g.max())}")
+        check_below(g, p.R, "groups", "in", ParameterError)
         if r is None:
             r = _uniform(self._keys.key(), n, p.T, self.threads).astype(np.uint32)
-        elif r.size and int(r.max()) >= p.T:
-            raise ParameterError(f"rows must be in [0, {p.T}), got {int(r.max())}")
+        check_below(r, p.T, "rows", "in", ParameterError)
         bucket, sign = p.hashes(g, x)
         truth = (sign * _parity_sign(r.astype(np.uint64) & bucket) < 0).astype(np.uint64)   # 1 encodes -1
         noisy = _core.randomized_response(self._keys.key(), truth, 2, binary_flip_threshold(p.epsilon), self.threads)

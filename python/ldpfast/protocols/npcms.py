@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict
+from typing import ClassVar, Dict
 
 import numpy as np
 
 from .. import _core
 from .._base import Aggregator, ClientBase, Protocol, _State, _exact_sum, register_protocol
-from .._memory import check_allocation
 from .._random import KeySource, RngLike
-from .._validate import check_int, check_threads, probability_threshold, rr_threshold
+from .._validate import (check_array, check_below, check_bits, check_int, check_threads,
+                         probability_threshold, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from .privsketch import SketchParams, _ReportsBase, as_sets
+from .._base import Reports as _ReportsBase
+from ._sets import SketchParams, as_sets
 from ..theory.hadamard import c_eps
 
 __all__ = ["Params", "Reports", "Client", "Server"]
@@ -92,8 +93,8 @@ class Reports(_ReportsBase):
     bits: np.ndarray
 
     def __post_init__(self):
-        self.rows = _array("rows", self.rows, np.uint16, 2)
-        self.bits = _array("bits", self.bits, np.int8, 3)
+        self.rows = check_array("rows", self.rows, np.uint16, 2)
+        self.bits = check_array("bits", self.bits, np.int8, 3)
         self._check_lengths()
 
     @classmethod
@@ -103,13 +104,6 @@ class Reports(_ReportsBase):
 
         return [WireField("rows", bits_for(params.K), dtype="uint16", shape=(params.L,)),
                 WireField("bits", 1, (-1, 1), "int8", (params.L, params.M))]
-
-
-def _array(name: str, value: Any, dtype, ndim: int) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.dtype != np.dtype(dtype) or arr.ndim != ndim:
-        raise ReportError(f"{name} must be a {ndim}-D {np.dtype(dtype).name} array, got {arr.ndim}-D {arr.dtype}")
-    return np.ascontiguousarray(arr)
 
 
 def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
@@ -196,10 +190,8 @@ class Server(Aggregator):
             raise ReportError(f"rows must have shape (n, L={p.L}), got {reports.rows.shape}")
         if reports.bits.shape[1:] != (p.L, p.M):
             raise ReportError(f"bits must have shape (n, {p.L}, {p.M}), got {reports.bits.shape}")
-        if reports.rows.size and int(reports.rows.max()) >= p.K:
-            raise ReportError(f"rows must be < K={p.K}, got {int(reports.rows.max())}")
-        if reports.bits.size and not np.all(np.abs(reports.bits.astype(np.int16)) == 1):
-            raise ReportError("bits must be -1 or +1")
+        check_below(reports.rows, p.K, "rows", label="K")
+        check_bits("bits", reports.bits)
 
     def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
         p = self.params
@@ -218,17 +210,9 @@ class Server(Aggregator):
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params
-        if candidates is None:
-            check_allocation(24 * p.K * p.d, f"a whole-domain query over d={p.d} items and K={p.K} rows")
-            xs = np.arange(p.d, dtype=np.uint64)
-        else:
-            xs = np.asarray(candidates)
-            if xs.ndim != 1 or (xs.size and (xs.dtype.kind not in "iu" or xs.min() < 0 or xs.max() >= p.d)):
-                raise ParameterError(f"candidates must be integers in [0, d={p.d})")
-            xs = xs.astype(np.uint64)
         st = self._st
         decoded = p.c / 2.0 * st["sums"] + st["rows"][:, None] / 2.0
-        count = decoded.ravel()[p.cells(xs).astype(np.int64)].sum(axis=1)
+        count = decoded.ravel()[p.query_cells(candidates)].sum(axis=1)
         return count if counts else count / self.n
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:

@@ -53,104 +53,16 @@ import numpy as np
 from .. import _base, _core
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
-from .._validate import check_threads, rr_threshold
+from .._validate import (check_below, check_bool, check_epsilon, check_int, check_threads, check_values,
+                         rr_threshold, uint64_column)
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 from ..kernels import field as _field
 from ..kernels.field import PRIME
 from ..theory import ocms as _theory
+from ._local_hashing import check_hash_field, choose_field, debias_matches, finite_field_size, hash_range
 
 __all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
-
-_U64 = 2**64
-
-
-# --- input conversion ------------------------------------------------------------------
-
-def uint64_column(value, name: str, error: type = ReportError) -> np.ndarray:
-    """``value`` (an int, a sequence of ints or an integer numpy array) as a contiguous
-    1-D uint64 array, without silent conversions: negatives, values ``>= 2^64``,
-    non-integers (floats, bools, strings) and multi-dimensional input raise ``error``
-    naming ``name`` and the offending value. A contiguous uint64 array is used as is
-    (not copied)."""
-    if isinstance(value, np.ndarray):
-        arr = _python_ints(value, name, error) if value.dtype == object and value.ndim == 1 else value
-    elif isinstance(value, (bool, np.bool_)):
-        raise error(f"{name} must be integers, got {value!r}")
-    elif isinstance(value, (int, np.integer)):
-        if not 0 <= int(value) < _U64:
-            raise error(f"{name} must be integers in [0, 2^64), got {int(value)}")
-        return np.array([int(value)], dtype=np.uint64)
-    else:
-        try:
-            arr = np.asarray(value)
-        except (OverflowError, ValueError, TypeError) as exc:
-            raise error(f"{name} must be a sequence of integers: {exc}") from None
-        if arr.dtype.kind in "fO" and arr.ndim == 1:
-            arr = _python_ints(value, name, error)
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    if arr.ndim != 1:
-        raise error(f"{name} must be one-dimensional, got shape {arr.shape}")
-    kind = arr.dtype.kind
-    if kind == "i":
-        if arr.size and arr.min() < 0:
-            bad = int(np.argmax(arr < 0))
-            raise error(f"{name} must be non-negative integers, got {int(arr[bad])} at index {bad}")
-    elif kind != "u":
-        raise error(f"{name} must hold integers, got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.uint64)
-
-
-def _python_ints(values, name: str, error: type) -> np.ndarray:
-    out = np.empty(len(values), dtype=np.uint64)
-    for i, v in enumerate(values):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise error(f"{name} must hold integers, got {v!r} at index {i}")
-        if not 0 <= int(v) < _U64:
-            raise error(f"{name} must be integers in [0, 2^64), got {int(v)} at index {i}")
-        out[i] = int(v)
-    return out
-
-
-def _check_below(arr: np.ndarray, bound: int, name: str, what: str, error: type) -> None:
-    if arr.size and bound < _U64 and int(arr.max()) >= bound:
-        bad = int(np.argmax(arr >= np.uint64(bound)))
-        raise error(f"{name} must be {what} [0, {bound}), got {int(arr[bad])} at index {bad}")
-
-
-# --- parameter selection ([PAN] Algorithm 1 lines 7-26) ---------------------------------
-
-def hash_range(epsilon: float, d: Optional[int] = None, mode: str = "mse", f_star: float = 1.0) -> int:
-    """[PAN] ``HashRange``: the optimal hash range, rounded to the closest integer.
-
-    Args:
-        epsilon: privacy parameter.
-        d: dictionary size (needed for ``mode="l"``).
-        mode: ``"mse"`` (MSE-OCMS+RR, Thm 3.6) or ``"l"`` (l-OCMS+RR, Thm 3.8).
-        f_star: ``mode="mse"`` only: prior upper bound on the largest frequency of interest.
-    Returns:
-        ``m >= 2``. Exact ``.5`` ties round upward (our choice; R1's Python ``round`` rounds
-        half to even). See :func:`ldpfast.theory.ocms_optimal_m` for the formulas.
-    """
-    return _theory.ocms_optimal_m(epsilon, mode, d, f_star, rounded=True)
-
-
-def finite_field_size(d: int, m: int, compact: bool = False) -> int:
-    """[PAN] ``FiniteFieldSize``: ``v = max(d+1, 5m)`` (``5m`` keeps the imperfect-hash
-    variance within 1%, Cor 3.5); ``PRIME`` if ``v <= PRIME``, else ``2^ceil(log2 v)``.
-
-    ``compact=True`` (an option of ours, not in [PAN]) returns the smallest prime ``>= v``
-    instead of ``PRIME``, which shrinks the report to ``2 ceil(log2 v) + ceil(log2 m)``
-    bits, the communication cost the paper claims. Sizes above ``2^64`` are returned but
-    cannot be used by :class:`Params` (the core supports fields up to 64 bits).
-    """
-    d = _theory._positive_int(d, "d", 1)
-    m = _theory._positive_int(m, "m", 2)
-    v = max(d + 1, 5 * m)
-    if v > PRIME:
-        return 1 << _field.ceil_log2(v)
-    return _field.next_prime(v) if compact else PRIME
 
 
 # --- parameters -------------------------------------------------------------------------
@@ -193,47 +105,21 @@ class Params(_base.Params):
     use_m_prime: bool = True
 
     def __post_init__(self):
-        eps, _, _ = _theory._eps(self.epsilon)
-        d = _theory._positive_int(self.d, "d", 1)
-        m = _theory._positive_int(self.m, "m", 2)
-        size = _theory._positive_int(self.field_size, "field_size", 2)
-        kind = self.field_kind
-        if kind not in ("prime", "binary"):
-            raise ParameterError(f"field_kind must be 'prime' or 'binary', got {kind!r}")
-        poly = self.poly
-        if isinstance(poly, (str, bytes)) or not hasattr(poly, "__iter__"):
-            raise ParameterError(f"poly must be a tuple of exponents, got {poly!r}")
-        poly = tuple(_theory._positive_int(e, "poly exponent", 0) for e in poly)
-        if kind == "prime":
-            if size >= _U64 or size % 2 == 0 or not _field.is_prime(size):
-                hint = " (for GF(2^l) pass field_kind='binary')" if size & (size - 1) == 0 else ""
-                raise ParameterError(f"field_size must be an odd prime < 2^64 for field_kind='prime', "
-                                     f"got {size}{hint}")
-            if poly:
-                raise ParameterError(f"poly is only used with field_kind='binary', got {poly!r}")
-        else:
-            l = size.bit_length() - 1
-            if size != 1 << l or not 1 <= l <= 64:
-                raise ParameterError(f"field_size must be 2^l with 1 <= l <= 64 for field_kind='binary', "
-                                     f"got {size}")
-            if len(set(poly)) != len(poly):
-                raise ParameterError(f"poly exponents must be distinct, got {self.poly!r}")
-            poly = tuple(sorted(poly, reverse=True)) if poly else _field.irreducible_polynomial(l)
-            if poly[0] != l or poly[-1] != 0 or not _field.is_irreducible(poly):
-                raise ParameterError(f"poly must be an irreducible polynomial of degree {l} over GF(2), "
-                                     f"got exponents {poly}")
+        eps = check_epsilon(self.epsilon)
+        d = check_int("d", self.d, 1)
+        m = check_int("m", self.m, 2)
+        size = check_int("field_size", self.field_size, 2)
+        size, poly = check_hash_field(size, self.field_kind, self.poly)
         if not m < size:
             raise ParameterError(f"m must be < field_size = {size}, got {m}")
         if not d + 1 <= size:
             raise ParameterError(f"field_size must be >= d + 1 = {d + 1} ([PAN] Alg. 1), got {size}")
         if self.a_range not in ("full", "nonzero"):
             raise ParameterError(f"a_range must be 'full' or 'nonzero', got {self.a_range!r}")
-        if not isinstance(self.use_m_prime, (bool, np.bool_)):
-            raise ParameterError(f"use_m_prime must be a bool, got {self.use_m_prime!r}")
         for name, value in (("epsilon", eps), ("d", d), ("m", m), ("field_size", size), ("poly", poly),
-                            ("use_m_prime", bool(self.use_m_prime))):
+                            ("use_m_prime", check_bool("use_m_prime", self.use_m_prime))):
             object.__setattr__(self, name, value)
-        self.flip_threshold                     # refuses a budget the 64-bit sampler cannot represent
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @classmethod
     def optimal(cls, epsilon: float, d: int, mode: str = "mse", f_star: float = 1.0,
@@ -249,18 +135,9 @@ class Params(_base.Params):
                 ``"binary"``: ``GF(2^l)`` with ``l = ceil(log2 max(d+1, 5m))``.
             a_range, use_m_prime: see the class attributes.
         """
-        d = _theory._positive_int(d, "d", 1)
+        d = check_int("d", d, 1)
         m = hash_range(epsilon, d, mode, f_star)
-        if field not in ("paper", "compact", "binary"):
-            raise ParameterError(f"field must be 'paper', 'compact' or 'binary', got {field!r}")
-        if field == "binary":
-            size = 1 << _field.ceil_log2(max(int(d) + 1, 5 * m))
-        else:
-            size = finite_field_size(d, m, compact=field == "compact")
-        if size > _U64:
-            raise ParameterError(f"d = {d} and m = {m} need a field of size {size} > 2^64, "
-                                 "which this build does not support")
-        kind = "binary" if size & (size - 1) == 0 else "prime"
+        size, kind = choose_field(d, m, field)
         return cls(epsilon=epsilon, d=d, m=m, field_size=size, field_kind=kind, a_range=a_range,
                    use_m_prime=use_m_prime)
 
@@ -345,9 +222,9 @@ class Reports(_base.Reports):
     def validate(self, params: Params) -> None:
         """Raise ReportError unless every report fits ``params`` (``z < m``, ``a0, a1 <
         field_size``)."""
-        _check_below(self.z, params.m, "z", "hash values in", ReportError)
-        _check_below(self.a0, params.field_size, "a0", "field elements in", ReportError)
-        _check_below(self.a1, params.field_size, "a1", "field elements in", ReportError)
+        check_below(self.z, params.m, "z", "hash values in", ReportError)
+        check_below(self.a0, params.field_size, "a0", "field elements in", ReportError)
+        check_below(self.a1, params.field_size, "a1", "field elements in", ReportError)
 
 
 # --- client -----------------------------------------------------------------------------
@@ -382,8 +259,7 @@ class Client(_base.ClientBase):
             ParameterError: a value is not an integer in ``[0, d)``.
         """
         params = self.params
-        x = uint64_column(values, "values", ParameterError)
-        _check_below(x, params.d, "values", "integers in", ParameterError)
+        x = check_values(values, params.d)
         key = self._keys.key()
         if params.a_range == "full":
             z, a0, a1 = _core.ocms_perturb(params.field, key, x, params.m, params.flip_threshold,
@@ -412,10 +288,7 @@ def decode_matches(params: Params, matches, n: int, clip: bool = False) -> np.nd
     n = int(n)
     if n <= 0:
         raise ReportError("cannot estimate frequencies from zero reports")
-    em1 = math.expm1(params.epsilon)
-    mu = params.estimator_m
-    share = np.asarray(matches, dtype=np.float64) / n
-    fhat = mu / (mu - 1) * (((em1 + params.m) * share - 1.0) / em1) - 1.0 / (mu - 1)
+    fhat = debias_matches(matches, n, params.epsilon, params.m, params.estimator_m)
     return np.clip(fhat, 0.0, 1.0) if clip else fhat
 
 
@@ -584,11 +457,7 @@ class Server(_base.Aggregator):
 
     # -- internals ---------------------------------------------------------------------
     def _checked_candidates(self, candidates, distinct: bool) -> np.ndarray:
-        xs = uint64_column(candidates, "candidates", ParameterError)
-        _check_below(xs, self.params.d, "candidates", "values in", ParameterError)
-        if distinct and np.unique(xs).size != xs.size:
-            raise ParameterError("candidates must be distinct")
-        return xs
+        return check_values(candidates, self.params.d, "candidates", "values in", distinct=distinct)
 
     def _count_into(self, z, a0, a1, xs, counts) -> None:
         p = self.params

@@ -34,11 +34,11 @@ import numpy as np
 
 from .. import _base, _core
 from .._random import KeySource, RngLike
-from .._validate import check_threads, rr_threshold
+from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
+                         uint64_column)
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 from ..kernels import field as _field
-from .ocms import _check_below, finite_field_size, uint64_column
-from ..theory import ocms as _theory
+from ._local_hashing import finite_field_size
 from ..theory import pan_baselines as _pt
 
 __all__ = ["Params", "Reports", "Client", "Server", "MAX_M", "MAX_DEFAULT_CANDIDATES"]
@@ -73,13 +73,13 @@ class Params(_base.Params):
     field_size: int = 0
 
     def __post_init__(self):
-        eps, _, _ = _theory._eps(self.epsilon)
-        d = _theory._positive_int(self.d, "d", 1)
-        m = _theory._positive_int(self.m, "m", 2)
+        eps = check_epsilon(self.epsilon)
+        d = check_int("d", self.d, 1)
+        m = check_int("m", self.m, 2)
         if m > MAX_M:
             raise ParameterError(f"m must be in [2, {MAX_M}], got {m}")
         _pt._variant(self.variant)
-        size = _theory._positive_int(self.field_size, "field_size", 0) or finite_field_size(d, m)
+        size = check_int("field_size", self.field_size, 0) or finite_field_size(d, m)
         if size >= 2**64 or size % 2 == 0 or not _field.is_prime(size):
             raise ParameterError(f"field_size must be an odd prime < 2^64, got {size}")
         if size < max(d + 1, m + 1):
@@ -162,8 +162,8 @@ class Reports(_base.Reports):
     def validate(self, params: Params) -> None:
         """Raise ReportError unless the batch fits ``params``."""
         self._check_lengths()
-        _check_below(self.a0, params.field_size, "a0", "field elements in", ReportError)
-        _check_below(self.a1, params.field_size, "a1", "field elements in", ReportError)
+        check_below(self.a0, params.field_size, "a0", "field elements in", ReportError)
+        check_below(self.a1, params.field_size, "a1", "field elements in", ReportError)
         if self.bits.ndim != 2 or self.bits.shape[1] != params.m:
             raise ReportError(f"bits must have m = {params.m} columns, got shape {self.bits.shape}")
         if self.bits.size and int(self.bits.max()) > 1:
@@ -192,8 +192,7 @@ class Client(_base.ClientBase):
     def perturb(self, values) -> Reports:
         """One report per value (integers in ``[0, d)``)."""
         p = self.params
-        x = uint64_column(values, "values", ParameterError)
-        _check_below(x, p.d, "values", "integers in", ParameterError)
+        x = check_values(values, p.d)
         # OCMS's client with flip probability 0 draws (a0, a1) uniformly and returns h(x).
         y, a0, a1 = _core.ocms_perturb(_field.core_field(p.field_size), self._keys.key(), x, p.m, 0, self.threads)
         bits = np.empty((x.size, p.m), dtype=np.uint8)
@@ -250,11 +249,7 @@ class Server(_base.Aggregator):
         return self._candidates.copy()
 
     def _checked_candidates(self, candidates) -> np.ndarray:
-        xs = uint64_column(candidates, "candidates", ParameterError)
-        _check_below(xs, self.params.d, "candidates", "values in", ParameterError)
-        if np.unique(xs).size != xs.size:
-            raise ParameterError("candidates must be distinct")
-        return xs.copy()
+        return check_values(candidates, self.params.d, "candidates", "values in", distinct=True).copy()
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
     def _validate(self, reports: Reports) -> None:

@@ -26,10 +26,9 @@ import numpy as np
 
 from .. import _base, _core
 from .._random import KeySource, RngLike
-from .._validate import check_threads, probability_threshold
+from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values,
+                         probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from .ocms import _check_below, uint64_column
-from ..theory import ocms as _theory
 from ..theory import pan_baselines as _pt
 
 __all__ = ["Params", "Reports", "Client", "Server", "MAX_D"]
@@ -59,11 +58,11 @@ class Params(_base.Params):
     k: int = 0
 
     def __post_init__(self):
-        eps, _, _ = _theory._eps(self.epsilon)
-        d = _theory._positive_int(self.d, "d", 2)
+        eps = check_epsilon(self.epsilon)
+        d = check_int("d", self.d, 2)
         if d > MAX_D:
             raise ParameterError(f"d must be in [2, {MAX_D}], got {d}")
-        k = _theory._positive_int(self.k, "k", 0) or _pt.subset_selection_optimal_k(eps, d)
+        k = check_int("k", self.k, 0) or _pt.subset_selection_optimal_k(eps, d)
         if k >= d:
             raise ParameterError(f"k must be in [1, d-1] = [1, {d - 1}], got {k}")
         for name, value in (("epsilon", eps), ("d", d), ("k", k)):
@@ -133,7 +132,7 @@ class Reports(_base.Reports):
         items = self.items
         if items.ndim != 2 or items.shape[1] != params.k:
             raise ReportError(f"items must have k = {params.k} columns, got shape {items.shape}")
-        _check_below(items.ravel(), params.d, "items", "values in", ReportError)
+        check_below(items.ravel(), params.d, "items", "values in", ReportError)
         if params.k > 1 and items.size:
             bad = ~(items[:, 1:] > items[:, :-1]).all(axis=1)
             if bad.any():
@@ -161,8 +160,7 @@ class Client(_base.ClientBase):
         the ``k`` (or, when its own value is included, ``k - 1``) smallest: a uniform subset
         up to key ties (probability below ``d^2 2^-63`` per user)."""
         p = self.params
-        x = uint64_column(values, "values", ParameterError)
-        _check_below(x, p.d, "values", "integers in", ParameterError)
+        x = check_values(values, p.d)
         zeros = np.zeros(x.size, dtype=np.uint64)
         include = ~_core.randomized_response(self._keys.key(), zeros, 2, min(p.exclude_threshold, 2**64 - 1),
                                              self.threads).astype(bool)
@@ -225,8 +223,7 @@ class Server(_base.Aggregator):
             raise ReportError("cannot estimate frequencies from zero reports")
         hist = self._counts
         if candidates is not None:
-            xs = uint64_column(candidates, "candidates", ParameterError)
-            _check_below(xs, self.params.d, "candidates", "values in", ParameterError)
+            xs = check_values(candidates, self.params.d, "candidates", "values in")
             hist = hist[xs]
         p, q = self.params.probabilities
         fhat = (hist.astype(np.float64) / n - q) / (p - q)

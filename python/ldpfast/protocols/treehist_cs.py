@@ -30,11 +30,12 @@ from .. import _core
 from .._base import ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
-from .._validate import check_binary_epsilon, check_int, check_threads
+from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, check_threads,
+                         optional_index_array)
 from ..errors import ParameterError, ReportError
-from .hadaheavy import HeavyHitters, _positive_float
-from .hadamard import (GroupBitReports, _random_seed, as_values, binary_flip_threshold, gf64_field,
-                       hash_coefficients, optional_index_array, pow2_at_least)
+from .hadaheavy import HeavyHitters
+from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
+                               hash_coefficients, pow2_at_least)
 from .hashtogram import GroupedSignSketchServer, _uniform
 from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
@@ -74,8 +75,8 @@ class Params(_ParamsBase):
         object.__setattr__(self, "T", check_int("T", self.T, 2, 2**24))
         if self.T & (self.T - 1):
             raise ParameterError(f"T must be a power of two, got {self.T}")
-        object.__setattr__(self, "delta", _positive_float("delta", self.delta))
-        object.__setattr__(self, "tau", _positive_float("tau", self.tau))
+        object.__setattr__(self, "delta", check_real("delta", self.delta))
+        object.__setattr__(self, "tau", check_real("tau", self.tau))
         object.__setattr__(self, "hash_seed", check_int("hash_seed", self.hash_seed, 0, 2**64 - 1))
         if self.top is not None:
             object.__setattr__(self, "top", check_int("top", self.top, 1))
@@ -164,12 +165,10 @@ class Client(ClientBase):
         r = optional_index_array("rows", rows, n)
         if g is None:
             g = _uniform(self._keys.key(), n, p.L * p.R, self.threads).astype(np.uint32)
-        elif g.size and int(g.max()) >= p.L * p.R:
-            raise ParameterError(f"groups must be in [0, {p.L * p.R}), got {int(g.max())}")
+        check_below(g, p.L * p.R, "groups", "in", ParameterError)
         if r is None:
             r = _uniform(self._keys.key(), n, p.T, self.threads).astype(np.uint32)
-        elif r.size and int(r.max()) >= p.T:
-            raise ParameterError(f"rows must be in [0, {p.T}), got {int(r.max())}")
+        check_below(r, p.T, "rows", "in", ParameterError)
         shift = (p.L - (g.astype(np.int64) // p.R + 1)).astype(np.uint64)
         bucket, sign = p.hashes(g, x >> shift)
         truth = (sign * _parity_sign(r.astype(np.uint64) & bucket) < 0).astype(np.uint64)
@@ -212,8 +211,8 @@ class Server(GroupedSignSketchServer):
         if self.n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         p = self.params
-        delta = p.delta if delta is None else _positive_float("delta", delta)
-        tau = p.tau if tau is None else _positive_float("tau", tau)
+        delta = p.delta if delta is None else check_real("delta", delta)
+        tau = p.tau if tau is None else check_real("tau", tau)
         top = p.top if top is None else check_int("top", top, 1)
         kept = np.zeros(1, dtype=np.uint64)
         est = np.zeros(0)
