@@ -22,6 +22,3 @@ def load_all() -> None:
     """Import (and so register) every protocol module."""
     for name in module_names():
         importlib.import_module(f"{__name__}.{name}")
-    from . import _staged_hooks
-
-    _staged_hooks.attach()

@@ -24,6 +24,11 @@ from .._random import KeySource, RngLike
 from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
                          uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
+from .._base import AuditHooks, ComparisonRow
+from ..audit import Plan, value_inputs
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import rr_epsilon, theory, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
 
@@ -195,4 +200,39 @@ class Server(_base.Aggregator):
             raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
 
 
-_base.register_protocol(_base.Protocol("grr", Params, Reports, Server, Client))
+def _example():
+    return Params(epsilon=1.5, d=64), zipf_values(64)
+
+
+def _variance(server, candidates):
+    p, n = server.params, server.n
+    return (lambda f: theory().grr_variance(p.epsilon, p.d, n, f)), f"{PLUG_IN} (theory.grr_variance)"
+
+
+def _compare(epsilon, d, n, f_star, **_):
+    from ..theory import ocms as to
+
+    def var(f):
+        return to.grr_variance(epsilon, d, n, f)
+    return [ComparisonRow("GRR", d, bits_for(d), var, (d - 1) * var(0.0) + var(1.0), "k-ary RR on [d]")]
+
+
+def _simulations():
+    from ..experiments import Algorithm
+    from ..theory import ocms as to
+
+    def l2(params, n, size):
+        worst = to.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0]))
+        return float((size - 1) * worst[0] + worst[1])
+    return (Algorithm("grr", "GRR", "protocols.grr", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+                      lambda params, data, f: to.grr_variance(params.epsilon, params.d, data.n, f), l2,
+                      "k-ary randomized response on the whole dictionary (d counters)"),)
+
+
+_base.register_protocol(_base.Protocol(
+    "grr", Params, Reports, Server, Client, example=_example,
+    wire_fields=lambda p: [WireField("y", bits_for(p.d))],  # ceil(log2 d)
+    variance=_variance, compare=_compare, simulations=_simulations,
+    audit=AuditHooks(lambda e, **kw: Params(e, 4, **kw),
+                     lambda params: Plan(value_inputs(0, 1), lambda r: (r.y == 0, r.y == 1), ("y = x0", "y = x1")),
+                     rr_epsilon("d"))))

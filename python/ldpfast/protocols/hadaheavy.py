@@ -38,6 +38,9 @@ from ._hadamard_layout import (GroupBitReports, Layout, LayoutServer, cached_lay
 from . import hadaoracle
 from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ..theory import hadamard as _theory
+from .._base import AuditHooks
+from ..wire import WireField, bits_for
+from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]
 
@@ -273,4 +276,20 @@ class Server(LayoutServer):
         return HeavyHitters(items=kept[order], counts=est[order], n=self.n, candidates_examined=examined)
 
 
-register_protocol(Protocol("hadaheavy", Params, Reports, Server, Client))
+def _simulations():
+    from ..experiments import HeavyAlgorithm
+
+    return (HeavyAlgorithm("hadaheavy", "HadaHeavy", "protocols.hadaheavy", heavy_params("hadaheavy", "create"),
+                           "WW HadaHeavy: prefix search over B-ary symbols, HadaOracle per level"),
+            HeavyAlgorithm("treehist", "TreeHist", "protocols.hadaheavy", heavy_params("hadaheavy", "treehist"),
+                           "TreeHist as HadaHeavy with B = 2 (binary prefixes, HadaOracle levels)"))
+
+
+register_protocol(Protocol(
+    "hadaheavy", Params, Reports, Server, Client,
+    example=lambda: (Params.create(epsilon=2.0, d=1024, n=4000, hash_seed=3), zipf_values(1024)),
+    # [WW] section 4: the (level, subset) group, the Hadamard row and one bit.
+    wire_fields=lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
+                           WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
+    simulations=_simulations,  # no closed-form variance: medians over subsets
+    audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))

@@ -42,6 +42,12 @@ from ._hadamard_layout import (GF64_POLY_LOW, BitReports, GroupBitReports, Layou
                                gf64_field, group_sum, hash_coefficients, make_layout, pow2_at_least,
                                prime_field, _check_d, _random_seed)
 from .olh import OLHClient, OLHParams, OLHReports, OLHServer  # noqa: F401
+from .._base import AuditHooks, ComparisonRow
+from ..audit import Plan, support_events, value_inputs
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import (binary_epsilon, cmshe_variance, draw, layout_plan, parity_sign, row_bit_wire, rr_epsilon,
+                            simulated_cmshe_variance, theory, zipf_values)
 
 __all__ = [
     "Params", "Client", "Reports", "Server",
@@ -515,9 +521,130 @@ Reports = HRRReports
 Server = HRRServer
 
 
-for _pid, _params, _reports, _server, _client in (
-        ("hrr", HRRParams, HRRReports, HRRServer, HRRClient),
-        ("he", HEParams, HEReports, HEServer, HEClient),
-        ("cmshe", CMSHEParams, CMSHEReports, CMSHEServer, CMSHEClient),
-        ("rhr", RHRParams, RHRReports, RHRServer, RHRClient)):
-    register_protocol(Protocol(_pid, _params, _reports, _server, _client))
+def _hrr_variance(server, candidates):
+    p, n = server.params, server.n
+    return (lambda f: theory().hrr_variance(p.epsilon, n, f)), f"{PLUG_IN} (theory.hrr_variance)"
+
+
+def _rhr_variance(server, candidates):
+    p, n = server.params, server.n
+    if p.d > 2**24:
+        return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=1.0)),
+                f"{PLUG_IN} (theory.rhr_variance with every user in the candidate's residue class: an upper bound)")
+    # the raw estimates of a residue class sum to an unbiased estimate of its share
+    per_class = np.bincount(np.arange(p.d) % p.base, weights=server.estimate(), minlength=p.base)
+    share = np.clip(per_class[candidates.astype(np.int64) % p.base], 0.0, 1.0)
+    return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=np.maximum(share, f))),
+            f"{PLUG_IN} (theory.rhr_variance; the residue-class share is plugged in from the estimates)")
+
+
+def _rhr_plan(params):
+    low = params.b - 1
+
+    def support(reports, w):
+        x = np.uint64(w[0])
+        h01 = parity_sign(reports.rows.astype(np.uint64) & ((x >> np.uint64(low)) + np.uint64(1))) > 0
+        y = 2 * (int(x) & ((1 << low) - 1)) + h01.astype(np.int64)
+        return reports.z.astype(np.int64) == y
+    return Plan(value_inputs(0, 1), support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
+
+
+def _ceil_log2(x: int) -> int:
+    return max(0, (int(x) - 1).bit_length())
+
+
+def _he_compare(epsilon, d, n, f_star, **_):
+    from ..theory import ocms as to
+
+    hsize = 1 << d.bit_length()  # 2^ceil(log2(d+1))
+    return [ComparisonRow("HE", 2, _ceil_log2(hsize) + 1, lambda f: theory().hadamard.he_variance(epsilon, n, f),
+                          to.ocms_l2(epsilon, d, n, 2), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit")]
+
+
+def _cmshe_compare(epsilon, d, n, f_star, **_):
+    m, k = 1024, 2048
+
+    def var(f):
+        return theory().cmshe_variance(epsilon, n, f, m=m)
+    return [ComparisonRow("CMS+HE", m, _ceil_log2(k) + _ceil_log2(1 << m.bit_length()) + 1, var,
+                          (d - 1) * var(0.0) + var(1.0),
+                          "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)")]
+
+
+def _rhr_compare(epsilon, d, n, f_star, **_):
+    if epsilon > 21 or d > 2**28:
+        return []
+    e = math.exp(epsilon)
+    b, base, sym, rsize = theory().rhr_parameters(epsilon, d)
+    c2 = ((e - 1 + sym) / (e - 1)) ** 2
+    # sum over the dictionary of the share of users in x's residue class is at most
+    # ceil(d / base) (all users in the largest class): the worst-case l2.
+    share_sum = -(-d // base)
+    l2 = (c2 * (share_sum * (e + 1) + 2 * (d - share_sum)) / (e - 1 + sym) - 1) / n
+    return [ComparisonRow("RHR", sym, _ceil_log2(rsize) + b,
+                          lambda f: theory().rhr_variance(epsilon, n, f, residue_fraction=1.0), l2,
+                          f"b = {b}, {base} residue blocks; MSE for values sharing their residue with all users "
+                          "(PAN 6.1's adversarial data)")]
+
+
+def _hrr_compare(epsilon, d, n, f_star, **_):
+    if d > 2**30:
+        return []
+    hd = 1 << _ceil_log2(d)
+    return [ComparisonRow("HRR", hd, _ceil_log2(hd) + 1, lambda f: theory().hrr_variance(epsilon, n, f),
+                          (d * theory().c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)")]
+
+
+def _simulation(name, label, params_type, summary, variance, l2=None, hashed=False):
+    """The protocol's ``Algorithm``; ``hashed``: a hash family redrawn every run."""
+    def entries():
+        from ..experiments import Algorithm
+
+        def make(eps, data, gen):
+            return params_type(epsilon=eps, d=data.d, **({"hash_seed": draw(gen)} if hashed else {}))
+        return (Algorithm(name, label, "protocols.hadamard", make, variance, l2, summary),)
+    return entries
+
+
+def _rhr_simulated_variance(params, data, f):
+    residues = np.bincount(data.values % params.base, minlength=params.base) / data.n
+    share = residues[data.candidates % params.base]  # users sharing x mod base (x included)
+    return theory().rhr_variance(params.epsilon, data.n, f, residue_fraction=share)
+
+
+def _example(params_type, **kw):
+    return lambda: (params_type(**kw), zipf_values(300))
+
+
+register_protocol(Protocol(
+    "hrr", HRRParams, HRRReports, HRRServer, HRRClient, example=_example(HRRParams, epsilon=1.0, d=300),
+    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_hrr_compare,
+    simulations=_simulation("hrr", "HRR", HRRParams, "Hadamard randomized response (WW Fact 2.1)",
+                            lambda params, data, f: theory().hrr_variance(params.epsilon, data.n, f)),
+    audit=AuditHooks(lambda e, **kw: HRRParams(e, 4, **kw), layout_plan, binary_epsilon)))
+register_protocol(Protocol(
+    "he", HEParams, HEReports, HEServer, HEClient, example=_example(HEParams, epsilon=1.0, d=300),
+    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_he_compare,
+    simulations=_simulation("he", "HE", HEParams, "Hadamard Encoding = CMS+RR with m = 2 (PAN section 6, R1)",
+                            lambda params, data, f: theory().he_variance(params.epsilon, data.n, f),
+                            lambda params, n, size: theory().ocms_l2(params.epsilon, size, n, 2)),
+    audit=AuditHooks(lambda e, **kw: HEParams(e, 4, **kw), layout_plan, binary_epsilon)))
+register_protocol(Protocol(
+    "cmshe", CMSHEParams, CMSHEReports, CMSHEServer, CMSHEClient,
+    example=_example(CMSHEParams, epsilon=2.0, d=300, k=8, m=32, hash_seed=7),
+    # Apple CMS+HE: the hash index, the row and one bit.
+    wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"), *row_bit_wire(p)],
+    variance=cmshe_variance, compare=_cmshe_compare,
+    simulations=_simulation("cms-he", "CMS+HE", CMSHEParams,
+                            "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)",
+                            simulated_cmshe_variance, hashed=True),
+    audit=AuditHooks(lambda e, **kw: CMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw), layout_plan, binary_epsilon)))
+register_protocol(Protocol(
+    "rhr", RHRParams, RHRReports, RHRServer, RHRClient, example=_example(RHRParams, epsilon=2.0, d=300),
+    # RHR: b-bit symbol and the row.
+    wire_fields=lambda p: [WireField("z", p.b, dtype="uint32"),
+                           WireField("rows", bits_for(p.hadamard_size), dtype="uint32")],
+    variance=_rhr_variance, compare=_rhr_compare,
+    simulations=_simulation("rhr", "RHR", RHRParams, "Recursive Hadamard Response, R1's layout (PAN section 6)",
+                            _rhr_simulated_variance),
+    audit=AuditHooks(lambda e, **kw: RHRParams(e, 16, **kw), _rhr_plan, rr_epsilon("symbols"))))

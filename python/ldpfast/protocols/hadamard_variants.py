@@ -49,6 +49,11 @@ from .._validate import (as_values, check_below, check_epsilon, check_int, check
 from ..errors import FormatError, ParameterError, ReportError
 from .hadaoracle import _parity_sign
 from ..theory import pan_baselines as _pt
+from .._base import AuditHooks
+from ..audit import Plan, support_events, value_inputs
+from ..estimates import PLUG_IN
+from ._registration import (binary_epsilon, cmshe_variance, draw, layout_plan, parity_sign, rr_epsilon,
+                            simulated_cmshe_variance)
 
 __all__ = ["AppleCMSHEParams", "AppleCMSHEReports", "AppleCMSHEClient", "AppleCMSHEServer",
            "RHROriginalParams", "RHROriginalReports", "RHROriginalClient", "RHROriginalServer"]
@@ -349,7 +354,50 @@ def _rhr_example():
     return RHROriginalParams(epsilon=2.0, d=300), np.minimum(rng.zipf(1.3, size=3000) - 1, 299)
 
 
-register_protocol(Protocol("cmshe-apple", AppleCMSHEParams, AppleCMSHEReports, AppleCMSHEServer, AppleCMSHEClient,
-                           example=_apple_example))
-register_protocol(Protocol("rhr-original", RHROriginalParams, RHROriginalReports, RHROriginalServer,
-                           RHROriginalClient, example=_rhr_example))
+def _rhr_original_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: p.variance(n, f, location_fraction=1.0)),
+            f"{PLUG_IN} (theory.rhr_original_variance with every user in the candidate's location block: "
+            "an upper bound)")
+
+
+def _rhr_original_plan(params):
+    block = np.uint64(params.B)
+
+    def support(reports, w):
+        x = np.uint64(w[0])
+        sign = (1 - parity_sign(reports.rows & (x % block))) // 2
+        return reports.z.astype(np.int64) == 2 * int(x // block) + sign.astype(np.int64)
+    return Plan(value_inputs(0, 1), support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
+
+
+def _apple_simulations():
+    from ..experiments import Algorithm
+
+    return (Algorithm("cms-he-apple", "CMS+HE (Apple layout)", "protocols.hadamard_variants",
+                      lambda eps, data, gen: AppleCMSHEParams(epsilon=eps, d=data.d, hash_seed=draw(gen)),
+                      simulated_cmshe_variance, None,
+                      "Apple's HCMS: Hadamard size m = 1024, column h_j(x) (pure-LDP layout)"),)
+
+
+def _rhr_original_simulations():
+    from ..experiments import Algorithm
+
+    def variance(params, data, f):
+        locations = np.bincount(data.values // params.B, minlength=params.D // params.B) / data.n
+        return params.variance(data.n, f, location_fraction=locations[data.candidates // params.B])
+    return (Algorithm("rhr-original", "RHR (original)", "protocols.hadamard_variants",
+                      lambda eps, data, gen: RHROriginalParams(epsilon=eps, d=data.d), variance, None,
+                      "Recursive Hadamard Response, Chen et al.'s layout (location x // B), random rows"),)
+
+
+register_protocol(Protocol(
+    "cmshe-apple", AppleCMSHEParams, AppleCMSHEReports, AppleCMSHEServer, AppleCMSHEClient, example=_apple_example,
+    variance=cmshe_variance, simulations=_apple_simulations,
+    audit=AuditHooks(lambda e, **kw: AppleCMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw), layout_plan,
+                     binary_epsilon)))
+register_protocol(Protocol(
+    "rhr-original", RHROriginalParams, RHROriginalReports, RHROriginalServer, RHROriginalClient,
+    example=_rhr_example, variance=_rhr_original_variance, simulations=_rhr_original_simulations,
+    audit=AuditHooks(lambda e, **kw: RHROriginalParams(epsilon=e, d=16, **kw), _rhr_original_plan,
+                     rr_epsilon("symbols"))))

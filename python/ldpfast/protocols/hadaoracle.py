@@ -34,6 +34,9 @@ from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServ
                                gf64_field, hash_coefficients, make_layout, pow2_at_least)
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
+from .._base import AuditHooks
+from ..wire import WireField, bits_for
+from ._registration import SIGN, binary_epsilon, draw, layout_plan, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
 
@@ -285,4 +288,20 @@ class Server(LayoutServer):
         return est if counts else est / self.n
 
 
-register_protocol(Protocol("hadaoracle", Params, Reports, Server, Client))
+def _simulations():
+    from ..experiments import Algorithm
+
+    return (Algorithm("hadaoracle", "HadaOracle", "protocols.hadaoracle",
+                      lambda eps, data, gen: Params.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
+                                                           hash_seed=draw(gen)),
+                      None, None, "WW sketch: k subsets x HRR on [m], median query (beta = 0.05 defaults)"),)
+
+
+register_protocol(Protocol(
+    "hadaoracle", Params, Reports, Server, Client,
+    example=lambda: (Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3), zipf_values(1000)),
+    # [WW] Alg. 1: the subset j, the Hadamard row r and one bit (only the bit when the server assigns j, r).
+    wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
+                           WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
+    simulations=_simulations,  # no closed-form variance: the estimate is a median over the k subsets
+    audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))

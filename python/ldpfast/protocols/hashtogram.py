@@ -50,6 +50,8 @@ from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_thresh
 from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
 from ..theory import pan_baselines as _pt
+from .._base import AuditHooks
+from ._registration import binary_epsilon, count_sketch_plan, draw
 
 __all__ = ["Params", "Reports", "Client", "Server", "COMBINERS"]
 
@@ -300,4 +302,17 @@ def _example():
     return Params(epsilon=2.0, d=1000, R=5, T=32, hash_seed=3), np.minimum(rng.zipf(1.3, size=3000) - 1, 999)
 
 
-register_protocol(Protocol("hashtogram", Params, Reports, Server, Client, example=_example))
+def _simulations():
+    from ..experiments import Algorithm
+
+    return (Algorithm("hashtogram", "Hashtogram", "protocols.hashtogram",
+                      lambda eps, data, gen: Params.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
+                                                           hash_seed=draw(gen)),
+                      None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),)
+
+
+register_protocol(Protocol(
+    "hashtogram", Params, Reports, Server, Client, example=_example,
+    simulations=_simulations,  # no closed-form variance: a median over the R groups
+    audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, hash_seed=1, **kw), count_sketch_plan,
+                     binary_epsilon)))

@@ -22,6 +22,10 @@ from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ReportError
 from ..theory.hadamard import c_eps
 from ._sets import SketchClient, SketchParams
+from .._base import AuditHooks
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 
 __all__ = [
     "MultiPCMSMeanParams", "MultiPCMSMeanReports", "MultiPCMSMeanClient", "MultiPCMSMeanServer",
@@ -231,7 +235,32 @@ class MultiPCMSMinServer(_TableServer):
         return est if counts else est / self.n
 
 
-register_protocol(Protocol(id="multi-pcms-mean", params=MultiPCMSMeanParams, reports=MultiPCMSMeanReports,
-                           aggregator=MultiPCMSMeanServer, client=MultiPCMSMeanClient))
-register_protocol(Protocol(id="multi-pcms-min", params=MultiPCMSMinParams, reports=MultiPCMSMinReports,
-                           aggregator=MultiPCMSMinServer, client=MultiPCMSMinClient))
+def _sketch_example(params_type):
+    return lambda: (params_type.create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60))
+
+
+def _mean_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: theory().multi_pcms_mean_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
+            f"{PLUG_IN} (theory.multi_pcms_mean_variance, uncorrected estimator, an upper bound)")
+
+
+register_protocol(Protocol(
+    "multi-pcms-mean", MultiPCMSMeanParams, MultiPCMSMeanReports, MultiPCMSMeanServer, MultiPCMSMeanClient,
+    example=_sketch_example(MultiPCMSMeanParams), inputs="sets",
+    # the row and its M bits
+    wire_fields=lambda p: [WireField("row", bits_for(p.K), dtype="uint16"), WireField("bits", 1, SIGN, "int8", (p.M,))],
+    variance=_mean_variance,
+    simulations=sketch_simulation("multi-pcms-mean", "Multi-PCMS-Mean",
+                                  "one sketch row per user, eps/M per cell, count-mean decoding (PS baseline)"),
+    audit=AuditHooks(lambda e, **kw: MultiPCMSMeanParams.create(epsilon=e, d=64, K=2, M=4, seed=1, **kw),
+                     sketch_bits_plan, sketch_epsilon)))
+register_protocol(Protocol(
+    "multi-pcms-min", MultiPCMSMinParams, MultiPCMSMinReports, MultiPCMSMinServer, MultiPCMSMinClient,
+    example=_sketch_example(MultiPCMSMinParams), inputs="sets",
+    wire_fields=lambda p: [WireField("bits", 1, SIGN, "int8", (p.K, p.M))],  # the whole K x M sketch
+    # no closed-form variance: a minimum over the sketch rows
+    simulations=sketch_simulation("multi-pcms-min", "Multi-PCMS-Min",
+                                  "whole sketch per user, eps/(KM) per cell, count-min decoding (PS baseline)"),
+    audit=AuditHooks(lambda e, **kw: MultiPCMSMinParams.create(epsilon=e, d=64, K=2, M=2, seed=1, **kw),
+                     sketch_bits_plan, sketch_epsilon)))

@@ -37,6 +37,10 @@ from ..errors import FormatError, ParameterError, ReportError
 from .._base import Reports as _ReportsBase
 from ._sets import SketchParams, as_sets
 from ..theory.hadamard import c_eps
+from .._base import AuditHooks
+from .._validate import rr_effective_epsilon
+from ..audit import Plan, set_inputs, support_events
+from ._registration import sketch_simulation
 
 __all__ = ["Params", "Reports", "Client", "Server"]
 
@@ -235,4 +239,31 @@ def _example():
     return Params.create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3), sets
 
 
-register_protocol(Protocol("npcms", Params, Reports, Server, Client, example=_example))
+def _audit_plan(params):
+    if params.L != 1:
+        raise ParameterError(f"the nPCMS audit plan needs L = 1 (one slot carries the whole budget), got {params.L}")
+    cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
+    other = int(np.flatnonzero(np.any(cells != cells[0], axis=1))[0])
+    items = (0, other)
+
+    def onehot(reports, w):
+        rows = reports.rows.astype(np.int64)                      # (n, L)
+        want = -np.ones(reports.bits.shape, dtype=np.int8)
+        cell = cells[items[w]][rows[:, 0]] - rows[:, 0] * params.M
+        want[np.arange(len(rows)), 0, cell] = 1
+        return np.all(reports.bits.reshape(len(rows), -1) == want.reshape(len(rows), -1), axis=1)
+    return Plan(set_inputs([0], [other]), support_events(onehot, 0, 1),
+                ("bits = one-hot(x0) != one-hot(x1)", "bits = one-hot(x1) != one-hot(x0)"))
+
+
+def _effective_epsilon(params):
+    # L slots, each a one-hot vector whose two differing entries flip independently
+    return 2 * params.L * rr_effective_epsilon(rr_threshold(params.epsilon / (2 * params.L), 2), 2)
+
+
+register_protocol(Protocol(
+    "npcms", Params, Reports, Server, Client, example=_example, inputs="sets",
+    simulations=sketch_simulation("npcms", "nPCMS",
+                                  "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
+    audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=1, M=2, seed=1, L=1, **kw), _audit_plan,
+                     _effective_epsilon)))

@@ -60,6 +60,11 @@ from ..kernels import field as _field
 from ..kernels.field import PRIME
 from ..theory import ocms as _theory
 from ._local_hashing import check_hash_field, choose_field, debias_matches, finite_field_size, hash_range
+from .._base import AuditHooks, ComparisonRow
+from ..audit import value_inputs
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import olh_plan, rr_epsilon, theory, zipf_values
 
 __all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
@@ -539,4 +544,63 @@ class Server(_base.Aggregator):
         return "mode='reports'" if self.keeps_reports else f"mode='{self._candidates.size} candidates'"
 
 
-_base.register_protocol(_base.Protocol("ocms", Params, Reports, Server, Client))
+def _example():
+    return Params.optimal(epsilon=2.0, d=300, field="compact"), zipf_values(300)
+
+
+def _variance(server, candidates):
+    p, n = server.params, server.n
+    if p.a_range != "full":
+        return None, "OCMS with a_range='nonzero' has no closed-form variance"
+    return (lambda f: theory().ocms_variance(p, n=n, f=f)), f"{PLUG_IN} (theory.ocms_variance)"
+
+
+def _field_name(params) -> str:
+    if params.field_kind == "binary":
+        return f"GF(2^{params.field_size.bit_length() - 1})"
+    if params.field_size == PRIME:
+        return "F_p, p = 2^64 - 59"
+    return f"F_p, p = {params.field_size}"
+
+
+def _compare(epsilon, d, n, f_star, modes=("mse", "l"), field="paper", **_):
+    from ..theory import ocms as to
+
+    rows = []
+    for mode in modes:
+        p = Params.optimal(epsilon=epsilon, d=d, mode=mode, f_star=f_star, field=field)
+        real = to.ocms_optimal_m(epsilon, mode, d, f_star)
+        rows.append(ComparisonRow("MSE-OCMS+RR" if mode == "mse" else "l-OCMS+RR", p.m, p.communication_bits,
+                                  lambda f, p=p: to.ocms_variance(p, n=n, f=f), to.ocms_l2(epsilon, d, n, p.m),
+                                  f"real optimum m = {real:.3f}; field {_field_name(p)}"))
+    return rows
+
+
+def _simulations():
+    from ..experiments import Algorithm
+    from ..theory import ocms as to
+
+    def variance(params, data, f):
+        return to.ocms_variance(params, n=data.n, f=f)  # Eq. 8/20 for its field and m
+
+    def l2(params, n, size):
+        return to.ocms_l2(params.epsilon, size, n, params.m)  # Eq. 22 with |X| for d
+    return (Algorithm("ocms-mse", "MSE-OCMS+RR", "protocols.ocms",
+                      lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
+                      variance, l2, "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
+            Algorithm("ocms-l", "l-OCMS+RR", "protocols.ocms",
+                      lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, mode="l"),
+                      variance, l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"))
+
+
+_base.register_protocol(_base.Protocol(
+    "ocms", Params, Reports, Server, Client, example=_example,
+    # [PAN] 2.4: 2 ceil(log2 pH) + ceil(log2 m).
+    wire_fields=lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
+                           WireField("a1", bits_for(p.field_size))],
+    variance=_variance, default_candidates=lambda server: None if server.keeps_reports else server.candidates,
+    compare=_compare, simulations=_simulations,
+    audit=AuditHooks(lambda e, **kw: Params.optimal(e, 16, **kw),
+                     lambda p: olh_plan(p.field, p.m, [0], [1], value_inputs(0, 1),
+                                        ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),
+                     rr_epsilon("m"))))

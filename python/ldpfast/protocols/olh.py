@@ -26,6 +26,10 @@ from ..errors import FormatError, ParameterError, ReportError
 from ..kernels.field import PRIME
 from ._hadamard_layout import _check_d, prime_field
 from ._local_hashing import debias_matches, default_g
+from .._base import AuditHooks, ComparisonRow
+from ..audit import value_inputs
+from ..wire import WireField, bits_for
+from ._registration import olh_plan, olh_variance, rr_epsilon, theory, zipf_values
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]
 
@@ -175,4 +179,32 @@ class OLHServer(Aggregator):
         return est * self.n if counts else est
 
 
-register_protocol(Protocol("olh", OLHParams, OLHReports, OLHServer, OLHClient))
+def _olh_compare(epsilon, d, n, f_star, **_):
+    from ..theory import ocms as to
+
+    g = theory().olh_g(epsilon)
+    return [ComparisonRow("OLH", g, 128 + bits_for(g), lambda f: to.ocms_variance(epsilon, g, n, f),
+                          to.ocms_l2(epsilon, d, n, g),
+                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits")]
+
+
+def _olh_simulations():
+    from ..experiments import Algorithm
+    from ..theory import ocms as to
+
+    return (Algorithm("olh", "OLH", "protocols.olh", lambda eps, data, gen: OLHParams(epsilon=eps, d=data.d),
+                      lambda params, data, f: to.ocms_variance(params.epsilon, params.g, data.n, f),  # m = g
+                      lambda params, n, size: to.ocms_l2(params.epsilon, size, n, params.g),
+                      "Optimal Local Hashing, g = round(e^eps)+1, pairwise hash"),)
+
+
+register_protocol(Protocol(
+    "olh", OLHParams, OLHReports, OLHServer, OLHClient,
+    example=lambda: (OLHParams(epsilon=1.0, d=300), zipf_values(300, n=1500)),
+    # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
+    wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
+    variance=olh_variance, compare=_olh_compare, simulations=_olh_simulations,
+    audit=AuditHooks(lambda e, **kw: OLHParams(e, 16, **kw),
+                     lambda p: olh_plan(prime_field(), p.g, [0], [1], value_inputs(0, 1),
+                                        ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),
+                     rr_epsilon("g"))))

@@ -50,6 +50,11 @@ from ..errors import FormatError, ParameterError, ReportError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
 from ._sets import PrivacyWarning, SketchClient, SketchParams, TrackedServer, as_sets  # noqa: F401
+from .._base import AuditHooks
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import (SIGN, order_plan, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation,
+                            theory, tracked_candidates)
 
 __all__ = [
     "PrivacyWarning", "PRIME", "SketchParams", "Params", "NoSmpParams", "SafeParams", "Reports",
@@ -469,11 +474,64 @@ class SafeServer(Aggregator):
         return est * self.n if counts else est
 
 
-register_protocol(Protocol(id="privsketch", params=Params, reports=Reports, aggregator=Server, client=Client))
-register_protocol(Protocol(id="privsketch-nosmp", params=NoSmpParams, reports=NoSmpReports,
-                           aggregator=NoSmpServer, client=NoSmpClient))
-register_protocol(Protocol(id="privsketch-ldp", params=SafeParams, reports=SafeReports,
-                           aggregator=SafeServer, client=SafeClient))
+def _sketch_example(params_type):
+    return lambda: (params_type.create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60))
+
+
+def _privsketch_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M)),
+            f"{PLUG_IN} (theory.privsketch_variance, R2 estimator; f is the count-min frequency)")
+
+
+def _nosmp_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: np.full(np.shape(f), theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M))),
+            "closed form (theory.privsketch_nosmp_variance)")
+
+
+def _safe_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
+            f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with mean(fbar_i^2) >= fbar^2: "
+            "an upper bound)")
+
+
+register_protocol(Protocol(
+    "privsketch", Params, Reports, Server, Client, example=_sketch_example(Params), inputs="sets",
+    # [PS] Alg. 2: the sampled cell (k, m), its bit, and the ordering matrix as one rank in
+    # [0, K M) per cell, ceil(log2(K M)) bits each (a permutation of the cells).
+    wire_fields=lambda p: [WireField("k", bits_for(p.K), dtype="uint16"), WireField("m", bits_for(p.M), dtype="uint16"),
+                           WireField("bit", 1, SIGN, "int8"),
+                           WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
+    variance=_privsketch_variance, default_candidates=tracked_candidates,
+    simulations=sketch_simulation("privsketch", "PrivSketch", "PrivSketch, K=4, M=128, R2 estimator (NOT eps-LDP: "
+                                  "its ordering matrix leaks, PS reproduction only)"),
+    audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
+                     sketch_epsilon)))
+register_protocol(Protocol(
+    "privsketch-nosmp", NoSmpParams, NoSmpReports, NoSmpServer, NoSmpClient, example=_sketch_example(NoSmpParams),
+    inputs="sets",
+    # every cell's bit and the ordering matrix
+    wire_fields=lambda p: [WireField("bits", 1, SIGN, "int8", (p.K, p.M)),
+                           WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
+    variance=_nosmp_variance, default_candidates=tracked_candidates,
+    simulations=sketch_simulation("privsketch-nosmp", "PrivSketch-noSmp",
+                                  "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
+    audit=AuditHooks(lambda e, **kw: NoSmpParams.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
+                     sketch_epsilon)))
+register_protocol(Protocol(
+    "privsketch-ldp", SafeParams, SafeReports, SafeServer, SafeClient, example=_sketch_example(SafeParams),
+    inputs="sets",
+    # the sampled cell (k, m) and one bit
+    wire_fields=lambda p: [WireField("k", bits_for(p.K), dtype="uint16"), WireField("m", bits_for(p.M), dtype="uint16"),
+                           WireField("bit", 1, SIGN, "int8")],
+    variance=_safe_variance,
+    simulations=sketch_simulation("privsketch-ldp", "PrivSketch-LDP", "LDP-safe PrivSketch: no ordering matrix, "
+                                  "one sampled cell, fill-corrected count-mean", estimator="mean-corrected"),
+    audit=AuditHooks(lambda e, **kw: SafeParams.create(epsilon=e, d=64, K=2, M=4, seed=1, **kw), sketch_bits_plan,
+                     sketch_epsilon)))
+
 
 # The baselines live in their own modules (one per family); their names stay importable here.
 from . import _svim_run, multi_pcms as _multi_pcms, ps_olh as _ps_olh, svim as _svim  # noqa: E402

@@ -28,6 +28,11 @@ from ..theory.hadamard import olh_g
 from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
 from ._sets import PrivacyWarning, TrackedServer, as_sets
+from .._base import AuditHooks
+from ..audit import set_inputs
+from ..estimates import PLUG_IN
+from ._registration import (draw, olh_plan, olh_wire, prime_field_of, random_sets, rr_epsilon, theory,
+                            tracked_candidates)
 
 __all__ = ["PSOLHParams", "PSOLHReports", "PSOLHClient", "PSOLHServer", "padding_length", "olh_g"]
 
@@ -168,5 +173,44 @@ class PSOLHServer(TrackedServer):
         return est if counts else est / self.n
 
 
-register_protocol(Protocol(id="ps-olh", params=PSOLHParams, reports=PSOLHReports, aggregator=PSOLHServer,
-                           client=PSOLHClient))
+def _variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: theory().ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g)),
+            f"{PLUG_IN} (theory.ps_olh_variance: exact when no set exceeds pad_len items)")
+
+
+def _audit_plan(params):
+    items = list(range(1, params.pad_len + 1))
+    return olh_plan(prime_field_of(params), params.g, [params.d], items, set_inputs([], items),
+                    ("H(dummy) = z, no item's", f"an item's H = z (|S| = {len(items)}), not the dummy's"))
+
+
+def _simulate(eps, sets, gen, k):
+    params = PSOLHParams(epsilon=eps, d=sets.d, pad_len=padding_length(sets))
+    server = PSOLHServer(params).update(PSOLHClient(params, rng=draw(gen)).perturb(sets))
+    return np.asarray(server.estimate(), dtype=np.float64)
+
+
+def _theory_mse(eps, sets):
+    """Mean of PS-OLH's variance over the domain; it is the MSE only when no set is longer
+    than the padding (P90 of the set sizes), when the estimate is unbiased."""
+    params = PSOLHParams(epsilon=eps, d=sets.d, pad_len=padding_length(sets))
+    if sets.n == 0 or int(sets.sizes().max()) > params.pad_len:
+        return None
+    var = theory().ps_olh_variance(eps, sets.n, sets.frequencies(), pad_len=params.pad_len, g=params.g)
+    return float(np.mean(var))
+
+
+def _simulations():
+    from ..experiments import SetAlgorithm
+
+    return (SetAlgorithm("ps-olh", "PS-OLH", "protocols.ps_olh", _simulate,
+                         "padding-and-sampling OLH, padding = P90 of the set sizes (Wang et al. 2018)",
+                         theory_mse=_theory_mse),)
+
+
+register_protocol(Protocol(
+    "ps-olh", PSOLHParams, PSOLHReports, PSOLHServer, PSOLHClient,
+    example=lambda: (PSOLHParams(epsilon=2.0, d=60, pad_len=3), random_sets(60)), inputs="sets",
+    wire_fields=olh_wire, variance=_variance, default_candidates=tracked_candidates, simulations=_simulations,
+    audit=AuditHooks(lambda e, **kw: PSOLHParams(epsilon=e, d=64, pad_len=4, **kw), _audit_plan, rr_epsilon("g"))))

@@ -40,6 +40,11 @@ from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 from ..kernels import field as _field
 from ._local_hashing import finite_field_size
 from ..theory import pan_baselines as _pt
+from .._base import AuditHooks, ComparisonRow
+from .._validate import rr_effective_epsilon
+from ..audit import Plan, value_inputs
+from ..kernels.field import core_field
+from ._registration import own_variance, simulated_own_l2, simulated_own_variance, tracked_candidates
 
 __all__ = ["Params", "Reports", "Client", "Server", "MAX_M", "MAX_DEFAULT_CANDIDATES"]
 
@@ -341,4 +346,51 @@ def _example():
     return params, np.minimum(rng.zipf(1.3, size=3000) - 1, 299)
 
 
-_base.register_protocol(_base.Protocol("cms-rappor", Params, Reports, Server, Client, example=_example))
+def _effective_epsilon(params):
+    # one-hot vectors of two inputs differ in two bits: sRP flips both at eps/2; aRP
+    # keeps a 1 with probability exactly 1/2 and flips a 0 at eps
+    once = rr_effective_epsilon(params.zero_threshold, 2)
+    return 2 * once if params.variant == "symmetric" else once
+
+
+def _audit_plan(params):
+    field = core_field(params.field_size)
+
+    def events(reports):
+        n = len(reports.a0)
+        h0, h1 = (_core.ocms_hash(field, reports.a0, reports.a1, np.full(n, v, dtype=np.uint64),
+                                  params.m).astype(np.int64) for v in (0, 1))
+        rows = np.arange(n)
+        b0, b1 = reports.bits[rows, h0] == 1, reports.bits[rows, h1] == 1
+        apart = h0 != h1
+        return apart & b0 & ~b1, apart & b1 & ~b0
+    return Plan(value_inputs(0, 1), events, ("bit h(x0) set, bit h(x1) clear", "bit h(x1) set, bit h(x0) clear"))
+
+
+def _compare(epsilon, d, n, f_star, **_):
+    from ..commands.params import affine_l2
+
+    rows = []
+    for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):
+        rp = Params.optimal(epsilon=epsilon, d=d, variant=variant)
+        rows.append(ComparisonRow(name, rp.m, rp.communication_bits, lambda f, rp=rp: rp.variance(n, f),
+                                  affine_l2(lambda f, rp=rp: rp.variance(n, f), d),
+                                  "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)"))
+    return rows
+
+
+def _simulations():
+    from ..experiments import Algorithm
+
+    def make(variant):
+        return lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, variant=variant, tau=0.1)
+    return tuple(Algorithm(name, label, "protocols.rappor_cms", make(variant), simulated_own_variance,
+                           simulated_own_l2, f"CMS with {variant} RAPPOR, m within 10% of its m -> inf error "
+                           "(PAN App. G)", server_candidates=True)
+                 for name, label, variant in (("cms-srp", "CMS+sRP", "symmetric"), ("cms-arp", "CMS+aRP", "asymmetric")))
+
+
+_base.register_protocol(_base.Protocol(
+    "cms-rappor", Params, Reports, Server, Client, example=_example, variance=own_variance,
+    default_candidates=tracked_candidates, compare=_compare, simulations=_simulations,
+    audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=16, m=4, **kw), _audit_plan, _effective_epsilon)))

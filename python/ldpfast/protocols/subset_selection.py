@@ -30,6 +30,9 @@ from .._validate import (check_below, check_epsilon, check_int, check_threads, c
                          probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import pan_baselines as _pt
+from .._base import AuditHooks, ComparisonRow
+from ..audit import Plan, log_ratio, value_inputs
+from ._registration import own_variance, simulated_own_l2, simulated_own_variance
 
 __all__ = ["Params", "Reports", "Client", "Server", "MAX_D"]
 
@@ -254,4 +257,38 @@ def _example():
     return params, np.minimum(rng.zipf(1.3, size=2000) - 1, 299)
 
 
-_base.register_protocol(_base.Protocol("ss", Params, Reports, Server, Client, example=_example))
+def _effective_epsilon(params):
+    # P(include) (d-k) / (P(exclude) k), from the integer threshold
+    t = params.exclude_threshold
+    return log_ratio((2**64 - t) * (params.d - params.k), t * params.k)
+
+
+def _audit_plan(params):
+    def events(reports):
+        has0, has1 = (np.any(reports.items == v, axis=1) for v in (0, 1))
+        return has0 & ~has1, has1 & ~has0
+    return Plan(value_inputs(0, 1), events, ("x0 in S, x1 not", "x1 in S, x0 not"))
+
+
+def _compare(epsilon, d, n, f_star, **_):
+    from ..commands.params import affine_l2
+
+    if d > MAX_D:
+        return []
+    sp = Params(epsilon=epsilon, d=d)
+    return [ComparisonRow("SS", sp.k, sp.communication_bits, lambda f: sp.variance(n, f),
+                          affine_l2(lambda f: sp.variance(n, f), d),
+                          f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)")]
+
+
+def _simulations():
+    from ..experiments import Algorithm
+
+    return (Algorithm("ss", "SS", "protocols.subset_selection", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+                      simulated_own_variance, simulated_own_l2, "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),)
+
+
+_base.register_protocol(_base.Protocol(
+    "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare,
+    simulations=_simulations, audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=4, **kw), _audit_plan,
+                                               _effective_epsilon)))

@@ -43,6 +43,12 @@ from ..kernels.field import PRIME
 from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
 from ._sets import PrivacyWarning, as_sets, intersect_candidates
+from .._base import AuditHooks
+from .._validate import rr_effective_epsilon
+from ..audit import Plan, set_inputs, support_events
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import draw, olh_plan, olh_variance, olh_wire, prime_field_of, random_sets, rr_epsilon, theory
 
 __all__ = [
     "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
@@ -525,9 +531,95 @@ class SVIMPaddedServer(_SVIMServer):
         return np.asarray(self.params.candidates, dtype=np.int64)[best], freq[best]
 
 
-register_protocol(Protocol(id="svim-items", params=SVIMItemParams, reports=SVIMItemReports,
-                           aggregator=SVIMItemServer, client=SVIMItemClient))
-register_protocol(Protocol(id="svim-lengths", params=SVIMLengthParams, reports=SVIMLengthReports,
-                           aggregator=SVIMLengthServer, client=SVIMLengthClient))
-register_protocol(Protocol(id="svim-padded", params=SVIMPaddedParams, reports=SVIMPaddedReports,
-                           aggregator=SVIMPaddedServer, client=SVIMPaddedClient))
+def _padded_wire(p):
+    # phase 3 is OLH, or GRR on |C| + 1 values (then only z travels: 0-bit hash fields)
+    if p.uses_grr:
+        return [WireField("z", bits_for(p.domain)), WireField("a0", 0), WireField("a1", 0)]
+    return olh_wire(p)
+
+
+def _padded_variance(server, candidates):
+    p, n = server.params, server.n
+    scale = p.L / p.coverage
+    if p.uses_grr:
+        def var(f):
+            return scale**2 * theory().grr_variance(p.grr_epsilon, p.domain, n, np.clip(f / scale, 0.0, 1.0))
+    else:
+        def var(f):
+            return scale**2 * theory().olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
+    return var, f"{PLUG_IN} (the GRR/OLH variance of the padded sample, scaled by (L/coverage)^2)"
+
+
+def _padded_epsilon(params):
+    if not params.uses_grr:
+        return rr_effective_epsilon(params.flip_threshold, params.g)
+    grr_eps = rr_effective_epsilon(params.flip_threshold, params.domain)
+    if params.reference:           # the single dummy: no amplification (class docstring)
+        return grr_eps
+    return math.log1p(math.expm1(grr_eps) / params.L)
+
+
+def _items_plan(params):
+    return olh_plan(prime_field_of(params), params.g, [params.d], [0], set_inputs([], [0]),
+                    ("H(dummy) = z != H(0)", "H(0) = z != H(dummy)"))
+
+
+def _lengths_plan(params):
+    return olh_plan(prime_field_of(params), params.g, [0], [1], set_inputs([], [params.candidates[0]]),
+                    ("H(length 0) = z != H(1)", "H(length 1) = z != H(0)"))
+
+
+def _padded_plan(params):
+    size = len(params.candidates)
+    dummies, items = list(range(size, params.domain)), list(range(min(params.L, size)))
+    inputs = set_inputs([], [params.candidates[i] for i in items])
+    describe = ("z is a dummy's (empty set)", f"z is a candidate's ({len(items)} candidates)")
+    if not params.uses_grr:
+        return olh_plan(prime_field_of(params), params.g, dummies, items, inputs, describe)
+
+    def support(reports, w):
+        return np.isin(reports.z, np.asarray(w, dtype=np.uint64))
+    return Plan(inputs, support_events(support, dummies, items), describe)
+
+
+def _simulate(eps, sets, gen, k):
+    from ._svim_run import svim
+
+    result = svim(sets, eps, k=k, rng=draw(gen))
+    est = np.zeros(sets.d)
+    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
+    return est
+
+
+def _simulations():
+    # SVIM's whole pipeline (its three user groups), listed under its first phase
+    from ..experiments import SetAlgorithm
+
+    return (SetAlgorithm("svim", "SVIM", "protocols.svim", _simulate,
+                         "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)",
+                         whole_domain=False),)
+
+
+def _example(params_type, **kw):
+    return lambda: (params_type(epsilon=2.0, d=60, **kw), random_sets(60))
+
+
+register_protocol(Protocol(
+    "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
+    example=_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire, variance=olh_variance,
+    simulations=_simulations,
+    audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
+register_protocol(Protocol(
+    "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
+    example=_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
+    variance=olh_variance,
+    default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
+    audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
+                     _lengths_plan, rr_epsilon("g"))))
+register_protocol(Protocol(
+    "svim-padded", SVIMPaddedParams, SVIMPaddedReports, SVIMPaddedServer, SVIMPaddedClient,
+    example=_example(SVIMPaddedParams, candidates=tuple(range(0, 60, 5)), L=3), inputs="sets",
+    wire_fields=_padded_wire, variance=_padded_variance,
+    default_candidates=lambda server: np.asarray(server.params.candidates, dtype=np.int64),
+    audit=AuditHooks(lambda e, **kw: SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)), L=5,
+                                                      **kw), _padded_plan, _padded_epsilon)))

@@ -39,6 +39,8 @@ from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_thresh
 from .hashtogram import GroupedSignSketchServer, _uniform
 from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
+from .._base import AuditHooks
+from ._registration import binary_epsilon, count_sketch_plan, heavy_params
 
 __all__ = ["Params", "Reports", "Client", "Server"]
 
@@ -239,4 +241,14 @@ def _example():
     return params, np.minimum(rng.zipf(1.3, size=4000) - 1, 1023)
 
 
-register_protocol(Protocol("treehist-cs", Params, Reports, Server, Client, example=_example))
+def _simulations():
+    from ..experiments import HeavyAlgorithm
+
+    return (HeavyAlgorithm("treehist-cs", "TreeHist-CS", "protocols.treehist_cs", heavy_params("treehist_cs", "create"),
+                           "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),)
+
+
+register_protocol(Protocol(
+    "treehist-cs", Params, Reports, Server, Client, example=_example, simulations=_simulations,
+    audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0, hash_seed=1, **kw),
+                     count_sketch_plan, binary_epsilon)))
