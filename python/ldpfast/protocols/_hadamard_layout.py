@@ -168,18 +168,6 @@ class LayoutClient(ClientBase):
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = BitReports
 
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, self.params_type):
-            raise ParameterError(f"params must be {self.params_type.__name__}, got {type(params).__name__}")
-        self.params = params
-        self._keys = KeySource(rng)
-        self.threads = check_threads(threads)
-
-    @property
-    def seeded(self) -> bool:
-        """True when this client is a reproducible simulator (seeded), not a private client."""
-        return self._keys.seeded
-
     def _perturb(self, values: np.ndarray, groups: Any,
                  rows: Any) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
         layout = self.params.layout()

@@ -47,7 +47,7 @@ def olh_wire(p: Any) -> List[WireField]:
 # -- audit plans and effective epsilons -----------------------------------------------------------
 def binary_epsilon(params: Any) -> float:
     """The effective epsilon of one binary flip at ``params.epsilon`` (Hadamard family)."""
-    from .hadamard import binary_flip_threshold
+    from ._hadamard_layout import binary_flip_threshold
 
     return rr_effective_epsilon(binary_flip_threshold(params.epsilon), 2)
 
@@ -218,7 +218,7 @@ def sketch_simulation(pid: str, label: str, summary: str, **estimate: Any) -> Ca
         import warnings
 
         from .._base import protocol
-        from .privsketch import PrivacyWarning
+        from ._sets import PrivacyWarning
 
         proto = protocol(pid)
         params_type: Any = proto.params

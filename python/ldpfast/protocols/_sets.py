@@ -183,13 +183,6 @@ class SketchClient(ClientBase):
     _sampling: ClassVar[int] = 1
     _with_order: ClassVar[bool] = True
 
-    def __init__(self, params: SketchParams, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, self.params_type):
-            raise ParameterError(f"params must be {self.params_type.__name__}, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
-
     def _perturb(self, sets):
         p = self.params
         offsets, items = as_sets(sets, p.d)

@@ -20,8 +20,7 @@ from typing import ClassVar, Dict
 import numpy as np
 
 from .. import _base, _core
-from .._random import KeySource, RngLike
-from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
+from .._validate import (check_below, check_epsilon, check_int, check_values, rr_threshold,
                          uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
 from .._base import AuditHooks, ComparisonRow
@@ -102,13 +101,6 @@ class Reports(_base.Reports):
 class Client(_base.ClientBase):
     """GRR client. ``rng=None`` (default) draws keys from the OS; a seed is for simulation
     only (see :mod:`ldpfast._random`)."""
-
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, Params):
-            raise ParameterError(f"params must be ldpfast.grr.Params, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def perturb(self, values) -> Reports:
         """One report per value (values: integers in ``[0, d)``)."""

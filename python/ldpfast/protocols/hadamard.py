@@ -29,7 +29,6 @@ import numpy as np
 from .. import _core
 from .._base import Aggregator, ClientBase, Params, Protocol, Reports, _State, register_protocol
 from .._memory import check_allocation
-from .._random import KeySource, RngLike
 from .._validate import (as_values, check_array, check_binary_epsilon, check_epsilon, check_int, check_threads,
                          optional_index_array, rr_threshold)
 from .._validate import probability_threshold  # noqa: F401  (re-exported)
@@ -406,13 +405,6 @@ class RHRReports(Reports):
 
 class RHRClient(ClientBase):
     """RHR client (R1 layout). ``rng``: see :class:`HRRClient`."""
-
-    def __init__(self, params: RHRParams, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, RHRParams):
-            raise ParameterError(f"params must be RHRParams, got {type(params).__name__}")
-        self.params = params
-        self._keys = KeySource(rng)
-        self.threads = check_threads(threads)
 
     def perturb(self, values: Any, rows: Any = None) -> RHRReports:
         """Privatize ``values`` in ``[0, d)``; ``rows`` optionally server-assigned."""

@@ -43,7 +43,6 @@ from ..theory.hadamard import c_eps
 from .._base import (Aggregator, ClientBase, Params, Protocol, Reports, _checked_sum, _exact_sum, _State,
                     register_protocol)
 from .._memory import check_allocation
-from .._random import KeySource, RngLike
 from .._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
                          probability_threshold, rr_threshold, uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
@@ -241,13 +240,6 @@ def _parity(values: np.ndarray) -> np.ndarray:
 class RHROriginalClient(ClientBase):
     """Original-RHR client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only."""
-
-    def __init__(self, params: RHROriginalParams, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, RHROriginalParams):
-            raise ParameterError(f"params must be RHROriginalParams, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     @staticmethod
     def deterministic_rows(params: RHROriginalParams, n: int, start: int = 0) -> np.ndarray:

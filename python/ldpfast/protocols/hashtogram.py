@@ -41,7 +41,6 @@ from .. import _core
 from .._base import (Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, _exact_sum,
                      register_protocol)
 from .._memory import check_allocation
-from .._random import KeySource, RngLike
 from .._validate import (as_values, check_below, check_binary_epsilon, check_choice, check_int, check_threads,
                          optional_index_array, probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
@@ -155,13 +154,6 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
 class Client(ClientBase):
     """Hashtogram client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only. Groups and rows may be assigned by the server."""
-
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, Params):
-            raise ParameterError(f"params must be ldpfast.hashtogram.Params, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
         """One report per value in ``[0, d)``; ``groups`` in ``[0, R)`` and ``rows`` in

@@ -30,9 +30,7 @@ import numpy as np
 
 from .. import _core
 from .._base import Aggregator, ClientBase, Protocol, _State, _exact_sum, register_protocol
-from .._random import KeySource, RngLike
-from .._validate import (check_array, check_below, check_bits, check_int, check_threads,
-                         probability_threshold, rr_threshold)
+from .._validate import (check_array, check_below, check_bits, check_int, probability_threshold, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from .._base import Reports as _ReportsBase
 from ._sets import SketchParams, as_sets
@@ -119,13 +117,6 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
 
 class Client(ClientBase):
     """nPCMS user side. ``rng=None`` (default) uses OS entropy; a seed is for simulation only."""
-
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, Params):
-            raise ParameterError(f"params must be ldpfast.npcms.Params, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def _slots(self, offsets: np.ndarray, items: np.ndarray) -> np.ndarray:
         """``(n, L)`` int64: each user's items (a uniform ``L`` of them for larger sets),

@@ -52,7 +52,6 @@ import numpy as np
 
 from .. import _base, _core
 from .._memory import check_allocation
-from .._random import KeySource, RngLike
 from .._validate import (check_below, check_bool, check_epsilon, check_int, check_threads, check_values,
                          rr_threshold, uint64_column)
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
@@ -245,13 +244,6 @@ class Client(_base.ClientBase):
             the perturbation).
         threads: threads for large batches (0 = default); the output does not depend on it.
     """
-
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, Params):
-            raise ParameterError(f"params must be ldpfast.ocms.Params, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def perturb(self, values) -> Reports:
         """Reports for ``values`` (an int or an integer array in ``[0, d)``), one per value.

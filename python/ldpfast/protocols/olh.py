@@ -20,9 +20,8 @@ import numpy as np
 
 from .. import _core
 from .._base import Aggregator, ClientBase, Params, Protocol, Reports, _State, register_protocol
-from .._random import KeySource, RngLike
 from .._validate import as_values, check_array, check_epsilon, check_int, check_threads, rr_threshold
-from ..errors import FormatError, ParameterError, ReportError
+from ..errors import FormatError, ReportError
 from ..kernels.field import PRIME
 from ._hadamard_layout import _check_d, prime_field
 from ._local_hashing import debias_matches, default_g
@@ -93,13 +92,6 @@ class OLHClient(ClientBase):
     """OLH client: ``(GRR_g(h(x)), a0, a1)`` with ``a0, a1`` uniform on ``F_PRIME``
     (C++ OCMS kernel). ``rng``: ``None`` (default) draws each batch's key from OS entropy, the only
     setting for real users; a seed makes a reproducible **simulation only**."""
-
-    def __init__(self, params: OLHParams, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, OLHParams):
-            raise ParameterError(f"params must be OLHParams, got {type(params).__name__}")
-        self.params = params
-        self._keys = KeySource(rng)
-        self.threads = check_threads(threads)
 
     def perturb(self, values: Any) -> OLHReports:
         """Privatize ``values`` in ``[0, d)``; returns :class:`OLHReports`."""

@@ -19,10 +19,10 @@ import numpy as np
 from .. import _core
 from .._base import ClientBase, Params as _ParamsBase, Protocol
 from .._base import register_protocol
-from .._random import KeySource, RngLike
+from .._random import RngLike
 from ..datasets import SetData
 from ..errors import ParameterError
-from .._validate import check_bool, check_epsilon, check_int, check_threads, rr_threshold
+from .._validate import check_bool, check_epsilon, check_int, rr_threshold
 from ..kernels.field import PRIME
 from ..theory.hadamard import olh_g
 from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
@@ -120,16 +120,12 @@ class PSOLHClient(ClientBase):
     ``amplify=True`` (only eps'-LDP, see :class:`PSOLHParams`)."""
 
     def __init__(self, params: PSOLHParams, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, PSOLHParams):
-            raise ParameterError(f"params must be PSOLHParams, got {type(params).__name__}")
+        super().__init__(params, rng, threads)
         if params.amplify:
             warnings.warn(f"PS-OLH with amplify=True is NOT {params.epsilon:g}-LDP: OLH does not amplify under "
                           f"padding and sampling, the reports are only {params.true_epsilon:.6g}-LDP "
                           "(log(pad_len (e^eps - 1) + 1)). Use amplify=False for eps-LDP.",
                           PrivacyWarning, stacklevel=2)
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def perturb(self, sets) -> PSOLHReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""

@@ -33,7 +33,6 @@ from typing import ClassVar, Dict
 import numpy as np
 
 from .. import _base, _core
-from .._random import KeySource, RngLike
 from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
                          uint64_column)
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
@@ -186,13 +185,6 @@ def _bernoulli(key: bytes, count: int, threshold: int, threads: int) -> np.ndarr
 class Client(_base.ClientBase):
     """CMS + RAPPOR client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only (anyone who knows it can undo the perturbation)."""
-
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, Params):
-            raise ParameterError(f"params must be ldpfast.rappor_cms.Params, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def perturb(self, values) -> Reports:
         """One report per value (integers in ``[0, d)``)."""
@@ -387,7 +379,8 @@ def _simulations():
     return tuple(Algorithm(name, label, "protocols.rappor_cms", make(variant), simulated_own_variance,
                            simulated_own_l2, f"CMS with {variant} RAPPOR, m within 10% of its m -> inf error "
                            "(PAN App. G)", server_candidates=True)
-                 for name, label, variant in (("cms-srp", "CMS+sRP", "symmetric"), ("cms-arp", "CMS+aRP", "asymmetric")))
+                 for name, label, variant in (("cms-srp", "CMS+sRP", "symmetric"),
+                                              ("cms-arp", "CMS+aRP", "asymmetric")))
 
 
 _base.register_protocol(_base.Protocol(

@@ -25,8 +25,7 @@ from typing import ClassVar, Dict
 import numpy as np
 
 from .. import _base, _core
-from .._random import KeySource, RngLike
-from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values,
+from .._validate import (check_below, check_epsilon, check_int, check_values,
                          probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import pan_baselines as _pt
@@ -147,13 +146,6 @@ class Reports(_base.Reports):
 class Client(_base.ClientBase):
     """Subset Selection client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only."""
-
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, Params):
-            raise ParameterError(f"params must be ldpfast.subset_selection.Params, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def perturb(self, values) -> Reports:
         """One ``k``-subset per value (integers in ``[0, d)``).
@@ -285,7 +277,8 @@ def _simulations():
     from ..experiments import Algorithm
 
     return (Algorithm("ss", "SS", "protocols.subset_selection", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
-                      simulated_own_variance, simulated_own_l2, "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),)
+                      simulated_own_variance, simulated_own_l2,
+                      "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),)
 
 
 _base.register_protocol(_base.Protocol(

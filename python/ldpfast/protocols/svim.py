@@ -264,14 +264,7 @@ class SVIMPaddedReports(OLHReportColumns):
 
 
 class _SVIMClient(ClientBase):
-    params_type: ClassVar[type] = _ParamsBase
-
-    def __init__(self, params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, self.params_type):
-            raise ParameterError(f"params must be {self.params_type.__name__}, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
+    """Base of the SVIM clients (each checks the parameters of the protocol it is registered for)."""
 
 
 class SVIMItemClient(_SVIMClient):

@@ -29,9 +29,7 @@ import numpy as np
 from .. import _core
 from .._base import ClientBase, Params as _ParamsBase, Protocol, register_protocol
 from .._memory import check_allocation
-from .._random import KeySource, RngLike
-from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, check_threads,
-                         optional_index_array)
+from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, optional_index_array)
 from ..errors import ParameterError, ReportError
 from .hadaheavy import HeavyHitters
 from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
@@ -151,13 +149,6 @@ class Reports(GroupBitReports):
 class Client(ClientBase):
     """TreeHist client: a uniform level and group (unless assigned), one bit about the
     level's prefix. ``rng=None`` (default) uses OS entropy; a seed is for simulation only."""
-
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
-        if not isinstance(params, Params):
-            raise ParameterError(f"params must be ldpfast.treehist_cs.Params, got {type(params).__name__}")
-        self.params = params
-        self.threads = check_threads(threads)
-        self._keys = KeySource(rng)
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
         p = self.params
