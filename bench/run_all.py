@@ -30,9 +30,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import machine
-import ocms_affine_decode
-import scaling
+import machine  # noqa: E402  (found through sys.path above)
+import ocms_affine_decode  # noqa: E402
+import scaling  # noqa: E402
 
 
 def run_baseline(pythonpath: str, quick: bool, threads: list[int]) -> dict[str, object]:

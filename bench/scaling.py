@@ -185,8 +185,8 @@ def print_tables(result: dict[str, object]) -> None:
               f"{r['pct_one_pass']:5.1f}%  passes {r['pass_equivalents']:4.1f}{_cpu(r)}")
     print("PrivSketch decode-first (K=4, M=128, 41,271 candidates); % = orders (1 KiB/user) / STREAM bandwidth")
     for r in result["privsketch_decode"]:
-        print(f"  threads {r['threads']:>2}  {r['ms']:8.1f} ms  {r['users_per_s']:10.3g} users/s  {r['gbs']:5.2f} GB/s  "
-              f"{r['pct_stream']:5.1f}%{_cpu(r)}")
+        print(f"  threads {r['threads']:>2}  {r['ms']:8.1f} ms  {r['users_per_s']:10.3g} users/s  "
+              f"{r['gbs']:5.2f} GB/s  {r['pct_stream']:5.1f}%{_cpu(r)}")
 
 
 def main() -> None:
@@ -198,7 +198,8 @@ def main() -> None:
     threads = [int(t) for t in args.threads.split(",")]
     bandwidth = {t: stream_bandwidth(t, 32 if args.quick else 128) for t in threads}
     for t in threads:
-        print(f"STREAM threads {t}: copy {bandwidth[t]['copy_gbs']:.1f} GB/s, triad {bandwidth[t]['triad_gbs']:.1f} GB/s")
+        print(f"STREAM threads {t}: copy {bandwidth[t]['copy_gbs']:.1f} GB/s, "
+              f"triad {bandwidth[t]['triad_gbs']:.1f} GB/s")
     result = run(args.quick, threads, bandwidth)
     print_tables(result)
     if args.json:
