@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ocms,
         privsketch,
         privsketch_baselines,
+        protocols,
         rappor_cms,
         subset_selection,
         theory,
@@ -52,7 +53,7 @@ _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
     "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
-    "npcms", "audit",
+    "npcms", "audit", "protocols",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",

@@ -93,6 +93,12 @@ def _short(value: Any) -> str:
     return repr(_jsonable(value) if isinstance(value, np.generic) else value)
 
 
+def _public_module(cls: type) -> str:
+    """The import path users know for ``cls``'s module: ``ldpfast.ocms``, not
+    ``ldpfast.protocols.ocms`` (both name the same module)."""
+    return cls.__module__.replace("ldpfast.protocols.", "ldpfast.")
+
+
 def params_summary(params: Any) -> str:
     """``"epsilon=2.0, d=1000, m=4"``: every field of a Params dataclass, long ones cut."""
     if not dataclasses.is_dataclass(params):
@@ -216,7 +222,7 @@ class Reports:
             size = len(self)
         except Exception:  # half-built batch (a constructor that raised part way)
             size = "?"
-        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={self.protocol!r}, n={size}, columns={self.column_names()})")
 
     def columns(self) -> Dict[str, np.ndarray]:
@@ -337,7 +343,7 @@ def _describe(obj: Any) -> str:
 def _aggregator_name(obj: Any) -> str:
     cls = type(obj)
     protocol_id = getattr(obj, "protocol", "") if isinstance(obj, Aggregator) else ""
-    where = f"{cls.__module__}.{cls.__qualname__}"
+    where = f"{_public_module(cls)}.{cls.__qualname__}"
     return f"a {protocol_id!r} aggregator ({where})" if protocol_id else f"{where}"
 
 
@@ -450,7 +456,7 @@ class Aggregator:
         if not isinstance(reports, expected):
             name = expected.__name__
             if name == "Reports":  # the protocol modules' short name: say which module
-                name = f"{expected.__module__}.{name}"
+                name = f"{_public_module(expected)}.{name}"
             raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
         batch = cast(Reports, copy.copy(reports))
         batch._check_columns()
@@ -626,7 +632,7 @@ class Aggregator:
     def __repr__(self) -> str:
         n = getattr(self, "n", None)
         extra = self._repr_extra()
-        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={self.protocol!r}, n={n}, {params_summary(self.params)}"
                 f"{', ' + extra if extra else ''})")
 
@@ -654,7 +660,7 @@ class ClientBase:
     def __repr__(self) -> str:
         keys = getattr(self, "_keys", None)
         rng = "seeded (simulation only)" if keys is not None and keys.seeded else "os-entropy"
-        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={getattr(self.params, 'protocol', '?')!r}, {params_summary(self.params)}, "
                 f"rng={rng!r})")
 
@@ -914,16 +920,9 @@ def register_protocol(protocol: Protocol) -> Protocol:
 
 def protocols() -> Dict[str, Protocol]:
     """Every registered protocol, importing all protocol modules first."""
-    import importlib
+    from . import protocols as _package
 
-    for module in ("ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "rappor_cms",
-                   "subset_selection", "hadamard_variants", "hashtogram",
-                   "treehist_cs", "npcms"):
-        try:
-            importlib.import_module(f"ldpfast.{module}")
-        except ModuleNotFoundError as exc:  # a family not built into this version
-            if exc.name != f"ldpfast.{module}":
-                raise
+    _package.load_all()
     return dict(_REGISTRY)
 
 
