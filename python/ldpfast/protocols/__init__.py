@@ -1,9 +1,12 @@
 """Every protocol of ldpfast, one module per protocol family.
 
 A module here that does not start with ``_`` is a protocol module: importing it registers
-its protocols (``ldpfast._base.register_protocol``), and :func:`load_all` imports them all.
-Modules starting with ``_`` hold pieces shared by several families. Each module is also
-importable under its historical path (``ldpfast.ocms`` is ``ldpfast.protocols.ocms``).
+its protocols, one ``register_protocol(Protocol(...))`` call each (the classes and every
+hook the generic layers read, see :mod:`ldpfast._registry`), and :func:`load_all` imports
+them all. Modules starting with ``_`` hold pieces shared by several families
+(``_registration`` the hooks several families fill alike). The modules that predate this
+package are also importable under their historical path (``ldpfast.ocms`` is
+``ldpfast.protocols.ocms``). CONTRIBUTING.md walks through adding a protocol.
 """
 
 from __future__ import annotations
