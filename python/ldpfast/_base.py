@@ -35,7 +35,7 @@ from __future__ import annotations
 
 # Every name below is re-exported: protocol modules and tests import them from here.
 from ._aggregator import Aggregator, _aggregator_name, _checked_sum, _exact_sum, _locked, _State, load_aggregator  # noqa: F401
-from ._client import ClientBase, _stamping  # noqa: F401
+from ._client import ClientBase  # noqa: F401
 from ._container import (FORMAT_MAGIC, FORMAT_VERSION, _check_layout, _checked_key, _Cursor,  # noqa: F401
                          _describe, _layout_nbytes, _MAC_NAME, _MAC_SIZE, _MAX_STATE_ARRAYS, _native,
                          _npy_array, _npy_header, _parse_container, _parse_header, read_header)
