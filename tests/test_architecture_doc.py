@@ -6,7 +6,8 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Short names in the text are relative to one of these folders.
-BASES = ["", "cpp", "cpp/kernels", "cpp/src", "cpp/include/ldpfast", "cpp/bind", "python/ldpfast", "python/ldpfast/protocols"]
+BASES = ["", "cpp", "cpp/kernels", "cpp/src", "cpp/include/ldpfast", "cpp/bind",
+         "python/ldpfast", "python/ldpfast/protocols"]
 PATH = re.compile(r"`([A-Za-z0-9_./*-]+\.(?:py|pyi|cpp|hpp|md)|[A-Za-z0-9_.-]+/(?:[A-Za-z0-9_.*-]+/)*)`")
 
 

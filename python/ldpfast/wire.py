@@ -16,9 +16,9 @@ Two framings:
 
 Neither framing carries the parameters: both ends must agree on them (they define the
 field widths). The encoder refuses a batch made with other parameters, and the decoded
-batch records the decoder's (``Reports.params_fingerprint``). Decoding checks lengths and padding, rejects values outside a field's
-range or codebook, and then runs the protocol's own batch validation, so anything that
-decodes is a batch the aggregator accepts.
+batch records the decoder's (``Reports.params_fingerprint``). Decoding checks lengths and
+padding, rejects values outside a field's range or codebook, and then runs the protocol's
+own batch validation, so anything that decodes is a batch the aggregator accepts.
 
 Adding the wire encoding to a protocol: pass ``wire_fields`` to its registration
 (:class:`ldpfast._base.Protocol`), a function of the parameters returning
