@@ -79,6 +79,9 @@ def test_every_protocol_is_registered_exactly_once():
     ("ldpfast.privsketch_baselines", ["MultiPCMSMinServer", "PSOLHParams", "SVIMItemParams", "svim", "olh_g",
                                       "SVIM_SHARES", "padding_length"]),
     ("ldpfast.ocms", ["hash_range", "finite_field_size", "uint64_column", "decode_matches", "PRIME"]),
+    ("ldpfast.hadamard", ["RHRParams", "RHRClient", "RHRReports", "RHRServer"]),
+    ("ldpfast.privsketch", ["SafeParams", "SafeClient", "SafeReports", "SafeServer"]),
+    ("ldpfast.svim", ["SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L"]),
 ])
 def test_moved_names_stay_importable_from_their_public_modules(old, names):
     module = importlib.import_module(old)
@@ -93,6 +96,8 @@ def test_moved_protocols_are_the_same_objects_under_every_path():
     assert ldpfast.privsketch.PSOLHParams is ldpfast.privsketch_baselines.PSOLHParams is ldpfast.ps_olh.PSOLHParams
     assert ldpfast.privsketch.SVIMItemServer is ldpfast.svim.SVIMItemServer
     assert ldpfast.privsketch.MultiPCMSMeanClient is ldpfast.multi_pcms.MultiPCMSMeanClient
+    assert ldpfast.hadamard.RHRServer is ldpfast.rhr.RHRServer
+    assert ldpfast.privsketch.SafeServer is ldpfast.privsketch_ldp.SafeServer
 
 
 def test_he_variance_is_one_function():

@@ -1,4 +1,5 @@
-"""Package-level checks: every lazily imported submodule imports; user-facing text cites papers."""
+"""Package-level checks: every lazily imported submodule imports; user-facing text cites papers;
+no module is too long to read."""
 
 import importlib
 import pathlib
@@ -45,3 +46,17 @@ def test_internal_citation_pattern_catches_a_citation():
     assert _INTERNAL_CITATION.search("defaults (SPEC 3.4)")
     assert _INTERNAL_CITATION.search("rounds ties upward ([CHOICE])")
     assert not _INTERNAL_CITATION.search("spec = fields(params); inspect the SPECTRUM")
+
+
+# One module should read in one sitting (issue 13): split a family into a second protocol
+# module or move shared pieces into a ``protocols/_*`` module rather than grow past this.
+MAX_MODULE_LINES = 500
+
+
+def test_no_package_module_exceeds_the_line_limit():
+    package = pathlib.Path(ldpfast.__file__).resolve().parent
+    modules = sorted(package.rglob("*.py"))
+    assert any(p.name == "hadamard.py" for p in modules)  # the scan reaches the protocol modules
+    lengths = {str(p.relative_to(package)): len(p.read_text(encoding="utf-8").splitlines()) for p in modules}
+    too_long = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"

@@ -2,8 +2,8 @@
 
 Protocol families live in submodules (imported on first use; their code is in
 :mod:`ldpfast.protocols`): :mod:`ldpfast.ocms`, :mod:`ldpfast.grr`, :mod:`ldpfast.olh`,
-:mod:`ldpfast.hadamard`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
-:mod:`ldpfast.privsketch` with its baselines (:mod:`ldpfast.multi_pcms`,
+:mod:`ldpfast.hadamard`, :mod:`ldpfast.rhr`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
+:mod:`ldpfast.privsketch` and :mod:`ldpfast.privsketch_ldp` with their baselines (:mod:`ldpfast.multi_pcms`,
 :mod:`ldpfast.ps_olh`, :mod:`ldpfast.svim`), and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
 :mod:`ldpfast.subset_selection`; shared pieces in :mod:`ldpfast.kernels`,
 :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
@@ -43,9 +43,11 @@ if TYPE_CHECKING:
         olh,
         privsketch,
         privsketch_baselines,
+        privsketch_ldp,
         protocols,
         ps_olh,
         rappor_cms,
+        rhr,
         subset_selection,
         svim,
         theory,
@@ -60,6 +62,7 @@ _SUBMODULES = frozenset({
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
     "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
     "npcms", "audit", "protocols", "olh", "multi_pcms", "ps_olh", "svim",
+    "rhr", "privsketch_ldp",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",

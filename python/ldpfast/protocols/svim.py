@@ -33,22 +33,22 @@ from typing import ClassVar
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State
+from .._base import Params as _ParamsBase, Protocol
 from .._base import register_protocol
-from .._random import KeySource, RngLike
-from ..errors import FormatError, ParameterError, ReportError
-from .._validate import (candidate_array, check_below, check_bool, check_epsilon, check_int, check_real,
-                         check_threads, rr_threshold)
+from .._random import RngLike
+from ..errors import ParameterError, ReportError
+from .._validate import candidate_array, check_bool, check_epsilon, check_int, check_real, rr_threshold
 from ..kernels.field import PRIME
-from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
-                             olh_perturb)
+from ._local_hashing import OLHReportColumns, check_field_size, olh_perturb
 from ._sets import PrivacyWarning, as_sets, intersect_candidates
 from .._base import AuditHooks
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
 from ..wire import WireField, bits_for
-from ._registration import draw, olh_plan, olh_variance, olh_wire, prime_field_of, random_sets, rr_epsilon, theory
+from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
+                    SVIMServerBase, check_candidates, svim_example, svim_g, svim_simulations, uniform_below)
+from ._registration import olh_plan, olh_variance, olh_wire, prime_field_of, rr_epsilon, theory
 
 __all__ = [
     "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
@@ -58,43 +58,8 @@ __all__ = [
 ]
 
 
-#: SVIM's default user groups G1 / G2 / G3 (candidates / lengths / padded items).
-SVIM_SHARES = (0.4, 0.1, 0.5)
-#: SVIM's default coverage: L covers this share of the users' ``|S ∩ C|``.
-SVIM_COVERAGE = 0.9
-#: SVIM's default cap on L (R3 ``find_percentile_set``).
-SVIM_MAX_L = 31
-
-
-def _svim_g(epsilon: float, g: int) -> int:
-    """OLH range in SVIM: ``g`` if given, else OLH's ``round(e^eps) + 1`` (R3's ``fo.lh``
-    truncates, ``int(e^eps) + 1``; pass ``g`` to reproduce it)."""
-    return check_int("g", g or default_g(epsilon), 2, 2**62)
-
-
-def _check_candidates(candidates, d: int) -> tuple:
-    cand = candidate_array(candidates, d, distinct=True)
-    if cand.size == 0:
-        raise ParameterError("candidates must not be empty")
-    return tuple(int(x) for x in cand)
-
-
-class _SVIMOLHParams(_ParamsBase):
-    """OLH over the phase's own domain with the full epsilon and ``g`` of :func:`_svim_g`."""
-
-    @property
-    def flip_probability(self) -> float:
-        """GRR flip probability of the hashed value, ``(g-1)/(e^eps + g - 1)``."""
-        return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
-
-    @property
-    def flip_threshold(self) -> int:
-        """The 64-bit threshold of that flip (rounded so OLH is at most eps-LDP)."""
-        return rr_threshold(self.epsilon, self.g)
-
-
 @dataclasses.dataclass(frozen=True)
-class SVIMItemParams(_SVIMOLHParams):
+class SVIMItemParams(SVIMOLHParams):
     """SVIM phase 1: each G1 user reports one uniformly sampled item of its set with OLH
     over ``[0, d]``, a user with an empty set the dummy ``d`` (R3 lets such users send
     nothing, which reveals that their set is empty); the server keeps the top ``2k`` of
@@ -112,7 +77,7 @@ class SVIMItemParams(_SVIMOLHParams):
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
         check_int("k", self.k, 1)
-        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        object.__setattr__(self, "g", svim_g(self.epsilon, self.g))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
@@ -121,7 +86,7 @@ class SVIMItemParams(_SVIMOLHParams):
 
 
 @dataclasses.dataclass(frozen=True)
-class SVIMLengthParams(_SVIMOLHParams):
+class SVIMLengthParams(SVIMOLHParams):
     """SVIM phase 2: each G2 user reports ``min(|S ∩ C|, max_length)`` with OLH over
     ``[0, max_length]``. ``candidates`` (C, from phase 1, in rank order) fixes what clients
     intersect with; ``max_length`` defaults to ``|C|``, which never clips since
@@ -143,12 +108,12 @@ class SVIMLengthParams(_SVIMOLHParams):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
-        object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
+        object.__setattr__(self, "candidates", check_candidates(self.candidates, self.d))
         object.__setattr__(self, "max_length",
                            check_int("max_length", self.max_length or len(self.candidates), 1))
         object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
         check_int("max_L", self.max_L, 1)
-        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        object.__setattr__(self, "g", svim_g(self.epsilon, self.g))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
@@ -192,10 +157,10 @@ class SVIMPaddedParams(_ParamsBase):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
-        object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
+        object.__setattr__(self, "candidates", check_candidates(self.candidates, self.d))
         check_int("L", self.L, 1, self.field_size - 1 - len(self.candidates))
         object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
-        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        object.__setattr__(self, "g", svim_g(self.epsilon, self.g))
         object.__setattr__(self, "reference", check_bool("reference", self.reference))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
@@ -263,11 +228,7 @@ class SVIMPaddedReports(OLHReportColumns):
     protocol: ClassVar[str] = "svim-padded"
 
 
-class _SVIMClient(ClientBase):
-    """Base of the SVIM clients (each checks the parameters of the protocol it is registered for)."""
-
-
-class SVIMItemClient(_SVIMClient):
+class SVIMItemClient(SVIMClientBase):
     """SVIM phase-1 user side: one uniformly sampled item of ``S`` (the dummy ``d`` when
     ``S`` is empty) reported with OLH, one report per user. ``rng``: None = OS entropy
     (real clients); seeds are for simulation only."""
@@ -282,7 +243,7 @@ class SVIMItemClient(_SVIMClient):
         return SVIMItemReports(*olh_perturb(self.params, self._keys, picks, self.threads))
 
 
-class SVIMLengthClient(_SVIMClient):
+class SVIMLengthClient(SVIMClientBase):
     """SVIM phase-2 user side: ``min(|S ∩ C|, max_length)`` reported with OLH over
     ``[0, max_length]``. ``rng``: None = OS entropy; seeds are for simulation only."""
 
@@ -296,21 +257,7 @@ class SVIMLengthClient(_SVIMClient):
         return SVIMLengthReports(*olh_perturb(p, self._keys, lengths, self.threads))
 
 
-def _uniform_below(keys: KeySource, n: int, bound: int, threads: int) -> np.ndarray:
-    """``n`` independent uniform draws from ``[0, bound)`` from the ChaCha20 stream: k-ary RR
-    of the symbol 0 over ``[0, bound]`` that always flips lands uniformly on ``[1, bound]``;
-    the threshold ``2^64 - 1`` keeps 0 with probability 2^-64, redrawn (exact rejection)."""
-    out = np.zeros(n, dtype=np.uint64)
-    todo = np.arange(n)
-    while todo.size:
-        draw = _core.randomized_response(keys.key(), np.zeros(todo.size, dtype=np.uint64), bound + 1, 2**64 - 1,
-                                         threads)
-        out[todo] = draw - 1
-        todo = todo[draw == 0]
-    return out
-
-
-class SVIMPaddedClient(_SVIMClient):
+class SVIMPaddedClient(SVIMClientBase):
     """SVIM phase-3 user side: pad ``S ∩ C`` with distinct dummies to ``L``, sample one slot
     (see :class:`SVIMPaddedParams`), then GRR with eps' or OLH(eps). ``rng``: None = OS
     entropy; seeds are for simulation only. With ``reference=True`` (R3's single dummy) it
@@ -336,7 +283,7 @@ class SVIMPaddedClient(_SVIMClient):
             # Padding with L - |S ∩ C| distinct dummies drawn at random from the L dummies and
             # sampling a slot makes the dummy uniform among the L: each has probability <= 1/L.
             dummy = np.flatnonzero(values == size)
-            values[dummy] += _uniform_below(self._keys, dummy.size, p.dummies, self.threads)
+            values[dummy] += uniform_below(self._keys, dummy.size, p.dummies, self.threads)
         if not p.uses_grr:
             return SVIMPaddedReports(*olh_perturb(p, self._keys, values, self.threads))
         z = _core.randomized_response(self._keys.key(), values, p.domain, p.flip_threshold, self.threads)
@@ -344,70 +291,7 @@ class SVIMPaddedClient(_SVIMClient):
         return SVIMPaddedReports(z=z, a0=zeros, a1=zeros.copy())
 
 
-class _SVIMServer(Aggregator):
-    """State: ``n`` (reports) and ``counts`` (int64 per value of the phase's domain: OLH,
-    the users whose hash of the value matches their report; GRR, the reports equal to it)."""
-
-    reports_type: ClassVar[type] = OLHReportColumns
-
-    def __init__(self, params, threads: int = 0):
-        super().__init__(params)
-        self.threads = check_threads(threads)
-        self._st = _State(n=np.zeros(1, dtype=np.int64), counts=np.zeros(params.domain, dtype=np.int64))
-
-    @classmethod
-    def _state_layout(cls, params):
-        return {"n": ((1,), "int64"), "counts": ((params.domain,), "int64")}
-
-    @property
-    def _counts(self) -> np.ndarray:
-        return self._st["counts"]
-
-    def _set_state(self, state):
-        self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "counts")})
-
-    def _check_state(self, state) -> None:
-        super()._check_state(state)
-        n, counts = int(state["n"][0]), state["counts"]
-        # OLH: a report matches each value at most once; GRR: it counts for one value
-        if n < 0 or int(counts.min()) < 0 or int(counts.max()) > n or (
-                not self._uses_olh() and float(counts.sum(dtype=np.float64)) != n):
-            raise FormatError(f"stored counts do not fit the stored n = {n}")
-
-    @property
-    def n(self) -> int:
-        return int(self._st["n"][0])
-
-    def _uses_olh(self) -> bool:
-        return True
-
-    def _validate(self, reports) -> None:
-        p = self.params
-        if self._uses_olh():
-            check_olh_reports(reports, p)
-        else:
-            check_below(reports.z, p.domain, "z", label="|C| + dummies")
-            if np.any(reports.a0) or np.any(reports.a1):
-                raise ReportError("GRR reports must have a0 = a1 = 0")
-
-    def _ingest(self, reports):
-        p = self.params
-        if self._uses_olh():
-            counts = np.zeros(p.domain, dtype=np.uint64)
-            _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
-                                   counts, self.threads)
-        else:
-            counts = np.bincount(reports.z.astype(np.intp), minlength=p.domain)
-        return {"n": self._st["n"] + len(reports), "counts": self._st["counts"] + counts.astype(np.int64)}
-
-    def _chat(self) -> np.ndarray:
-        """Unbiased estimates of how many reporting users hold each value of the domain."""
-        if self.n == 0:
-            raise ReportError("estimate needs at least one report (n = 0)")
-        return self.n * debias_matches(self._counts, self.n, self.params.epsilon, self.params.g)
-
-
-class SVIMItemServer(_SVIMServer):
+class SVIMItemServer(SVIMServerBase):
     """SVIM phase-1 collector. Decoding costs O(n d) hash evaluations (C++, threads)."""
 
     protocol: ClassVar[str] = "svim-items"
@@ -435,7 +319,7 @@ class SVIMItemServer(_SVIMServer):
                                 max_length=max_length, coverage=coverage, max_L=max_L, field_size=p.field_size)
 
 
-class SVIMLengthServer(_SVIMServer):
+class SVIMLengthServer(SVIMServerBase):
     """SVIM phase-2 collector."""
 
     protocol: ClassVar[str] = "svim-lengths"
@@ -470,7 +354,7 @@ class SVIMLengthServer(_SVIMServer):
                                 coverage=p.coverage, field_size=p.field_size, reference=reference)
 
 
-class SVIMPaddedServer(_SVIMServer):
+class SVIMPaddedServer(SVIMServerBase):
     """SVIM phase-3 collector (GRR or OLH as the parameters say)."""
 
     protocol: ClassVar[str] = "svim-padded"
@@ -575,43 +459,21 @@ def _padded_plan(params):
     return Plan(inputs, support_events(support, dummies, items), describe)
 
 
-def _simulate(eps, sets, gen, k):
-    from ._svim_run import svim
-
-    result = svim(sets, eps, k=k, rng=draw(gen))
-    est = np.zeros(sets.d)
-    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
-    return est
-
-
-def _simulations():
-    # SVIM's whole pipeline (its three user groups), listed under its first phase
-    from ..experiments import SetAlgorithm
-
-    return (SetAlgorithm("svim", "SVIM", "protocols.svim", _simulate,
-                         "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)",
-                         whole_domain=False),)
-
-
-def _example(params_type, **kw):
-    return lambda: (params_type(epsilon=2.0, d=60, **kw), random_sets(60))
-
-
 register_protocol(Protocol(
     "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
-    example=_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire, variance=olh_variance,
-    simulations=_simulations,
+    example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire, variance=olh_variance,
+    simulations=svim_simulations,
     audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
 register_protocol(Protocol(
     "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
-    example=_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
+    example=svim_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
     variance=olh_variance,
     default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
                      _lengths_plan, rr_epsilon("g"))))
 register_protocol(Protocol(
     "svim-padded", SVIMPaddedParams, SVIMPaddedReports, SVIMPaddedServer, SVIMPaddedClient,
-    example=_example(SVIMPaddedParams, candidates=tuple(range(0, 60, 5)), L=3), inputs="sets",
+    example=svim_example(SVIMPaddedParams, candidates=tuple(range(0, 60, 5)), L=3), inputs="sets",
     wire_fields=_padded_wire, variance=_padded_variance,
     default_candidates=lambda server: np.asarray(server.params.candidates, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)), L=5,

@@ -1,0 +1,11 @@
+"""The public path of :mod:`ldpfast.protocols.privsketch_ldp` (the very same module object)."""
+
+import sys
+from typing import TYPE_CHECKING
+
+from .protocols import privsketch_ldp as _module
+
+if TYPE_CHECKING:
+    from .protocols.privsketch_ldp import *  # noqa: F403
+
+sys.modules[__name__] = _module

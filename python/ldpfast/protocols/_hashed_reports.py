@@ -1,0 +1,228 @@
+"""The collector state of the per-user-hash protocols whose reports are ``(z, a0, a1)``
+columns (OCMS+RR, :mod:`ldpfast.ocms`, and OLH, :mod:`ldpfast.olh`, whose server holds an
+OCMS one): either the reports themselves (canonical row order, any query later) or, for a
+candidate set fixed in advance, the match counts ``C(x) = #{i : z_i = h_i(x)}`` streamed in
+(memory ``O(|candidates|)``, mergeable by addition)."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple, TypeVar
+
+import numpy as np
+
+from .. import _base, _core
+from .._memory import check_allocation
+from .._validate import check_threads, check_values
+from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
+
+S = TypeVar("S", bound="HashedReportsServer")
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only (kept reports are shared between merged servers)."""
+    array.flags.writeable = False
+    return array
+
+
+def _contiguous_start(candidates: np.ndarray) -> Optional[int]:
+    """First value if ``candidates`` is ``[c, c+1, ..., c+k-1]``, else None."""
+    if candidates.size == 0:
+        return None
+    start = int(candidates[0])
+    if candidates.size > 1 and not np.array_equal(
+            np.diff(candidates), np.ones(candidates.size - 1, dtype=np.uint64)):
+        return None
+    return start
+
+
+class HashedReportsServer(_base.Aggregator):
+    """Base of :class:`ldpfast.ocms.Server`: keeps the reports or streams candidate match
+    counts (see the module docstring); subclasses decode the counts. ``params`` needs
+    ``d``, ``m`` and ``field``; ``reports_type`` has the columns ``z, a0, a1`` and
+    ``validate(params)``."""
+
+    def __init__(self, params, candidates=None, threads: int = 0):
+        super().__init__(params)
+        self.threads = check_threads(threads)
+        self._candidates: Optional[np.ndarray] = None
+        if candidates is None:
+            self._st = _base._State(chunks=(), canonical=True)
+        else:
+            self._candidates = self._checked_candidates(candidates, distinct=True).copy()
+            self._candidates.flags.writeable = False
+            self._st = _base._State(counts=np.zeros(self._candidates.size, dtype=np.uint64),
+                                    n=np.zeros(1, dtype=np.uint64))
+
+    # -- properties --------------------------------------------------------------------
+    @property
+    def _counts(self) -> Optional[np.ndarray]:
+        return self._st.get("counts")
+
+    @property
+    def n(self) -> int:
+        """Number of reports aggregated."""
+        st = self._st
+        if "n" in st:
+            return int(st["n"][0])
+        return sum(int(chunk[0].size) for chunk in st["chunks"])
+
+    _n = n
+
+    @property
+    def keeps_reports(self) -> bool:
+        """True in the report-keeping mode, False when streaming into match counts."""
+        return self._candidates is None
+
+    @property
+    def candidates(self) -> Optional[np.ndarray]:
+        """The streamed candidates (a copy), or None when reports are kept."""
+        return None if self._candidates is None else self._candidates.copy()
+
+    def reports(self):
+        """The kept reports (canonical row order). Report-keeping mode only."""
+        if not self.keeps_reports:
+            raise ParameterError("this server streams match counts and keeps no reports")
+        z, a0, a1 = self._columns()
+        return self.reports_type(z=z.copy(), a0=a0.copy(), a1=a1.copy())
+
+    # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _validate(self, reports) -> None:
+        """``z < m`` and ``a0, a1`` field elements."""
+        reports.validate(self.params)
+
+    def _ingest(self, reports):
+        st = self._st
+        if self.keeps_reports:
+            chunk = tuple(_frozen(column.copy()) for column in (reports.z, reports.a0, reports.a1))
+            return {"chunks": st["chunks"] + (chunk,), "canonical": False}
+        counts = st["counts"].copy()
+        self._count_into(reports.z, reports.a0, reports.a1, self._candidates, counts)
+        return {"counts": counts, "n": st["n"] + np.uint64(len(reports))}
+
+    def _merged(self, theirs):
+        mine = self._st
+        if "chunks" in mine:
+            return {"chunks": mine["chunks"] + theirs["chunks"],
+                    "canonical": not theirs["chunks"] and mine["canonical"]}
+        return {"counts": _base._checked_sum("counts", mine["counts"], theirs["counts"]),
+                "n": _base._checked_sum("n", mine["n"], theirs["n"])}
+
+    def merge(self: S, other: S) -> S:
+        """Add ``other``'s reports into this server (exact; ``other`` is unchanged). Both
+        must have equal parameters and the same mode (and equal candidates)."""
+        if type(other) is type(self) and other.params == self.params and other is not self:
+            if self.keeps_reports != other.keeps_reports:
+                raise IncompatibleError("cannot merge a report-keeping server with a candidate-count server")
+            if not self.keeps_reports and not np.array_equal(self._candidates, other._candidates):
+                raise IncompatibleError("cannot merge servers that count different candidates")
+        return super().merge(other)
+
+    def match_counts(self, candidates=None) -> np.ndarray:
+        """``C(x) = #{i : z_i = h_i(x)}`` for each candidate (uint64); ``None`` means the
+        whole dictionary (report-keeping mode) or the streamed candidates."""
+        if self.keeps_reports:
+            if candidates is None:
+                # the query holds the values, their counts and their float estimates
+                check_allocation(24 * self.params.d, f"a whole-dictionary OCMS query (d={self.params.d})")
+                xs = np.arange(self.params.d, dtype=np.uint64)
+            else:
+                xs = self._checked_candidates(candidates, distinct=False)
+            counts = np.zeros(xs.size, dtype=np.uint64)
+            if self._n:
+                self._count_into(*self._columns(canonical=False), xs, counts)
+            return counts
+        if candidates is None:
+            return self._counts.copy()
+        xs = self._checked_candidates(candidates, distinct=False)
+        order = np.argsort(self._candidates)
+        ordered = self._candidates[order]
+        pos = np.searchsorted(ordered, xs)
+        found = pos < ordered.size
+        found[found] = ordered[pos[found]] == xs[found]
+        if not found.all():
+            raise ParameterError(f"candidates must be among the server's streamed candidates; "
+                                 f"{int(xs[~found][0])} is not")
+        return self._counts[order[pos]]
+
+    # -- internals ---------------------------------------------------------------------
+    def _checked_candidates(self, candidates, distinct: bool) -> np.ndarray:
+        return check_values(candidates, self.params.d, "candidates", "values in", distinct=distinct)
+
+    def _count_into(self, z, a0, a1, xs, counts) -> None:
+        p = self.params
+        start = _contiguous_start(xs)
+        if start is not None:
+            _core.ocms_count_range(p.field, z, a0, a1, p.m, start, counts, self.threads)
+        elif xs.size:
+            _core.ocms_count_list(p.field, z, a0, a1, p.m, xs, counts, self.threads)
+
+    def _columns(self, canonical: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The kept reports as one set of columns; ``canonical`` sorts the rows by
+        (z, a0, a1) so that state and bytes do not depend on arrival order (counting does
+        not need it). The compacted state (the same reports) is committed."""
+        with self._lock:
+            st = self._st
+            chunks, ordered = st["chunks"], st["canonical"]
+            if not chunks:
+                empty = np.zeros(0, dtype=np.uint64)
+                return empty, empty, empty
+            if len(chunks) > 1:
+                chunks = (tuple(_frozen(np.concatenate([c[i] for c in chunks])) for i in range(3)),)
+            if canonical and not ordered:
+                z, a0, a1 = chunks[0]
+                order = np.lexsort((a1, a0, z))
+                chunks, ordered = (tuple(_frozen(column[order]) for column in (z, a0, a1)),), True
+            if chunks is not st["chunks"]:
+                self._st = _base._State(chunks=chunks, canonical=ordered)
+            return chunks[0]
+
+    def _state(self) -> Dict[str, np.ndarray]:
+        if self.keeps_reports:
+            z, a0, a1 = self._columns()
+            return {"z": z, "a0": a0, "a1": a1}
+        return {"candidates": self._candidates, "counts": self._counts, "n": self._st["n"]}
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        def column(name):
+            arr = state[name]
+            if arr.dtype != np.uint64 or arr.ndim != 1:
+                raise FormatError(f"stored {name} must be a 1-D uint64 array")
+            return arr
+
+        keys = set(state)
+        if keys == {"z", "a0", "a1"}:
+            z, a0, a1 = column("z"), column("a0"), column("a1")
+            if not z.size == a0.size == a1.size:
+                raise FormatError("stored report columns have different lengths")
+            try:
+                self.reports_type(z=z, a0=a0, a1=a1).validate(self.params)
+            except ReportError as exc:
+                raise FormatError(f"stored reports do not fit the parameters: {exc}") from None
+        elif keys == {"candidates", "counts", "n"}:
+            cands, counts, n = column("candidates"), column("counts"), column("n")
+            if n.size != 1 or counts.size != cands.size:
+                raise FormatError("stored candidate counts have inconsistent shapes")
+            try:
+                self._checked_candidates(cands, distinct=True)
+            except ParameterError as exc:
+                raise FormatError(f"stored candidates are invalid: {exc}") from None
+            if int(n[0]) >= 2**63:
+                raise FormatError(f"stored report count {int(n[0])} is out of range")
+            if counts.size and int(counts.max()) > int(n[0]):
+                raise FormatError("stored match counts exceed the number of reports")
+        else:
+            raise FormatError(f"stored state has unexpected arrays {sorted(keys)}")
+
+    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+        if "z" in state:
+            self._candidates = None
+            z, a0, a1 = (_frozen(np.array(state[k], dtype=np.uint64)) for k in ("z", "a0", "a1"))
+            self._st = _base._State(chunks=((z, a0, a1),) if z.size else (), canonical=False)
+        else:
+            self._candidates = np.array(state["candidates"], dtype=np.uint64)
+            self._candidates.flags.writeable = False
+            self._st = _base._State(counts=np.array(state["counts"], dtype=np.uint64),
+                                    n=np.array(state["n"], dtype=np.uint64).reshape(1))
+
+    def _repr_extra(self) -> str:
+        return "mode='reports'" if self.keeps_reports else f"mode='{self._candidates.size} candidates'"
