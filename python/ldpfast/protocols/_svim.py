@@ -72,7 +72,7 @@ def uniform_below(keys: KeySource, n: int, bound: int, threads: int) -> np.ndarr
 
 
 class SVIMServerBase(Aggregator):
-    """State: ``n`` (reports) and ``counts`` (int64 per value of the phase's domain: OLH,
+    """Base of the SVIM collectors. State: ``n`` (reports) and ``counts`` (int64 per value of the phase's domain: OLH,
     the users whose hash of the value matches their report; GRR, the reports equal to it)."""
 
     reports_type: ClassVar[type] = OLHReportColumns
@@ -135,6 +135,7 @@ class SVIMServerBase(Aggregator):
 
 
 def simulate_svim(eps, sets, gen, k):
+    """The whole pipeline on a data set: estimates of its top k, zero elsewhere."""
     from ._svim_run import svim
 
     result = svim(sets, eps, k=k, rng=draw(gen))

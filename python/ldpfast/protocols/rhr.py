@@ -233,10 +233,6 @@ def _rhr_plan(params):
     return Plan(value_inputs(0, 1), support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
 
 
-def _ceil_log2(x: int) -> int:
-    return max(0, (int(x) - 1).bit_length())
-
-
 def _simulations():
     from ..experiments import Algorithm
 
@@ -254,7 +250,8 @@ def _rhr_compare(epsilon, d, n, f_star, **_):
     # ceil(d / base) (all users in the largest class): the worst-case l2.
     share_sum = -(-d // base)
     l2 = (c2 * (share_sum * (e + 1) + 2 * (d - share_sum)) / (e - 1 + sym) - 1) / n
-    return [ComparisonRow("RHR", sym, _ceil_log2(rsize) + b,
+    # report bits: log2 of the Hadamard size (a power of two) for the row, b for the symbol
+    return [ComparisonRow("RHR", sym, (rsize - 1).bit_length() + b,
                           lambda f: theory().rhr_variance(epsilon, n, f, residue_fraction=1.0), l2,
                           f"b = {b}, {base} residue blocks; MSE for values sharing their residue with all users "
                           "(PAN 6.1's adversarial data)")]
