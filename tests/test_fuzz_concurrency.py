@@ -183,9 +183,9 @@ class _RaisingCore:
 @pytest.mark.parametrize("module, kernel, case_id", [
     ("protocols._hadamard_layout", "hadamard_update", "hrr"),
     ("protocols._hadamard_layout", "hadamard_update", "hadaoracle"),
-    ("hadamard", "hadamard_update", "rhr"), ("ocms", "ocms_count_list", "ocms-candidates"),
+    ("rhr", "hadamard_update", "rhr"), ("protocols._hashed_reports", "ocms_count_list", "ocms-candidates"),
     ("privsketch", "privsketch_decode_cell", "privsketch"),
-    ("svim", "ocms_count_range", "svim-items")])
+    ("protocols._svim", "ocms_count_range", "svim-items")])
 def test_interrupt_raised_inside_a_kernel_leaves_the_state_unchanged(monkeypatch, module, kernel, case_id):
     import importlib
 
