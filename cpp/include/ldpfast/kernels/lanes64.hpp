@@ -4,7 +4,8 @@
 //   Vec broadcast/load/store; Mask first_lanes(n), load_masked/store_masked (other lanes
 //   read as 0, left untouched);
 //   add, sub, bit_xor (mod 2^64); mulhi, mullo (high / low 64 bits of the 128-bit product);
-//   eq, lt, ge -> a mask (ge: another type on AVX2, for add_if/sub_if only); add_if / sub_if (v + d / v - d where the mask is set, v elsewhere);
+//   eq, lt, ge -> a mask (ge's is another type on AVX2, taken by add_if / sub_if only);
+//   add_if / sub_if (v + d / v - d in the lanes a mask sets, v elsewhere);
 //   reduce_once(t, m, m_ordered) = t >= m ? t - m : t; count_if(mask, c) = c + 1 where set;
 //   Tally: a vector of W tile counters (TallyCounter each) with load/store/tally_if.
 // Ordered values: AVX2 has only signed 64-bit compares, so lt, ge and reduce_once take
