@@ -81,6 +81,16 @@ auto interruptible(F&& f) -> decltype(f()) {
   }
 }
 
+// Runs f() with the GIL released and returns its result: for O(n) input checks that must
+// come before other checks or Python calls (checks followed directly by the work go into
+// the interruptible() call instead). f touches no Python object; a py::value_error it
+// throws is raised once the GIL is back.
+template <class F>
+auto without_gil(F&& f) -> decltype(f()) {
+  py::gil_scoped_release release;
+  return f();
+}
+
 // 32 bytes of key material -> ChaCha20 key.
 RngKey key_from_bytes(const py::bytes& key);
 

@@ -23,7 +23,7 @@
 #include "ldpfast/kernels/fwht.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {

@@ -3,7 +3,7 @@
 #include "ldpfast/kernels/hadamard.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {

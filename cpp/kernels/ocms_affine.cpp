@@ -4,7 +4,7 @@
 #include "ldpfast/kernels/ocms_affine.hpp"
 
 #if defined(__BMI2__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {

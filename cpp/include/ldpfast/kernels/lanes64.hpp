@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 #if defined(__GNUC__)
