@@ -153,13 +153,12 @@ void count_block_gf(const BinaryField& f, const FastMod& fm, const u64* z, const
     for (u64 j = 0; j < kLanes; ++j) lane[j] = start ^ gf_mul(a1[i], j, f);
     u64 step[kStepBits];
     for (int b = 0; b < kStepBits; ++b) step[b] = gf_mul(a1[i], u64{kLanes} << b, f);
-    const Vec first = L::load(lane), target = L::broadcast(L::order(z[i]));
-    u64 w = 0;  // a1 * kLanes * gray(k)
+    const Vec target = L::broadcast(L::order(z[i]));
+    Vec v = L::load(lane);  // values at j = kLanes gray(k) + lane
     for (std::size_t k = 0; k < kTile / kLanes; ++k) {
       u64* slot = tile + ((k ^ (k >> 1)) * kLanes);
-      const Vec r = fast_mod_ordered(L::bit_xor(first, L::broadcast(w)), m, m_ordered, mu);
-      L::store(slot, L::count_if(L::eq(r, target), L::load(slot)));
-      w ^= step[__builtin_ctzll(k + 1) < kStepBits ? __builtin_ctzll(k + 1) : 0];
+      L::store(slot, L::count_if(L::eq(fast_mod_ordered(v, m, m_ordered, mu), target), L::load(slot)));
+      v = L::bit_xor(v, L::broadcast(step[__builtin_ctzll(k + 1) < kStepBits ? __builtin_ctzll(k + 1) : 0]));
     }
   }
 }
@@ -192,19 +191,21 @@ void count_range_gf(const BinaryField& f, const u64* z, const u64* a0, const u64
 // ---------------------------------------------------------------------------------------
 // The walk of kGroup reports over `steps` vectors of candidates.
 
-// Values and residues are kept ordered (lanes64.hpp): both are compared.
+// Values and residues are kept ordered (lanes64.hpp): both are compared. Written with
+// the no-wrap mask (v < wrap_at), which every lane set computes without a complement.
 template <bool kLargeM>
 void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes],
                 u64 m, u64 p, std::size_t steps, TileCounter* tile) {
-  Vec v[kGroup], r[kGroup], step[kGroup], wrap_at[kGroup], dstep[kGroup], dwrap_extra[kGroup], z[kGroup];
+  Vec v[kGroup], r[kGroup], wrap_at[kGroup], wrap_at_plain[kGroup], dwrap[kGroup], dstep_extra[kGroup],
+      z[kGroup];
   for (std::size_t k = 0; k < kGroup; ++k) {
     const Walk& w = b.lanes[g + k];
     v[k] = L::ordered(L::load(v0[k]));
     r[k] = L::ordered(L::load(r0[k]));
-    step[k] = L::broadcast(w.step);
     wrap_at[k] = L::broadcast(L::order(w.wrap_at));
-    dstep[k] = L::broadcast(w.dstep);
-    dwrap_extra[k] = L::broadcast(w.dwrap - w.dstep);
+    wrap_at_plain[k] = L::broadcast(w.wrap_at);
+    dwrap[k] = L::broadcast(w.dwrap);
+    dstep_extra[k] = L::broadcast(w.dstep - w.dwrap);
     z[k] = L::broadcast(L::order(b.z[g + k]));
   }
   const Vec vm = L::broadcast(m), vm_ordered = L::broadcast(L::order(m)), vp = L::broadcast(p);
@@ -213,9 +214,9 @@ void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], con
     auto hits = L::load_tally(slot);
     for (std::size_t k = 0; k < kGroup; ++k) {
       hits = L::tally_if(L::eq(kLargeM ? L::reduce_once(v[k], vm, vm_ordered) : r[k], z[k]), hits);
-      const auto wrap = L::ge(v[k], wrap_at[k]);
-      if (!kLargeM) r[k] = L::reduce_once(L::add_if(wrap, L::add(r[k], dstep[k]), dwrap_extra[k]), vm, vm_ordered);
-      v[k] = L::sub_if(wrap, L::add(v[k], step[k]), vp);  // v + step - p = v - wrap_at
+      const auto no_wrap = L::lt(v[k], wrap_at[k]);
+      if (!kLargeM) r[k] = L::reduce_once(L::add_if(no_wrap, L::add(r[k], dwrap[k]), dstep_extra[k]), vm, vm_ordered);
+      v[k] = L::add_if(no_wrap, L::sub(v[k], wrap_at_plain[k]), vp);  // v - wrap_at + p = v + step
     }
     L::store_tally(slot, hits);
   }
