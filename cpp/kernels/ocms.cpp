@@ -156,8 +156,9 @@ void count_block_gf(const BinaryField& f, const FastMod& fm, const u64* z, const
     const Vec target = L::broadcast(L::order(z[i]));
     Vec v = L::load(lane);  // values at j = kLanes gray(k) + lane
     for (std::size_t k = 0; k < kTile / kLanes; ++k) {
+      const auto hit = L::eq(fast_mod_ordered(v, m, m_ordered, mu), target);
       u64* slot = tile + ((k ^ (k >> 1)) * kLanes);
-      L::store(slot, L::count_if(L::eq(fast_mod_ordered(v, m, m_ordered, mu), target), L::load(slot)));
+      L::store(slot, L::count_if(hit, L::load(slot)));
       v = L::bit_xor(v, L::broadcast(step[__builtin_ctzll(k + 1) < kStepBits ? __builtin_ctzll(k + 1) : 0]));
     }
   }
