@@ -6,6 +6,7 @@
 //   add, sub, bit_xor (mod 2^64); mulhi, mullo (high / low 64 bits of the 128-bit product);
 //   eq, lt, ge -> a mask (ge's is another type on AVX2, taken by add_if / sub_if only);
 //   add_if / sub_if (v + d / v - d in the lanes a mask sets, v elsewhere);
+//   add_select(mask, v, d_set, d_clear) = v + (d_set where the mask is set, else d_clear);
 //   reduce_once(t, m, m_ordered) = t >= m ? t - m : t; count_if(mask, c) = c + 1 where set;
 //   Tally: a vector of W tile counters (TallyCounter each) with load/store/tally_if.
 // Ordered values: AVX2 has only signed 64-bit compares, so lt, ge and reduce_once take
@@ -65,6 +66,9 @@ struct U64x1 {
   // Mask arithmetic, not a select: a data-dependent branch here would mispredict.
   LDPFAST_LANE_OP Vec add_if(Mask m, Vec v, Vec d) { return v + (d & (0 - static_cast<u64>(m))); }
   LDPFAST_LANE_OP Vec sub_if(Mask m, Vec v, Vec d) { return v - (d & (0 - static_cast<u64>(m))); }
+  LDPFAST_LANE_OP Vec add_select(Mask m, Vec v, Vec d_set, Vec d_clear) {
+    return v + d_clear + ((d_set - d_clear) & (0 - static_cast<u64>(m)));
+  }
   LDPFAST_LANE_OP Vec reduce_once(Vec t, Vec m, Vec) { return t >= m ? t - m : t; }
   LDPFAST_LANE_OP Vec count_if(Mask m, Vec c) { return c + m; }
   LDPFAST_LANE_OP Tally load_tally(const TallyCounter* p) { return *p; }
@@ -138,6 +142,11 @@ struct U64x4 : Products64From32<U64x4> {
   LDPFAST_LANE_OP Vec sub_if(Mask m, Vec v, Vec d) { return sub(v, _mm256_and_si256(m, d)); }
   LDPFAST_LANE_OP Vec add_if(NotMask m, Vec v, Vec d) { return add(v, _mm256_andnot_si256(m.lanes, d)); }
   LDPFAST_LANE_OP Vec sub_if(NotMask m, Vec v, Vec d) { return sub(v, _mm256_andnot_si256(m.lanes, d)); }
+  // And, not blendv (slower on some cores); kernels pass loop-invariant d, so the
+  // difference is computed once.
+  LDPFAST_LANE_OP Vec add_select(Mask m, Vec v, Vec d_set, Vec d_clear) {
+    return add(add(v, d_clear), _mm256_and_si256(m, sub(d_set, d_clear)));
+  }
   LDPFAST_LANE_OP Vec reduce_once(Vec t, Vec m, Vec m_ordered) { return sub_if(ge(t, m_ordered), t, m); }
   LDPFAST_LANE_OP Vec count_if(Mask m, Vec c) { return sub(c, m); }  // a set lane is -1
   LDPFAST_LANE_OP Tally load_tally(const TallyCounter* p) { return load(p); }
@@ -181,6 +190,10 @@ struct U64x8 : Products64From32<U64x8> {
   LDPFAST_LANE_OP Mask ge(Vec a, Vec b) { return _mm512_cmpge_epu64_mask(a, b); }
   LDPFAST_LANE_OP Vec add_if(Mask m, Vec v, Vec d) { return _mm512_mask_add_epi64(v, m, v, d); }
   LDPFAST_LANE_OP Vec sub_if(Mask m, Vec v, Vec d) { return _mm512_mask_sub_epi64(v, m, v, d); }
+  // A merge-masked add, not a blend (slower on some cores).
+  LDPFAST_LANE_OP Vec add_select(Mask m, Vec v, Vec d_set, Vec d_clear) {
+    return _mm512_mask_add_epi64(add(v, d_clear), m, v, d_set);
+  }
   // t - m wraps above t exactly when t < m.
   LDPFAST_LANE_OP Vec reduce_once(Vec t, Vec m, Vec) { return _mm512_min_epu64(t, _mm512_sub_epi64(t, m)); }
   LDPFAST_LANE_OP Vec count_if(Mask m, Vec c) { return _mm512_mask_sub_epi64(c, m, c, _mm512_set1_epi64(-1)); }
