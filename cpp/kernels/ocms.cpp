@@ -192,24 +192,23 @@ void count_range_gf(const BinaryField& f, const u64* z, const u64* a0, const u64
 // ---------------------------------------------------------------------------------------
 // The walk of kGroup reports over `steps` vectors of candidates.
 
-// Values and residues are kept ordered (lanes64.hpp): both are compared. Each update adds
-// one of two per-report constants, chosen by the no-wrap mask (v < wrap_at).
+// Values and residues are kept ordered (lanes64.hpp): both are compared. Both updates
+// follow the no-wrap mask (v < wrap_at); p is the same for every report.
 template <bool kLargeM>
 void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes],
-                u64 m, std::size_t steps, TileCounter* tile) {
-  Vec v[kGroup], r[kGroup], wrap_at[kGroup], step[kGroup], unwrap[kGroup], dstep[kGroup], dwrap[kGroup], z[kGroup];
+                u64 m, u64 p, std::size_t steps, TileCounter* tile) {
+  Vec v[kGroup], r[kGroup], wrap_at[kGroup], unwrap[kGroup], dstep[kGroup], dwrap[kGroup], z[kGroup];
   for (std::size_t k = 0; k < kGroup; ++k) {
     const Walk& w = b.lanes[g + k];
     v[k] = L::ordered(L::load(v0[k]));
     r[k] = L::ordered(L::load(r0[k]));
     wrap_at[k] = L::broadcast(L::order(w.wrap_at));
-    step[k] = L::broadcast(w.step);
-    unwrap[k] = L::broadcast(0 - w.wrap_at);  // v + step - p
+    unwrap[k] = L::broadcast(0 - w.wrap_at);
     dstep[k] = L::broadcast(w.dstep);
     dwrap[k] = L::broadcast(w.dwrap);
     z[k] = L::broadcast(L::order(b.z[g + k]));
   }
-  const Vec vm = L::broadcast(m), vm_ordered = L::broadcast(L::order(m));
+  const Vec vm = L::broadcast(m), vm_ordered = L::broadcast(L::order(m)), vp = L::broadcast(p);
   for (std::size_t s = 0; s < steps; ++s) {
     TileCounter* slot = tile + s * kLanes;
     auto hits = L::load_tally(slot);
@@ -217,7 +216,7 @@ void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], con
       hits = L::tally_if(L::eq(kLargeM ? L::reduce_once(v[k], vm, vm_ordered) : r[k], z[k]), hits);
       const auto no_wrap = L::lt(v[k], wrap_at[k]);
       if (!kLargeM) r[k] = L::reduce_once(L::add_select(no_wrap, r[k], dstep[k], dwrap[k]), vm, vm_ordered);
-      v[k] = L::add_select(no_wrap, v[k], step[k], unwrap[k]);
+      v[k] = L::add_if(no_wrap, L::add(v[k], unwrap[k]), vp);  // v - wrap_at, + p: v + step
     }
     L::store_tally(slot, hits);
   }
@@ -242,7 +241,7 @@ void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u
       for (std::size_t g = 0; g < block.count; g += kGroup) {
         for (std::size_t k = 0; k < kGroup; ++k)
           lane_start<kLargeM>(block, g + k, f, fm, x_begin + t0, v0[k], r0[k]);
-        walk_group<kLargeM>(block, g, v0, r0, m, steps, tile);
+        walk_group<kLargeM>(block, g, v0, r0, m, f.p, steps, tile);
       }
       for (std::size_t j = 0; j < tn; ++j) counts[t0 + j] += tile[j];
     }
