@@ -33,7 +33,10 @@ def _ocms_count_list():
     empty = np.zeros(0, np.uint64)
     candidates, counts = np.zeros(N, np.uint64), np.zeros(N, np.uint64)
     candidates[-1] = PRIME
-    call = lambda: _core.ocms_count_list(_core.Field.prime(PRIME), empty, empty, empty, 5, candidates, counts, 1)
+
+    def call():
+        return _core.ocms_count_list(_core.Field.prime(PRIME), empty, empty, empty, 5, candidates, counts, 1)
+
     return call, "candidates must hold field elements"
 
 
