@@ -44,7 +44,8 @@ def run(params, values, truth, seed, common_tau, method="fwht"):
     common = {x for x, c in truth.items() if c >= common_tau}
     recall_common = len(common & found) / len(common) if common else float("nan")
     max_err = max((abs(c - truth.get(x, 0)) for x, c in zip(hh.items.tolist(), hh.counts)), default=0.0)
-    return {"client": t1 - t0, "ingest": t2 - t1, "search": t3 - t2, "recall": recall, "recall_common": recall_common, "precision": precision,
+    return {"client": t1 - t0, "ingest": t2 - t1, "search": t3 - t2,
+            "recall": recall, "recall_common": recall_common, "precision": precision,
             "outputs": len(found), "heavy": len(heavy), "max_err": max_err, "examined": hh.candidates_examined}
 
 
@@ -60,8 +61,9 @@ def main() -> None:
     info = ldpfast.backend_info()
     print(f"HadaHeavy end to end: n = {args.n:,}, d = 2^{args.log2d}, eps = {args.epsilon}, beta = {args.beta}, "
           f"backend = {info['active']}, threads = {info['threads']}")
-    header = (f"{'algorithm':10s} {'seed':>4s} {'client s':>9s} {'ingest s':>9s} {'search s':>9s} {'recall':>7s} {'rec@HHtau':>9s} "
-              f"{'precision':>9s} {'outputs':>7s} {'heavy':>5s} {'max|err|':>9s} {'Delta':>9s} {'examined':>9s}")
+    header = (f"{'algorithm':10s} {'seed':>4s} {'client s':>9s} {'ingest s':>9s} {'search s':>9s} "
+              f"{'recall':>7s} {'rec@HHtau':>9s} {'precision':>9s} {'outputs':>7s} {'heavy':>5s} "
+              f"{'max|err|':>9s} {'Delta':>9s} {'examined':>9s}")
     print(header)
     for seed in range(1, args.seeds + 1):
         values, truth = planted(seed, args.n, d)
@@ -71,9 +73,9 @@ def main() -> None:
                                       ("TH-noFWHT", HH.Params.treehist, "direct")):
             params = factory(args.epsilon, d, args.n, args.beta, hash_seed=seed)
             r = run(params, values, truth, 100 + seed, common_tau, method)
-            print(f"{name:10s} {seed:4d} {r['client']:9.3f} {r['ingest']:9.4f} {r['search']:9.3f} {r['recall']:7.2f} {r['recall_common']:9.2f} "
-                  f"{r['precision']:9.2f} {r['outputs']:7d} {r['heavy']:5d} {r['max_err']:9.0f} {params.delta:9.0f} "
-                  f"{r['examined']:9d}")
+            print(f"{name:10s} {seed:4d} {r['client']:9.3f} {r['ingest']:9.4f} {r['search']:9.3f} "
+                  f"{r['recall']:7.2f} {r['recall_common']:9.2f} {r['precision']:9.2f} {r['outputs']:7d} "
+                  f"{r['heavy']:5d} {r['max_err']:9.0f} {params.delta:9.0f} {r['examined']:9d}")
     print("recall: share of items with c(x) >= tau (the algorithm's own) found; rec@HHtau: share found of the\n"
           "items above HadaHeavy's tau; precision: share of outputs with c(x) >= tau - 2 Delta.\n"
           "TreeHist = HadaHeavy with b = 1 (HadaOracle levels); TH-noFWHT queries its level oracles without the FWHT.")

@@ -120,7 +120,7 @@ def main():
                 counts = np.zeros(args.d, dtype=np.uint64)
                 _core.ocms_count_range(field, z, a0, a1, args.m, 0, counts, threads)
                 assert np.array_equal(counts, reference), f"{backend} counts differ from numpy"
-                seconds = best_time(lambda: _core.ocms_count_range(
+                seconds = best_time(lambda threads=threads: _core.ocms_count_range(
                     field, z, a0, a1, args.m, 0, np.zeros(args.d, dtype=np.uint64), threads), args.repeat)
                 rows.append((f"ldpfast {backend}", threads, seconds))
     finally:

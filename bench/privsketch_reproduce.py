@@ -299,21 +299,23 @@ def best_per_column(result):
 def figure6(args, report, raw):
     """[PS] Fig. 6: client time per user and server time of every protocol, eps = 3."""
     names = ["synthetic", "kosarak-prefix"]
-    rows, lines = {}, ["\n## Fig. 6: running times (eps = 3, K = 4, M = 128; one run each)",
-                       "", "| data | protocol | client s | client us/user | server s | total s |", "|---|---|---|---|---|---|"]
+    rows, lines = {}, ["\n## Fig. 6: running times (eps = 3, K = 4, M = 128; one run each)", "",
+                       "| data | protocol | client s | client us/user | server s | total s |",
+                       "|---|---|---|---|---|---|"]
     for name in names:
         data = load(name, args.fig6_scale, seed=7)
         rows[name] = {"n": data.n, "d": data.d}
         for p in SKETCHES + ["PS-OLH"]:
             _, client_s, server_s = timed_protocol(p, data, FIG_EPS, 17, args.threads)
             rows[name][p] = {"client": client_s, "server": server_s}
-            lines.append(f"| {name} (n={data.n:,}, d={data.d:,}) | {p} | {client_s:.3f} | {1e6 * client_s / data.n:.2f} | "
-                         f"{server_s:.3f} | {client_s + server_s:.3f} |")
+            lines.append(f"| {name} (n={data.n:,}, d={data.d:,}) | {p} | {client_s:.3f} | "
+                         f"{1e6 * client_s / data.n:.2f} | {server_s:.3f} | {client_s + server_s:.3f} |")
         t0 = time.perf_counter()
         ps.svim(data, FIG_EPS, k=TOP_K, rng=17, threads=args.threads)
         total = time.perf_counter() - t0
         rows[name]["SVIM"] = {"client": math.nan, "server": math.nan, "total": total}
-        lines.append(f"| {name} (n={data.n:,}, d={data.d:,}) | SVIM (3 phases, clients + server) | - | - | - | {total:.3f} |")
+        lines.append(f"| {name} (n={data.n:,}, d={data.d:,}) | SVIM (3 phases, clients + server) | - | - | - | "
+                     f"{total:.3f} |")
         print(f"  fig 6 {name} done", flush=True)
     findings = ["", "Checks against [PS] section 4.1 (\"user-side running time smaller than 0.01 s\", \"PrivSketch is "
                 "faster than PS-OLH and SVIM about 100 times, but slower than Multi-PCMS-Mean\"):"]
@@ -321,7 +323,8 @@ def figure6(args, report, raw):
         r = rows[name]
         tot = {p: r[p].get("total", r[p]["client"] + r[p]["server"]) for p in SKETCHES + ["PS-OLH", "SVIM"]}
         findings.append(f"- {name}: PrivSketch client {1e6 * r['PrivSketch']['client'] / r['n']:.2f} us per user "
-                        f"(batched; < 0.01 s holds); total time PS-OLH / PrivSketch = {tot['PS-OLH'] / tot['PrivSketch']:.2f}, "
+                        "(batched; < 0.01 s holds); "
+                        f"total time PS-OLH / PrivSketch = {tot['PS-OLH'] / tot['PrivSketch']:.2f}, "
                         f"SVIM / PrivSketch = {tot['SVIM'] / tot['PrivSketch']:.2f}, Multi-PCMS-Mean / PrivSketch = "
                         f"{tot['Multi-PCMS-Mean'] / tot['PrivSketch']:.2f}. The 100x claim "
                         + ("holds." if min(tot['PS-OLH'], tot['SVIM']) >= 100 * tot['PrivSketch'] else
@@ -391,7 +394,8 @@ def figure8(args, report, raw):
             arg = min(finite, key=lambda t: t[1])
             lines.append(f"PrivSketch's MSE is smallest at {result['label']} = {arg[0]:g} ({arg[1]:.3g}); [PS]: the "
                          "error first falls, then rises with the sketch size"
-                         + (" (U shape seen)." if finite[0][1] > arg[1] < finite[-1][1] else " (no U shape in this range)."))
+                         + (" (U shape seen)." if finite[0][1] > arg[1] < finite[-1][1]
+                            else " (no U shape in this range)."))
         if result["label"] == "K":
             row = [x for x in result["mse"]["Multi-PCMS-Mean"] if not math.isnan(x)]
             if row:

@@ -9,6 +9,7 @@ in the same run), for several state and batch sizes.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -44,9 +45,12 @@ def main() -> None:
             z = np.zeros(layout.n_cells, dtype=np.int64)
             rows = np.ascontiguousarray(layout.rows)
             inner = max(1, 200_000 // n)
-            t_update = best_of(args.repeat, lambda: server.update(reports), inner)
-            t_kernel = best_of(args.repeat, lambda: _core.hadamard_update(
-                None, reports.rows, reports.bits, rows, layout.cell_base, z, 0), inner)
+            t_update = best_of(args.repeat, functools.partial(server.update, reports), inner)
+            # default arguments bind this iteration's objects; the attributes are still read on every call
+            t_kernel = best_of(args.repeat,
+                               lambda reports=reports, rows=rows, layout=layout, z=z: _core.hadamard_update(
+                                   None, reports.rows, reports.bits, rows, layout.cell_base, z, 0),
+                               inner)
             print(f"2^{log2d:<4} {n:>9,} {t_update * 1e3:>10.3f} {t_kernel * 1e3:>10.3f} {t_update / t_kernel:>7.1f}")
 
 

@@ -253,7 +253,8 @@ def report(result) -> str:
                        f"{fmt(c['theory_shape'])} | {c['ratio']:.3f} | {fmt(c['mean_abs_error'])} | "
                        f"{c['server_seconds']:.3f} |")
         out.append("")
-    out += ["### log-log slope fits", "", "| algorithm | error against | measured slope | theory |", "|---|---|---|---|"]
+    out += ["### log-log slope fits", "",
+            "| algorithm | error against | measured slope | theory |", "|---|---|---|---|"]
     for name, f in fits.items():
         for axis in ("n", "eps", "beta"):
             out.append(f"| {name} | {f[axis]['against']} | {f[axis]['slope']:.3f} | {f[axis]['theory']:g} |")
@@ -261,7 +262,8 @@ def report(result) -> str:
             "tau = HadaHeavy's default threshold 3 Delta (counts) for every algorithm's recall; precision = share "
             "of outputs with c(x) >= tau/3; max err (planted) = max |estimate - c| over the "
             f"{len(HEAVY_SHARES)} planted items (shares {', '.join(f'{x:g}' for x in HEAVY_SHARES)}; the full-length "
-            "oracle's error, whatever the search found; worst run in brackets); server s = ingest + search (Hashtogram: ingest + decoding the dictionary); "
+            "oracle's error, whatever the search found; worst run in brackets); "
+            "server s = ingest + search (Hashtogram: ingest + decoding the dictionary); "
             f"means over {cfg['reps']} run(s).", "",
             "| n | algorithm | tau | heavy | recall | precision | outputs | max err (planted) | max err (outputs) | "
             "Delta | server s | client sim s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -281,13 +283,13 @@ def findings(result):
     cells, fits, heavy = result["oracle"], result["fits"], result["heavy"]
     lines = []
     f = fits["HadaOracle"]
+    hada_ratios = [c["ratio"] for a in cells.values() for c in a if c["algorithm"] == "HadaOracle"]
     lines.append(f"- **Error shape (Cor 3.2).** HadaOracle's measured error grows as n^{f['n']['slope']:.2f} "
                  f"(theory 0.5) and c_eps^{f['eps']['slope']:.2f} (theory 1), but as "
                  f"ln(1/beta)^{f['beta']['slope']:.2f} (theory 0.5): smaller beta raises k, which shrinks the "
                  "hash range m = 2^ceil(log2(sqrt(n/k)/c_eps)) and with it adds collision error n/m on top of the "
                  "HRR error (the power-of-two rounding makes m jump by 2x). The ratio error / "
-                 f"(c_eps sqrt(n ln(1/beta))) stays within {min(c['ratio'] for a in cells.values() for c in a if c['algorithm'] == 'HadaOracle'):.2f}"
-                 f"..{max(c['ratio'] for a in cells.values() for c in a if c['algorithm'] == 'HadaOracle'):.2f} over every "
+                 f"(c_eps sqrt(n ln(1/beta))) stays within {min(hada_ratios):.2f}..{max(hada_ratios):.2f} over every "
                  "setting, i.e. the O(.) shape holds with a constant of about 2.")
     by_n = {}
     for c in cells["n"]:
@@ -319,8 +321,9 @@ def findings(result):
                  f"t = {', '.join(str(t) for t in t_hh)} levels) against TreeHist (B = 2, t = 32 levels): "
                  + "; ".join(rows) + ". The error ratio is of the order of sqrt(32/t) = "
                  + ", ".join(f"{math.sqrt(32 / t):.2f}" for t in t_hh)
-                 + ", the sqrt(log d / log_B d) = Omega(sqrt(log n)) gain of [WW] section 4 (each level's users are n/t "
-                 "and the estimates are scaled by t). TreeHist's server is faster here (its levels are tiny "
+                 + ", the sqrt(log d / log_B d) = Omega(sqrt(log n)) gain of [WW] section 4 "
+                 "(each level's users are n/t and the estimates are scaled by t). "
+                 "TreeHist's server is faster here (its levels are tiny "
                  "oracles and its search examines 2 children per kept prefix, against B ~ sqrt n for HadaHeavy); "
                  "both are O~(n) as Table 1 says.")
     hd = [hh[(n, "Hashtogram+dictionary")] for n in ns if (n, "Hashtogram+dictionary") in hh]

@@ -148,7 +148,8 @@ def main() -> None:
               f"{r['state_cells']:>9}")
     slopes = {name: slope(orows, name) for name in ("HRR", "HadaOracle", "Hashtogram")}
     print("log-log slope of max error vs n:", {k: (round(v, 3) if v is not None else None) for k, v in slopes.items()})
-    print(f"\n{'algorithm':<24} {'n':>9} {'heavy':>6} {'out':>5} {'recall':>7} {'prec':>6} {'max err':>10} {'server s':>9}")
+    print(f"\n{'algorithm':<24} {'n':>9} {'heavy':>6} {'out':>5} {'recall':>7} {'prec':>6} "
+          f"{'max err':>10} {'server s':>9}")
     for r in hrows:
         rec = "-" if r["recall"] is None else f"{r['recall']:.2f}"
         prec = "-" if r["precision"] is None else f"{r['precision']:.2f}"

@@ -1,5 +1,5 @@
-"""Per-protocol examples shared by the fuzz tests: the contract test's small examples
-(tests/test_contract.py), built once per session."""
+"""Per-protocol examples shared by the fuzz tests: the contract test's cases (each
+registered protocol's ``Protocol.example``, tests/test_contract.py), built once per session."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import pytest
 
 import _toy_protocol  # noqa: F401  (registers "toy-count")
 from ldpfast._base import FORMAT_MAGIC, FORMAT_VERSION, protocols
-from test_contract import EXAMPLES, SEED, _slice
+from test_contract import SEED, _slice, contract_cases
 
 
 def case_ids():
-    """Every contract example id of a registered protocol, plus the toy protocol."""
-    return [cid for cid, (pid, _, _) in EXAMPLES.items() if pid in protocols()] + [_toy_protocol.PROTOCOL_ID]
+    """Every contract case id (the toy protocol's included)."""
+    return list(contract_cases())
 
 
 def case_params():
@@ -31,14 +31,9 @@ def case_params():
 @functools.lru_cache(maxsize=None)
 def example(case_id):
     """(protocol, params, reports, make_server) for a case id."""
-    if case_id == _toy_protocol.PROTOCOL_ID:
-        proto = _toy_protocol.PROTOCOL
-        params, values = proto.example()
-        zero = None
-    else:
-        pid, make, zero = EXAMPLES[case_id]
-        proto = protocols()[pid]
-        params, values = make()
+    pid, make, zero = contract_cases()[case_id]
+    proto = protocols()[pid]
+    params, values = make()
     with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
         warnings.simplefilter("ignore")
         reports = proto.client(params, rng=SEED).perturb(values)

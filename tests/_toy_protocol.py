@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from ldpfast._base import Aggregator, Params, Protocol, Reports, _State, register_protocol
+from ldpfast._base import Aggregator, ClientBase, Params, Protocol, Reports, _State, register_protocol
 from ldpfast.errors import ParameterError, ReportError
 
 PROTOCOL_ID = "toy-count"
@@ -54,14 +54,10 @@ class ToyReports(Reports):
         return [("y", m_bits), ("s", 1, (-1, 1))]
 
 
-class ToyClient:
-    def __init__(self, params: ToyParams, rng=None):
-        self.params = params
-        self._rng = np.random.default_rng(rng)
-
+class ToyClient(ClientBase):
     def perturb(self, values) -> ToyReports:
         values = np.asarray(values, dtype=np.uint64)
-        signs = np.where(self._rng.random(len(values)) < 0.5, -1, 1).astype(np.int8)
+        signs = np.where(self._keys.generator().random(len(values)) < 0.5, -1, 1).astype(np.int8)
         return ToyReports(y=values, s=signs)
 
 
@@ -83,6 +79,10 @@ class ToyServer(Aggregator):
         return {"counts": self._st["counts"] + np.bincount(reports.y.astype(np.intp), minlength=self.params.m),
                 "signs": self._st["signs"] + np.bincount((reports.s > 0).astype(np.intp), minlength=2)}
 
+    @property
+    def n(self) -> int:
+        return int(self._st["counts"].sum())
+
     def estimate(self, candidates=None):
         counts = self._st["counts"]
         freq = counts / max(int(counts.sum()), 1)
@@ -96,4 +96,5 @@ def _example():
 
 
 PROTOCOL = register_protocol(Protocol(PROTOCOL_ID, ToyParams, ToyReports, ToyServer, ToyClient,
-                                      example=_example))
+                                      example=_example,
+                                      default_candidates=lambda server: np.arange(server.params.m)))

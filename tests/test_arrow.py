@@ -63,7 +63,8 @@ def test_reader_validates_what_it_reads(batch):
     renamed = table.rename_columns(["y", "sign"]).replace_schema_metadata(meta)
     with pytest.raises(FormatError, match="columns must be"):
         arrow.from_arrow(renamed)
-    with_nulls = table.set_column(0, "y", pa.array([None] + reports.y[1:].tolist(), pa.uint64())).replace_schema_metadata(meta)
+    nulls = pa.array([None] + reports.y[1:].tolist(), pa.uint64())
+    with_nulls = table.set_column(0, "y", nulls).replace_schema_metadata(meta)
     with pytest.raises(FormatError, match="missing values"):
         arrow.from_arrow(with_nulls)
     strings = table.set_column(1, "s", pa.array(["x"] * len(reports))).replace_schema_metadata(meta)

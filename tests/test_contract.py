@@ -1,9 +1,9 @@
 """The aggregator contract, checked generically for every registered protocol.
 
-For each protocol id this needs a small example: ``Protocol.example`` when the protocol
-registers one, else an entry of ``EXAMPLES`` below. Ids with neither are skipped with a
-reason that names them. The toy protocol (tests/_toy_protocol.py) is always included so
-the harness itself is exercised.
+Each protocol's case is its registered ``Protocol.example`` (required for the protocols
+shipped with ldpfast; others without one are skipped with a reason that names them), plus
+``SERVER_OPTIONS`` for servers with options. The toy protocol (tests/_toy_protocol.py) is
+always included so the harness itself is exercised.
 """
 
 import copy
@@ -26,64 +26,17 @@ from ldpfast.errors import FormatError, IncompatibleError, ReportError
 SEED = 20261121
 
 
-def _values(d, n=4000, seed=1):
-    """Zipf-like client values in [0, d) (a few heavy values, a long tail)."""
-    rng = np.random.default_rng(seed)
-    return np.minimum(rng.zipf(1.3, size=n) - 1, d - 1)
-
-
 def _family(pid, name):
     return getattr(protocols()[pid], name)
 
 
-#: case id -> (protocol id, example () -> (params, client values), zero(params) -> empty
-#: aggregator or None for ``aggregator(params)``). Protocols registering ``Protocol.example``
-#: need no entry here.
-EXAMPLES = {
-    "ocms": ("ocms", lambda: (_family("ocms", "params").optimal(epsilon=2.0, d=300, field="compact"),
-                              _values(300)), None),
-    "ocms-candidates": ("ocms", lambda: (_family("ocms", "params").optimal(epsilon=2.0, d=300),
-                                         _values(300)),
-                        lambda params: _family("ocms", "aggregator")(params, candidates=np.arange(0, 300, 7))),
-    "grr": ("grr", lambda: (_family("grr", "params")(epsilon=1.5, d=64), _values(64)), None),
-    "hrr": ("hrr", lambda: (_family("hrr", "params")(epsilon=1.0, d=300), _values(300)), None),
-    "he": ("he", lambda: (_family("he", "params")(epsilon=1.0, d=300), _values(300)), None),
-    "cmshe": ("cmshe", lambda: (_family("cmshe", "params")(epsilon=2.0, d=300, k=8, m=32, hash_seed=7),
-                                _values(300)), None),
-    "rhr": ("rhr", lambda: (_family("rhr", "params")(epsilon=2.0, d=300), _values(300)), None),
-    "olh": ("olh", lambda: (_family("olh", "params")(epsilon=1.0, d=300), _values(300, n=1500)), None),
-    "privsketch": ("privsketch", lambda: (_family("privsketch", "params").create(
-        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
-    "privsketch-nosmp": ("privsketch-nosmp", lambda: (_family("privsketch-nosmp", "params").create(
-        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
-    "privsketch-ldp": ("privsketch-ldp", lambda: (_family("privsketch-ldp", "params").create(
-        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
-    "multi-pcms-mean": ("multi-pcms-mean", lambda: (_family("multi-pcms-mean", "params").create(
-        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
-    "multi-pcms-min": ("multi-pcms-min", lambda: (_family("multi-pcms-min", "params").create(
-        epsilon=2.0, d=60, K=2, M=8, seed=1), _sets(60)), None),
-    "ps-olh": ("ps-olh", lambda: (_family("ps-olh", "params")(epsilon=2.0, d=60, pad_len=3), _sets(60)), None),
-    "svim-items": ("svim-items", lambda: (_family("svim-items", "params")(epsilon=2.0, d=60, k=10),
-                                          _sets(60)), None),
-    "svim-lengths": ("svim-lengths", lambda: (_family("svim-lengths", "params")(
-        epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5))), _sets(60)), None),
-    "svim-padded": ("svim-padded", lambda: (_family("svim-padded", "params")(
-        epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5)), L=3), _sets(60)), None),
-    "cms-rappor": ("cms-rappor", lambda: _family("cms-rappor", "example")(), None),
-    "cms-rappor-candidates": ("cms-rappor", lambda: (_family("cms-rappor", "params")(epsilon=1.0, d=300, m=16),
-                                                     _values(300)),
-                              lambda params: _family("cms-rappor", "aggregator")(params, candidates=np.arange(0, 300, 7))),
-    "ss": ("ss", lambda: (_family("ss", "params")(epsilon=1.0, d=300), _values(300, n=1500)), None),
-    "cmshe-apple": ("cmshe-apple", lambda: _family("cmshe-apple", "example")(), None),
-    "rhr-original": ("rhr-original", lambda: _family("rhr-original", "example")(), None),
-    "hashtogram": ("hashtogram", lambda: _family("hashtogram", "example")(), None),
-    "treehist-cs": ("treehist-cs", lambda: _family("treehist-cs", "example")(), None),
-    "npcms": ("npcms", lambda: (_family("npcms", "params").create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3),
-                                _sets(60)), None),
-    "hadaoracle": ("hadaoracle", lambda: (_family("hadaoracle", "params").create(
-        epsilon=2.0, d=1000, n=4000, hash_seed=3), _values(1000)), None),
-    "hadaheavy": ("hadaheavy", lambda: (_family("hadaheavy", "params").create(
-        epsilon=2.0, d=1024, n=4000, hash_seed=3), _values(1024)), None),
+#: Extra cases for server options (case id -> (protocol id, zero(params) -> empty
+#: aggregator)), run on the protocol's registered example. Every registered protocol's
+#: own case comes from its ``Protocol.example``.
+SERVER_OPTIONS = {
+    "ocms-candidates": ("ocms", lambda params: _family("ocms", "aggregator")(params, candidates=np.arange(0, 300, 7))),
+    "cms-rappor-candidates": ("cms-rappor", lambda params: _family("cms-rappor", "aggregator")(
+        params, candidates=np.arange(0, 300, 7))),
 }
 
 
@@ -95,35 +48,42 @@ def _estimate(agg):
     return agg.estimate()
 
 
-def _sets(d, n=800, seed=2):
-    """Set-valued client inputs: n users holding 0..4 distinct items of [0, d)."""
-    rng = np.random.default_rng(seed)
-    return [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
+def contract_cases():
+    """case id -> (protocol id, example, zero factory or None): every registered protocol
+    with a ``Protocol.example``, plus the server-option cases."""
+    registered = protocols()
+    out = {pid: (pid, proto.example, None) for pid, proto in sorted(registered.items()) if proto.example}
+    out.update({case_id: (pid, registered[pid].example, zero) for case_id, (pid, zero) in SERVER_OPTIONS.items()
+                if pid in registered})
+    return out
 
 
 def _cases():
-    """One case per EXAMPLES entry of a registered protocol, plus Protocol.example ones;
-    a registered protocol with neither is listed as skipped."""
-    registered = protocols()
-    out = []
-    covered = set()
-    for case_id, (pid, make, zero) in EXAMPLES.items():
-        if pid in registered:
-            out.append(pytest.param((pid, make, zero), id=case_id))
-            covered.add(pid)
-    for pid, proto in sorted(registered.items()):
-        if pid in covered:
-            continue
-        marks = () if proto.example else pytest.mark.skip(
-            reason=f"protocol {pid!r} has no contract example (Protocol.example or EXAMPLES)")
-        out.append(pytest.param((pid, proto.example, None), id=pid, marks=marks))
+    """The contract cases as fixture parameters; a registered protocol without an example is
+    listed as skipped here and, when it ships with ldpfast, fails
+    test_every_builtin_protocol_registers_an_example."""
+    out = [pytest.param(case, id=case_id) for case_id, case in contract_cases().items()]
+    out += [pytest.param((pid, None, None), id=pid, marks=pytest.mark.skip(
+        reason=f"protocol {pid!r} has no contract example (Protocol.example)"))
+        for pid, proto in sorted(protocols().items()) if proto.example is None]
     return out
+
+
+def test_every_builtin_protocol_registers_an_example():
+    missing = sorted(pid for pid, proto in protocols().items() if proto.builtin and proto.example is None)
+    assert not missing, ("built-in protocols without Protocol.example (needed by these tests and the golden "
+                         f"files): {missing}")
 
 
 @pytest.fixture(scope="module", params=_cases())
 def case(request):
-    """(protocol, params, all reports, three batches, different params or None, zero factory)."""
-    pid, make, zero = request.param
+    return make_case(*request.param)
+
+
+def make_case(pid, make, zero=None):
+    """(protocol, params, all reports, three batches, different params or None, zero factory)
+    for protocol ``pid``, whose example ``make()`` gives (params, client inputs); the checks
+    below take this tuple (tests/test_contributing.py runs them on its own protocol)."""
     proto = protocols()[pid]
     params, values = make()
     with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
@@ -198,7 +158,7 @@ def test_merge_refuses_other_parameters_and_other_protocols(case):
             agg.merge(zero(other_params))
     foreign = _toy_protocol.PROTOCOL if proto.id != _toy_protocol.PROTOCOL_ID else protocols().get("grr")
     if foreign is not None:
-        stranger = foreign.aggregator(EXAMPLES["grr"][1]()[0] if foreign.id == "grr" else foreign.example()[0])
+        stranger = foreign.aggregator(foreign.example()[0])
         with pytest.raises(IncompatibleError):
             agg.merge(stranger)
         with pytest.raises(FormatError, match="aggregator, not"):
@@ -299,12 +259,12 @@ def test_golden_files_keep_loading_and_estimating(case_id):
     np.testing.assert_allclose(_estimate(agg), expected, rtol=1e-12, atol=1e-15)
 
 
-def test_every_registered_protocol_has_a_golden_file():
-    missing = sorted(set(protocols()) - {e["protocol"] for e in MANIFEST.values()}
-                     - {_toy_protocol.PROTOCOL_ID})
-    if missing:
-        pytest.skip(f"no golden file yet for {missing}: run tests/golden/make_golden.py "
-                    "after adding them to its table")
+def test_every_builtin_protocol_has_a_golden_file():
+    """A protocol shipped with ldpfast keeps its byte format only if a golden file pins it."""
+    builtin = {pid for pid, proto in protocols().items() if proto.builtin}
+    missing = sorted(builtin - {e["protocol"] for e in MANIFEST.values()})
+    assert not missing, (f"no golden file for {missing}: run PYTHONPATH=python python tests/golden/make_golden.py "
+                         "(it writes one from each new protocol's Protocol.example) and commit the files")
 
 
 def test_future_format_versions_are_refused_by_name():
@@ -375,3 +335,35 @@ def test_params_are_hashable_and_round_trip_through_json(case):
         params_from_json('{"protocol": "no-such-protocol", "params": {}}')
     with pytest.raises(FormatError):
         params_from_json("not json")
+
+
+def test_wire_encoding_round_trips_where_registered(case):
+    """Protocols with a wire encoding (``Protocol.wire_fields`` or ``Reports.wire_fields``)
+    decode what they encode, in both framings, to a batch the aggregator accepts."""
+    from ldpfast import wire
+
+    proto, params, reports, (a, _b, _c), _, zero = case
+    try:
+        wire.fields(params)
+    except NotImplementedError:
+        pytest.skip(f"protocol {proto.id!r} has no wire encoding")
+    back = wire.decode(params, wire.encode(params, a), len(a))
+    assert back == a and back.params_fingerprint == params.fingerprint
+    first = _slice(a, 0, 50)
+    assert wire.decode_each(params, wire.encode_each(params, first)) == first
+    assert _agg(case, back).to_bytes() == _agg(case, a).to_bytes()
+
+
+def test_frequencies_have_standard_errors_or_say_why(case):
+    """``frequencies()`` gives finite standard errors from the registered closed form
+    (``Protocol.variance``), or NaN with a note saying why there is none."""
+    proto, params, reports, _, _, zero = case
+    agg = _agg(case, reports)
+    first = next(iter(inspect.signature(agg.estimate).parameters.values()), None)
+    needs_candidates = first is not None and first.default is inspect.Parameter.empty
+    est = agg.frequencies(np.arange(min(params.d, 16)) if needs_candidates else None)
+    assert est.values.shape == est.std.shape == est.candidates.shape and est.note
+    if np.isnan(est.std).all():
+        assert proto.variance is None or "no closed-form" in est.note
+    else:
+        assert proto.variance is not None and np.isfinite(est.std).all() and (est.std > 0).all()

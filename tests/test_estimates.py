@@ -101,7 +101,8 @@ def test_confidence_intervals_cover_at_the_nominal_rate(simulation):
 
 def test_confidence_interval_api():
     params = lf.hadamard.HRRParams(epsilon=2.0, d=16)
-    server = lf.hadamard.HRRServer(params).update(lf.hadamard.HRRClient(params, rng=3).perturb(_values(16, TRUE_F[:16] / TRUE_F[:16].sum())))
+    values = _values(16, TRUE_F[:16] / TRUE_F[:16].sum())
+    server = lf.hadamard.HRRServer(params).update(lf.hadamard.HRRClient(params, rng=3).perturb(values))
     e = server.frequencies()
     lo, hi = e.confidence_interval(0.05)
     np.testing.assert_allclose((hi - lo) / 2, stats.norm.ppf(0.975) * e.std, rtol=1e-12)
@@ -207,7 +208,7 @@ def _brute_force_projection(v, total):
 
 def test_simplex_projection_is_the_nearest_point():
     rng = np.random.default_rng(7)
-    for trial in range(300):
+    for _ in range(300):
         v = rng.normal(0.1, 0.3, size=int(rng.integers(1, 8)))
         total = float(rng.choice([1.0, 0.5, 2.0]))
         w = estimates.project_simplex(v, total)

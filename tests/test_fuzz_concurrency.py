@@ -181,10 +181,11 @@ class _RaisingCore:
 
 
 @pytest.mark.parametrize("module, kernel, case_id", [
-    ("hadamard", "hadamard_update", "hrr"), ("hadamard", "hadamard_update", "hadaoracle"),
+    ("protocols._hadamard_layout", "hadamard_update", "hrr"),
+    ("protocols._hadamard_layout", "hadamard_update", "hadaoracle"),
     ("hadamard", "hadamard_update", "rhr"), ("ocms", "ocms_count_list", "ocms-candidates"),
     ("privsketch", "privsketch_decode_cell", "privsketch"),
-    ("privsketch_baselines", "ocms_count_range", "svim-items")])
+    ("svim", "ocms_count_range", "svim-items")])
 def test_interrupt_raised_inside_a_kernel_leaves_the_state_unchanged(monkeypatch, module, kernel, case_id):
     import importlib
 

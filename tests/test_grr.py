@@ -52,7 +52,8 @@ def test_probabilities():
     assert params.communication_bits == 3
     # Flip probability below 2^-32: the 64-bit sampler cannot represent it (it used to be
     # rounded to 0, a deterministic "eps = 700" mechanism).
-    with pytest.raises(ParameterError, match=r"epsilon must be in \[.*, 22.8739\] for randomized response over 3 symbols"):
+    with pytest.raises(ParameterError,
+                       match=r"epsilon must be in \[.*, 22.8739\] for randomized response over 3 symbols"):
         grr.Params(30.0, 3)
 
 

@@ -218,7 +218,8 @@ def _heavy_cell_batch(rng, n, width, groups):
     rows[start:start + swing] = 15
     bits[start:start + 40_000] = 1
     bits[start + 40_000:start + swing] = -1
-    perm = np.concatenate([rng.permutation(start), np.arange(start, start + swing), rng.permutation(np.arange(start + swing, n))])
+    perm = np.concatenate([rng.permutation(start), np.arange(start, start + swing),
+                           rng.permutation(np.arange(start + swing, n))])
     rows, bits = rows[perm], bits[perm]
     if g is not None:
         g = g[perm]

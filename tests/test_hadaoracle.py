@@ -278,7 +278,7 @@ def test_median_tail_with_fixed_hashes_matches_berry_esseen_bound():
         coll = hashed - c_x
         var = n * k * c * c - hashed
 
-        def tail(b):
+        def tail(b, coll=coll, var=var):
             up = [side(b - coll[j], var[j]) for j in range(k)]
             down = [side(b + coll[j], var[j]) for j in range(k)]
             return _poisson_binomial_at_least(up, (k + 1) // 2) + _poisson_binomial_at_least(down, (k + 1) // 2)

@@ -32,7 +32,8 @@ def parity(v):
 
 def data(n, d, seed=3):
     rng = np.random.default_rng(seed)
-    return np.concatenate([np.zeros(n // 2), np.ones(n // 5), rng.integers(2, d, n - n // 2 - n // 5)]).astype(np.uint64)
+    tail = rng.integers(2, d, n - n // 2 - n // 5)
+    return np.concatenate([np.zeros(n // 2), np.ones(n // 5), tail]).astype(np.uint64)
 
 
 def conditional(params, values, groups, x):

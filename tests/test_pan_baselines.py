@@ -92,7 +92,8 @@ def test_cms_rappor_optimal_m_is_the_smallest_close_enough(variant):
     m = theory.cms_rappor_optimal_m(eps, variant, tau)
 
     def ratio(m):
-        return max(theory.cms_rappor_variance(eps, variant, 1 / m, f=f) / theory.cms_rappor_variance(eps, variant, 1e-12, f=f)
+        return max(theory.cms_rappor_variance(eps, variant, 1 / m, f=f)
+                   / theory.cms_rappor_variance(eps, variant, 1e-12, f=f)
                    for f in np.linspace(0, 1, 11))
 
     assert ratio(m) <= 1 + tau + 1e-12 < ratio(m - 1)

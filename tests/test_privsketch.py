@@ -161,7 +161,8 @@ def test_decode_first_equals_brute_force(backend, K, M, threads):
 def test_estimators_from_counts():
     params = ps.Params.create(epsilon=2.0, d=5, K=2, M=4, seed=13)
     server = ps.Server(params)
-    server._set_state({"n": np.array([10]), "bits": np.array([0, 10]), "pos": np.array([3, 0, 1, 0, 2]), "neg": np.array([1, 0, 0, 2, 2]),
+    server._set_state({"n": np.array([10]), "bits": np.array([0, 10]),
+                       "pos": np.array([3, 0, 1, 0, 2]), "neg": np.array([1, 0, 0, 2, 2]),
                        "tracked": np.ones(5, dtype=np.uint8)})
     c = (np.exp(2) + 1) / np.expm1(2)
     pos, neg = np.array([3, 0, 1, 0, 2.]), np.array([1, 0, 0, 2, 2.])

@@ -21,7 +21,7 @@ def test_rhr_worst_check_covers_the_papers_claims(saved_results):
     rows = experiments.pan_checks(saved_results)["rhr_worst"]
     # Zipf: 3 metrics x 5 eps; mini-Kosarak: the worst-case MSE x 5 eps.
     assert len(rows) == 15 + 5
-    for name, metric, eps, rhr, worst_label, worst, rhr_cf, worst_cf in rows:
+    for name, metric, eps, rhr, worst_label, worst, rhr_cf, _worst_cf in rows:
         res = saved_results[name]
         values = {c.label: experiments._metric_value(c, metric)
                   for c in (res.cell(a, eps) for a in experiments.PAN_METRIC_ALGORITHMS[metric])}

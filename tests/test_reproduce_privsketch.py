@@ -92,7 +92,8 @@ def test_bias_floor_is_the_exact_count_min_frequency():
     expected = np.zeros(data.d)
     for i in range(data.n):
         sketch = np.zeros(params.K * params.M, dtype=bool)
-        sketch[params.cells(np.asarray(data.items[data.offsets[i]:data.offsets[i + 1]], dtype=np.uint64)).ravel()] = True
+        items = np.asarray(data.items[data.offsets[i]:data.offsets[i + 1]], dtype=np.uint64)
+        sketch[params.cells(items).ravel()] = True
         expected += sketch[item_cells].all(axis=1)
     np.testing.assert_array_equal(ftilde, expected / data.n)
     assert (ftilde >= data.frequencies()).all()  # a member's cells are always set

@@ -27,18 +27,19 @@ def chacha20_ref(key, counter, nonce):
         return ((v << c) | (v >> (32 - c))) & mask
 
     def qr(s, a, b, c, d):
-        s[a] = (s[a] + s[b]) & mask; s[d] = rotl(s[d] ^ s[a], 16)
-        s[c] = (s[c] + s[d]) & mask; s[b] = rotl(s[b] ^ s[c], 12)
-        s[a] = (s[a] + s[b]) & mask; s[d] = rotl(s[d] ^ s[a], 8)
-        s[c] = (s[c] + s[d]) & mask; s[b] = rotl(s[b] ^ s[c], 7)
+        for x, y, z, bits in ((a, b, d, 16), (c, d, b, 12), (a, b, d, 8), (c, d, b, 7)):
+            s[x] = (s[x] + s[y]) & mask
+            s[z] = rotl(s[z] ^ s[x], bits)
 
     words = [0x61707865, 0x3320646E, 0x79622D32, 0x6B206574]
     words += [int.from_bytes(key[4 * i:4 * i + 4], "little") for i in range(8)]
     words += [counter & mask, counter >> 32, nonce & mask, nonce >> 32]
     s = list(words)
     for _ in range(10):
-        qr(s, 0, 4, 8, 12); qr(s, 1, 5, 9, 13); qr(s, 2, 6, 10, 14); qr(s, 3, 7, 11, 15)
-        qr(s, 0, 5, 10, 15); qr(s, 1, 6, 11, 12); qr(s, 2, 7, 8, 13); qr(s, 3, 4, 9, 14)
+        for column in range(4):  # column rounds
+            qr(s, column, column + 4, column + 8, column + 12)
+        for diagonal in range(4):  # diagonal rounds
+            qr(s, diagonal, 4 + (diagonal + 1) % 4, 8 + (diagonal + 2) % 4, 12 + (diagonal + 3) % 4)
     return b"".join(((a + b) & mask).to_bytes(4, "little") for a, b in zip(s, words))
 
 
@@ -167,7 +168,8 @@ def test_flip_threshold_is_exact_to_double_precision():
         assert rr_effective_epsilon(t, m) <= eps
     with pytest.raises(ParameterError, match=r"epsilon must be in \[.*, 23.567\] for randomized response over 5"):
         rr_flip_threshold(30.0, 5)  # flip probability below 2^-32: used to round to "never flips"
-    with pytest.raises(ParameterError, match=r"epsilon must be in \[.*\] for randomized response over 18446744073709551615"):
+    with pytest.raises(ParameterError,
+                       match=r"epsilon must be in \[.*\] for randomized response over 18446744073709551615"):
         rr_flip_threshold(1e-5, 2**64 - 1)  # keep probability below 2^-32
 
 
@@ -178,7 +180,8 @@ def test_flip_threshold_is_exact_to_double_precision():
     (dict(values=[[1]], m=5, epsilon=1.0), ParameterError, "1-D"),
     (dict(values=[0], m=1, epsilon=1.0), ParameterError, "m must be an integer in"),
     (dict(values=[0], m=2.0, epsilon=1.0), ParameterError, "m must be an integer"),
-    (dict(values=[0], m=5, epsilon=0.0), ParameterError, r"epsilon must be finite and in \[9.53674e-07, 66.5\], got 0.0"),
+    (dict(values=[0], m=5, epsilon=0.0), ParameterError,
+     r"epsilon must be finite and in \[9.53674e-07, 66.5\], got 0.0"),
     (dict(values=[0], m=5, epsilon=float("inf")), ParameterError, "epsilon"),
     (dict(values=[0], m=5, epsilon=701), ParameterError, "got 701"),
     (dict(values=[0], m=5, epsilon="1"), ParameterError, "epsilon"),

@@ -10,13 +10,9 @@ from ldpfast import wire
 from ldpfast._base import protocols
 from ldpfast.errors import IncompatibleError, ReportError
 
-SET_VALUED = {"ps-olh", "privsketch-ldp", "svim-items", "svim-lengths", "svim-padded", "privsketch",
-              "privsketch-nosmp", "multi-pcms-mean", "multi-pcms-min", "npcms"}
-
-
 def _inputs(params, values):
     """Client inputs: the values, or one single-item set per user for set-valued protocols."""
-    return [[int(v)] for v in values] if params.protocol in SET_VALUED else values
+    return [[int(v)] for v in values] if protocols()[params.protocol].inputs == "sets" else values
 
 
 def _family_cases(only=None):

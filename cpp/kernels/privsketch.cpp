@@ -3,6 +3,10 @@
 
 #include "ldpfast/kernels/privsketch.hpp"
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
 namespace ldpfast {
 namespace LDPFAST_ISA_NS {
 namespace {
@@ -127,6 +131,64 @@ struct PermutationCheck {
   }
 };
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// AVX-512 decode of one user for K = 4 and KM <= 512, KM a multiple of 64 (the paper's
+// K = 4, M = 128 among them), with the same counts as the scalar loop below.
+constexpr std::uint32_t kVectorMaxCells = 512;
+
+// o is a permutation of [0, KM) iff every rank is < KM and the set of ranks covers all
+// KM values (pigeonhole). The set is built as a KM-bit mask without touching memory: 8
+// ranks at a time, each rank's bit (1 << (v mod 64)) is OR-ed into the lane accumulator
+// of its 64-bit word v / 64; the lanes are OR-ed together at the end. About 2 vector
+// instructions per rank, against a load, compare and store per rank for the stamps.
+inline bool is_permutation_512(const std::uint16_t* o, std::uint32_t KM) {
+  const std::uint32_t words = KM / 64;
+  __m512i acc[kVectorMaxCells / 64];
+  for (std::uint32_t j = 0; j < words; ++j) acc[j] = _mm512_setzero_si512();
+  const __m512i limit = _mm512_set1_epi64(KM), low6 = _mm512_set1_epi64(63), one = _mm512_set1_epi64(1);
+  __mmask8 out_of_range = 0;
+  for (std::uint32_t c = 0; c < KM; c += 8) {
+    const __m512i v = _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o + c)));
+    out_of_range |= _mm512_cmpge_epu64_mask(v, limit);
+    const __m512i bit = _mm512_sllv_epi64(one, _mm512_and_si512(v, low6));
+    const __m512i word = _mm512_srli_epi64(v, 6);
+    for (std::uint32_t j = 0; j < words; ++j)
+      acc[j] = _mm512_mask_or_epi64(acc[j], _mm512_cmpeq_epi64_mask(word, _mm512_set1_epi64(j)), acc[j], bit);
+  }
+  bool full = out_of_range == 0;
+  for (std::uint32_t j = 0; j < words; ++j) full &= _mm512_reduce_or_epi64(acc[j]) == -1;
+  return full;
+}
+
+// Candidates of the bucket [e0, e1) whose K = 4 cells all rank >= r0 (the sampled cell's
+// rank) get +1 in target. The user's ranks become a KM-bit mask "rank < r0" held as 32
+// 16-bit words in one register; 8 candidates (32 cells) are then looked up at once with
+// a word permute and a variable shift, and only the minimal ones are added.
+inline void add_bucket_512(const std::uint16_t* o, std::uint32_t KM, std::uint16_t r0, std::int64_t e0,
+                           std::int64_t e1, const std::uint32_t* bucket_cand, const std::uint16_t* bucket_cells,
+                           std::int64_t* target) {
+  alignas(64) std::uint32_t below[kVectorMaxCells / 32] = {};
+  const __m512i r0v = _mm512_set1_epi16(static_cast<short>(r0));
+  for (std::uint32_t w = 0; w < KM / 32; ++w)
+    below[w] = _mm512_cmplt_epu16_mask(_mm512_loadu_si512(o + 32 * w), r0v);
+  const __m512i table = _mm512_load_si512(below);
+  const __m512i low4 = _mm512_set1_epi16(15), one = _mm512_set1_epi16(1);
+  for (std::int64_t e = e0; e < e1; e += 8) {
+    const std::int64_t count = e1 - e < 8 ? e1 - e : 8;  // candidates in this step
+    const __mmask32 lanes = static_cast<__mmask32>((std::uint64_t{1} << (4 * count)) - 1);
+    const __m512i cells = _mm512_maskz_loadu_epi16(lanes, bucket_cells + 4 * e);
+    const __m512i words = _mm512_permutexvar_epi16(_mm512_srli_epi16(cells, 4), table);
+    const __mmask32 lt = _mm512_test_epi16_mask(_mm512_srlv_epi16(words, _mm512_and_si512(cells, low4)), one);
+    const std::uint32_t any = lt | (lt >> 1) | (lt >> 2) | (lt >> 3);
+    std::uint32_t minimal = ~any & 0x11111111u & static_cast<std::uint32_t>(lanes);
+    while (minimal) {
+      target[bucket_cand[e + __builtin_ctz(minimal) / 4]] += 1;
+      minimal &= minimal - 1;
+    }
+  }
+}
+#endif
+
 template <std::uint32_t FixedK>
 std::size_t decode_cell_impl(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
                              const std::uint32_t* cell, const std::int8_t* bits, std::size_t begin,
@@ -136,6 +198,18 @@ std::size_t decode_cell_impl(std::uint32_t K, std::uint32_t M, const std::uint16
   if (FixedK) K = FixedK;
   const std::uint32_t KM = K * M;
   PermutationCheck is_permutation{stamps, KM, 0};
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (FixedK == 4 && KM <= kVectorMaxCells && KM % 64 == 0) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::uint16_t* o = order + i * KM;
+      if (!is_permutation_512(o, KM)) return i;
+      const std::uint32_t c = cell[i];
+      add_bucket_512(o, KM, o[c], bucket_offsets[c], bucket_offsets[c + 1], bucket_cand, bucket_cells,
+                     bits[i] > 0 ? pos : neg);
+    }
+    return end;
+  }
+#endif
   for (std::size_t i = begin; i < end; ++i) {
     const std::uint16_t* o = order + i * KM;
     if (!is_permutation(o)) return i;
@@ -177,7 +251,12 @@ std::size_t decode_full_impl(std::uint32_t K, std::uint32_t M, const std::uint16
   PermutationCheck is_permutation{stamps, KM, 0};
   for (std::size_t i = begin; i < end; ++i) {
     const std::uint16_t* o = order + i * KM;
-    if (!is_permutation(o)) return i;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    const bool valid = KM <= kVectorMaxCells && KM % 64 == 0 ? is_permutation_512(o, KM) : is_permutation(o);
+#else
+    const bool valid = is_permutation(o);
+#endif
+    if (!valid) return i;
     const std::int8_t* v = bits + i * KM;
     for (std::size_t x = 0; x < n_cand; ++x) {
       const std::uint16_t* h = cand_cells + x * K;

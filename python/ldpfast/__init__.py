@@ -1,8 +1,10 @@
 """ldpfast: frequency estimation and heavy hitters under local differential privacy.
 
-Protocol families live in submodules (imported on first use): :mod:`ldpfast.ocms`,
+Protocol families live in submodules (imported on first use; their code is in
+:mod:`ldpfast.protocols`): :mod:`ldpfast.ocms`, :mod:`ldpfast.grr`, :mod:`ldpfast.olh`,
 :mod:`ldpfast.hadamard`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
-:mod:`ldpfast.privsketch`, and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
+:mod:`ldpfast.privsketch` with its baselines (:mod:`ldpfast.multi_pcms`,
+:mod:`ldpfast.ps_olh`, :mod:`ldpfast.svim`), and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
 :mod:`ldpfast.subset_selection`; shared pieces in :mod:`ldpfast.kernels`,
 :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
 """
@@ -35,12 +37,17 @@ if TYPE_CHECKING:
         hashtogram,
         kernels,
         metrics,
+        multi_pcms,
         npcms,
         ocms,
+        olh,
         privsketch,
         privsketch_baselines,
+        protocols,
+        ps_olh,
         rappor_cms,
         subset_selection,
+        svim,
         theory,
         treehist_cs,
         wire,
@@ -52,7 +59,7 @@ _SUBMODULES = frozenset({
     "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
     "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
-    "npcms", "audit",
+    "npcms", "audit", "protocols", "olh", "multi_pcms", "ps_olh", "svim",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",

@@ -1,5 +1,15 @@
 """Argument checks shared by every protocol: each error names the parameter, the
-constraint and the value received."""
+constraint and the value received.
+
+Scalars: :func:`check_int` (the one integer check), :func:`check_real`, :func:`check_bool`,
+:func:`check_epsilon` and the randomized-response ranges (:func:`rr_threshold`),
+:func:`check_choice`, :func:`check_threads`. Arrays:
+:func:`check_array` (a report column: dtype, dimensions, optional cast with range check),
+:func:`uint64_column` (integers from any input, no silent conversion), :func:`check_below`
+(a range ``[0, bound)``), :func:`check_bits` (+-1 values) and the client-input forms built
+on them (:func:`check_values`, :func:`as_values`, :func:`candidate_array`,
+:func:`optional_index_array`).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +20,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from .errors import ParameterError
+from .errors import DTypeError, ParameterError, ReportError
 
 #: Smallest accepted epsilon, 2^-20 (about 9.5e-7). Closed forms such as ``e^eps - 1`` keep
 #: at least 32 significant bits in double precision above it, and no estimate overflows.
@@ -121,13 +131,36 @@ def rr_effective_epsilon(threshold: int, m: int) -> float:
 
 
 def check_int(name: str, value: Any, low: int, high: Optional[int] = None) -> int:
+    """``value`` as a Python int in ``[low, high]`` (``high=None``: no upper bound); bools,
+    floats and other types are refused."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ParameterError(f"{name} must be an int, got {value!r}")
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
         bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise ParameterError(f"{name} must be {bound}, got {value}")
     return value
+
+
+def check_real(name: str, value: Any, low: float = 0.0, high: float = math.inf, high_closed: bool = False) -> float:
+    """``value`` as a float: a finite real number (not a bool) in ``(low, high)``, or
+    ``(low, high]`` with ``high_closed``."""
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+          and math.isfinite(value) and low < value and (value <= high if high_closed else value < high))
+    if not ok:
+        if math.isinf(high):
+            rule = "a finite positive number" if low == 0 else f"a finite number > {low:g}"
+        else:
+            rule = f"a number in ({low:g}, {high:g}{']' if high_closed else ')'}"
+        raise ParameterError(f"{name} must be {rule}, got {value!r}")
+    return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a Python bool (a ``bool`` or ``numpy.bool_``; 0 and 1 are refused)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def check_choice(name: str, value: Any, choices: Tuple[str, ...]) -> str:
@@ -147,3 +180,156 @@ def probability_threshold(prob: float) -> int:
     Only as exact as the double ``prob``: privacy-relevant flips use :func:`rr_threshold`,
     which rounds from the exact probability."""
     return min(math.ceil(prob * 2**64), 2**64 - 1)
+
+
+# -- arrays ----------------------------------------------------------------------------------
+_U64 = 2**64
+
+
+def check_array(name: str, value: Any, dtype: Any, ndim: int = 1, cast: bool = False) -> np.ndarray:
+    """A report column as a contiguous array of ``dtype`` with ``ndim`` dimensions.
+
+    ``cast=False``: the dtype must be exactly ``dtype`` (no silent casts; DTypeError).
+    ``cast=True``: any integer array whose values fit ``dtype`` is converted (DTypeError for
+    a non-integer dtype, ReportError naming the range otherwise). A wrong number of
+    dimensions raises ReportError."""
+    arr = np.asarray(value)
+    dtype = np.dtype(dtype)
+    if not cast and arr.dtype != dtype:
+        raise DTypeError(f"{name} must have dtype {dtype.name}, got {arr.dtype}")
+    if arr.ndim != ndim:
+        raise ReportError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if arr.dtype != dtype:
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise DTypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+        info = np.iinfo(dtype)
+        if arr.size and (int(arr.min()) < info.min or int(arr.max()) > info.max):
+            raise ReportError(f"{name} values must fit {dtype.name}, got range "
+                              f"[{int(arr.min())}, {int(arr.max())}]")
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def uint64_column(value: Any, name: str, error: type = ReportError) -> np.ndarray:
+    """``value`` (an int, a sequence of ints or an integer numpy array) as a contiguous
+    1-D uint64 array, without silent conversions: negatives, values ``>= 2^64``,
+    non-integers (floats, bools, strings) and multi-dimensional input raise ``error``
+    naming ``name`` and the offending value. A contiguous uint64 array is used as is
+    (not copied)."""
+    if isinstance(value, np.ndarray):
+        arr = _python_ints(value, name, error) if value.dtype == object and value.ndim == 1 else value
+    elif isinstance(value, (bool, np.bool_)):
+        raise error(f"{name} must be integers, got {value!r}")
+    elif isinstance(value, (int, np.integer)):
+        if not 0 <= int(value) < _U64:
+            raise error(f"{name} must be integers in [0, 2^64), got {int(value)}")
+        return np.array([int(value)], dtype=np.uint64)
+    else:
+        try:
+            arr = np.asarray(value)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise error(f"{name} must be a sequence of integers: {exc}") from None
+        if arr.dtype.kind in "fO" and arr.ndim == 1:
+            arr = _python_ints(value, name, error)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise error(f"{name} must be one-dimensional, got shape {arr.shape}")
+    kind = arr.dtype.kind
+    if kind == "i":
+        if arr.size and arr.min() < 0:
+            bad = int(np.argmax(arr < 0))
+            raise error(f"{name} must be non-negative integers, got {int(arr[bad])} at index {bad}")
+    elif kind != "u":
+        raise error(f"{name} must hold integers, got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.uint64)
+
+
+def _python_ints(values: Any, name: str, error: type) -> np.ndarray:
+    out = np.empty(len(values), dtype=np.uint64)
+    for i, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise error(f"{name} must hold integers, got {v!r} at index {i}")
+        if not 0 <= int(v) < _U64:
+            raise error(f"{name} must be integers in [0, 2^64), got {int(v)} at index {i}")
+        out[i] = int(v)
+    return out
+
+
+def check_below(arr: np.ndarray, bound: int, name: str, what: str = "in", error: type = ReportError,
+                label: Optional[str] = None) -> None:
+    """Every value of the integer array ``arr`` in ``[0, bound)``; else ``error`` naming the
+    first offender and its index: ``"{name} must be {what} [0, {bound}), ..."``, or, with
+    ``label`` (the parameter the bound comes from), ``"{name} must be < {label}={bound}, ..."``."""
+    if not arr.size or bound >= _U64 or int(arr.max()) < bound:
+        return
+    flat = arr.ravel()
+    bad = int(np.argmax(flat >= np.uint64(bound) if flat.dtype.kind == "u" else flat >= bound))
+    rule = f"< {label}={bound}" if label else f"{what} [0, {bound})"
+    raise error(f"{name} must be {rule}, got {int(flat[bad])} at index {bad}")
+
+
+def check_values(value: Any, bound: int, name: str = "values", what: str = "integers in",
+                 error: type = ParameterError, distinct: bool = False) -> np.ndarray:
+    """:func:`uint64_column` then :func:`check_below`: client values or query candidates as
+    uint64, each in ``[0, bound)``; ``distinct=True`` also refuses repeated values."""
+    arr = uint64_column(value, name, error)
+    check_below(arr, bound, name, what, error)
+    if distinct and np.unique(arr).size != arr.size:
+        raise error(f"{name} must be distinct")
+    return arr
+
+
+def check_bits(name: str, bits: np.ndarray) -> None:
+    """Every value of ``bits`` is -1 or +1 (ReportError naming the first other one)."""
+    wide = bits.astype(np.int16).ravel()
+    if wide.size and not np.all(np.abs(wide) == 1):
+        bad = int(np.flatnonzero(np.abs(wide) != 1)[0])
+        raise ReportError(f"{name} must be -1 or +1, got {int(wide[bad])} at flat index {bad}")
+
+
+def as_values(values: Any, d: int, name: str = "values") -> np.ndarray:
+    """Client inputs (or query candidates) as a contiguous uint64 array, each in ``[0, d)``
+    (ParameterError; DTypeError for a non-integer dtype)."""
+    arr = np.asarray(values)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ParameterError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise DTypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
+        raise ParameterError(f"{name} must be in [0, {d}), got {int(arr.min())}")
+    arr = np.ascontiguousarray(arr, dtype=np.uint64)
+    check_below(arr, d, name, "in", ParameterError)
+    return arr
+
+
+def candidate_array(candidates: Any, d: int, name: str = "candidates", distinct: bool = False) -> np.ndarray:
+    """Query candidates (1-D integers in ``[0, d)``, with ``distinct=True`` no repeats) as
+    int64 indices (ParameterError, or DTypeError for a non-integer dtype)."""
+    arr = np.asarray(candidates)
+    if arr.ndim != 1:
+        raise ParameterError(f"{name} must be 1-D, got ndim={arr.ndim}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise DTypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= d):
+        raise ParameterError(f"{name} must lie in [0, d={d}), got range [{int(arr.min())}, {int(arr.max())}]")
+    if distinct and np.unique(arr).size != arr.size:
+        raise ParameterError(f"{name} must be distinct")
+    return arr.astype(np.int64)
+
+
+def optional_index_array(name: str, value: Any, n: int) -> Optional[np.ndarray]:
+    """Server-assigned indices (groups, rows) for ``n`` users as uint32, or None."""
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ParameterError(f"{name} must be a 1-D array of length {n}, got shape {arr.shape}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise DTypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    if arr.size and arr.dtype.kind == "i" and arr.min() < 0:
+        raise ParameterError(f"{name} must be non-negative, got {int(arr.min())}")
+    if arr.size and int(arr.max()) >= 2**32:
+        raise ParameterError(f"{name} must be < 2^32, got {int(arr.max())}")
+    return np.ascontiguousarray(arr, dtype=np.uint32)

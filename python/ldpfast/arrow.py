@@ -254,7 +254,8 @@ def _read_errors(name: str):
         raise
     except (OSError, ValueError, TypeError, KeyError, IndexError, NotImplementedError,
             pa.ArrowException) as exc:
-        raise FormatError(f"{name} is not a readable Parquet file (or is damaged): {type(exc).__name__}: {exc}") from None
+        raise FormatError(f"{name} is not a readable Parquet file (or is damaged): "
+                          f"{type(exc).__name__}: {exc}") from None
 
 
 def _open(source: Source, params: Optional[Params], name: Optional[str] = None):

@@ -301,93 +301,35 @@ def _norm_sub(values: np.ndarray, total: float) -> np.ndarray:
     return out
 
 
-# -- per-protocol closed-form variances -----------------------------------------------------
-def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[VarianceFn], str]:
-    """``(f -> Var(fhat) per candidate, note)`` from :mod:`ldpfast.theory`, or ``(None,
-    reason)`` where no closed form fits the default estimator."""
-    from . import theory
+# -- per-protocol closed-form variances (each protocol's registration) ------------------------
+#: The note of a standard error from a registered closed form, followed by its source.
+PLUG_IN = "closed form of ldpfast.theory at the plug-in f = clip(estimate, 0, 1)"
 
-    p, n, pid = server.params, server.n, server.protocol
-    plug = "closed form of ldpfast.theory at the plug-in f = clip(estimate, 0, 1)"
-    if pid == "ocms":
-        if p.a_range != "full":
-            return None, "OCMS with a_range='nonzero' has no closed-form variance"
-        return ((lambda f: theory.ocms_variance(p, n=n, f=f)),  # type: ignore[no-untyped-call]
-                f"{plug} (theory.ocms_variance)")
-    if pid == "grr":
-        return (lambda f: theory.grr_variance(p.epsilon, p.d, n, f)), f"{plug} (theory.grr_variance)"
-    if pid in ("hrr", "he"):
-        return (lambda f: theory.hrr_variance(p.epsilon, n, f)), f"{plug} (theory.hrr_variance)"
-    if pid == "cmshe":
-        return ((lambda f: theory.cmshe_variance(p.epsilon, n, f, m=p.m)),
-                f"{plug} (theory.cmshe_variance, given the run's hash functions: the family's "
-                "collision bias is not included)")
-    if pid == "olh":
-        return (lambda f: theory.olh_variance(p.epsilon, n, f, g=p.g)), f"{plug} (theory.olh_variance)"
-    if pid == "rhr":
-        if p.d > _MAX_WHOLE_DOMAIN:
-            return ((lambda f: theory.rhr_variance(p.epsilon, n, f, residue_fraction=1.0)),
-                    f"{plug} (theory.rhr_variance with every user in the candidate's residue class: "
-                    "an upper bound)")
-        # the raw estimates of a residue class sum to an unbiased estimate of its share
-        per_class = np.bincount(np.arange(p.d) % p.base, weights=server.estimate(), minlength=p.base)
-        share = np.clip(per_class[candidates.astype(np.int64) % p.base], 0.0, 1.0)
-        return ((lambda f: theory.rhr_variance(p.epsilon, n, f, residue_fraction=np.maximum(share, f))),
-                f"{plug} (theory.rhr_variance; the residue-class share is plugged in from the estimates)")
-    if pid == "privsketch":
-        return ((lambda f: theory.privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M)),
-                f"{plug} (theory.privsketch_variance, R2 estimator; f is the count-min frequency)")
-    if pid == "privsketch-nosmp":
-        return ((lambda f: np.full(np.shape(f), theory.privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M))),
-                "closed form (theory.privsketch_nosmp_variance)")
-    if pid == "privsketch-ldp":
-        return ((lambda f: theory.privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
-                f"{plug} (theory.privsketch_ldp_variance, mean estimator, with mean(fbar_i^2) >= fbar^2: "
-                "an upper bound)")
-    if pid == "multi-pcms-mean":
-        return ((lambda f: theory.multi_pcms_mean_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
-                f"{plug} (theory.multi_pcms_mean_variance, uncorrected estimator, an upper bound)")
-    if pid == "ps-olh":
-        return ((lambda f: theory.ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g)),
-                f"{plug} (theory.ps_olh_variance: exact when no set exceeds pad_len items)")
-    if pid in ("svim-items", "svim-lengths"):
-        return ((lambda f: theory.olh_variance(p.epsilon, n, f, g=p.g)),
-                f"{plug} (theory.olh_variance)")
-    if pid == "svim-padded":
-        scale = p.L / p.coverage
-        if p.uses_grr:
-            def var(f: Any) -> Any:
-                return scale**2 * theory.grr_variance(p.grr_epsilon, p.domain, n, np.clip(f / scale, 0.0, 1.0))
-        else:
-            def var(f: Any) -> Any:
-                return scale**2 * theory.olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
-        return var, f"{plug} (the GRR/OLH variance of the padded sample, scaled by (L/coverage)^2)"
-    if pid in ("cms-rappor", "ss"):
-        return (lambda f: p.variance(n, f)), f"{plug} (the protocol's closed form, Params.variance)"
-    if pid == "cmshe-apple":
-        return ((lambda f: theory.cmshe_variance(p.epsilon, n, f, m=p.m)),
-                f"{plug} (theory.cmshe_variance, given the run's hash functions: the family's "
-                "collision bias is not included)")
-    if pid == "rhr-original":
-        return ((lambda f: p.variance(n, f, location_fraction=1.0)),
-                f"{plug} (theory.rhr_original_variance with every user in the candidate's location block: "
-                "an upper bound)")
-    return None, (f"no closed-form variance for {pid!r}'s estimator (a median or minimum over "
-                  "sketch rows); measure its error by simulation (ldpfast.experiments)")
+
+def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[VarianceFn], str]:
+    """``(f -> Var(fhat) per candidate, note)`` from the protocol's registered closed form
+    (``Protocol.variance``), or ``(None, reason)`` where none fits the default estimator."""
+    from ._base import protocol
+
+    hook = protocol(server.protocol).variance
+    if hook is None:
+        return None, (f"no closed-form variance for {server.protocol!r}'s estimator (the protocol registers "
+                      "none); measure its error by simulation (ldpfast.experiments)")
+    return hook(server, candidates)
 
 
 def _default_candidates(server: Any) -> np.ndarray:
-    p, pid = server.params, server.protocol
-    if (pid == "ocms" and not server.keeps_reports) or pid in ("privsketch", "privsketch-nosmp", "ps-olh",
-                                                               "cms-rappor"):
-        return np.asarray(server.candidates)
-    if pid == "svim-lengths":
-        return np.arange(p.max_length + 1, dtype=np.int64)
-    if pid == "svim-padded":
-        return np.asarray(p.candidates, dtype=np.int64)
-    if p.d > _MAX_WHOLE_DOMAIN:
-        raise ParameterError(f"candidates must be given when d > 2^24, got d={p.d}")
-    return np.arange(p.d, dtype=np.int64)
+    """What ``server.estimate()`` answers for: the registration's ``default_candidates``
+    (when it gives any), else the whole domain ``[0, d)``."""
+    from ._base import protocol
+
+    hook = protocol(server.protocol).default_candidates
+    labels = None if hook is None else hook(server)
+    if labels is not None:
+        return np.asarray(labels)
+    if server.params.d > _MAX_WHOLE_DOMAIN:
+        raise ParameterError(f"candidates must be given when d > 2^24, got d={server.params.d}")
+    return np.arange(server.params.d, dtype=np.int64)
 
 
 def estimate(server: Any, candidates: Any = None) -> Estimate:

@@ -1,4 +1,4 @@
-"""Accuracy measures for frequency estimation and frequent items ([PS] section 4).
+"""Accuracy measures for frequency estimation and frequent items ([PS] section 4, [PAN] section 6).
 
 ``est`` and ``truth`` are frequency arrays (fractions of users) indexed by item id over the
 same domain. Top-k sets break ties by item id (smaller id first).
@@ -11,6 +11,9 @@ same domain. Top-k sets break ties by item id (smaller id first).
 * R2's variants (reference code ``Lyinger/PrivSketch``): :func:`mse_rounded_r2` rounds the
   count estimates to integers first; :func:`k_mse_r2` averages over the true top-k ``C_t``
   on the frequency scale, with rounded counts.
+
+Over the values of interest ``X`` of a frequency oracle, from ``(runs, |X|)`` estimates
+([PAN] section 6): :func:`worst_case_mse` ([PAN] Eq. 19), :func:`l1_loss` and :func:`l2_loss`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import numpy as np
 
 from .errors import ParameterError
 
-__all__ = ["top_k", "mse", "var_topk", "ncr", "mse_rounded_r2", "k_mse_r2"]
+__all__ = ["top_k", "mse", "var_topk", "ncr", "mse_rounded_r2", "k_mse_r2", "worst_case_mse", "l1_loss",
+           "l2_loss"]
 
 
 def _pair(est, truth):
@@ -80,3 +84,20 @@ def k_mse_r2(est, truth, n: int, k: int) -> float:
     est, truth = _pair(est, truth)
     true_top = top_k(truth, k)
     return float(np.mean((np.round(est[true_top] * n) / n - truth[true_top]) ** 2))
+
+
+def worst_case_mse(estimates: np.ndarray, truth: np.ndarray) -> float:
+    """[PAN] Eq. 19 from a ``(runs, |X|)`` array of estimates and the true frequencies."""
+    err = np.asarray(estimates, dtype=np.float64) - np.asarray(truth, dtype=np.float64)
+    return float(np.max(np.mean(err * err, axis=0)))
+
+
+def l1_loss(estimates: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over runs of ``sum_{x in X} |fhat(x) - f(x)|``."""
+    return float(np.mean(np.sum(np.abs(np.atleast_2d(estimates) - truth), axis=1)))
+
+
+def l2_loss(estimates: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over runs of ``sum_{x in X} (fhat(x) - f(x))^2``."""
+    err = np.atleast_2d(estimates) - truth
+    return float(np.mean(np.sum(err * err, axis=1)))

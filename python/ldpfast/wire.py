@@ -16,34 +16,32 @@ Two framings:
 
 Neither framing carries the parameters: both ends must agree on them (they define the
 field widths). The encoder refuses a batch made with other parameters, and the decoded
-batch records the decoder's (``Reports.params_fingerprint``). Decoding checks lengths and padding, rejects values outside a field's
-range or codebook, and then runs the protocol's own batch validation, so anything that
-decodes is a batch the aggregator accepts.
+batch records the decoder's (``Reports.params_fingerprint``). Decoding checks lengths and
+padding, rejects values outside a field's range or codebook, and then runs the protocol's
+own batch validation, so anything that decodes is a batch the aggregator accepts.
 
-Adding the wire encoding to a protocol: implement ``wire_fields`` as a classmethod on its
-``Reports`` class, returning :class:`WireField` tuples ``(column, bits[, codebook[,
-dtype]])``, e.g.::
+Adding the wire encoding to a protocol: pass ``wire_fields`` to its registration
+(:class:`ldpfast._base.Protocol`), a function of the parameters returning
+:class:`WireField` tuples ``(column, bits[, codebook[, dtype[, shape]]])``, e.g.::
 
-    @classmethod
-    def wire_fields(cls, params):
-        return [("z", bits_for(params.m)), ("a0", bits_for(params.field_size)),
-                ("a1", bits_for(params.field_size))]
+    register_protocol(Protocol("ocms", Params, Reports, Server, Client, ...,
+                               wire_fields=lambda p: [("z", bits_for(p.m)), ("a0", bits_for(p.field_size)),
+                                                      ("a1", bits_for(p.field_size))]))
 
-(or, from outside the class, :func:`register_fields`). The families of this version
-(``ocms``, ``grr``, ``hrr``, ``he``, ``cmshe``, ``rhr``, ``olh``, ``hadaoracle``,
-``hadaheavy``, ``ps-olh``, ``svim-*``, ``privsketch``, ``privsketch-nosmp``,
-``multi-pcms-*``, ``privsketch-ldp``) are declared in this module. Multi-dimensional columns
+(or a ``wire_fields`` classmethod on the ``Reports`` class, which takes precedence, or,
+from outside the protocol's module, :func:`register_fields`). Multi-dimensional columns
 (sketches, ordering matrices) declare their per-report ``shape`` and send every entry in
 the field's width. Fields are at most 64 bits wide (columns are numpy integer arrays).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+import dataclasses
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._base import Params, Reports, protocol
+from ._base import _REGISTRY, Params, Reports, protocol
 from ._base import Reports as _Reports
 from .errors import IncompatibleError, ParameterError, ReportError
 
@@ -76,81 +74,12 @@ class WireField(NamedTuple):
     shape: Tuple[int, ...] = ()
 
 
-def _ceil_log2(value: int) -> int:
-    return (int(value) - 1).bit_length()
-
-
-# Bit counts for the families whose Reports classes do not (yet) define ``wire_fields``,
-# as the papers count one report ([PAN] Algorithm 1 and section 6, [WW] Fact 2.1). A protocol's own
-# ``Reports.wire_fields`` takes precedence over this table.
-_SIGN = (-1, 1)
-_BUILTIN: Dict[str, Callable[[Params], Sequence[WireField]]] = {
-    # [PAN] 2.4: 2 ceil(log2 pH) + ceil(log2 m).
-    "ocms": lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
-                       WireField("a1", bits_for(p.field_size))],
-    # k-ary RR: ceil(log2 d).
-    "grr": lambda p: [WireField("y", bits_for(p.d))],
-    # [WW] Fact 2.1: one bit, plus the Hadamard row when the client draws it.
-    "hrr": lambda p: [WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32"),
-                      WireField("bits", 1, _SIGN, "int8")],
-    "he": lambda p: [WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32"),
-                     WireField("bits", 1, _SIGN, "int8")],
-    # Apple CMS+HE: the hash index, the row and one bit.
-    "cmshe": lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
-                        WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32"),
-                        WireField("bits", 1, _SIGN, "int8")],
-    # RHR: b-bit symbol and the row.
-    "rhr": lambda p: [WireField("z", p.b, dtype="uint32"),
-                      WireField("rows", _ceil_log2(p.hadamard_size), dtype="uint32")],
-    # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
-    "olh": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
-    # HadaOracle / HadaHeavy ([WW] Alg. 1, section 4): the subset j, the Hadamard row r and
-    # one bit. When the server assigns (j, r), only the bit has to travel (1 bit, [WW]).
-    "hadaoracle": lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
-                             WireField("rows", bits_for(p.m), dtype="uint32"),
-                             WireField("bits", 1, _SIGN, "int8")],
-    "hadaheavy": lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
-                            WireField("rows", bits_for(p.m), dtype="uint32"),
-                            WireField("bits", 1, _SIGN, "int8")],
-    # PS-OLH ([PS] baseline): OLH over F_pH after padding and sampling.
-    "ps-olh": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
-                         WireField("a1", bits_for(p.field_size))],
-    # SVIM ([PS] baseline, Wang et al.'s set-valued item mining): OLH reports over F_pH in
-    # phases 1 and 2; phase 3 is OLH, or GRR on |C| + 1 values (then only z travels: the
-    # hash columns are zero, 0-bit fields).
-    "svim-items": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
-                             WireField("a1", bits_for(p.field_size))],
-    "svim-lengths": lambda p: [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
-                               WireField("a1", bits_for(p.field_size))],
-    "svim-padded": lambda p: ([WireField("z", bits_for(p.domain)), WireField("a0", 0), WireField("a1", 0)]
-                              if p.uses_grr else
-                              [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
-                               WireField("a1", bits_for(p.field_size))]),
-    # PrivSketch ([PS] Alg. 2): the sampled cell (k, m), its bit, and the ordering matrix as
-    # one rank in [0, K M) per cell, ceil(log2(K M)) bits each (a permutation of the cells).
-    "privsketch": lambda p: [WireField("k", bits_for(p.K), dtype="uint16"),
-                             WireField("m", bits_for(p.M), dtype="uint16"),
-                             WireField("bit", 1, _SIGN, "int8"),
-                             WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
-    # PrivSketch-noSmp: every cell's bit and the ordering matrix.
-    "privsketch-nosmp": lambda p: [WireField("bits", 1, _SIGN, "int8", (p.K, p.M)),
-                                   WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
-    # Multi-PCMS-Mean: the row and its M bits; Multi-PCMS-Min: the whole K x M sketch.
-    "multi-pcms-mean": lambda p: [WireField("row", bits_for(p.K), dtype="uint16"),
-                                  WireField("bits", 1, _SIGN, "int8", (p.M,))],
-    "multi-pcms-min": lambda p: [WireField("bits", 1, _SIGN, "int8", (p.K, p.M))],
-    # LDP-safe PrivSketch variant: the sampled cell (k, m) and one bit. (PrivSketch itself
-    # also sends a K x M ordering matrix, a multi-dimensional column: no wire encoding.)
-    "privsketch-ldp": lambda p: [WireField("k", bits_for(p.K), dtype="uint16"),
-                                 WireField("m", bits_for(p.M), dtype="uint16"),
-                                 WireField("bit", 1, _SIGN, "int8")],
-}
-
-
 def register_fields(protocol_id: str, fields_of: Callable[[Params], Sequence[Any]]) -> None:
-    """Declare the wire fields of a protocol from outside its Reports class (the class's
-    own ``wire_fields`` still takes precedence)."""
-    _BUILTIN[protocol_id] = fields_of
+    """Declare the wire fields of a registered protocol from outside its module (sets the
+    registration's ``wire_fields``; the Reports class's own ``wire_fields`` still takes
+    precedence)."""
+    known = protocol(protocol_id)
+    _REGISTRY[protocol_id] = dataclasses.replace(known, wire_fields=fields_of)
 
 
 def fields(params: Params) -> List[WireField]:
@@ -159,15 +88,16 @@ def fields(params: Params) -> List[WireField]:
     Raises:
         NotImplementedError: the protocol has no wire encoding.
     """
-    reports_type = protocol(params.protocol).reports
+    proto = protocol(params.protocol)
+    reports_type = proto.reports
     own = getattr(reports_type.wire_fields, "__func__", None) is not _base_wire_fields
     if own:
         declared = reports_type.wire_fields(params)
-    elif params.protocol in _BUILTIN:
-        declared = _BUILTIN[params.protocol](params)
+    elif proto.wire_fields is not None:
+        declared = proto.wire_fields(params)
     else:
-        raise NotImplementedError(f"protocol {params.protocol!r} has no wire encoding: define "
-                                  f"{reports_type.__name__}.wire_fields (see ldpfast.wire)")
+        raise NotImplementedError(f"protocol {params.protocol!r} has no wire encoding: register it with "
+                                  f"Protocol(..., wire_fields=...) (see ldpfast.wire)")
     out = []
     names = reports_type.column_names()
     for spec in declared:

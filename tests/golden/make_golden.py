@@ -1,7 +1,9 @@
 """Write the golden aggregator files of the current byte format (tests/golden/).
 
-For every case below: ``<case>.bin`` (``Aggregator.to_bytes()`` after aggregating seeded
-simulated reports) and ``<case>.estimate.npy`` (its ``estimate()``), plus
+For every case (the committed ones in ``MANIFEST.json``, and one for each protocol shipped
+with ldpfast that has none yet, from its registered ``Protocol.example``): ``<case>.bin``
+(``Aggregator.to_bytes()`` after aggregating seeded simulated reports) and
+``<case>.estimate.npy`` (its ``estimate()``), plus
 ``MANIFEST.json`` (protocol id, parameters, number of reports, format version, sha256).
 tests/test_contract.py checks that every file keeps loading, re-serializes to the same
 bytes and estimates the same values. Committed files must never be regenerated after a
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpfast._base import FORMAT_VERSION, protocols
+from ldpfast._base import FORMAT_VERSION, params_from_json, protocols
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,66 +32,36 @@ def _values(d, n, seed):
     return np.minimum(rng.zipf(1.3, size=n) - 1, d - 1)
 
 
-def cases():
-    """case -> (protocol id, params factory, zero(params) factory or None, n, seed)."""
+N, SEED = 2000, 20261121
+
+#: Server options of the committed ``*-candidates`` cases (case -> zero(params)).
+SERVER_OPTIONS = {
+    "ocms-candidates": lambda p: protocols()["ocms"].aggregator(p, candidates=np.arange(0, 200, 9)),
+    "cms-rappor-candidates": lambda p: protocols()["cms-rappor"].aggregator(p, candidates=np.arange(0, 200, 9)),
+}
+
+
+def cases(manifest):
+    """case -> (protocol id, params factory, zero(params) factory or None, n, seed): every
+    committed case (its stored parameters), plus one case per registered built-in protocol
+    without a golden file, from its registered ``Protocol.example``."""
     known = protocols()
-
-    def fam(pid, attr="params"):
-        return getattr(known[pid], attr)
-
-    table = {
-        "ocms": ("ocms", lambda: fam("ocms").optimal(epsilon=2.0, d=200, field="compact"), None),
-        "ocms-candidates": ("ocms", lambda: fam("ocms").optimal(epsilon=2.0, d=200),
-                            lambda p: fam("ocms", "aggregator")(p, candidates=np.arange(0, 200, 9))),
-        "grr": ("grr", lambda: fam("grr")(epsilon=1.5, d=64), None),
-        "hrr": ("hrr", lambda: fam("hrr")(epsilon=1.0, d=200), None),
-        "he": ("he", lambda: fam("he")(epsilon=1.0, d=200), None),
-        "cmshe": ("cmshe", lambda: fam("cmshe")(epsilon=2.0, d=200, k=8, m=32, hash_seed=7), None),
-        "rhr": ("rhr", lambda: fam("rhr")(epsilon=2.0, d=200), None),
-        "olh": ("olh", lambda: fam("olh")(epsilon=1.0, d=200), None),
-        "hadaoracle": ("hadaoracle", lambda: fam("hadaoracle").create(epsilon=2.0, d=1000, n=2000, hash_seed=3),
-                       None),
-        "hadaheavy": ("hadaheavy", lambda: fam("hadaheavy").create(epsilon=2.0, d=1024, n=2000, hash_seed=3),
-                      None),
-        "privsketch": ("privsketch", lambda: fam("privsketch").create(epsilon=2.0, d=60, K=2, M=8, seed=1),
-                       None),
-        "privsketch-nosmp": ("privsketch-nosmp", lambda: fam("privsketch-nosmp").create(
-            epsilon=2.0, d=60, K=2, M=8, seed=1), None),
-        "privsketch-ldp": ("privsketch-ldp", lambda: fam("privsketch-ldp").create(
-            epsilon=2.0, d=60, K=2, M=8, seed=1), None),
-        "multi-pcms-mean": ("multi-pcms-mean", lambda: fam("multi-pcms-mean").create(
-            epsilon=2.0, d=60, K=2, M=8, seed=1), None),
-        "multi-pcms-min": ("multi-pcms-min", lambda: fam("multi-pcms-min").create(
-            epsilon=2.0, d=60, K=2, M=8, seed=1), None),
-        "ps-olh": ("ps-olh", lambda: fam("ps-olh")(epsilon=2.0, d=60, pad_len=3), None),
-        "svim-items": ("svim-items", lambda: fam("svim-items")(epsilon=2.0, d=60, k=10), None),
-        "svim-lengths": ("svim-lengths", lambda: fam("svim-lengths")(
-            epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5))), None),
-        "svim-padded": ("svim-padded", lambda: fam("svim-padded")(
-            epsilon=2.0, d=60, candidates=tuple(range(0, 60, 5)), L=3), None),
-        "cms-rappor": ("cms-rappor", lambda: fam("cms-rappor")(epsilon=2.0, d=200, m=24, variant="asymmetric",
-                                                                field_size=211), None),
-        "cms-rappor-candidates": ("cms-rappor", lambda: fam("cms-rappor")(epsilon=1.0, d=200, m=16),
-                                  lambda p: fam("cms-rappor", "aggregator")(p, candidates=np.arange(0, 200, 9))),
-        "ss": ("ss", lambda: fam("ss")(epsilon=1.0, d=200), None),
-        "cmshe-apple": ("cmshe-apple", lambda: fam("cmshe-apple")(epsilon=2.0, d=200, k=8, m=32, hash_seed=7), None),
-        "rhr-original": ("rhr-original", lambda: fam("rhr-original")(epsilon=2.0, d=200), None),
-        "hashtogram": ("hashtogram", lambda: fam("hashtogram")(epsilon=2.0, d=1000, R=5, T=32, hash_seed=3), None),
-        "npcms": ("npcms", lambda: fam("npcms").create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3), None),
-        "treehist-cs": ("treehist-cs", lambda: fam("treehist-cs").create(epsilon=2.0, d=1024, n=2000, hash_seed=3),
-                        None),
-    }
-    return {case: (pid, make, zero, 2000, 20261121) for case, (pid, make, zero) in table.items()
-            if pid in known}
-
-
-SET_VALUED = {"privsketch", "privsketch-nosmp", "privsketch-ldp", "multi-pcms-mean", "multi-pcms-min",
-              "ps-olh", "svim-items", "svim-lengths", "svim-padded", "npcms"}
+    out = {case: (entry["protocol"], lambda entry=entry: params_from_json(entry["params"]),
+                  SERVER_OPTIONS.get(case), entry["n"], entry["seed"])
+           for case, entry in manifest.items() if entry["protocol"] in known}
+    covered = {entry["protocol"] for entry in manifest.values()}
+    for pid, proto in sorted(known.items()):
+        if proto.builtin and pid not in covered:
+            if proto.example is None:
+                raise SystemExit(f"protocol {pid!r} registers no example (Protocol.example)")
+            out[pid] = (pid, lambda proto=proto: proto.example()[0], None, N, SEED)
+    return out
 
 
 def client_inputs(pid, d, n, seed):
-    """Zipf-like values, or for set-valued protocols sets of 0..4 distinct items."""
-    if pid not in SET_VALUED:
+    """Zipf-like values, or for set-valued protocols (``Protocol.inputs == "sets"``) sets of
+    0..4 distinct items."""
+    if protocols()[pid].inputs != "sets":
         return _values(d, n, seed)
     rng = np.random.default_rng(seed)
     return [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
@@ -105,11 +77,12 @@ def estimate(agg):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="overwrite existing files")
+    parser.add_argument("--force", action="store_true",
+                        help="rewrite the committed cases too (from their stored parameters)")
     args = parser.parse_args(argv)
     manifest_path = HERE / "MANIFEST.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    for case, (pid, make, zero, n, seed) in cases().items():
+    for case, (pid, make, zero, n, seed) in cases(manifest).items():
         if case in manifest and not args.force:
             print(f"{case}: kept (exists)")
             continue

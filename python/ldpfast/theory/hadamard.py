@@ -13,14 +13,13 @@ here are our (conservative) choices, exposed so callers can override them.
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from .._validate import check_epsilon
+from .._validate import check_epsilon, check_real
 from ..errors import ParameterError
 
-_REAL = (int, float, np.integer, np.floating)
 
 __all__ = [
     "c_eps", "hrr_variance", "hrr_error_bound", "he_variance", "cmshe_variance", "rhr_parameters",
@@ -34,18 +33,6 @@ __all__ = [
 KL_HALF_EIGHTH = 0.5 * math.log(0.5 / 0.125) + 0.5 * math.log(0.5 / 0.875)
 
 
-def _check_positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, _REAL) or not math.isfinite(value) or value <= 0:
-        raise ParameterError(f"{name} must be a finite positive number, got {value!r}")
-    return float(value)
-
-
-def _check_beta(beta: float) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, _REAL) or not 0.0 < beta < 1.0:
-        raise ParameterError(f"beta must be in (0, 1), got {beta!r}")
-    return float(beta)
-
-
 def c_eps(epsilon: float) -> float:
     """Binary-RR debias constant ``(e^eps + 1)/(e^eps - 1)``."""
     epsilon = check_epsilon(epsilon)
@@ -57,7 +44,7 @@ def hrr_variance(epsilon: float, n: float, f: float = 0.0, counts: bool = False)
     fractions, or ``n c_eps^2 - c(x)`` for counts (``counts=True``; ``f`` is still the
     fraction)."""
     c = c_eps(epsilon)
-    n = _check_positive("n", n)
+    n = check_real("n", n)
     var = (c * c - f) / n
     return var * n * n if counts else var
 
@@ -66,11 +53,13 @@ def hrr_error_bound(epsilon: float, n: float, beta: float) -> float:
     """Hoeffding bound (counts; [WW] Fact 7.9 has this form up to its constant): with
     probability at least ``1 - beta``, ``|chat(x) - c(x)| <= c_eps sqrt(2 n
     log(2/beta))``."""
-    return c_eps(epsilon) * math.sqrt(2.0 * _check_positive("n", n) * math.log(2.0 / _check_beta(beta)))
+    return c_eps(epsilon) * math.sqrt(2.0 * check_real("n", n) * math.log(2.0 / check_real("beta", beta, 0.0, 1.0)))
 
 
-def he_variance(epsilon: float, n: float, f: float = 0.0) -> float:
-    """HE (CMS+RR with m = 2) variance, fractions: ``(c_eps^2 - f)/n`` ([PAN] section 4.1)."""
+def he_variance(epsilon: float, n: float = 1, f: Any = 0.0) -> Any:
+    """HE (Hadamard Encoding = CMS+RR with ``m = 2``) variance, fractions:
+    ``(c_eps^2 - f)/n`` ([PAN] section 4.1), equal to ``ocms_variance(epsilon, 2, n, f)``;
+    ``f`` may be an array. Also exported by :mod:`ldpfast.theory.ocms`."""
     return hrr_variance(epsilon, n, f)
 
 
@@ -86,7 +75,7 @@ def cmshe_variance(epsilon: float, n: float, f: float = 0.0, m: int = 1024,
     family bias ``sum_{x'!=x} f(x')^2 / ((m-1) k)`` (pass ``k`` and ``sum_sq_other``).
     At ``m = 1024`` this is within 0.2% of HE's variance ([PAN] section 6.1, Table I)."""
     c = c_eps(epsilon)
-    n = _check_positive("n", n)
+    n = check_real("n", n)
     var = m * m / ((m - 1.0) ** 2 * n) * (f * (c * c - 1.0) + (1.0 - f) * (c * c - 1.0 / (m * m)))
     if k is not None:
         var += sum_sq_other / ((m - 1.0) * k)
@@ -114,7 +103,7 @@ def rhr_variance(epsilon: float, n: float, f: float = 0.0, residue_fraction: flo
     ``Var = [C^2 (F (e+1) + 2 (1-F)) / (e + m - 1) - f] / n``. With ``b = 1`` this is HE's
     ``(c_eps^2 - f)/n``; the adversarial data set of [PAN] section 6 has ``F = 1``."""
     epsilon = check_epsilon(epsilon)
-    n = _check_positive("n", n)
+    n = check_real("n", n)
     b = max(1, math.ceil(epsilon * math.log2(math.e)))
     m = float(1 << b)
     em1 = math.expm1(epsilon)
@@ -125,7 +114,9 @@ def rhr_variance(epsilon: float, n: float, f: float = 0.0, residue_fraction: flo
 
 
 def olh_g(epsilon: float) -> int:
-    """OLH hash range ``g = round(e^eps) + 1`` (ties upward)."""
+    """OLH's hash range ``g = round(e^eps) + 1`` (Wang et al. 2017), an exact ``.5`` tie
+    rounded upward (eps = ln 2.5 gives g = 4). The one rule of every OLH-style protocol:
+    OLH, PS-OLH (of eps' with ``amplify=True``) and SVIM's OLH phases use it by default."""
     return int(math.floor(math.exp(check_epsilon(epsilon)) + 0.5)) + 1
 
 
@@ -134,7 +125,7 @@ def olh_variance(epsilon: float, n: float, f: float = 0.0, g: Optional[int] = No
     pairwise-independent hash ([PAN] Eq. 20):
     ``(1-f)/(n(g-1)) + g[(1-f)(e-1)(2-g) + g e] / (n (g-1) (e-1)^2)``."""
     epsilon = check_epsilon(epsilon)
-    n = _check_positive("n", n)
+    n = check_real("n", n)
     g = olh_g(epsilon) if g is None else g
     em1 = math.expm1(epsilon)
     e = em1 + 1.0
@@ -145,7 +136,7 @@ def hadaoracle_k(beta: float, factor: float = 2.5) -> int:
     """Number of hash functions/user subsets: the smallest odd integer ``>= factor *
     log(1/beta)`` and at least 1 (our constant for [WW]'s ``k = Theta(log(1/beta))``;
     Chernoff needs ``factor >= 1/KL(1/2||1/8) = 2.42``)."""
-    beta = _check_beta(beta)
+    beta = check_real("beta", beta, 0.0, 1.0)
     k = max(1, math.ceil(factor * math.log(1.0 / beta) - 1e-12))
     return k if k % 2 else k + 1
 
@@ -156,7 +147,7 @@ def hadaoracle_defaults(epsilon: float, n: float, beta: float, d: Optional[int] 
     ``m_raw = sqrt(n/k)/c_eps`` and ``m = 2^ceil(log2 m_raw)`` clamped to
     ``[2, 2^ceil(log2 d)]`` (``d`` optional)."""
     k = hadaoracle_k(beta)
-    n = _check_positive("n", n)
+    n = check_real("n", n)
     m_raw = math.sqrt(n / k) / c_eps(epsilon)
     m = 1 << max(1, math.ceil(math.log2(m_raw)) if m_raw > 0 else 1)
     if d is not None:
@@ -194,7 +185,7 @@ def _gf64_low_bits_map(u: int, bits: int):
     """The GF(2)-linear map ``a1 -> low ``bits`` bits of a1 * u`` in GF(2^64) (the library's
     hash field), as its 64 column images (one per bit of ``a1``)."""
     from .. import _core
-    from ..hadamard import gf64_field
+    from ..protocols._hadamard_layout import gf64_field
     basis = np.array([1 << j for j in range(64)], dtype=np.uint64)
     products = _core.field_mul(gf64_field(), basis, np.full(64, u, dtype=np.uint64))
     return [int(v) & ((1 << bits) - 1) for v in products]
@@ -263,8 +254,8 @@ def hadaheavy_defaults(epsilon: float, n: float, beta: float, d: int, b: Optiona
     ``b``, ``delta`` and ``tau`` override the defaults. Returns a dict with keys ``b, B, t,
     L, delta, tau, report_threshold, max_outputs, beta_level, k, m``."""
     epsilon = check_epsilon(epsilon)
-    n = _check_positive("n", n)
-    beta = _check_beta(beta)
+    n = check_real("n", n)
+    beta = check_real("beta", beta, 0.0, 1.0)
     if b is None:
         b = max(1, math.ceil(math.log2(math.sqrt(n))))
     big_b = 1 << b

@@ -20,7 +20,8 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .._validate import MAX_EPSILON as EPSILON_MAX  # noqa: F401  (public name)
-from .._validate import check_epsilon
+from .._validate import check_epsilon, check_int
+from .hadamard import he_variance  # noqa: F401  (HE is CMS+RR with m = 2: one function, exported by both)
 from ..errors import ParameterError
 
 __all__ = [
@@ -38,14 +39,6 @@ def _eps(epsilon) -> Tuple[float, float, float]:
     """Validated (eps, e^eps, e^eps - 1) with e - 1 from expm1 (no cancellation)."""
     eps = check_epsilon(epsilon)
     return eps, math.exp(eps), math.expm1(eps)
-
-
-def _positive_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ParameterError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _m(m) -> np.ndarray:
@@ -140,8 +133,8 @@ def ocms_variance_imperfect(epsilon: float, m: int, field_size: int, n=1, f=0.0)
     """``MSE(g)`` of the ``m'`` estimator for the family ``((a0 + a1 x) mod pH) mod m``
     ([PAN] Eq. 8 / Thm 3.4 with Lemma 3.2's ``cbar``):
     ``1/(n(1-cbar)^2) [(1-f)(cbar V_eq + (1-cbar) V_ne + cbar(1-cbar)) + f V_eq]``."""
-    m = _positive_int(m, "m", 2)
-    p = _positive_int(field_size, "field_size", m + 1)
+    m = check_int("m", m, 2)
+    p = check_int("field_size", field_size, m + 1)
     q, r = divmod(p, m)
     cbar = float(Fraction((2 * q + 1) * r + m * q * q, p * p))
     return _out(_variance(epsilon, float(m), cbar, 1.0 / cbar, _n(n), _f(f)))
@@ -196,7 +189,7 @@ def ocms_optimal_m(epsilon: float, mode: str = "mse", d: Optional[int] = None, f
         b = fs * em1 + 1.0
         return 1.0 + e_h * math.sqrt(a) / math.sqrt(b)
     if mode == "l":
-        d = _positive_int(d, "d", 1)
+        d = check_int("d", d, 1)
         return 1.0 + e_h * math.sqrt((d - 1) * e + 1.0) / math.sqrt(em1 + d)
     raise ParameterError(f"mode must be 'mse' or 'l', got {mode!r}")
 
@@ -247,7 +240,7 @@ def ocms_l2(epsilon: float, d: int, n=1, m=None) -> float:
     ``m=None``: the optimum ([PAN] Thm 3.8) ``2(Delta_l + d e)/(n(e-1)^2)``; otherwise
     [PAN] Eq. 22: ``(d+e-1) m^2/(n(m-1)(e-1)^2) + (d-1)(2m+e-1)/(n(m-1)(e-1))``."""
     eps, e, em1 = _eps(epsilon)
-    d, n = _positive_int(d, "d", 1), _n(n)
+    d, n = check_int("d", d, 1), _n(n)
     if m is None:
         delta_l = math.exp(eps / 2) * math.sqrt(em1 + d) * math.sqrt((d - 1) * e + 1.0)
         return 2 * (delta_l + d * e) / (n * em1**2)
@@ -257,19 +250,19 @@ def ocms_l2(epsilon: float, d: int, n=1, m=None) -> float:
 
 def ocms_l1_bound(epsilon: float, d: int, n=1, m=None) -> float:
     """Upper bound of the l1 loss by Cauchy-Schwarz, ``sqrt(d * l2)`` ([PAN] Thm 3.8)."""
-    return _out(np.sqrt(_positive_int(d, "d", 1) * np.asarray(ocms_l2(epsilon, d, n, m))))
+    return _out(np.sqrt(check_int("d", d, 1) * np.asarray(ocms_l2(epsilon, d, n, m))))
 
 
 def ocms_l2_asymptote(epsilon: float, d: int, n=1) -> float:
     """[PAN] Cor 3.4: ``l2 -> 4de/(n(e-1)^2)`` as ``d >> e``."""
     _, e, em1 = _eps(epsilon)
-    return 4 * _positive_int(d, "d", 1) * e / (_n(n) * em1**2)
+    return 4 * check_int("d", d, 1) * e / (_n(n) * em1**2)
 
 
 def ocms_l1_asymptote(epsilon: float, d: int, n=1) -> float:
     """[PAN] Cor 3.4: ``l1 <= 2 d e_h/(sqrt(n)(e-1))`` as ``d >> e``."""
     eps, _, em1 = _eps(epsilon)
-    return 2 * _positive_int(d, "d", 1) * math.exp(eps / 2) / (math.sqrt(_n(n)) * em1)
+    return 2 * check_int("d", d, 1) * math.exp(eps / 2) / (math.sqrt(_n(n)) * em1)
 
 
 def ocms_mse_asymptote(epsilon: float, n=1) -> float:
@@ -312,8 +305,8 @@ def worst_case_mse_upper_factor(num_values: int, runs: int) -> float:
     """[PAN] App. K: the measured worst-case MSE ``max_x (1/t) sum_runs err^2`` stays below
     ``[1 + (2/t)(sqrt(t log(20|X|)) + log(20|X|))] * V`` with probability 95%, ``V`` the
     largest theoretical variance over ``X`` (1.7034 for ``|X| = t = 100``)."""
-    k = _positive_int(num_values, "num_values", 1)
-    t = _positive_int(runs, "runs", 1)
+    k = check_int("num_values", num_values, 1)
+    t = check_int("runs", runs, 1)
     lg = math.log(20 * k)
     return 1 + (2 / t) * (math.sqrt(t * lg) + lg)
 
@@ -322,14 +315,9 @@ def grr_variance(epsilon: float, d: int, n=1, f=0.0):
     """Variance of k-ary RR as a frequency oracle on ``d`` symbols ([PAN] section 2.1):
     ``[q(1-q) + f(p-q)(1-p-q)] / (n (p-q)^2)`` with ``p = e/(e+d-1)``, ``q = 1/(e+d-1)``."""
     _, e, em1 = _eps(epsilon)
-    d = _positive_int(d, "d", 2)
+    d = check_int("d", d, 2)
     n, f = _n(n), _f(f)
     denom = em1 + d
     p, q = e / denom, 1 / denom
     pq = em1 / denom
     return _out((q * (1 - q) + f * pq * (1 - p - q)) / (n * pq**2))
-
-
-def he_variance(epsilon: float, n=1, f=0.0):
-    """Hadamard Encoding = CMS+RR with ``m = 2`` ([PAN] section 4): ``ocms_variance(eps, 2, n, f)``."""
-    return ocms_variance(epsilon, 2, n, f)

@@ -20,7 +20,8 @@ from typing import Tuple
 import numpy as np
 
 from ..errors import ParameterError
-from .ocms import _eps, _f, _n, _out, _positive_int
+from .._validate import check_int
+from .ocms import _eps, _f, _n, _out
 
 __all__ = [
     "RAPPOR_VARIANTS", "rappor_bit_probabilities", "rappor_variances", "cms_rappor_variance",
@@ -96,7 +97,7 @@ def cms_rappor_l2_limit(epsilon: float, variant: str, d: int, n=1) -> float:
     ``4de/(n(e-1)^2)``), plus the ``sum_x f(x) (V_eq - V_ne) / n <= (V_eq - V_ne)/n`` the
     paper drops."""
     _, v_ne = rappor_variances(epsilon, variant)
-    return _positive_int(d, "d", 1) * v_ne / _n(n)
+    return check_int("d", d, 1) * v_ne / _n(n)
 
 
 def cms_rappor_optimal_m(epsilon: float, variant: str, tau: float = 0.01, max_m: int = 1 << 16) -> int:
@@ -129,8 +130,8 @@ def cms_rappor_optimal_m(epsilon: float, variant: str, tau: float = 0.01, max_m:
 
 def _ss_args(epsilon, d, k):
     _, e, em1 = _eps(epsilon)
-    d = _positive_int(d, "d", 2)
-    k = _positive_int(k, "k", 1)
+    d = check_int("d", d, 2)
+    k = check_int("k", k, 1)
     if k >= d:
         raise ParameterError(f"k must be in [1, d-1] = [1, {d - 1}], got {k}")
     return e, em1, d, k
@@ -163,7 +164,7 @@ def subset_selection_optimal_k(epsilon: float, d: int) -> int:
     loss), searched exactly over ``k in [1, d-1]`` near ``d/(e+1)`` (the optimum of
     Ye and Barg and of Wang et al.)."""
     _, e, _ = _eps(epsilon)
-    d = _positive_int(d, "d", 2)
+    d = check_int("d", d, 2)
     guess = d / (e + 1)
     lo, hi = max(1, int(guess) - 2), min(d - 1, int(math.ceil(guess)) + 2)
     ks = range(lo, max(lo, hi) + 1)
@@ -174,8 +175,8 @@ def pairwise_assignment_bits(n: int, k: int) -> int:
     """Random bits that suffice to assign ``n`` users to ``k`` hash functions pairwise
     independently ([PAN] Thm 5.2): ``2 ceil(log2(max(n, k) + 1))`` (one function
     ``s(i) = ((b0 + b1 i) mod P) mod k`` of a pairwise-independent family)."""
-    n = _positive_int(n, "n", 1)
-    k = _positive_int(k, "k", 1)
+    n = check_int("n", n, 1)
+    k = check_int("k", k, 1)
     return 2 * int(math.ceil(math.log2(max(n, k) + 1)))
 
 
@@ -190,7 +191,7 @@ def rhr_original_variance(epsilon: float, k: int, n=1, f=0.0, location_fraction=
     else 0, with mean ``1[x_i = x]``:
     ``Var = [c_k^2 (F (e+1) + 2 (1-F))/(e + K - 1) - f] / n``."""
     _, e, em1 = _eps(epsilon)
-    k = _positive_int(k, "k", 1)
+    k = check_int("k", k, 1)
     symbols = float(1 << k)
     share = _f(location_fraction)
     c_k = (em1 + symbols) / em1
@@ -211,8 +212,8 @@ def hashtogram_variance(epsilon: float, R: int, T: int, n=1, f=0.0, sum_sq_other
     average out. The ``(n - c(x))/T`` lost from the conditional variances and the
     ``sum c(x')/(T)`` added by the shared means cancel, leaving the pairs term."""
     c = _th_c_eps(epsilon)
-    R = _positive_int(R, "R", 1)
-    T = _positive_int(T, "T", 2)
+    R = check_int("R", R, 1)
+    T = check_int("T", T, 2)
     n, f = _n(n), _f(f)
     return _out((c * c - f) / n + (float(sum_sq_other) - (1 - f) / n) / (R * T))
 

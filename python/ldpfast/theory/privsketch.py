@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from .._validate import check_epsilon
-from ..errors import ParameterError
+from .._validate import check_epsilon, check_int, check_real
+from .hadamard import olh_g
 
 __all__ = [
     "privsketch_flip_probability", "privsketch_nosmp_flip_probability", "multi_pcms_mean_flip_probability",
@@ -23,10 +23,9 @@ __all__ = [
 
 def _check(eps: float, K: int, M: int, n: float) -> None:
     check_epsilon(eps)
-    if K < 1 or M < 1:
-        raise ParameterError(f"K and M must be >= 1, got K={K}, M={M}")
-    if not n > 0:
-        raise ParameterError(f"n must be > 0, got {n!r}")
+    check_int("K", K, 1)
+    check_int("M", M, 1)
+    check_real("n", n)
 
 
 def _rr_flip(eps: float) -> float:
@@ -104,11 +103,12 @@ def multi_pcms_mean_variance(epsilon: float, n: float, fbar=0.0, fbar_sq=None, M
 def ps_olh_variance(epsilon: float, n: float, f=0.0, pad_len: int = 1, g: int = 0):
     """Var of the PS-OLH estimate ``l chat/n`` of an item with frequency ``f`` when every
     holder's set has at most ``pad_len = l`` items (then it is unbiased for ``f``), with
-    ideal pairwise-independent hashing (``g`` default ``round(e^eps)+1``):
+    ideal pairwise-independent hashing (``g`` default OLH's ``round(e^eps) + 1``,
+    :func:`ldpfast.theory.olh_g`):
     ``l^2 g^2 [f a(1-a) + (1-f) b(1-b)] / (n (p g - 1)^2)``, ``b = 1/g``,
     ``a = b + (p - b)/l``, ``p = e^eps/(e^eps + g - 1)``."""
     _check(epsilon, 1, 1, n)
-    g = g or int(round(math.exp(epsilon))) + 1
+    g = g or olh_g(epsilon)
     p = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
     f = np.asarray(f, dtype=np.float64)
     b = 1.0 / g

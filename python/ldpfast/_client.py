@@ -1,0 +1,88 @@
+"""The base class of every protocol's client (the user side)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, ClassVar, Optional
+
+from ._params import _public_module, params_summary
+from ._random import KeySource, RngLike
+from ._reports import Reports
+from ._validate import check_threads
+from .errors import ParameterError
+
+
+def _stamping(perturb: Callable[..., Any]) -> Callable[..., Any]:
+    """``perturb`` that records the client's parameter fingerprint on the batch it returns."""
+    @functools.wraps(perturb)
+    def stamped(self: "ClientBase", *args: Any, **kwargs: Any) -> Any:
+        reports = perturb(self, *args, **kwargs)
+        if isinstance(reports, Reports):
+            reports.params_fingerprint = self.params.fingerprint
+        return reports
+
+    stamped._ldpfast_stamps = True  # type: ignore[attr-defined]
+    return stamped
+
+
+class ClientBase:
+    """Base of every protocol's Client.
+
+    * The constructor ``Client(params, rng=None, threads=0)`` checks that ``params`` are
+      the parameters of the protocol the class is registered for (or ``params_type``),
+      and keeps the randomness as a :class:`ldpfast._random.KeySource`: ``rng=None``
+      draws a fresh key from the operating system for every batch (the only setting for
+      real clients); a seed makes the output reproducible, **for simulation only**.
+      ``self._keys.key()`` is the key of the next batch.
+    * ``perturb`` (defined by each subclass) returns batches that carry the parameter
+      fingerprint (``Reports.params_fingerprint``), so a server refuses reports made
+      with other parameters.
+    * ``repr`` names the protocol, the parameters and whether the randomness is seeded.
+    """
+
+    #: The Params class accepted (default: the registered protocol's).
+    params_type: ClassVar[Optional[type]] = None
+    params: Any
+    threads: int
+    _keys: KeySource
+
+    def __init__(self, params: Any, rng: RngLike = None, threads: int = 0):
+        expected = self._expected_params()
+        if not isinstance(params, expected):
+            name = expected.__name__
+            if name == "Params":  # the protocol modules' short name: say which module
+                name = f"{_public_module(expected)}.{name}"
+            raise ParameterError(f"params must be {name}, got {type(params).__name__}")
+        self.params = params
+        self.threads = check_threads(threads)
+        self._keys = KeySource(rng)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        perturb = cls.__dict__.get("perturb")
+        if callable(perturb) and not getattr(perturb, "_ldpfast_stamps", False):
+            cls.perturb = _stamping(perturb)  # type: ignore[attr-defined]
+
+    @classmethod
+    def _expected_params(cls) -> type:
+        if cls.params_type is not None:
+            return cls.params_type
+        from ._registry import _REGISTRY
+
+        for klass in cls.__mro__:
+            for proto in _REGISTRY.values():
+                if proto.client is klass:
+                    return proto.params
+        raise TypeError(f"{cls.__name__} is not registered (register_protocol) and sets no params_type")
+
+    @property
+    def seeded(self) -> bool:
+        """True when this client is a reproducible simulator (seeded), not a private client."""
+        return self._keys.seeded
+
+    def __repr__(self) -> str:
+        keys = getattr(self, "_keys", None)
+        rng = "seeded (simulation only)" if keys is not None and keys.seeded else "os-entropy"
+        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+                f"(protocol={getattr(self.params, 'protocol', '?')!r}, {params_summary(self.params)}, "
+                f"rng={rng!r})")

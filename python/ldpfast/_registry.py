@@ -1,0 +1,193 @@
+"""The protocol registry: one :class:`Protocol` registration per protocol.
+
+A protocol module (``ldpfast/protocols/<name>.py``) defines its Params, Reports, Client and
+Server classes and calls :func:`register_protocol` once per protocol it implements. Every
+generic layer reads the registration, never a table keyed by protocol id: the byte
+container and :func:`params_from_json` (the classes), :mod:`ldpfast.wire` (``wire_fields``),
+Arrow, Parquet and Dask (the Reports class), :mod:`ldpfast.estimates` (``variance``,
+``default_candidates``), :mod:`ldpfast.audit` (``audit``), :mod:`ldpfast.experiments` and
+``ldpfast simulate`` (``simulations``), ``ldpfast params`` (``compare``), and the contract
+and golden-file tests (``example``, ``inputs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
+
+from ._params import Params, _parse_params_json
+from ._reports import Reports
+from .errors import FormatError, ParameterError
+
+__all__ = ["Protocol", "AuditHooks", "ComparisonRow", "register_protocol", "protocols", "protocol", "params_from_json",
+           "INPUT_KINDS"]
+
+#: What a protocol's client perturbs: one integer value per user, or one set of distinct
+#: integers per user (a list of lists, or ``(offsets, items)`` arrays).
+INPUT_KINDS = ("values", "sets")
+
+#: ``f -> Var(fhat)`` per candidate, for true frequencies ``f`` (broadcasting).
+VarianceFn = Callable[[Any], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditHooks:
+    """What :mod:`ldpfast.audit` needs to audit a protocol's client.
+
+    Attributes:
+        params: ``(epsilon, **changes) -> Params``: a small configuration to audit (small
+            domains keep the distinguishing events frequent; privacy does not depend on size).
+        plan: ``params -> ldpfast.audit.Plan``: two neighbouring inputs and the two events,
+            each "the report supports x0 and not x1" (and the reverse), fixed before sampling.
+        effective_epsilon: ``params -> float``: the epsilon implied by the integer flip
+            thresholds the client's samplers use (e.g. :func:`ldpfast._validate.rr_effective_epsilon`).
+    """
+
+    params: Callable[..., Params]
+    plan: Callable[[Any], Any]
+    effective_epsilon: Callable[[Any], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparisonRow:
+    """One row of ``ldpfast params`` (a protocol configured for a deployment): ``name``,
+    ``m`` (hash range or RR symbols), ``bits`` per report, ``variance(f)`` (closed-form
+    ``Var(fhat)`` at true frequency ``f``, affine in ``f``), ``l2`` (worst case over
+    distributions on the whole dictionary) and a ``note``."""
+
+    name: str
+    m: int
+    bits: int
+    variance: VarianceFn
+    l2: float
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """The single registration of one protocol: its classes and every hook the generic
+    layers use. Only the five classes are required; a hook left out means the protocol
+    lacks that feature, and the layer that needs it says so by name.
+
+    Attributes:
+        id: the protocol id (``Params.protocol``, stored in bytes, Arrow metadata, JSON).
+        params, reports, aggregator, client: the classes (the client derives from
+            :class:`ldpfast._base.ClientBase`; the aggregator from :class:`~ldpfast._base.Aggregator`).
+        example: ``() -> (params, inputs)``: small parameters and client inputs (what
+            ``client(params, rng=seed).perturb`` accepts), a few thousand reports. Required
+            for protocols shipped with ldpfast: the contract tests run every check on it,
+            and ``tests/golden/make_golden.py`` writes the protocol's golden file from it.
+        inputs: ``"values"`` (one integer per user) or ``"sets"`` (a set of items per user).
+        wire_fields: ``params -> [(column, bits[, codebook[, dtype[, shape]]])]``: one
+            report's fields in the compact wire encoding (:mod:`ldpfast.wire`). A
+            ``Reports.wire_fields`` classmethod, when the class defines one, is used instead.
+        variance: ``(server, candidates) -> (f -> Var(fhat) or None, note)``: the
+            closed-form variance of the default estimator that :mod:`ldpfast.estimates`
+            turns into standard errors (``note`` names the formula, or says why there is none).
+        default_candidates: ``server -> labels or None``: what ``server.estimate()``
+            answers for when that is not the whole domain ``[0, d)`` (e.g. the tracked
+            candidates; None: the whole domain).
+        simulations: ``() -> entries``: the protocol's entries of :mod:`ldpfast.experiments`
+            (``Algorithm``, ``SetAlgorithm`` or ``HeavyAlgorithm``), whose names are the
+            ``ldpfast simulate --protocol`` names; built on first use.
+        audit: the :class:`AuditHooks` of ``ldpfast audit``, or None (not auditable).
+        compare: ``(epsilon, d, n, f_star, modes, field) -> [ComparisonRow]``: the
+            protocol configured for a dictionary of size ``d`` and ``n`` users, with its
+            closed-form errors, for ``ldpfast params`` (``modes`` and ``field`` are the
+            command's OCMS options); an empty list where it does not apply to ``d``.
+    """
+
+    id: str
+    params: type
+    reports: type
+    aggregator: type
+    client: type
+    example: Optional[Callable[[], Tuple[Params, Any]]] = None
+    inputs: str = "values"
+    wire_fields: Optional[Callable[[Any], Sequence[Tuple[Any, ...]]]] = None
+    variance: Optional[Callable[[Any, Any], Tuple[Optional[VarianceFn], str]]] = None
+    default_candidates: Optional[Callable[[Any], Any]] = None
+    simulations: Optional[Callable[[], Sequence[Any]]] = None
+    audit: Optional[AuditHooks] = None
+    compare: Optional[Callable[..., Sequence[ComparisonRow]]] = None
+
+    @property
+    def module(self) -> str:
+        """The module that registered the protocol (where its classes live)."""
+        return self.params.__module__
+
+    @property
+    def builtin(self) -> bool:
+        """True for the protocols shipped in :mod:`ldpfast.protocols`."""
+        return self.module.startswith("ldpfast.protocols.")
+
+
+_REGISTRY: Dict[str, Protocol] = {}
+
+
+def register_protocol(protocol: Protocol) -> Protocol:
+    """Register ``protocol`` (called once per protocol by its module, at import).
+
+    Raises:
+        TypeError: a class is not of the expected base class, or ``inputs`` is not one
+            of ``INPUT_KINDS``.
+        ValueError: a class names another protocol id, or another module already
+            registered this id.
+    """
+    from ._aggregator import Aggregator
+    from ._client import ClientBase
+
+    for cls, base in ((protocol.params, Params), (protocol.reports, Reports), (protocol.aggregator, Aggregator),
+                      (protocol.client, ClientBase)):
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise TypeError(f"protocol {protocol.id!r}: {getattr(cls, '__name__', cls)!r} must be a subclass of "
+                            f"ldpfast._base.{base.__name__}")
+        declared = getattr(cls, "protocol", protocol.id)
+        if declared != protocol.id:
+            raise ValueError(f"{cls.__name__}.protocol is {declared!r}, registered as {protocol.id!r}")
+    if protocol.inputs not in INPUT_KINDS:
+        raise TypeError(f"protocol {protocol.id!r}: inputs must be one of {INPUT_KINDS}, got {protocol.inputs!r}")
+    known = _REGISTRY.get(protocol.id)
+    if known is not None and known.module != protocol.module:
+        raise ValueError(f"protocol id {protocol.id!r} is already registered by {known.module}")
+    _REGISTRY[protocol.id] = protocol
+    return protocol
+
+
+def protocols() -> Dict[str, Protocol]:
+    """Every registered protocol, importing all protocol modules first."""
+    from . import protocols as _package
+
+    _package.load_all()
+    return dict(_REGISTRY)
+
+
+def protocol(protocol_id: str) -> Protocol:
+    """The registered protocol with id ``protocol_id``.
+
+    Raises:
+        ParameterError: no such protocol in this build (the message lists the known ids).
+    """
+    known = protocols()
+    if protocol_id not in known:
+        raise ParameterError(f"protocol must be one of {sorted(known)}, got {protocol_id!r}")
+    return known[protocol_id]
+
+
+def protocol_or_format_error(protocol_id: str) -> Protocol:
+    try:
+        return protocol(protocol_id)
+    except ParameterError as exc:
+        raise FormatError(f"serialized data names an unknown protocol: {exc}") from None
+
+
+def params_from_json(text: str) -> Params:
+    """Parameters of any registered protocol from the JSON written by ``Params.to_json()``.
+
+    Raises:
+        FormatError: malformed JSON or an unknown protocol id.
+        ParameterError: the stored values are rejected by the protocol's validation.
+    """
+    protocol_id, data = _parse_params_json(text)
+    params_type: Type[Params] = protocol_or_format_error(protocol_id).params
+    return params_type.from_dict(data)

@@ -1,0 +1,138 @@
+"""Report batches: typed containers of equal-length numpy columns (see
+:mod:`ldpfast._base`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+
+import numpy as np
+
+from ._params import Params, _public_module
+from .errors import ReportError
+
+R = TypeVar("R", bound="Reports")
+
+
+class Reports:
+    """Mixin for report batches: a dataclass whose fields are equal-length numpy columns.
+
+    Equality compares the columns with ``np.array_equal`` (batches of one type only), and
+    ``repr`` names the protocol and the number of reports instead of printing arrays.
+
+    ``params_fingerprint`` (not a column) is the fingerprint of the parameters the batch
+    was made with: clients of registered protocols set it, Arrow/Parquet and the wire
+    decoder keep it, and a server refuses a batch whose fingerprint is not its own
+    (IncompatibleError). Batches built by hand have None, which every server of the
+    protocol accepts (the values are still checked against its parameters).
+
+    ``column_types`` declares each column's numpy dtype and number of dimensions as the
+    constructor makes them; ``Aggregator.update`` checks them again, since a column may be
+    reassigned after construction."""
+
+    protocol: ClassVar[str] = ""
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {}
+    params_fingerprint: Optional[str] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The dataclass decorator runs after this and adds __eq__/__repr__ only where the
+        # class body has none, so placing the array-aware ones here keeps them.
+        cls.__eq__ = Reports.__eq__  # type: ignore[method-assign]
+        cls.__repr__ = Reports.__repr__  # type: ignore[method-assign]
+        cls.__hash__ = None  # type: ignore[assignment]  # mutable columns
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        mine, theirs = self.columns(), other.columns()  # type: ignore[attr-defined]
+        return all(np.array_equal(mine[k], theirs[k]) for k in mine)
+
+    def __repr__(self) -> str:
+        size: object
+        try:
+            size = len(self)
+        except Exception:  # half-built batch (a constructor that raised part way)
+            size = "?"
+        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+                f"(protocol={self.protocol!r}, n={size}, columns={self.column_names()})")
+
+    def columns(self) -> Dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def __len__(self) -> int:
+        first = dataclasses.fields(self)[0].name
+        return int(len(getattr(self, first)))
+
+    def _check_lengths(self) -> None:
+        lengths = {name: len(col) for name, col in self.columns().items()}
+        if len(set(lengths.values())) > 1:
+            raise ReportError(f"report columns must have equal lengths, got {lengths}")
+
+    def _check_columns(self) -> None:
+        """Raise ReportError unless every column is a numpy array of its declared dtype and
+        dimensions, all of one length (made C-contiguous here)."""
+        lengths = {}
+        for name, col in self.columns().items():
+            if not isinstance(col, np.ndarray) or col.ndim == 0:
+                raise ReportError(f"report column {name!r} must be a numpy array with one row per "
+                                  f"report, got {type(col).__name__}")
+            declared = self.column_types.get(name)
+            if declared is not None and (col.dtype != np.dtype(declared[0]) or col.ndim != declared[1]):
+                raise ReportError(
+                    f"report column {name!r} must be a {declared[1]}-D {np.dtype(declared[0]).name} array, "
+                    f"got a {col.ndim}-D {col.dtype} array (build batches with "
+                    f"{type(self).__name__}(...), which converts and checks)")
+            if not col.flags.c_contiguous:
+                setattr(self, name, np.ascontiguousarray(col))
+            lengths[name] = col.shape[0]
+        if len(set(lengths.values())) > 1:
+            raise ReportError(f"report columns must have equal lengths, got {lengths}")
+
+    @classmethod
+    def column_names(cls) -> List[str]:
+        """The column names, in declaration order."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_columns(cls: Type[R], columns: Mapping[str, Any], params: Optional[Params] = None) -> R:
+        """A batch from named array-likes (e.g. Arrow, pandas or decoded wire columns).
+
+        The default passes ``columns`` to the constructor, which checks dtypes; protocols
+        whose columns may arrive in another integer type override this to convert safely.
+
+        Raises:
+            ReportError: a column is missing or unexpected.
+        """
+        names = cls.column_names()
+        missing = [n for n in names if n not in columns]
+        extra = [n for n in columns if n not in names]
+        if missing or extra:
+            raise ReportError(f"{cls.__name__} columns must be {names}, "
+                              f"missing {missing}, unexpected {extra}")
+        return cls(**{n: np.asarray(columns[n]) for n in names})
+
+    @classmethod
+    def wire_fields(cls, params: Params) -> Sequence[Tuple[Any, ...]]:
+        """Per-report fields of the compact wire encoding (see :mod:`ldpfast.wire`):
+        ``[(column, bits)]`` for unsigned columns with values in ``[0, 2**bits)``, or
+        ``(column, bits, codebook[, dtype])`` for a column whose values are the entries of
+        ``codebook`` (sent as the index); ``dtype`` is the decoded column's numpy dtype.
+        Protocols that support :mod:`ldpfast.wire` override this with the bit counts
+        their paper states for one report."""
+        raise NotImplementedError(f"{cls.__name__} does not define a wire encoding (wire_fields)")
+
+    def to_arrow(self, params: Optional[Params] = None):
+        """This batch as a ``pyarrow.Table`` whose schema metadata names the protocol and,
+        when ``params`` is given, the parameters (see :mod:`ldpfast.arrow`)."""
+        from . import arrow
+
+        return arrow.to_arrow(self, params)
+
+    @classmethod
+    def from_arrow(cls: Type[R], table: Any, params: Optional[Params] = None) -> R:
+        """A batch from a ``pyarrow.Table``/``RecordBatch``; validates the protocol id and,
+        when both are known, the parameter fingerprint (see :mod:`ldpfast.arrow`)."""
+        from . import arrow
+
+        return arrow.from_arrow(table, params, reports_type=cls)

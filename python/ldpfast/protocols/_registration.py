@@ -1,0 +1,245 @@
+"""Registration hooks shared by several built-in protocols (``Protocol`` fields that more
+than one family fills the same way): seeded example inputs, wire fields, audit plans,
+closed-form variances and simulation runs. A protocol's own hooks live in its module."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, List, Set, Tuple
+
+import numpy as np
+
+from .. import _core
+from .._validate import rr_effective_epsilon
+from ..audit import Plan, hash_support, set_inputs, support_events, value_inputs
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+
+#: The codebook of a +-1 column on the wire.
+SIGN = (-1, 1)
+
+
+# -- examples ----------------------------------------------------------------------------------
+def zipf_values(d: int, n: int = 4000, seed: int = 1) -> np.ndarray:
+    """Zipf-like client values in ``[0, d)``: a few heavy values and a long tail."""
+    rng = np.random.default_rng(seed)
+    return np.minimum(rng.zipf(1.3, size=n) - 1, d - 1)
+
+
+def random_sets(d: int, n: int = 800, seed: int = 2) -> List[List[int]]:
+    """Set-valued client inputs: ``n`` users holding 0..4 distinct items of ``[0, d)``."""
+    rng = np.random.default_rng(seed)
+    return [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
+
+
+# -- wire fields ---------------------------------------------------------------------------------
+def row_bit_wire(p: Any) -> List[WireField]:
+    """[WW] Fact 2.1: the Hadamard row the client drew and one bit."""
+    return [WireField("rows", bits_for(p.hadamard_size), dtype="uint32"), WireField("bits", 1, SIGN, "int8")]
+
+
+def olh_wire(p: Any) -> List[WireField]:
+    """OLH over ``F_pH``: the hashed value ``z < g`` and the hash ``(a0, a1)``."""
+    return [WireField("z", bits_for(p.g)), WireField("a0", bits_for(p.field_size)),
+            WireField("a1", bits_for(p.field_size))]
+
+
+# -- audit plans and effective epsilons -----------------------------------------------------------
+def binary_epsilon(params: Any) -> float:
+    """The effective epsilon of one binary flip at ``params.epsilon`` (Hadamard family)."""
+    from ._hadamard_layout import binary_flip_threshold
+
+    return rr_effective_epsilon(binary_flip_threshold(params.epsilon), 2)
+
+
+def rr_epsilon(symbols: str) -> Callable[[Any], float]:
+    """The effective epsilon of one RR over ``params.<symbols>`` symbols."""
+    return lambda params: rr_effective_epsilon(params.flip_threshold, getattr(params, symbols))
+
+
+def parity_sign(x: np.ndarray) -> np.ndarray:
+    """``(-1)^popcount(x)``: the Hadamard entry of a row-and-column mask."""
+    from .hadaoracle import _parity_sign
+
+    return np.asarray(_parity_sign(x))
+
+
+def layout_plan(params: Any) -> Plan:
+    """Inputs 0 and 1; a report ``(group, row, bit)`` supports w if bit is w's Hadamard sign there."""
+    layout = params.layout()
+
+    def support(reports: Any, w: List[int]) -> np.ndarray:
+        n = len(reports.bits)
+        groups = np.zeros(n, dtype=np.int64) if reports.groups is None else reports.groups.astype(np.int64)
+        y = layout.group_hashes(groups, np.full(n, w[0], dtype=np.uint64))
+        col = y + layout.table[groups, 3]
+        return np.asarray(parity_sign(reports.rows.astype(np.uint64) & col) == reports.bits)
+    return Plan(value_inputs(0, 1), support_events(support, [0], [1]),
+                ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
+
+
+def count_sketch_plan(params: Any) -> Plan:
+    """Hashtogram / TreeHist-CS: the report's bit is the sign of w's bucket in its group."""
+    pid = params.protocol
+
+    def support(reports: Any, w: List[int]) -> np.ndarray:
+        n = len(reports.bits)
+        x = np.full(n, w[0], dtype=np.uint64)
+        if pid == "treehist-cs":
+            x = x >> (params.L - (reports.groups.astype(np.int64) // params.R + 1)).astype(np.uint64)
+        bucket, sign = params.hashes(reports.groups, x)
+        return np.asarray(sign * parity_sign(reports.rows.astype(np.uint64) & bucket) == reports.bits)
+    return Plan(value_inputs(0, 1), support_events(support, [0], [1]),
+                ("bit = sign(x0) != sign(x1)", "bit = sign(x1) != sign(x0)"))
+
+
+def olh_plan(field: Any, g: int, x0: Any, x1: Any, inputs: Any, describe: Tuple[str, str]) -> Plan:
+    """A plan whose events are "the report's hash of (one of) ``x0`` is z, of ``x1`` not"."""
+    return Plan(inputs, support_events(hash_support(field, g), x0, x1), describe)
+
+
+def prime_field_of(params: Any) -> Any:
+    return _core.Field.prime(params.field_size)
+
+
+# -- PrivSketch-family sketches --------------------------------------------------------------------
+def sketch_epsilon(params: Any) -> float:
+    """One flip per sent bit: 1, M or K M bits of the sketch."""
+    bits = {"1": 1, "M": params.M, "K*M": params.K * params.M}[params.bit_divisor]
+    return float(bits * rr_effective_epsilon(params.flip_threshold, 2))
+
+
+def sketch_of(params: Any, items: Any) -> np.ndarray:
+    """The user's K x M 0/1 sketch of ``items`` (flat, length K M)."""
+    sketch = np.zeros(params.K * params.M, dtype=np.int8)
+    if len(items):
+        sketch[params.cells(np.asarray(items, dtype=np.uint64)).astype(np.int64).ravel()] = 1
+    return sketch
+
+
+def covering_items(params: Any) -> List[int]:
+    """The shortest prefix of ``[0, d)`` whose sketch has the most 1-cells."""
+    cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
+    seen: Set[int] = set()
+    target = np.unique(cells).size
+    for x in range(params.d):
+        seen.update(cells[x].tolist())
+        if len(seen) == target:
+            return list(range(x + 1))
+    return list(range(params.d))
+
+
+def order_plan(params: Any) -> Plan:
+    """PrivSketch's ordering matrix: it ranks the user's 1-cells on top."""
+    cells = sketch_of(params, [0]).nonzero()[0]
+    top = params.K * params.M - cells.size
+
+    def order_events(reports: Any) -> Tuple[np.ndarray, np.ndarray]:
+        ranks = reports.order.reshape(len(reports.order), -1)[:, cells]
+        return np.zeros(len(ranks), dtype=bool), np.all(ranks >= top, axis=1)
+    return Plan(set_inputs([], [0]), order_events, ("never", "order ranks {0}'s cells on top"))
+
+
+def sketch_bits_plan(params: Any) -> Plan:
+    """The empty set against a set filling the sketch: the sent bits equal one's sketch."""
+    pid = params.protocol
+    full = [0] if pid == "privsketch-ldp" else covering_items(params)
+    sketches = (2 * sketch_of(params, []) - 1, 2 * sketch_of(params, full) - 1)
+    K, M = params.K, params.M
+
+    def sketch_support(reports: Any, w: int) -> np.ndarray:
+        sk = sketches[w]
+        if pid == "privsketch-ldp":
+            match = reports.bit == sk[reports.k.astype(np.int64) * M + reports.m.astype(np.int64)]
+        elif pid == "multi-pcms-mean":
+            match = np.all(reports.bits == sk.reshape(K, M)[reports.row.astype(np.int64)], axis=1)
+        else:
+            match = np.all(reports.bits.reshape(len(reports.bits), -1) == sk, axis=1)
+        return np.asarray(match)
+    return Plan(set_inputs([], full), support_events(sketch_support, 0, 1),
+                ("bits = sketch(empty) != sketch(x1)", f"bits = sketch({len(full)} items) != sketch(empty)"))
+
+
+def tracked_candidates(server: Any) -> Any:
+    """Servers that count a candidate set answer for it."""
+    return server.candidates
+
+
+# -- closed-form variances (estimates) -------------------------------------------------------------
+def theory() -> Any:
+    from .. import theory as _theory
+
+    return _theory
+
+
+def own_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
+    """The protocol's ``Params.variance(n, f)``."""
+    p, n = server.params, server.n
+    return (lambda f: p.variance(n, f)), f"{PLUG_IN} (the protocol's closed form, Params.variance)"
+
+
+def cmshe_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
+    p, n = server.params, server.n
+    return ((lambda f: theory().cmshe_variance(p.epsilon, n, f, m=p.m)),
+            f"{PLUG_IN} (theory.cmshe_variance, given the run's hash functions: the family's "
+            "collision bias is not included)")
+
+
+def olh_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
+    p, n = server.params, server.n
+    return (lambda f: theory().olh_variance(p.epsilon, n, f, g=p.g)), f"{PLUG_IN} (theory.olh_variance)"
+
+
+# -- simulation entries -----------------------------------------------------------------------------
+def draw(gen: np.random.Generator) -> int:
+    return int(gen.integers(0, 2**63))
+
+
+def simulated_own_variance(params: Any, data: Any, f: Any) -> Any:
+    return params.variance(data.n, f)  # the protocol's closed form (ldpfast.theory)
+
+
+def simulated_own_l2(params: Any, n: int, size: int) -> float:
+    # Var is affine in f and sum_x f(x) <= 1 over the values of interest.
+    at_zero, at_one = params.variance(n, 0.0), params.variance(n, 1.0)
+    return float(size * at_zero + max(0.0, at_one - at_zero))
+
+
+def simulated_cmshe_variance(params: Any, data: Any, f: Any) -> Any:
+    # The family is redrawn every run, so its bias adds PAN Thm 3.10's term to the MSE.
+    others = float(np.sum(data.frequencies(np.unique(data.values)) ** 2)) - f * f
+    return theory().cmshe_variance(params.epsilon, data.n, f, m=params.m, k=params.k, sum_sq_other=others)
+
+
+def sketch_simulation(pid: str, label: str, summary: str, **estimate: Any) -> Callable[[], Tuple[Any, ...]]:
+    """The ``SetAlgorithm`` of a K x M sketch protocol ([PS] defaults K = 4, M = 128): run
+    on set data, estimate the whole domain."""
+    def run(eps: float, sets: Any, gen: np.random.Generator, k: int) -> np.ndarray:
+        import warnings
+
+        from .._base import protocol
+        from ._sets import PrivacyWarning
+
+        proto = protocol(pid)
+        params_type: Any = proto.params
+        params = params_type.create(epsilon=eps, d=sets.d, seed=draw(gen))
+        with warnings.catch_warnings():  # PrivSketch's ordering matrix: simulated on purpose
+            warnings.simplefilter("ignore", PrivacyWarning)
+            reports = proto.client(params, rng=draw(gen)).perturb(sets)
+        return np.asarray(proto.aggregator(params).update(reports).estimate(**estimate), dtype=np.float64)
+
+    def entries() -> Tuple[Any, ...]:
+        from .._base import protocol
+        from ..experiments import SetAlgorithm
+
+        return (SetAlgorithm(pid, label, protocol(pid).module.replace("ldpfast.", ""), run, summary),)
+    return entries
+
+
+def heavy_params(module: str, factory: str) -> Callable[..., Any]:
+    """``make_params`` of a heavy-hitter simulation: ``Params.<factory>(eps, d, n, beta)``."""
+    def make(eps: float, data: Any, beta: float, gen: np.random.Generator) -> Any:
+        params_type = importlib.import_module(f"ldpfast.protocols.{module}").Params
+        return getattr(params_type, factory)(eps, data.d, data.n, beta, hash_seed=draw(gen))
+    return make
+

@@ -1,0 +1,543 @@
+"""PrivSketch ([PS]: Li, Lee, Peng, Palpanas, Xue, DEXA 2023) and the sketch baselines it is
+compared with, for users holding *sets* of items from ``[0, d)``.
+
+**Privacy, read first.** The published protocol sends, next to one randomized-response
+bit, an *ordering matrix* ``O`` that ranks the cells of the user's K x M Bloom-style sketch
+so that every 0-cell ranks below every 1-cell. ``O`` is a deterministic function of which
+cells are 1 (up to a random order inside each group), so the report is **not eps-LDP for
+any finite eps**: anyone who receives it can read the user's sketch support, and with it
+recover the items of small sets (the test suite's ``test_privsketch_leak.py``
+recovers single-item users' items from ``O`` alone).
+The paper's Thm 3.3 limits its claim to an "indistinguishable input set" derived from the
+output itself, which is not the LDP definition. :class:`Client` and :class:`NoSmpClient`
+therefore emit a :class:`PrivacyWarning` on construction; their ``epsilon`` is only the
+budget of the randomized-response part, never a guarantee for the whole report.
+
+Protocols (one ``Params``/``Client``/``Reports``/``Server`` set each):
+
+* ``privsketch`` (:class:`Params`): sampled cell + RR + ordering matrix, decode-first
+  collector ([PS] Alg. 1-3 with sampling, section 3.3). **Not LDP.**
+* ``privsketch-nosmp`` (:class:`NoSmpParams`): every cell flipped with eps/(KM) + ordering
+  matrix ([PS] section 4.2). **Not LDP.**
+* ``privsketch-ldp`` (:class:`SafeParams`): the LDP-safe variant, the sampled cell + RR
+  **without** ordering matrix; eps-LDP (one RR bit on a data-independent cell). Decoded
+  count-mean style over the sampled cell; see :meth:`SafeServer.estimate`.
+* the baselines [PS] compares with (section 4), re-exported here:
+  ``multi-pcms-mean`` / ``multi-pcms-min`` (Apple's private CMS extended to sets,
+  :mod:`ldpfast.multi_pcms`), ``ps-olh`` (padding and sampling + OLH,
+  :mod:`ldpfast.ps_olh`) and SVIM (:mod:`ldpfast.svim`).
+
+All sketch protocols share ``K`` public pairwise-independent hash functions
+``H_k(x) = ((a0_k + a1_k x) mod p) mod M`` over the prime field ``p = 2^64 - 59``
+(the hash of [PAN] Algorithm 1), whose coefficients are part of the parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import warnings
+from typing import ClassVar, Dict, Tuple
+
+import numpy as np
+
+from .. import _core
+from .._base import Aggregator, Protocol, Reports as _ReportsBase
+from .._base import _State, register_protocol
+from .._random import RngLike
+from .._validate import check_array, check_below, check_bits
+from ..errors import FormatError, ParameterError, ReportError
+from ..kernels.field import PRIME  # noqa: F401  (re-exported)
+from ..theory.hadamard import c_eps
+from ._sets import PrivacyWarning, SketchClient, SketchParams, TrackedServer, as_sets  # noqa: F401
+from .._base import AuditHooks
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import (SIGN, order_plan, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation,
+                            theory, tracked_candidates)
+
+__all__ = [
+    "PrivacyWarning", "PRIME", "SketchParams", "Params", "NoSmpParams", "SafeParams", "Reports",
+    "NoSmpReports", "SafeReports", "Client", "NoSmpClient", "SafeClient", "Server", "NoSmpServer",
+    "SafeServer", "as_sets",
+]
+
+
+_NOT_LDP = (
+    "{name} reports are NOT eps-LDP: the ordering matrix O reveals which sketch cells are 1 "
+    "(all 0-cells rank below all 1-cells), so the collector can read the user's Bloom-filter "
+    "support and recover small item sets. epsilon={eps} covers only the randomized-response "
+    "bits, not the report. Use it to reproduce [PS] only; for a private protocol use "
+    "ldpfast.privsketch.SafeParams (no ordering matrix).")
+
+
+@dataclasses.dataclass(frozen=True)
+class Params(SketchParams):
+    """PrivSketch with sampling ([PS] section 3.3). **Not eps-LDP** (module doc)."""
+
+    protocol: ClassVar[str] = "privsketch"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoSmpParams(SketchParams):
+    """PrivSketch-noSmp ([PS] Alg. 2-3, section 4.2): every cell flipped with budget eps/(KM).
+    **Not eps-LDP** (module doc)."""
+
+    protocol: ClassVar[str] = "privsketch-nosmp"
+    bit_divisor: ClassVar[str] = "K*M"
+
+
+@dataclasses.dataclass(frozen=True)
+class SafeParams(SketchParams):
+    """The LDP-safe PrivSketch variant: one uniformly sampled cell, binary RR with eps, no
+    ordering matrix. The cell is chosen independently of the data and only its bit is
+    randomized, so the report is eps-LDP (binary
+    randomized response: the bit is kept with probability e^eps/(e^eps + 1))."""
+
+    protocol: ClassVar[str] = "privsketch-ldp"
+
+
+@dataclasses.dataclass
+class Reports(_ReportsBase):
+    """PrivSketch reports: sampled row ``k`` and column ``m`` (uint16), the RR bit
+    ``bit`` (int8, +-1) of cell ``(k, m)``, and the ordering matrix ``order``
+    (uint16, shape (n, K, M), a permutation of ``[0, K*M)`` per user)."""
+
+    protocol: ClassVar[str] = "privsketch"
+    column_types: ClassVar = {"k": ("uint16", 1), "m": ("uint16", 1), "bit": ("int8", 1), "order": ("uint16", 3)}
+    k: np.ndarray
+    m: np.ndarray
+    bit: np.ndarray
+    order: np.ndarray
+
+    def __post_init__(self):
+        self.k = check_array("k", self.k, np.uint16, 1, cast=True)
+        self.m = check_array("m", self.m, np.uint16, 1, cast=True)
+        self.bit = check_array("bit", self.bit, np.int8, 1, cast=True)
+        self.order = check_array("order", self.order, np.uint16, 3, cast=True)
+        self._check_lengths()
+
+
+@dataclasses.dataclass
+class NoSmpReports(_ReportsBase):
+    """PrivSketch-noSmp reports: every perturbed cell ``bits`` (int8 +-1, shape (n, K, M))
+    and the ordering matrix ``order`` (uint16, shape (n, K, M))."""
+
+    protocol: ClassVar[str] = "privsketch-nosmp"
+    column_types: ClassVar = {"bits": ("int8", 3), "order": ("uint16", 3)}
+    bits: np.ndarray
+    order: np.ndarray
+
+    def __post_init__(self):
+        self.bits = check_array("bits", self.bits, np.int8, 3, cast=True)
+        self.order = check_array("order", self.order, np.uint16, 3, cast=True)
+        self._check_lengths()
+
+
+@dataclasses.dataclass
+class SafeReports(_ReportsBase):
+    """LDP-safe variant reports: sampled ``k``, ``m`` (uint16) and the RR bit (int8 +-1)."""
+
+    protocol: ClassVar[str] = "privsketch-ldp"
+    column_types: ClassVar = {"k": ("uint16", 1), "m": ("uint16", 1), "bit": ("int8", 1)}
+    k: np.ndarray
+    m: np.ndarray
+    bit: np.ndarray
+
+    def __post_init__(self):
+        self.k = check_array("k", self.k, np.uint16, 1, cast=True)
+        self.m = check_array("m", self.m, np.uint16, 1, cast=True)
+        self.bit = check_array("bit", self.bit, np.int8, 1, cast=True)
+        self._check_lengths()
+
+
+def _check_reports(reports, params: SketchParams) -> None:
+    K, M = params.K, params.M
+    if hasattr(reports, "k"):
+        check_below(reports.k, K, "k", label="K")
+        check_below(reports.m, M, "m", label="M")
+        check_bits("bit", reports.bit)
+    if hasattr(reports, "bits"):
+        if reports.bits.shape[1:] != (K, M):
+            raise ReportError(f"bits must have shape (n, {K}, {M}), got {reports.bits.shape}")
+        check_bits("bits", reports.bits)
+    if hasattr(reports, "order") and reports.order.shape[1:] != (K, M):
+        raise ReportError(f"order must have shape (n, {K}, {M}), got {reports.order.shape}")
+
+
+class Client(SketchClient):
+    """PrivSketch user side with sampling ([PS] Alg. 2 lines 1-5 + section 3.3 sampling).
+
+    Each user builds the K x M bit sketch of its set (Boolean OR), the ordering matrix ([PS]
+    section 3.2, with its rank ranges' off-by-one corrected to half-open ranges), samples
+    one cell uniformly and flips its +-1 value with probability 1/(e^eps + 1). Randomness:
+    ChaCha20 per batch; ``rng=None`` uses OS entropy, an int/SeedSequence/Generator is for
+    simulation only.
+
+    Emits :class:`PrivacyWarning`: the ordering matrix makes the report **not** eps-LDP.
+    """
+
+    params_type: ClassVar[type] = Params
+    _sampling = 1
+
+    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
+        super().__init__(params, rng, threads)
+        warnings.warn(_NOT_LDP.format(name="PrivSketch", eps=params.epsilon), PrivacyWarning, stacklevel=2)
+
+    def perturb(self, sets) -> Reports:
+        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
+        cell, bits, order = self._perturb(sets)
+        return Reports(k=(cell // self.params.M).astype(np.uint16), m=(cell % self.params.M).astype(np.uint16),
+                       bit=bits[:, 0], order=order)
+
+
+class NoSmpClient(SketchClient):
+    """PrivSketch-noSmp user side ([PS] Alg. 2, whose lines 6-10 index
+    with the leftover item ``l`` where every cell is meant): every
+    cell of the +-1 sketch is flipped with probability 1/(e^{eps/(KM)} + 1).
+
+    Emits :class:`PrivacyWarning`: the ordering matrix makes the report **not** eps-LDP."""
+
+    params_type: ClassVar[type] = NoSmpParams
+    _sampling = 0
+
+    def __init__(self, params: NoSmpParams, rng: RngLike = None, threads: int = 0):
+        super().__init__(params, rng, threads)
+        warnings.warn(_NOT_LDP.format(name="PrivSketch-noSmp", eps=params.epsilon), PrivacyWarning,
+                      stacklevel=2)
+
+    def perturb(self, sets) -> NoSmpReports:
+        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
+        _, bits, order = self._perturb(sets)
+        return NoSmpReports(bits=bits.reshape(-1, self.params.K, self.params.M), order=order)
+
+
+class SafeClient(SketchClient):
+    """LDP-safe variant user side: one uniformly sampled cell of the sketch, binary RR with
+    eps, no ordering matrix (eps-LDP)."""
+
+    params_type: ClassVar[type] = SafeParams
+    _sampling = 1
+    _with_order = False
+
+    def perturb(self, sets) -> SafeReports:
+        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
+        cell, bits, _ = self._perturb(sets)
+        return SafeReports(k=(cell // self.params.M).astype(np.uint16),
+                           m=(cell % self.params.M).astype(np.uint16), bit=bits[:, 0])
+
+
+
+_INDEX_CACHE: Dict[tuple, tuple] = {}
+_INDEX_CACHE_SIZE = 4
+
+
+def _bucket_index(params: SketchParams, cand: np.ndarray) -> tuple:
+    """Per-candidate cells ``k*M + H_k(x)`` (shape (D, K)) and the inverted index
+    cell -> candidates (CSR offsets over the K*M cells, candidate positions, and each
+    entry's K cells). Built once per (parameters, candidate set) and cached."""
+    cells = params.cells(cand)
+    flat = cells.ravel().astype(np.int64)
+    order = np.argsort(flat, kind="stable")
+    bucket_cand = (order // params.K).astype(np.uint32)
+    bucket_cells = np.ascontiguousarray(cells[bucket_cand])
+    offsets = np.zeros(params.K * params.M + 1, dtype=np.int64)
+    np.cumsum(np.bincount(flat, minlength=params.K * params.M), out=offsets[1:])
+    for arr in (cells, offsets, bucket_cand, bucket_cells):
+        arr.flags.writeable = False
+    return cells, offsets, bucket_cand, bucket_cells
+
+
+class Server(TrackedServer):
+    """PrivSketch collector, decode-first with sampling ([PS] section 3.3; Alg. 3 adapted).
+
+    ``Server(params, candidates=None, threads=0)``: ``candidates`` is the set ``D`` to be
+    estimated (default: the whole domain). For each report only the candidates hashed into
+    the sampled bucket ``(k, m)`` can count (a per-row inverted index built once); a
+    candidate counts when the sampled cell has the smallest rank among its K cells
+    (``argmin_k O[k, H_k(x)] == k``). Counts of +1 and -1 bits per candidate are integral;
+    :meth:`estimate` applies the debiasing. C++, multithreaded, GIL released.
+    """
+
+    protocol: ClassVar[str] = "privsketch"
+    params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
+    _bits_per_report = 1
+
+    def _build_index(self) -> None:
+        if self._index_ready:
+            return
+        key = (self.params, hashlib.sha256(self._tracked.tobytes()).digest())
+        index = _INDEX_CACHE.pop(key, None) or _bucket_index(self.params, self._cand)
+        _INDEX_CACHE[key] = index                     # most recently used last
+        while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
+            _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
+        self._cand_cells, self._bucket_offsets, self._bucket_cand, self._bucket_cells = index
+        self._index_ready = True
+
+    def _decode(self, reports) -> Tuple[np.ndarray, np.ndarray, int]:
+        p = self.params
+        cell = reports.k.astype(np.uint32) * p.M + reports.m
+        return _core.privsketch_decode_cell(p.K, p.M, reports.order, cell, reports.bit, self._bucket_offsets,
+                                            self._bucket_cand, self._bucket_cells, self._cand.size,
+                                            self.threads)
+
+    def _validate(self, reports) -> None:
+        """Ranges, +-1 bits and shapes (the ordering matrices are checked while decoding:
+        each must be a permutation of ``[0, K*M)``)."""
+        _check_reports(reports, self.params)
+
+    def _ingest(self, reports):
+        self._build_index()
+        pos, neg, bad = self._decode(reports)
+        if bad < len(reports):
+            raise ReportError(f"order of report {bad} is not a permutation of [0, K*M={self.params.K * self.params.M})")
+        bits = reports.bits if hasattr(reports, "bits") else reports.bit
+        ups = int(np.count_nonzero(bits > 0))
+        return self._added(len(reports), pos, neg, ups, bits.size - ups)
+
+    def diagnostics(self) -> Dict[str, float]:
+        """Bloom-bias diagnostics (the estimates target the count-min frequency ``ftilde >=
+        f``; the gap is the sketches' false-positive mass): ``mean_fill``, an unbiased
+        estimate of the average share of 1-cells in the users' sketches (from the received
+        bits of uniformly placed cells), and ``false_positive_rate`` = ``mean_fill ** K``,
+        approximately the chance that a non-member looks present in a user's count-min (a
+        lower bound by Jensen's inequality when fills vary between users), so ``ftilde(x) -
+        f(x)`` is about ``(1 - f(x)) * false_positive_rate``."""
+        if self.n == 0:
+            raise ReportError("diagnostics need at least one report (n = 0)")
+        p = self.params
+        ups, downs = (float(v) for v in self._bits)
+        cells = self._cells_per_report()
+        c = self._bit_constant()
+        fill = (c * (ups - downs) + (ups + downs)) / (2.0 * self.n * cells)
+        return {"n": self.n, "mean_fill": fill, "false_positive_rate": max(fill, 0.0) ** p.K}
+
+    def _cells_per_report(self) -> int:
+        return 1
+
+    def _bit_constant(self) -> float:
+        return c_eps(self.params.epsilon)
+
+    def estimate(self, candidates=None, counts: bool = False, estimator: str = "r2") -> np.ndarray:
+        """Frequencies (fractions of users; counts with ``counts=True``) of ``candidates``
+        (default: every tracked item).
+
+        ``estimator="r2"`` (default, [PS]/R2): ``fhat = (KM/n) sum_i I_i (c b_i + 1)/2``,
+        unbiased for the count-min frequency ``ftilde >= f`` with variance
+        ``[KM e^eps/(e^eps-1)^2 + (KM-1) ftilde]/n`` (derived here; [PS] prints only the
+        ``ftilde = 0`` value).
+        ``estimator="centred"``: ``1/2 + (KM c/(2n)) sum_i I_i b_i``, also unbiased, variance
+        ``(KM c^2 - 1)/(4n)`` (smaller when ``ftilde > 1/4``). Here ``c = (e^eps+1)/(e^eps-1)``.
+        """
+        cand = self._query(candidates)
+        p = self.params
+        pos, neg = self._pos[cand].astype(np.float64), self._neg[cand].astype(np.float64)
+        KM, n, c = p.K * p.M, float(self.n), c_eps(p.epsilon)
+        if estimator == "r2":
+            est = KM / n * (c * (pos - neg) + (pos + neg)) / 2.0
+        elif estimator == "centred":
+            est = 0.5 + KM * c / (2.0 * n) * (pos - neg)
+        else:
+            raise ParameterError(f"estimator must be 'r2' or 'centred', got {estimator!r}")
+        return est * n if counts else est
+
+
+class NoSmpServer(Server):
+    """PrivSketch-noSmp collector ([PS] Alg. 3): every candidate takes each
+    user's perturbed bit at ``argmin_k O[k, H_k(x)]``. Cost ``O(n |D| K)`` (C++, threads)."""
+
+    protocol: ClassVar[str] = "privsketch-nosmp"
+    params_type: ClassVar[type] = NoSmpParams
+    reports_type: ClassVar[type] = NoSmpReports
+
+    @property
+    def _bits_per_report(self) -> int:  # type: ignore[override]
+        return self.params.K * self.params.M
+
+    def _decode(self, reports):
+        p = self.params
+        bits = reports.bits.reshape(len(reports), p.K * p.M)
+        return _core.privsketch_decode_full(p.K, p.M, reports.order, bits, self._cand_cells, self.threads)
+
+    def _cells_per_report(self) -> int:
+        return self.params.K * self.params.M
+
+    def _bit_constant(self) -> float:
+        return c_eps(self.params.epsilon / (self.params.K * self.params.M))
+
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
+        ``c' = (e^{eps/KM}+1)/(e^{eps/KM}-1)``: unbiased for ``ftilde``, variance
+        ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
+        cand = self._query(candidates)
+        p = self.params
+        c = c_eps(p.epsilon / (p.K * p.M))
+        diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
+        est = 0.5 * (c * diff / self.n + 1.0)
+        return est * self.n if counts else est
+
+
+class SafeServer(Aggregator):
+    """Collector for the LDP-safe variant (no ordering matrix). State: per cell ``(k, m)``
+    the numbers of +1 and -1 bits (``pos``/``neg``, shape (K, M)) and ``n``; O(n) to ingest.
+
+    Without ``O`` the collector cannot tell which of an item's K cells is the minimum, so it
+    decodes count-mean style: ``Z_i = M sum_k 1{(k_i, m_i) = (k, H_k(x))} Xhat_i`` with
+    ``Xhat = (c b + 1)/2`` is unbiased for ``sum_k X_i[k, H_k(x)]/K``.
+    """
+
+    protocol: ClassVar[str] = "privsketch-ldp"
+    params_type: ClassVar[type] = SafeParams
+    reports_type: ClassVar[type] = SafeReports
+
+    def __init__(self, params: SafeParams):
+        super().__init__(params)
+        self._st = _State(n=np.zeros(1, dtype=np.int64), pos=np.zeros((params.K, params.M), dtype=np.int64),
+                          neg=np.zeros((params.K, params.M), dtype=np.int64))
+
+    @classmethod
+    def _state_layout(cls, params):
+        shape = (params.K, params.M)
+        return {"n": ((1,), "int64"), "pos": (shape, "int64"), "neg": (shape, "int64")}
+
+    @property
+    def _pos(self) -> np.ndarray:
+        return self._st["pos"]
+
+    @property
+    def _neg(self) -> np.ndarray:
+        return self._st["neg"]
+
+    def _set_state(self, state):
+        self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "pos", "neg")})
+
+    def _check_state(self, state) -> None:
+        super()._check_state(state)
+        n, pos, neg = int(state["n"][0]), state["pos"], state["neg"]
+        if n < 0 or int(pos.min()) < 0 or int(neg.min()) < 0 or float(pos.sum(dtype=np.float64) + neg.sum()) != n:
+            raise FormatError(f"stored cell counts do not add up to the stored n = {n}")
+
+    @property
+    def n(self) -> int:
+        return int(self._st["n"][0])
+
+    def _validate(self, reports: SafeReports) -> None:
+        _check_reports(reports, self.params)
+
+    def _ingest(self, reports: SafeReports):
+        p = self.params
+        cell = reports.k.astype(np.int64) * p.M + reports.m
+        up = reports.bit > 0
+        st = self._st
+        return {"n": st["n"] + len(reports),
+                "pos": st["pos"] + np.bincount(cell[up], minlength=p.K * p.M).reshape(p.K, p.M),
+                "neg": st["neg"] + np.bincount(cell[~up], minlength=p.K * p.M).reshape(p.K, p.M)}
+
+    def _cell_sums(self) -> np.ndarray:
+        """Per cell, the sum of the debiased bits ``(c b + 1)/2`` of the users that sampled it."""
+        c = c_eps(self.params.epsilon)
+        return (c * (self._pos - self._neg) + (self._pos + self._neg)) / 2.0
+
+    def mean_fill(self) -> float:
+        """Unbiased estimate of the average share of 1-cells in the users' sketches."""
+        if self.n == 0:
+            raise ReportError("estimate needs at least one report (n = 0)")
+        return float(self._cell_sums().sum() / self.n)
+
+    def estimate(self, candidates=None, counts: bool = False, estimator: str = "mean") -> np.ndarray:
+        """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
+        domain).
+
+        * ``"mean"`` (default): ``fbar(x) = (M/n) sum_k S[k, H_k(x)]`` with ``S`` the per-cell
+          sums of ``(c b + 1)/2``; unbiased for the count-mean sketch frequency
+          ``(1/(nK)) sum_i sum_k X_i[k, H_k(x)] >= ftilde >= f``, variance
+          ``[M e^eps/(e^eps-1)^2 + M fbar - mean_i(fbar_i^2)]/n`` (K times less noise than
+          PrivSketch, but more Bloom bias since it averages rows instead of taking the min).
+        * ``"mean-corrected"``: ``(fbar - w)/(1 - w)`` with ``w`` = :meth:`mean_fill`, a
+          ratio estimator that removes most of the collision bias (not exactly unbiased).
+        * ``"min"``: ``min_k (KM/n) S[k, H_k(x)]`` (aggregate-then-min, biased).
+        """
+        if self.n == 0:
+            raise ReportError("estimate needs at least one report (n = 0)")
+        p = self.params
+        sums = self._cell_sums().ravel()[p.query_cells(candidates)]  # (D, K)
+        if estimator == "mean":
+            est = p.M / self.n * sums.sum(axis=1)
+        elif estimator == "mean-corrected":
+            w = self.mean_fill()
+            est = (p.M / self.n * sums.sum(axis=1) - w) / (1.0 - w)
+        elif estimator == "min":
+            est = p.K * p.M / self.n * sums.min(axis=1)
+        else:
+            raise ParameterError(f"estimator must be 'mean', 'mean-corrected' or 'min', got {estimator!r}")
+        return est * self.n if counts else est
+
+
+def _sketch_example(params_type):
+    return lambda: (params_type.create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60))
+
+
+def _privsketch_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M)),
+            f"{PLUG_IN} (theory.privsketch_variance, R2 estimator; f is the count-min frequency)")
+
+
+def _nosmp_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: np.full(np.shape(f), theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M))),
+            "closed form (theory.privsketch_nosmp_variance)")
+
+
+def _safe_variance(server, candidates):
+    p, n = server.params, server.n
+    return ((lambda f: theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
+            f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with mean(fbar_i^2) >= fbar^2: "
+            "an upper bound)")
+
+
+register_protocol(Protocol(
+    "privsketch", Params, Reports, Server, Client, example=_sketch_example(Params), inputs="sets",
+    # [PS] Alg. 2: the sampled cell (k, m), its bit, and the ordering matrix as one rank in
+    # [0, K M) per cell, ceil(log2(K M)) bits each (a permutation of the cells).
+    wire_fields=lambda p: [WireField("k", bits_for(p.K), dtype="uint16"), WireField("m", bits_for(p.M), dtype="uint16"),
+                           WireField("bit", 1, SIGN, "int8"),
+                           WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
+    variance=_privsketch_variance, default_candidates=tracked_candidates,
+    simulations=sketch_simulation("privsketch", "PrivSketch", "PrivSketch, K=4, M=128, R2 estimator (NOT eps-LDP: "
+                                  "its ordering matrix leaks, PS reproduction only)"),
+    audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
+                     sketch_epsilon)))
+register_protocol(Protocol(
+    "privsketch-nosmp", NoSmpParams, NoSmpReports, NoSmpServer, NoSmpClient, example=_sketch_example(NoSmpParams),
+    inputs="sets",
+    # every cell's bit and the ordering matrix
+    wire_fields=lambda p: [WireField("bits", 1, SIGN, "int8", (p.K, p.M)),
+                           WireField("order", bits_for(p.K * p.M), dtype="uint16", shape=(p.K, p.M))],
+    variance=_nosmp_variance, default_candidates=tracked_candidates,
+    simulations=sketch_simulation("privsketch-nosmp", "PrivSketch-noSmp",
+                                  "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
+    audit=AuditHooks(lambda e, **kw: NoSmpParams.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
+                     sketch_epsilon)))
+register_protocol(Protocol(
+    "privsketch-ldp", SafeParams, SafeReports, SafeServer, SafeClient, example=_sketch_example(SafeParams),
+    inputs="sets",
+    # the sampled cell (k, m) and one bit
+    wire_fields=lambda p: [WireField("k", bits_for(p.K), dtype="uint16"), WireField("m", bits_for(p.M), dtype="uint16"),
+                           WireField("bit", 1, SIGN, "int8")],
+    variance=_safe_variance,
+    simulations=sketch_simulation("privsketch-ldp", "PrivSketch-LDP", "LDP-safe PrivSketch: no ordering matrix, "
+                                  "one sampled cell, fill-corrected count-mean", estimator="mean-corrected"),
+    audit=AuditHooks(lambda e, **kw: SafeParams.create(epsilon=e, d=64, K=2, M=4, seed=1, **kw), sketch_bits_plan,
+                     sketch_epsilon)))
+
+
+# The baselines live in their own modules (one per family); their names stay importable here.
+from . import _svim_run, multi_pcms as _multi_pcms, ps_olh as _ps_olh, svim as _svim  # noqa: E402
+from .multi_pcms import *  # noqa: E402,F401,F403
+from .ps_olh import *  # noqa: E402,F401,F403
+from .svim import *  # noqa: E402,F401,F403
+from ._svim_run import *  # noqa: E402,F401,F403
+
+__all__ += _multi_pcms.__all__ + _ps_olh.__all__ + _svim.__all__ + _svim_run.__all__

@@ -1,0 +1,618 @@
+"""SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``), the set baseline [PS]
+(section 4) compares PrivSketch with on the top-k: three phases over disjoint user groups
+(:func:`ldpfast.privsketch.svim_groups`: G1/G2/G3 = 40%/10%/50%), each with its own
+Params/Client/Reports/Server; the parameters of phases 2 and 3 carry what the previous
+phase's server decided, so clients and server agree on it:
+
+- ``svim-items`` (:class:`SVIMItemParams`): one sampled item per user (the dummy ``d``
+  for an empty set, so every user reports), OLH over ``[0, d]``;
+  :meth:`SVIMItemServer.length_params` keeps the top 2k as candidates C.
+- ``svim-lengths`` (:class:`SVIMLengthParams`, carries C): ``|S ∩ C|`` with OLH;
+  :meth:`SVIMLengthServer.padded_params` picks the length L.
+- ``svim-padded`` (:class:`SVIMPaddedParams`, carries C and L): pad ``S ∩ C`` with
+  distinct dummies to L and sample one slot, GRR with the amplified eps' or OLH(eps);
+  :meth:`SVIMPaddedServer.top` returns the top k of C. ``reference=True`` reproduces R3's
+  single dummy, which is only ``log(L(e^eps-1)+1)``-LDP (warns).
+
+Each phase is eps-LDP for its users (every user belongs to one group and reports once),
+except ``svim-padded`` with ``reference=True``. :func:`ldpfast.privsketch.svim` runs the
+three phases on a :class:`~ldpfast.datasets.SetData` (simulation). OLH here is the CMS+RR estimator with
+``m = g`` and per-user pairwise-independent hashes over the prime field ([PAN] section
+4.4), on the OCMS kernels, with OLH's ``g = round(e^eps) + 1`` (:func:`ldpfast.theory.olh_g`).
+
+Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_baselines`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import ClassVar
+
+import numpy as np
+
+from .. import _core
+from .._base import Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State
+from .._base import register_protocol
+from .._random import KeySource, RngLike
+from ..errors import FormatError, ParameterError, ReportError
+from .._validate import (candidate_array, check_below, check_bool, check_epsilon, check_int, check_real,
+                         check_threads, rr_threshold)
+from ..kernels.field import PRIME
+from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
+                             olh_perturb)
+from ._sets import PrivacyWarning, as_sets, intersect_candidates
+from .._base import AuditHooks
+from .._validate import rr_effective_epsilon
+from ..audit import Plan, set_inputs, support_events
+from ..estimates import PLUG_IN
+from ..wire import WireField, bits_for
+from ._registration import draw, olh_plan, olh_variance, olh_wire, prime_field_of, random_sets, rr_epsilon, theory
+
+__all__ = [
+    "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
+    "SVIMLengthParams", "SVIMLengthReports", "SVIMLengthClient", "SVIMLengthServer",
+    "SVIMPaddedParams", "SVIMPaddedReports", "SVIMPaddedClient", "SVIMPaddedServer",
+    "SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L",
+]
+
+
+#: SVIM's default user groups G1 / G2 / G3 (candidates / lengths / padded items).
+SVIM_SHARES = (0.4, 0.1, 0.5)
+#: SVIM's default coverage: L covers this share of the users' ``|S ∩ C|``.
+SVIM_COVERAGE = 0.9
+#: SVIM's default cap on L (R3 ``find_percentile_set``).
+SVIM_MAX_L = 31
+
+
+def _svim_g(epsilon: float, g: int) -> int:
+    """OLH range in SVIM: ``g`` if given, else OLH's ``round(e^eps) + 1`` (R3's ``fo.lh``
+    truncates, ``int(e^eps) + 1``; pass ``g`` to reproduce it)."""
+    return check_int("g", g or default_g(epsilon), 2, 2**62)
+
+
+def _check_candidates(candidates, d: int) -> tuple:
+    cand = candidate_array(candidates, d, distinct=True)
+    if cand.size == 0:
+        raise ParameterError("candidates must not be empty")
+    return tuple(int(x) for x in cand)
+
+
+class _SVIMOLHParams(_ParamsBase):
+    """OLH over the phase's own domain with the full epsilon and ``g`` of :func:`_svim_g`."""
+
+    @property
+    def flip_probability(self) -> float:
+        """GRR flip probability of the hashed value, ``(g-1)/(e^eps + g - 1)``."""
+        return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
+
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (rounded so OLH is at most eps-LDP)."""
+        return rr_threshold(self.epsilon, self.g)
+
+
+@dataclasses.dataclass(frozen=True)
+class SVIMItemParams(_SVIMOLHParams):
+    """SVIM phase 1: each G1 user reports one uniformly sampled item of its set with OLH
+    over ``[0, d]``, a user with an empty set the dummy ``d`` (R3 lets such users send
+    nothing, which reveals that their set is empty); the server keeps the top ``2k`` of
+    ``[0, d)`` as candidates. eps-LDP: OLH with eps is eps-LDP whatever value it encodes."""
+
+    protocol: ClassVar[str] = "svim-items"
+    epsilon: float
+    d: int
+    k: int = 50
+    g: int = 0
+    field_size: int = PRIME
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", check_field_size(self.field_size))
+        check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
+        check_int("k", self.k, 1)
+        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
+
+    @property
+    def domain(self) -> int:
+        return self.d
+
+
+@dataclasses.dataclass(frozen=True)
+class SVIMLengthParams(_SVIMOLHParams):
+    """SVIM phase 2: each G2 user reports ``min(|S ∩ C|, max_length)`` with OLH over
+    ``[0, max_length]``. ``candidates`` (C, from phase 1, in rank order) fixes what clients
+    intersect with; ``max_length`` defaults to ``|C|``, which never clips since
+    ``|S ∩ C| <= |C|`` (as R3). ``coverage`` and ``max_L``: L is the smallest ``l >= 1``
+    whose estimated cumulative share exceeds ``coverage``, capped at ``max_L`` (default 31:
+    R3's ``find_percentile_set`` stops after l = 30 and then returns 31) and ``max_length``."""
+
+    protocol: ClassVar[str] = "svim-lengths"
+    epsilon: float
+    d: int
+    candidates: tuple
+    max_length: int = 0
+    coverage: float = SVIM_COVERAGE
+    max_L: int = SVIM_MAX_L
+    g: int = 0
+    field_size: int = PRIME
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", check_field_size(self.field_size))
+        check_int("d", self.d, 1, self.field_size - 1)
+        object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
+        object.__setattr__(self, "max_length",
+                           check_int("max_length", self.max_length or len(self.candidates), 1))
+        object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
+        check_int("max_L", self.max_L, 1)
+        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
+
+    @property
+    def domain(self) -> int:
+        return self.max_length + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SVIMPaddedParams(_ParamsBase):
+    """SVIM phase 3: each G3 user pads ``S ∩ C`` to length ``L`` with ``L - |S ∩ C|``
+    distinct dummies drawn at random from the ``L`` dummies ``|C| + j`` (``j < L``) and
+    samples one of the ``max(L, |S ∩ C|)`` slots uniformly (items are reported by their
+    position in ``candidates``), then reports it with GRR
+    over ``|C| + L`` values and the amplified ``eps' = log(L(e^eps - 1) + 1)`` when
+    ``|C| < L e^eps (4L - 1) + 1``, else with OLH(eps) (Wang, Li, Jha 2018). ``L`` comes
+    from phase 2.
+
+    Privacy (GRR branch): every value, item or dummy, is the padded sample with probability
+    ``pi <= 1/L``, so ``P(z | S) = q + (p - q) pi`` lies in ``[q, q + (p - q)/L]`` and the
+    ratio for two sets is at most ``1 + (e^eps' - 1)/L = e^eps``: eps-LDP. The OLH branch
+    is eps-LDP for any sampled value.
+
+    ``reference=True`` reproduces R3: a single dummy ``|C|`` (domain ``|C| + 1``). A user
+    with ``|S ∩ C| = 0`` then reports the dummy's GRR with probability ``p`` and one with
+    ``L`` candidates with probability ``q``, so the GRR branch is only
+    ``eps' = log(L(e^eps - 1) + 1)``-LDP (:attr:`true_epsilon`); its client emits a
+    :class:`~ldpfast.privsketch.PrivacyWarning`.
+    """
+
+    protocol: ClassVar[str] = "svim-padded"
+    epsilon: float
+    d: int
+    candidates: tuple
+    L: int
+    coverage: float = SVIM_COVERAGE
+    g: int = 0
+    field_size: int = PRIME
+    reference: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "field_size", check_field_size(self.field_size))
+        check_int("d", self.d, 1, self.field_size - 1)
+        object.__setattr__(self, "candidates", _check_candidates(self.candidates, self.d))
+        check_int("L", self.L, 1, self.field_size - 1 - len(self.candidates))
+        object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
+        object.__setattr__(self, "g", _svim_g(self.epsilon, self.g))
+        object.__setattr__(self, "reference", check_bool("reference", self.reference))
+        _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
+
+    @property
+    def dummies(self) -> int:
+        """Number of dummy values: ``L`` (1 with ``reference=True``)."""
+        return 1 if self.reference else self.L
+
+    @property
+    def domain(self) -> int:
+        """Reported values: candidate positions ``[0, |C|)`` and the dummies ``|C| + j``."""
+        return len(self.candidates) + self.dummies
+
+    @property
+    def uses_grr(self) -> bool:
+        """GRR when ``|C| < L e^eps (4L - 1) + 1`` (the SVIM/PSFO switch), else OLH."""
+        return len(self.candidates) < self.L * math.exp(self.epsilon) * (4 * self.L - 1) + 1
+
+    @property
+    def grr_epsilon(self) -> float:
+        """The amplified budget ``eps' = log(L(e^eps - 1) + 1)`` of the GRR branch."""
+        return math.log(self.L * math.expm1(self.epsilon) + 1.0)
+
+    @property
+    def true_epsilon(self) -> float:
+        """The epsilon the reports really satisfy: eps, except ``eps'`` for the GRR branch
+        with ``reference=True``."""
+        return self.grr_epsilon if self.reference and self.uses_grr else self.epsilon
+
+    @property
+    def flip_probability(self) -> float:
+        """GRR branch: ``(m-1)/(e^eps' + m - 1)`` with ``m`` = :attr:`domain`; OLH branch:
+        ``(g-1)/(e^eps + g - 1)``."""
+        if self.uses_grr:
+            return (self.domain - 1) / (math.exp(self.grr_epsilon) + self.domain - 1)
+        return (self.g - 1) / (math.exp(self.epsilon) + self.g - 1)
+
+    @property
+    def flip_threshold(self) -> int:
+        """The 64-bit threshold of that flip (:func:`ldpfast._validate.rr_threshold`)."""
+        if self.uses_grr:
+            return rr_threshold(self.grr_epsilon, self.domain, "epsilon' = log(L(e^eps-1)+1)")
+        return rr_threshold(self.epsilon, self.g)
+
+
+@dataclasses.dataclass
+class SVIMItemReports(OLHReportColumns):
+    """Phase-1 OLH reports ``(z, a0, a1)`` (one per user)."""
+
+    protocol: ClassVar[str] = "svim-items"
+
+
+@dataclasses.dataclass
+class SVIMLengthReports(OLHReportColumns):
+    """Phase-2 OLH reports ``(z, a0, a1)`` of the users' capped ``|S ∩ C|``."""
+
+    protocol: ClassVar[str] = "svim-lengths"
+
+
+@dataclasses.dataclass
+class SVIMPaddedReports(OLHReportColumns):
+    """Phase-3 reports. OLH branch: ``(z, a0, a1)``. GRR branch: ``z`` is the perturbed
+    value in ``[0, |C| + dummies)`` and ``a0 = a1 = 0`` (no hash)."""
+
+    protocol: ClassVar[str] = "svim-padded"
+
+
+class _SVIMClient(ClientBase):
+    """Base of the SVIM clients (each checks the parameters of the protocol it is registered for)."""
+
+
+class SVIMItemClient(_SVIMClient):
+    """SVIM phase-1 user side: one uniformly sampled item of ``S`` (the dummy ``d`` when
+    ``S`` is empty) reported with OLH, one report per user. ``rng``: None = OS entropy
+    (real clients); seeds are for simulation only."""
+
+    params_type: ClassVar[type] = SVIMItemParams
+
+    def perturb(self, sets) -> SVIMItemReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        offsets, items = as_sets(sets, self.params.d)
+        # Padding and sampling to length 1: a uniform item of a non-empty set, else d.
+        picks = _core.privsketch_padding_sample(self._keys.key(), offsets, items, 1, self.params.d, self.threads)
+        return SVIMItemReports(*olh_perturb(self.params, self._keys, picks, self.threads))
+
+
+class SVIMLengthClient(_SVIMClient):
+    """SVIM phase-2 user side: ``min(|S ∩ C|, max_length)`` reported with OLH over
+    ``[0, max_length]``. ``rng``: None = OS entropy; seeds are for simulation only."""
+
+    params_type: ClassVar[type] = SVIMLengthParams
+
+    def perturb(self, sets) -> SVIMLengthReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        p = self.params
+        offsets, _ = intersect_candidates(*as_sets(sets, p.d), p.candidates)
+        lengths = np.minimum(np.diff(offsets), p.max_length)
+        return SVIMLengthReports(*olh_perturb(p, self._keys, lengths, self.threads))
+
+
+def _uniform_below(keys: KeySource, n: int, bound: int, threads: int) -> np.ndarray:
+    """``n`` independent uniform draws from ``[0, bound)`` from the ChaCha20 stream: k-ary RR
+    of the symbol 0 over ``[0, bound]`` that always flips lands uniformly on ``[1, bound]``;
+    the threshold ``2^64 - 1`` keeps 0 with probability 2^-64, redrawn (exact rejection)."""
+    out = np.zeros(n, dtype=np.uint64)
+    todo = np.arange(n)
+    while todo.size:
+        draw = _core.randomized_response(keys.key(), np.zeros(todo.size, dtype=np.uint64), bound + 1, 2**64 - 1,
+                                         threads)
+        out[todo] = draw - 1
+        todo = todo[draw == 0]
+    return out
+
+
+class SVIMPaddedClient(_SVIMClient):
+    """SVIM phase-3 user side: pad ``S ∩ C`` with distinct dummies to ``L``, sample one slot
+    (see :class:`SVIMPaddedParams`), then GRR with eps' or OLH(eps). ``rng``: None = OS
+    entropy; seeds are for simulation only. With ``reference=True`` (R3's single dummy) it
+    emits :class:`~ldpfast.privsketch.PrivacyWarning` when the GRR branch is used."""
+
+    params_type: ClassVar[type] = SVIMPaddedParams
+
+    def __init__(self, params, rng: RngLike = None, threads: int = 0):
+        super().__init__(params, rng, threads)
+        if params.true_epsilon > params.epsilon:
+            warnings.warn(f"SVIM phase 3 with reference=True (R3's single dummy) is NOT {params.epsilon:g}-LDP: "
+                          f"a user with no candidate reports the dummy far more often; the reports are only "
+                          f"{params.true_epsilon:.6g}-LDP (log(L (e^eps - 1) + 1)). Use reference=False.",
+                          PrivacyWarning, stacklevel=2)
+
+    def perturb(self, sets) -> SVIMPaddedReports:
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        p = self.params
+        offsets, positions = intersect_candidates(*as_sets(sets, p.d), p.candidates)
+        size = len(p.candidates)
+        values = _core.privsketch_padding_sample(self._keys.key(), offsets, positions, p.L, size, self.threads)
+        if p.dummies > 1:
+            # Padding with L - |S ∩ C| distinct dummies drawn at random from the L dummies and
+            # sampling a slot makes the dummy uniform among the L: each has probability <= 1/L.
+            dummy = np.flatnonzero(values == size)
+            values[dummy] += _uniform_below(self._keys, dummy.size, p.dummies, self.threads)
+        if not p.uses_grr:
+            return SVIMPaddedReports(*olh_perturb(p, self._keys, values, self.threads))
+        z = _core.randomized_response(self._keys.key(), values, p.domain, p.flip_threshold, self.threads)
+        zeros = np.zeros(z.size, dtype=np.uint64)
+        return SVIMPaddedReports(z=z, a0=zeros, a1=zeros.copy())
+
+
+class _SVIMServer(Aggregator):
+    """State: ``n`` (reports) and ``counts`` (int64 per value of the phase's domain: OLH,
+    the users whose hash of the value matches their report; GRR, the reports equal to it)."""
+
+    reports_type: ClassVar[type] = OLHReportColumns
+
+    def __init__(self, params, threads: int = 0):
+        super().__init__(params)
+        self.threads = check_threads(threads)
+        self._st = _State(n=np.zeros(1, dtype=np.int64), counts=np.zeros(params.domain, dtype=np.int64))
+
+    @classmethod
+    def _state_layout(cls, params):
+        return {"n": ((1,), "int64"), "counts": ((params.domain,), "int64")}
+
+    @property
+    def _counts(self) -> np.ndarray:
+        return self._st["counts"]
+
+    def _set_state(self, state):
+        self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "counts")})
+
+    def _check_state(self, state) -> None:
+        super()._check_state(state)
+        n, counts = int(state["n"][0]), state["counts"]
+        # OLH: a report matches each value at most once; GRR: it counts for one value
+        if n < 0 or int(counts.min()) < 0 or int(counts.max()) > n or (
+                not self._uses_olh() and float(counts.sum(dtype=np.float64)) != n):
+            raise FormatError(f"stored counts do not fit the stored n = {n}")
+
+    @property
+    def n(self) -> int:
+        return int(self._st["n"][0])
+
+    def _uses_olh(self) -> bool:
+        return True
+
+    def _validate(self, reports) -> None:
+        p = self.params
+        if self._uses_olh():
+            check_olh_reports(reports, p)
+        else:
+            check_below(reports.z, p.domain, "z", label="|C| + dummies")
+            if np.any(reports.a0) or np.any(reports.a1):
+                raise ReportError("GRR reports must have a0 = a1 = 0")
+
+    def _ingest(self, reports):
+        p = self.params
+        if self._uses_olh():
+            counts = np.zeros(p.domain, dtype=np.uint64)
+            _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
+                                   counts, self.threads)
+        else:
+            counts = np.bincount(reports.z.astype(np.intp), minlength=p.domain)
+        return {"n": self._st["n"] + len(reports), "counts": self._st["counts"] + counts.astype(np.int64)}
+
+    def _chat(self) -> np.ndarray:
+        """Unbiased estimates of how many reporting users hold each value of the domain."""
+        if self.n == 0:
+            raise ReportError("estimate needs at least one report (n = 0)")
+        return self.n * debias_matches(self._counts, self.n, self.params.epsilon, self.params.g)
+
+
+class SVIMItemServer(_SVIMServer):
+    """SVIM phase-1 collector. Decoding costs O(n d) hash evaluations (C++, threads)."""
+
+    protocol: ClassVar[str] = "svim-items"
+    params_type: ClassVar[type] = SVIMItemParams
+    reports_type: ClassVar[type] = SVIMItemReports
+
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Unbiased estimates of the item-sampling frequencies ``P(sampled item = x)`` over
+        all users, those with empty sets included (they sample the dummy ``d``)
+        (``candidates``: default every item of ``[0, d)``; counts of users with
+        ``counts=True``)."""
+        freq = self._chat() / (1.0 if counts else self.n)
+        return freq if candidates is None else freq[candidate_array(candidates, self.params.d)]
+
+    def candidates(self) -> np.ndarray:
+        """C: the ``2k`` items with the largest estimates, best first (ties by item id)."""
+        return np.argsort(-self.estimate(), kind="stable")[: min(2 * self.params.k, self.params.d)]
+
+    def length_params(self, max_length: int = 0, coverage: float = SVIM_COVERAGE,
+                      max_L: int = SVIM_MAX_L) -> SVIMLengthParams:
+        """Phase-2 parameters carrying this phase's candidates (other arguments: see
+        :class:`SVIMLengthParams`)."""
+        p = self.params
+        return SVIMLengthParams(epsilon=p.epsilon, d=p.d, candidates=tuple(self.candidates().tolist()),
+                                max_length=max_length, coverage=coverage, max_L=max_L, field_size=p.field_size)
+
+
+class SVIMLengthServer(_SVIMServer):
+    """SVIM phase-2 collector."""
+
+    protocol: ClassVar[str] = "svim-lengths"
+    params_type: ClassVar[type] = SVIMLengthParams
+    reports_type: ClassVar[type] = SVIMLengthReports
+
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Unbiased estimates of the length histogram: the share of reporting users with
+        capped ``|S ∩ C| = l`` for the lengths ``candidates`` (default ``l = 0 ..
+        max_length``); numbers of users with ``counts=True``."""
+        hist = self._chat() / (1.0 if counts else self.n)
+        return hist if candidates is None else hist[candidate_array(candidates, self.params.max_length + 1)]
+
+    def length(self) -> int:
+        """L: the smallest ``l >= 1`` whose cumulative share of the estimated histogram
+        (raw, not clipped at 0, as R3) exceeds ``coverage``, capped at
+        ``min(max_L, max_length)`` (also the answer when no l qualifies)."""
+        p = self.params
+        hist = self.estimate()
+        cap = min(p.max_L, p.max_length)
+        total = hist.sum()
+        if not total > 0:
+            return cap
+        above = np.flatnonzero(np.cumsum(hist)[1:] / total > p.coverage)
+        return min(int(above[0]) + 1, cap) if above.size else cap
+
+    def padded_params(self, reference: bool = False) -> SVIMPaddedParams:
+        """Phase-3 parameters carrying C and this phase's L (``reference``: see
+        :class:`SVIMPaddedParams`)."""
+        p = self.params
+        return SVIMPaddedParams(epsilon=p.epsilon, d=p.d, candidates=p.candidates, L=self.length(),
+                                coverage=p.coverage, field_size=p.field_size, reference=reference)
+
+
+class SVIMPaddedServer(_SVIMServer):
+    """SVIM phase-3 collector (GRR or OLH as the parameters say)."""
+
+    protocol: ClassVar[str] = "svim-padded"
+    params_type: ClassVar[type] = SVIMPaddedParams
+    reports_type: ClassVar[type] = SVIMPaddedReports
+
+    def _uses_olh(self) -> bool:
+        return not self.params.uses_grr
+
+    def sampling_frequencies(self) -> np.ndarray:
+        """Unbiased estimates of ``P(padded sample = C[i])`` over the reporting users."""
+        p = self.params
+        if p.uses_grr:
+            if self.n == 0:
+                raise ReportError("estimate needs at least one report (n = 0)")
+            e = math.exp(p.grr_epsilon)
+            keep, other = e / (e + p.domain - 1), 1.0 / (e + p.domain - 1)
+            chat = (self._counts - self.n * other) / (keep - other)
+        else:
+            chat = self._chat()
+        return chat[:len(p.candidates)] / self.n
+
+    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+        """Item frequencies ``fhat = L chat3 / (coverage n3)`` (R3 leaves out L) of
+        ``candidates``, items of C (default all of C, in ``params.candidates`` order);
+        ``n3 fhat`` with ``counts=True``.
+
+        Raises:
+            ParameterError: a candidate is not in C.
+        """
+        freq = self.params.L * self.sampling_frequencies() / self.params.coverage
+        if candidates is not None:
+            freq = freq[self.candidate_positions(candidates)]
+        return freq * self.n if counts else freq
+
+    def candidate_positions(self, items) -> np.ndarray:
+        """Positions in ``params.candidates`` of ``items`` (each must be in C)."""
+        items = candidate_array(items, self.params.d)
+        lookup = {int(c): i for i, c in enumerate(self.params.candidates)}
+        missing = [int(x) for x in items if int(x) not in lookup]
+        if missing:
+            raise ParameterError(f"candidates must be items of C (params.candidates), {missing[0]} is not")
+        return np.array([lookup[int(x)] for x in items], dtype=np.int64)
+
+    def top(self, k: int) -> tuple:
+        """The ``k`` candidates with the largest estimates, best first (ties by position in
+        C), and their estimates."""
+        k = check_int("k", k, 1)
+        freq = self.estimate()
+        best = np.argsort(-freq, kind="stable")[:k]
+        return np.asarray(self.params.candidates, dtype=np.int64)[best], freq[best]
+
+
+def _padded_wire(p):
+    # phase 3 is OLH, or GRR on |C| + 1 values (then only z travels: 0-bit hash fields)
+    if p.uses_grr:
+        return [WireField("z", bits_for(p.domain)), WireField("a0", 0), WireField("a1", 0)]
+    return olh_wire(p)
+
+
+def _padded_variance(server, candidates):
+    p, n = server.params, server.n
+    scale = p.L / p.coverage
+    if p.uses_grr:
+        def var(f):
+            return scale**2 * theory().grr_variance(p.grr_epsilon, p.domain, n, np.clip(f / scale, 0.0, 1.0))
+    else:
+        def var(f):
+            return scale**2 * theory().olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
+    return var, f"{PLUG_IN} (the GRR/OLH variance of the padded sample, scaled by (L/coverage)^2)"
+
+
+def _padded_epsilon(params):
+    if not params.uses_grr:
+        return rr_effective_epsilon(params.flip_threshold, params.g)
+    grr_eps = rr_effective_epsilon(params.flip_threshold, params.domain)
+    if params.reference:           # the single dummy: no amplification (class docstring)
+        return grr_eps
+    return math.log1p(math.expm1(grr_eps) / params.L)
+
+
+def _items_plan(params):
+    return olh_plan(prime_field_of(params), params.g, [params.d], [0], set_inputs([], [0]),
+                    ("H(dummy) = z != H(0)", "H(0) = z != H(dummy)"))
+
+
+def _lengths_plan(params):
+    return olh_plan(prime_field_of(params), params.g, [0], [1], set_inputs([], [params.candidates[0]]),
+                    ("H(length 0) = z != H(1)", "H(length 1) = z != H(0)"))
+
+
+def _padded_plan(params):
+    size = len(params.candidates)
+    dummies, items = list(range(size, params.domain)), list(range(min(params.L, size)))
+    inputs = set_inputs([], [params.candidates[i] for i in items])
+    describe = ("z is a dummy's (empty set)", f"z is a candidate's ({len(items)} candidates)")
+    if not params.uses_grr:
+        return olh_plan(prime_field_of(params), params.g, dummies, items, inputs, describe)
+
+    def support(reports, w):
+        return np.isin(reports.z, np.asarray(w, dtype=np.uint64))
+    return Plan(inputs, support_events(support, dummies, items), describe)
+
+
+def _simulate(eps, sets, gen, k):
+    from ._svim_run import svim
+
+    result = svim(sets, eps, k=k, rng=draw(gen))
+    est = np.zeros(sets.d)
+    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
+    return est
+
+
+def _simulations():
+    # SVIM's whole pipeline (its three user groups), listed under its first phase
+    from ..experiments import SetAlgorithm
+
+    return (SetAlgorithm("svim", "SVIM", "protocols.svim", _simulate,
+                         "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)",
+                         whole_domain=False),)
+
+
+def _example(params_type, **kw):
+    return lambda: (params_type(epsilon=2.0, d=60, **kw), random_sets(60))
+
+
+register_protocol(Protocol(
+    "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
+    example=_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire, variance=olh_variance,
+    simulations=_simulations,
+    audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
+register_protocol(Protocol(
+    "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
+    example=_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
+    variance=olh_variance,
+    default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
+    audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
+                     _lengths_plan, rr_epsilon("g"))))
+register_protocol(Protocol(
+    "svim-padded", SVIMPaddedParams, SVIMPaddedReports, SVIMPaddedServer, SVIMPaddedClient,
+    example=_example(SVIMPaddedParams, candidates=tuple(range(0, 60, 5)), L=3), inputs="sets",
+    wire_fields=_padded_wire, variance=_padded_variance,
+    default_candidates=lambda server: np.asarray(server.params.candidates, dtype=np.int64),
+    audit=AuditHooks(lambda e, **kw: SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)), L=5,
+                                                      **kw), _padded_plan, _padded_epsilon)))
