@@ -13,8 +13,7 @@ namespace ldpfast::bind {
 
 RngKey key_from_bytes(const py::bytes& key) {
   const std::string raw = key;
-  if (raw.size() != 32)
-    throw py::value_error("key must be 32 bytes, got " + std::to_string(raw.size()));
+  if (raw.size() != 32) throw py::value_error("key must be 32 bytes, got " + std::to_string(raw.size()));
   RngKey out;
   for (int i = 0; i < 8; ++i) {
     out.words[i] = 0;
@@ -83,7 +82,8 @@ FieldSpec binary_field(int l, std::uint64_t poly_low) {
 }
 
 std::string field_repr(const FieldSpec& f) {
-  if (f.binary) return "Field.binary(l=" + std::to_string(f.gf.l) + ", poly_low=" + std::to_string(f.gf.poly_low) + ")";
+  if (f.binary)
+    return "Field.binary(l=" + std::to_string(f.gf.l) + ", poly_low=" + std::to_string(f.gf.poly_low) + ")";
   return "Field.prime(" + std::to_string(f.prime.p) + ")";
 }
 

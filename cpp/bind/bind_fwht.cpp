@@ -18,7 +18,8 @@ void transform(py::array& arr, int threads) {
 
 void py_fwht(const py::object& obj, int threads) {
   if (!py::isinstance<py::array>(obj))
-    throw py::type_error("data must be a numpy array, got " + std::string(py::str(py::type::of(obj).attr("__name__"))));
+    throw py::type_error("data must be a numpy array, got " +
+                         std::string(py::str(py::type::of(obj).attr("__name__"))));
   py::array data = py::reinterpret_borrow<py::array>(obj);
   if (threads < 0)
     throw py::value_error("threads must be an integer >= 0 (0 = default), got " + std::to_string(threads));

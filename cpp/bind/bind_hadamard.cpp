@@ -40,8 +40,8 @@ const std::uint32_t* optional_u32(const std::optional<py::array>& arr, const cha
 
 // Server-assigned groups and rows given to hadamard_perturb must be in range. O(n): run
 // without the GIL.
-void check_assigned(const std::vector<HadamardGroup>& groups, const std::uint32_t* g_in, const std::uint32_t* r_in,
-                    std::size_t n, int threads) {
+void check_assigned(const std::vector<HadamardGroup>& groups, const std::uint32_t* g_in,
+                    const std::uint32_t* r_in, std::size_t n, int threads) {
   std::vector<std::uint64_t> group_rows(groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) group_rows[g] = r_in ? groups[g].rows : ~std::uint64_t{0};
   std::vector<std::uint32_t> zeros;
@@ -92,8 +92,13 @@ py::tuple py_hadamard_perturb(const py::bytes& key, const py::handle& x_obj, con
       check_assigned(groups, g_in ? gp : nullptr, r_in ? rp : nullptr, n, threads);
     });
   const RngKey k = key_from_bytes(key);
-  HadamardPlan plan{field ? &*field : nullptr, groups.data(), groups.size(), level_first.data(),
-                    level_count.data(), static_cast<std::size_t>(level_first.size()), flip_threshold};
+  HadamardPlan plan{field ? &*field : nullptr,
+                    groups.data(),
+                    groups.size(),
+                    level_first.data(),
+                    level_count.data(),
+                    static_cast<std::size_t>(level_first.size()),
+                    flip_threshold};
   if (plan.n_levels == 0) throw py::value_error("at least one level is needed");
   const std::uint64_t* px = x.data();
   std::int8_t* pb = bits.mutable_data();
@@ -118,8 +123,9 @@ std::size_t py_hadamard_first_invalid(std::optional<py::array> groups_obj, const
   return interruptible([&] { return hadamard_first_invalid(g, r, b, n, gr, n_groups, threads); });
 }
 
-void py_hadamard_accumulate(std::optional<py::array> groups_obj, const py::handle& rows_obj, const py::handle& bits_obj,
-                            const py::handle& cell_base_obj, const py::handle& z_obj, int threads) {
+void py_hadamard_accumulate(std::optional<py::array> groups_obj, const py::handle& rows_obj,
+                            const py::handle& bits_obj, const py::handle& cell_base_obj, const py::handle& z_obj,
+                            int threads) {
   auto rows = checked_array<std::uint32_t>(rows_obj, "rows");
   auto bits = checked_array<std::int8_t>(bits_obj, "bits");
   auto cell_base = checked_array<std::uint64_t>(cell_base_obj, "cell_base");
@@ -155,9 +161,9 @@ std::size_t py_hadamard_update(std::optional<py::array> groups_obj, const py::ha
   const std::uint64_t z_size = static_cast<std::uint64_t>(z.size());
   for (std::size_t g = 0; g < n_groups; ++g)  // cb + gr <= z_size, written so that it cannot wrap
     if (gr[g] > z_size || cb[g] > z_size - gr[g])
-      throw py::value_error("cell_base[" + std::to_string(g) + "] + group_rows[" + std::to_string(g) + "] = " +
-                            std::to_string(cb[g]) + " + " + std::to_string(gr[g]) + " exceeds the size of z (" +
-                            std::to_string(z_size) + ")");
+      throw py::value_error("cell_base[" + std::to_string(g) + "] + group_rows[" + std::to_string(g) +
+                            "] = " + std::to_string(cb[g]) + " + " + std::to_string(gr[g]) +
+                            " exceeds the size of z (" + std::to_string(z_size) + ")");
   py::array_t<std::uint32_t> keep;
   const std::uint32_t* gp = optional_u32(groups_obj, "groups", n, &keep);
   const std::uint32_t* r = rows.data();
@@ -167,8 +173,9 @@ std::size_t py_hadamard_update(std::optional<py::array> groups_obj, const py::ha
   return interruptible([&] { return hadamard_update(gp, r, b, n, gr, n_groups, cb, n_cells, pz, threads); });
 }
 
-py::tuple py_rhr_perturb(const py::bytes& key, const py::handle& x_obj, std::uint32_t base_bits, std::uint64_t hsize,
-                         std::uint64_t flip_threshold, std::optional<py::array> rows_in, int threads) {
+py::tuple py_rhr_perturb(const py::bytes& key, const py::handle& x_obj, std::uint32_t base_bits,
+                         std::uint64_t hsize, std::uint64_t flip_threshold, std::optional<py::array> rows_in,
+                         int threads) {
   auto x = checked_array<std::uint64_t>(x_obj, "x");
   if (base_bits > 30) throw py::value_error("base_bits must be <= 30");
   if (hsize < 1 || (hsize & (hsize - 1)) || hsize > (std::uint64_t{1} << 32))
@@ -197,8 +204,9 @@ py::tuple py_rhr_perturb(const py::bytes& key, const py::handle& x_obj, std::uin
 
 void register_hadamard(py::module_& m) {
   m.def("hadamard_perturb", &py_hadamard_perturb, py::arg("key"), py::arg("x"), py::arg("groups_table"),
-        py::arg("level_first"), py::arg("level_count"), py::arg("field") = py::none(), py::arg("groups") = py::none(),
-        py::arg("rows") = py::none(), py::arg("flip_threshold") = 0, py::arg("threads") = 0,
+        py::arg("level_first"), py::arg("level_count"), py::arg("field") = py::none(),
+        py::arg("groups") = py::none(), py::arg("rows") = py::none(), py::arg("flip_threshold") = 0,
+        py::arg("threads") = 0,
         "Hadamard-family client reports: returns (groups or None, rows uint32, bits int8 +-1). Groups and rows "
         "are drawn by the client unless given (server-assigned).");
   m.def("hadamard_first_invalid", &py_hadamard_first_invalid, py::arg("groups"), py::arg("rows"), py::arg("bits"),

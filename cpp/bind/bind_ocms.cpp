@@ -36,12 +36,13 @@ void check_range_in_field(std::uint64_t x_begin, std::size_t count, const FieldS
   }
   if (x_begin >= size || count > size - x_begin)
     throw py::value_error("candidates x_begin .. x_begin + len(counts) - 1 must lie in [0, " +
-                          std::to_string(size) + "), got x_begin = " + std::to_string(x_begin) +
-                          " with " + std::to_string(count) + " candidates");
+                          std::to_string(size) + "), got x_begin = " + std::to_string(x_begin) + " with " +
+                          std::to_string(count) + " candidates");
 }
 
-py::array_t<std::uint64_t> py_ocms_hash(const FieldSpec& field, const py::handle& a0_obj, const py::handle& a1_obj,
-                                        const py::handle& x_obj, std::uint64_t modulus, int threads) {
+py::array_t<std::uint64_t> py_ocms_hash(const FieldSpec& field, const py::handle& a0_obj,
+                                        const py::handle& a1_obj, const py::handle& x_obj, std::uint64_t modulus,
+                                        int threads) {
   auto a0 = checked_array<std::uint64_t>(a0_obj, "a0");
   auto a1 = checked_array<std::uint64_t>(a1_obj, "a1");
   auto x = checked_array<std::uint64_t>(x_obj, "x");
@@ -63,8 +64,8 @@ py::array_t<std::uint64_t> py_ocms_hash(const FieldSpec& field, const py::handle
   return out;
 }
 
-py::tuple py_ocms_perturb(const FieldSpec& field, const py::bytes& key, const py::handle& x_obj, std::uint64_t modulus,
-                          std::uint64_t flip_threshold, int threads) {
+py::tuple py_ocms_perturb(const FieldSpec& field, const py::bytes& key, const py::handle& x_obj,
+                          std::uint64_t modulus, std::uint64_t flip_threshold, int threads) {
   auto x = checked_array<std::uint64_t>(x_obj, "x");
   if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
   const RngKey k = key_from_bytes(key);
@@ -81,8 +82,9 @@ py::tuple py_ocms_perturb(const FieldSpec& field, const py::bytes& key, const py
   return py::make_tuple(z, a0, a1);
 }
 
-py::array_t<std::uint64_t> py_randomized_response(const py::bytes& key, const py::handle& y_obj, std::uint64_t modulus,
-                                                  std::uint64_t flip_threshold, int threads) {
+py::array_t<std::uint64_t> py_randomized_response(const py::bytes& key, const py::handle& y_obj,
+                                                  std::uint64_t modulus, std::uint64_t flip_threshold,
+                                                  int threads) {
   auto y = checked_array<std::uint64_t>(y_obj, "y");
   if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
   const RngKey k = key_from_bytes(key);
@@ -159,7 +161,8 @@ void py_ocms_count_list(const FieldSpec& field, const py::handle& z_obj, const p
 
 void register_ocms(py::module_& m) {
   m.def("ocms_hash", &py_ocms_hash, py::arg("field"), py::arg("a0"), py::arg("a1"), py::arg("x"), py::arg("m"),
-        py::arg("threads") = 0, "h(x) = ((a0 + a1 x) in field) mod m, elementwise. Inputs must be field elements.");
+        py::arg("threads") = 0,
+        "h(x) = ((a0 + a1 x) in field) mod m, elementwise. Inputs must be field elements.");
   m.def("ocms_perturb", &py_ocms_perturb, py::arg("field"), py::arg("key"), py::arg("x"), py::arg("m"),
         py::arg("flip_threshold"), py::arg("threads") = 0,
         "OCMS+RR client reports (z, a0, a1) for values x; flips with probability flip_threshold / 2^64.");
@@ -181,7 +184,8 @@ void register_ocms(py::module_& m) {
       "The method ocms_count_range(method='auto') uses for x_count contiguous candidates.");
   m.def("ocms_count_list", &py_ocms_count_list, py::arg("field"), py::arg("z"), py::arg("a0"), py::arg("a1"),
         py::arg("m"), py::arg("candidates"), py::arg("counts"), py::arg("threads") = 0,
-        "counts[j] += #{i : h_i(candidates[j]) == z[i]} in place. Interrupted (Ctrl-C): counts holds partial sums.");
+        "counts[j] += #{i : h_i(candidates[j]) == z[i]} in place. Interrupted (Ctrl-C): counts holds partial "
+        "sums.");
 }
 
 }  // namespace ldpfast::bind

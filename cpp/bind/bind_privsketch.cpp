@@ -31,7 +31,8 @@ void check_cells(const T* cells, py::ssize_t count, std::uint32_t K, std::uint32
 
 // offsets: n + 1 non-decreasing item offsets from 0 to n_items. O(n): called without the GIL.
 void check_offsets(const std::int64_t* offsets, std::size_t n, py::ssize_t n_items) {
-  if (offsets[0] != 0 || offsets[n] != n_items) throw py::value_error("offsets must start at 0 and end at len(items)");
+  if (offsets[0] != 0 || offsets[n] != n_items)
+    throw py::value_error("offsets must start at 0 and end at len(items)");
   for (std::size_t i = 0; i < n; ++i)
     if (offsets[i + 1] < offsets[i]) throw py::value_error("offsets must be non-decreasing");
 }
@@ -73,7 +74,8 @@ py::tuple py_privsketch_perturb(const FieldSpec& field, const py::handle& a0_obj
   interruptible([&] {
     // Unused without sampling, but zeroed: no stale heap bytes are handed out.
     if (sampling == kSketchFull) std::fill(ps, ps + n, 0);
-    privsketch_perturb(field, pa0, pa1, K, M, po, pitems, n, k, sampling, flip_threshold, ps, pb, porder, threads);
+    privsketch_perturb(field, pa0, pa1, K, M, po, pitems, n, k, sampling, flip_threshold, ps, pb, porder,
+                       threads);
   });
   return py::make_tuple(sampled, bits, order_obj);
 }
@@ -174,14 +176,14 @@ py::array_t<std::uint64_t> py_privsketch_padding_sample(const py::bytes& key, co
 }  // namespace
 
 void register_privsketch(py::module_& m) {
-  m.def("privsketch_perturb", &py_privsketch_perturb, py::arg("field"), py::arg("a0"), py::arg("a1"), py::arg("K"),
-        py::arg("M"), py::arg("offsets"), py::arg("items"), py::arg("key"), py::arg("sampling"),
+  m.def("privsketch_perturb", &py_privsketch_perturb, py::arg("field"), py::arg("a0"), py::arg("a1"),
+        py::arg("K"), py::arg("M"), py::arg("offsets"), py::arg("items"), py::arg("key"), py::arg("sampling"),
         py::arg("with_order"), py::arg("flip_threshold"), py::arg("threads") = 0,
         "Sketch client reports (sampled uint32[n], bits int8[n, per_user], order uint16[n, K, M] or None). "
         "sampling: 0 = every cell, 1 = one cell k*M+m, 2 = one row. Items must be field elements.");
   m.def("privsketch_decode_cell", &py_privsketch_decode_cell, py::arg("K"), py::arg("M"), py::arg("order"),
-        py::arg("cell"), py::arg("bits"), py::arg("bucket_offsets"), py::arg("bucket_cand"), py::arg("bucket_cells"),
-        py::arg("n_cand"), py::arg("threads") = 0,
+        py::arg("cell"), py::arg("bits"), py::arg("bucket_offsets"), py::arg("bucket_cand"),
+        py::arg("bucket_cells"), py::arg("n_cand"), py::arg("threads") = 0,
         "Decode-first PrivSketch collector with sampling: (pos, neg, first_invalid_user) where "
         "first_invalid_user == n means every ordering matrix was a permutation.");
   m.def("privsketch_decode_full", &py_privsketch_decode_full, py::arg("K"), py::arg("M"), py::arg("order"),
@@ -189,7 +191,8 @@ void register_privsketch(py::module_& m) {
         "Decode-first PrivSketch-noSmp collector: (pos, neg, first_invalid_user).");
   m.def("privsketch_padding_sample", &py_privsketch_padding_sample, py::arg("key"), py::arg("offsets"),
         py::arg("items"), py::arg("pad_len"), py::arg("dummy"), py::arg("threads") = 0,
-        "Padding and sampling: one item per user (uniform if size > pad_len, else item r or dummy for r < pad_len).");
+        "Padding and sampling: one item per user (uniform if size > pad_len, else item r or dummy for r < "
+        "pad_len).");
 }
 
 }  // namespace ldpfast::bind

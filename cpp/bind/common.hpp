@@ -46,8 +46,7 @@ py::array_t<T> checked_array(const py::handle& obj, const char* name, int ndim =
   if (!has_dtype<T>(arr))
     throw py::type_error(std::string(name) + " must have dtype " + dtype_name<T>() + ", got " +
                          std::string(py::str(arr.dtype())));
-  if (!(arr.flags() & py::array::c_style))
-    throw py::value_error(std::string(name) + " must be C-contiguous");
+  if (!(arr.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
   if (ndim >= 0 && arr.ndim() != ndim)
     throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimension(s), got " +
                           std::to_string(arr.ndim()));

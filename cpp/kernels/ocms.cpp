@@ -104,8 +104,8 @@ void prepare_block(RangeBlock& b, const PrimeField& f, const FastMod& fm, u64 p_
 
 // Field values and residues of candidates x0 .. x0 + kLanes - 1 for report i.
 template <bool kLargeM>
-void lane_start(const RangeBlock& b, std::size_t i, const PrimeField& f, const FastMod& fm, u64 x0,
-                u64* v, u64* r) {
+void lane_start(const RangeBlock& b, std::size_t i, const PrimeField& f, const FastMod& fm, u64 x0, u64* v,
+                u64* r) {
   u64 vv = prime_value(f, b.a0[i], b.a1_mont[i], x0);
   u64 rr = kLargeM ? 0 : fast_mod(vv, fm);
   for (std::size_t j = 0; j < kLanes; ++j) {
@@ -195,8 +195,8 @@ void count_range_gf(const BinaryField& f, const u64* z, const u64* a0, const u64
 // Values and residues are kept ordered (lanes64.hpp): both are compared. Both updates
 // follow the no-wrap mask (v < wrap_at); p is the same for every report.
 template <bool kLargeM>
-void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes],
-                u64 m, u64 p, std::size_t steps, TileCounter* tile) {
+void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes], u64 m,
+                u64 p, std::size_t steps, TileCounter* tile) {
   Vec v[kGroup], r[kGroup], wrap_at[kGroup], unwrap[kGroup], dstep[kGroup], dwrap[kGroup], z[kGroup];
   for (std::size_t k = 0; k < kGroup; ++k) {
     const Walk& w = b.lanes[g + k];
@@ -223,8 +223,8 @@ void walk_group(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], con
 }
 
 template <bool kLargeM>
-void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u64* a1, std::size_t n,
-                       u64 m, u64 x_begin, std::size_t x_count, u64* counts) {
+void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u64* a1, std::size_t n, u64 m,
+                       u64 x_begin, std::size_t x_count, u64* counts) {
   const FastMod fm = make_fast_mod(m);
   const u64 p_mod_m = fast_mod(f.p, fm);
   RangeBlock block;
@@ -251,8 +251,7 @@ void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u
 // ---------------------------------------------------------------------------------------
 // Entry points
 
-void hash(const FieldSpec& field, const u64* a0, const u64* a1, const u64* x, std::size_t n, u64 m,
-          u64* out) {
+void hash(const FieldSpec& field, const u64* a0, const u64* a1, const u64* x, std::size_t n, u64 m, u64* out) {
   const FastMod fm = make_fast_mod(m);
   for (std::size_t i = 0; i < n; ++i) out[i] = fast_mod(FieldHasher(field, a0[i], a1[i]).value(x[i]), fm);
 }
@@ -263,8 +262,8 @@ u64 draw_field_element(ElementRng& rng, const FieldSpec& field) {
   return rng.below(field.prime.p);
 }
 
-void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_t begin, std::size_t end,
-             u64 m, u64 flip_threshold, u64* z, u64* a0, u64* a1) {
+void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_t begin, std::size_t end, u64 m,
+             u64 flip_threshold, u64* z, u64* a0, u64* a1) {
   const FastMod fm = make_fast_mod(m);
   for_each_element_rng(key, kStreamOcms, begin, end, [&](std::size_t i, ElementRng& rng) {
     a0[i] = draw_field_element(rng, field);
@@ -358,8 +357,7 @@ void randomized_response_batch(const RngKey& key, const u64* y, std::size_t begi
 
 }  // namespace
 
-extern const OcmsKernels ocms_kernels = {&hash, &perturb, &count_range, &count_list,
-                                         &randomized_response_batch};
+extern const OcmsKernels ocms_kernels = {&hash, &perturb, &count_range, &count_list, &randomized_response_batch};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast

@@ -203,7 +203,9 @@ struct U64x8 : Products64From32<U64x8> {
   LDPFAST_LANE_OP void store_tally(TallyCounter* p, Tally t) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), t);
   }
-  LDPFAST_LANE_OP Tally tally_if(Mask m, Tally t) { return _mm256_mask_sub_epi32(t, m, t, _mm256_set1_epi32(-1)); }
+  LDPFAST_LANE_OP Tally tally_if(Mask m, Tally t) {
+    return _mm256_mask_sub_epi32(t, m, t, _mm256_set1_epi32(-1));
+  }
 };
 #endif
 
