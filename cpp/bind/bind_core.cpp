@@ -2,6 +2,8 @@
 #include <pybind11/stl.h>
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "common.hpp"
 #include "ldpfast/dispatch.hpp"
@@ -11,8 +13,7 @@ namespace ldpfast::bind {
 
 RngKey key_from_bytes(const py::bytes& key) {
   const std::string raw = key;
-  if (raw.size() != 32)
-    throw py::value_error("key must be 32 bytes, got " + std::to_string(raw.size()));
+  if (raw.size() != 32) throw py::value_error("key must be 32 bytes, got " + std::to_string(raw.size()));
   RngKey out;
   for (int i = 0; i < 8; ++i) {
     out.words[i] = 0;
@@ -34,6 +35,75 @@ bool python_signal_raised() {
   py::gil_scoped_acquire gil;
   return PyErr_CheckSignals() != 0;
 }
+
+std::vector<std::string> supported_backends() {
+  std::vector<std::string> out;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (isa_supported(isa)) out.emplace_back(isa_name(isa));
+  return out;
+}
+
+std::vector<std::string> compiled_backends() {
+#if defined(LDPFAST_X86_ISAS)
+  return {"scalar", "avx2", "avx512"};
+#else
+  return {"scalar"};
+#endif
+}
+
+void set_backend(const std::string& name) {
+  Isa isa;
+  if (!isa_from_name(name.c_str(), &isa))
+    throw py::value_error("backend must be one of 'scalar', 'avx2', 'avx512', got '" + name + "'");
+  set_active_isa(isa);
+}
+
+py::bytes py_chacha20_block(const py::bytes& key, std::uint64_t counter, std::uint64_t nonce) {
+  std::uint32_t out[16];
+  chacha20_block(key_from_bytes(key), counter, nonce, out);
+  return py::bytes(reinterpret_cast<const char*>(out), sizeof(out));
+}
+
+FieldSpec prime_field(std::uint64_t p) {
+  if (p < 3 || p % 2 == 0) throw py::value_error("prime must be an odd prime >= 3, got " + std::to_string(p));
+  FieldSpec f{};
+  f.binary = false;
+  f.prime = make_prime_field(p);
+  return f;
+}
+
+FieldSpec binary_field(int l, std::uint64_t poly_low) {
+  if (l < 1 || l > 64) throw py::value_error("l must be in [1, 64], got " + std::to_string(l));
+  if (l < 64 && (poly_low >> l) != 0) throw py::value_error("poly_low must have degree < l");
+  FieldSpec f{};
+  f.binary = true;
+  f.gf = make_binary_field(l, poly_low);
+  return f;
+}
+
+std::string field_repr(const FieldSpec& f) {
+  if (f.binary)
+    return "Field.binary(l=" + std::to_string(f.gf.l) + ", poly_low=" + std::to_string(f.gf.poly_low) + ")";
+  return "Field.prime(" + std::to_string(f.prime.p) + ")";
+}
+
+py::array_t<std::uint64_t> field_mul(const FieldSpec& f, const py::handle& a_obj, const py::handle& b_obj) {
+  auto a = checked_array<std::uint64_t>(a_obj, "a");
+  auto b = checked_array<std::uint64_t>(b_obj, "b");
+  check_same_length(a.size(), b.size(), "b");
+  py::array_t<std::uint64_t> out(a.size());
+  const std::uint64_t* pa = a.data();
+  const std::uint64_t* pb = b.data();
+  std::uint64_t* po = out.mutable_data();
+  const py::ssize_t n = a.size();
+  without_gil([&] {
+    for (py::ssize_t i = 0; i < n; ++i)
+      po[i] = f.binary ? gf_mul(pa[i], pb[i], f.gf)
+                       : mont_redc(static_cast<u128>(to_montgomery(pa[i], f.prime)) * pb[i], f.prime);
+  });
+  return out;
+}
+
 }  // namespace
 
 void register_core(py::module_& m) {
@@ -41,75 +111,22 @@ void register_core(py::module_& m) {
   // Resolve LDPFAST_ISA now, so that a bad value fails the import with its message.
   active_isa();
   m.def("active_backend", [] { return std::string(isa_name(active_isa())); });
-  m.def("supported_backends", [] {
-    std::vector<std::string> out;
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
-      if (isa_supported(isa)) out.emplace_back(isa_name(isa));
-    return out;
-  });
-  m.def("compiled_backends", [] {
-#if defined(LDPFAST_X86_ISAS)
-    return std::vector<std::string>{"scalar", "avx2", "avx512"};
-#else
-    return std::vector<std::string>{"scalar"};
-#endif
-  });
-  m.def("set_backend", [](const std::string& name) {
-    Isa isa;
-    if (!isa_from_name(name.c_str(), &isa))
-      throw py::value_error("backend must be one of 'scalar', 'avx2', 'avx512', got '" + name + "'");
-    set_active_isa(isa);
-  });
+  m.def("supported_backends", &supported_backends);
+  m.def("compiled_backends", &compiled_backends);
+  m.def("set_backend", &set_backend);
   m.def("get_num_threads", &default_threads);
   m.def("set_num_threads", &set_default_threads);
-
-  m.def("chacha20_block", [](const py::bytes& key, std::uint64_t counter, std::uint64_t nonce) {
-    std::uint32_t out[16];
-    chacha20_block(key_from_bytes(key), counter, nonce, out);
-    return py::bytes(reinterpret_cast<const char*>(out), sizeof(out));
-  }, py::arg("key"), py::arg("counter"), py::arg("nonce"),
-     "One ChaCha20 block (64-bit counter, 64-bit nonce), little-endian bytes.");
+  m.def("chacha20_block", &py_chacha20_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
+        "One ChaCha20 block (64-bit counter, 64-bit nonce), little-endian bytes.");
 
   py::class_<FieldSpec>(m, "Field", "A finite field for hashing: F_p (odd prime p < 2^64) or GF(2^l), l <= 64.")
-      .def_static("prime", [](std::uint64_t p) {
-        if (p < 3 || p % 2 == 0) throw py::value_error("prime must be an odd prime >= 3, got " + std::to_string(p));
-        FieldSpec f{};
-        f.binary = false;
-        f.prime = make_prime_field(p);
-        return f;
-      }, py::arg("p"))
-      .def_static("binary", [](int l, std::uint64_t poly_low) {
-        if (l < 1 || l > 64) throw py::value_error("l must be in [1, 64], got " + std::to_string(l));
-        if (l < 64 && (poly_low >> l) != 0)
-          throw py::value_error("poly_low must have degree < l");
-        FieldSpec f{};
-        f.binary = true;
-        f.gf = make_binary_field(l, poly_low);
-        return f;
-      }, py::arg("l"), py::arg("poly_low"))
+      .def_static("prime", &prime_field, py::arg("p"))
+      .def_static("binary", &binary_field, py::arg("l"), py::arg("poly_low"))
       .def_property_readonly("is_binary", [](const FieldSpec& f) { return f.binary; })
-      .def("__repr__", [](const FieldSpec& f) {
-        if (f.binary) return "Field.binary(l=" + std::to_string(f.gf.l) + ", poly_low=" + std::to_string(f.gf.poly_low) + ")";
-        return "Field.prime(" + std::to_string(f.prime.p) + ")";
-      });
+      .def("__repr__", &field_repr);
 
-  m.def("field_mul", [](const FieldSpec& f, const py::handle& a_obj, const py::handle& b_obj) {
-    auto a = checked_array<std::uint64_t>(a_obj, "a");
-    auto b = checked_array<std::uint64_t>(b_obj, "b");
-    check_same_length(a.size(), b.size(), "b");
-    py::array_t<std::uint64_t> out(a.size());
-    const std::uint64_t* pa = a.data();
-    const std::uint64_t* pb = b.data();
-    std::uint64_t* po = out.mutable_data();
-    const py::ssize_t n = a.size();
-    {
-      py::gil_scoped_release release;
-      for (py::ssize_t i = 0; i < n; ++i)
-        po[i] = f.binary ? gf_mul(pa[i], pb[i], f.gf)
-                         : mont_redc(static_cast<u128>(to_montgomery(pa[i], f.prime)) * pb[i], f.prime);
-    }
-    return out;
-  }, py::arg("field"), py::arg("a"), py::arg("b"), "Elementwise field product (reference/testing helper).");
+  m.def("field_mul", &field_mul, py::arg("field"), py::arg("a"), py::arg("b"),
+        "Elementwise field product (reference/testing helper).");
 }
 
 }  // namespace ldpfast::bind

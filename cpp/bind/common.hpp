@@ -46,8 +46,7 @@ py::array_t<T> checked_array(const py::handle& obj, const char* name, int ndim =
   if (!has_dtype<T>(arr))
     throw py::type_error(std::string(name) + " must have dtype " + dtype_name<T>() + ", got " +
                          std::string(py::str(arr.dtype())));
-  if (!(arr.flags() & py::array::c_style))
-    throw py::value_error(std::string(name) + " must be C-contiguous");
+  if (!(arr.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
   if (ndim >= 0 && arr.ndim() != ndim)
     throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimension(s), got " +
                           std::to_string(arr.ndim()));
@@ -79,6 +78,16 @@ auto interruptible(F&& f) -> decltype(f()) {
   } catch (const Interrupted&) {
     throw py::error_already_set();  // the GIL is held again; the handler's exception is set
   }
+}
+
+// Runs f() with the GIL released and returns its result: for O(n) input checks that must
+// come before other checks or Python calls (checks followed directly by the work go into
+// the interruptible() call instead). f touches no Python object; a py::value_error it
+// throws is raised once the GIL is back.
+template <class F>
+auto without_gil(F&& f) -> decltype(f()) {
+  py::gil_scoped_release release;
+  return f();
 }
 
 // 32 bytes of key material -> ChaCha20 key.

@@ -23,7 +23,7 @@
 #include "ldpfast/kernels/fwht.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {
@@ -35,9 +35,13 @@ namespace {
 
 // Portable element arithmetic. Integers are added as uint64 (defined wrap-around).
 template <class T>
-inline T add_elem(T a, T b) { return a + b; }
+inline T add_elem(T a, T b) {
+  return a + b;
+}
 template <class T>
-inline T sub_elem(T a, T b) { return a - b; }
+inline T sub_elem(T a, T b) {
+  return a - b;
+}
 template <>
 inline std::int64_t add_elem(std::int64_t a, std::int64_t b) {
   return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
@@ -102,8 +106,12 @@ inline __m512d opaque_ones_pd() {
   __asm__("" : "+v"(one));
   return one;
 }
-inline __m512 lane_signs_ps(unsigned hi) { return _mm512_mask_blend_ps(static_cast<__mmask16>(hi), _mm512_set1_ps(1.0f), _mm512_set1_ps(-1.0f)); }
-inline __m512d lane_signs_pd(unsigned hi) { return _mm512_mask_blend_pd(static_cast<__mmask8>(hi), _mm512_set1_pd(1.0), _mm512_set1_pd(-1.0)); }
+inline __m512 lane_signs_ps(unsigned hi) {
+  return _mm512_mask_blend_ps(static_cast<__mmask16>(hi), _mm512_set1_ps(1.0f), _mm512_set1_ps(-1.0f));
+}
+inline __m512d lane_signs_pd(unsigned hi) {
+  return _mm512_mask_blend_pd(static_cast<__mmask8>(hi), _mm512_set1_pd(1.0), _mm512_set1_pd(-1.0));
+}
 
 struct F32x16 {
   using Elem = float;
@@ -272,8 +280,7 @@ struct Fwht {
   // Radix-Q pass across rows: for each row group {base + q * h : q < Q} (stride `stride`
   // elements between rows) and each column in [c0, c1), the Q-point butterflies.
   template <std::size_t Q>
-  static void pass(T* p, std::size_t rows, std::size_t stride, std::size_t h, std::size_t c0,
-                   std::size_t c1) {
+  static void pass(T* p, std::size_t rows, std::size_t stride, std::size_t h, std::size_t c0, std::size_t c1) {
     for (std::size_t hi = 0; hi < rows; hi += Q * h)
       for (std::size_t lo = hi; lo < hi + h; ++lo) {
         T* base = p + lo * stride;
@@ -289,8 +296,8 @@ struct Fwht {
       }
   }
 
-  static void pass_any(std::size_t q, T* p, std::size_t rows, std::size_t stride, std::size_t h,
-                       std::size_t c0, std::size_t c1) {
+  static void pass_any(std::size_t q, T* p, std::size_t rows, std::size_t stride, std::size_t h, std::size_t c0,
+                       std::size_t c1) {
     switch (q) {
       case 2: return pass<2>(p, rows, stride, h, c0, c1);
       case 4: return pass<4>(p, rows, stride, h, c0, c1);
@@ -326,8 +333,7 @@ struct Fwht {
       case 16:
         if constexpr (KB >= 16) return block<16>(p);
         break;
-      default:
-        break;
+      default: break;
     }
     std::size_t r = n / (KB * W);
     if (r > K && r != KS) r = K;

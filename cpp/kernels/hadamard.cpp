@@ -3,7 +3,7 @@
 #include "ldpfast/kernels/hadamard.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {
@@ -11,9 +11,7 @@ namespace LDPFAST_ISA_NS {
 namespace {
 
 // H[r, c] = (-1)^popcount(r & c): +1 when the parity is even.
-inline int hadamard_sign(std::uint64_t r, std::uint64_t c) {
-  return __builtin_parityll(r & c) ? -1 : 1;
-}
+inline int hadamard_sign(std::uint64_t r, std::uint64_t c) { return __builtin_parityll(r & c) ? -1 : 1; }
 
 void perturb(const HadamardPlan& plan, const RngKey& key, const std::uint64_t* x, std::size_t begin,
              std::size_t end, std::uint32_t* group, bool draw_groups, std::uint32_t* row, bool draw_rows,
@@ -159,7 +157,8 @@ inline bool block_invalid_groups(const std::uint32_t* group, const std::uint32_t
   const __m512i limit_hi = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(safe, 1), group_rows, 8);
   const __m512i r = _mm512_loadu_si512(row + i);
   const __mmask8 row_ok_lo = _mm512_cmplt_epu64_mask(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(r)), limit_lo);
-  const __mmask8 row_ok_hi = _mm512_cmplt_epu64_mask(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(r, 1)), limit_hi);
+  const __mmask8 row_ok_hi =
+      _mm512_cmplt_epu64_mask(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(r, 1)), limit_hi);
   const __m128i b = _mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + i)));
   const __mmask16 bit_ok = _mm_cmpeq_epi8_mask(b, _mm_set1_epi8(1));
   const __mmask16 row_ok = static_cast<__mmask16>(row_ok_lo | (static_cast<unsigned>(row_ok_hi) << 8));
@@ -232,8 +231,8 @@ std::size_t scatter_checked(const std::uint32_t* group, const std::uint32_t* row
 }
 
 template <class T>
-void accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                std::size_t begin, std::size_t end, const std::uint64_t* cell_base, T* z, bool prefetch) {
+void accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits, std::size_t begin,
+                std::size_t end, const std::uint64_t* cell_base, T* z, bool prefetch) {
   auto add = [](T* t, std::uint64_t cell, std::int8_t bit) { t[cell] += bit; };
   if (prefetch)
     scatter<true>(group, row, bits, begin, end, cell_base, z, add);
@@ -283,7 +282,9 @@ void accumulate16(const std::uint32_t* group, const std::uint32_t* row, const st
                   std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int16_t* t,
                   bool prefetch, SpillLog* spill) {
   SpillLog log = *spill;
-  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); };
+  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) {
+    add_spilling(table, cell, bit, log);
+  };
   if (prefetch)
     scatter<true>(group, row, bits, begin, end, cell_base, t, add);
   else
@@ -296,7 +297,8 @@ std::size_t accumulate32_checked(const std::uint32_t* group, const std::uint32_t
                                  const std::uint64_t* group_rows, std::size_t n_groups, std::int32_t* t,
                                  bool prefetch) {
   auto add = [](std::int32_t* table, std::uint64_t cell, std::int8_t bit) { table[cell] += bit; };
-  if (prefetch) return scatter_checked<true>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
+  if (prefetch)
+    return scatter_checked<true>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
   return scatter_checked<false>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
 }
 
@@ -305,7 +307,9 @@ std::size_t accumulate16_checked(const std::uint32_t* group, const std::uint32_t
                                  const std::uint64_t* group_rows, std::size_t n_groups, std::int16_t* t,
                                  bool prefetch, SpillLog* spill) {
   SpillLog log = *spill;
-  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); };
+  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) {
+    add_spilling(table, cell, bit, log);
+  };
   const std::size_t bad =
       prefetch ? scatter_checked<true>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add)
                : scatter_checked<false>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
@@ -344,8 +348,8 @@ void accumulate64_range(const std::uint32_t* group, const std::uint32_t* row, co
 }
 
 void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, std::size_t end,
-                 std::uint32_t base_bits, std::uint64_t hsize, std::uint64_t flip_threshold,
-                 std::uint32_t* row, bool draw_rows, std::uint32_t* z) {
+                 std::uint32_t base_bits, std::uint64_t hsize, std::uint64_t flip_threshold, std::uint32_t* row,
+                 bool draw_rows, std::uint32_t* z) {
   const std::uint64_t low_mask = (std::uint64_t{1} << base_bits) - 1;
   const std::uint64_t symbols = std::uint64_t{1} << (base_bits + 1);
   for_each_element_rng(key, kStreamHadamard, begin, end, [&](std::size_t i, ElementRng& rng) {
@@ -364,15 +368,10 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, s
 
 }  // namespace
 
-extern const HadamardKernels hadamard_kernels = {&perturb,
-                                                 &first_invalid,
-                                                 &accumulate64,
-                                                 &accumulate32,
-                                                 &accumulate16,
-                                                 &accumulate32_checked,
-                                                 &accumulate16_checked,
-                                                 &accumulate64_range,
-                                                 &rhr_perturb};
+extern const HadamardKernels hadamard_kernels = {
+    &perturb,      &first_invalid,        &accumulate64,         &accumulate32,
+    &accumulate16, &accumulate32_checked, &accumulate16_checked, &accumulate64_range,
+    &rhr_perturb};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast

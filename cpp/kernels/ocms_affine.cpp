@@ -4,7 +4,7 @@
 #include "ldpfast/kernels/ocms_affine.hpp"
 
 #if defined(__BMI2__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {
@@ -87,7 +87,8 @@ void prepare_one(const BinaryField& f, int b, int tile_bits, u64 z, u64 a0, u64 
   for (u64 rest = free_cols; rest; rest &= rest - 1) kernel[__builtin_ctzll(rest)] = bit(__builtin_ctzll(rest));
   u64 x0 = 0;
   for (int r = 0; r < bb; ++r) {
-    for (u64 uses = row[r] & free_cols; uses; uses &= uses - 1) kernel[__builtin_ctzll(uses)] |= bit(pivot_col[r]);
+    for (u64 uses = row[r] & free_cols; uses; uses &= uses - 1)
+      kernel[__builtin_ctzll(uses)] |= bit(pivot_col[r]);
     x0 |= ((rhs >> r) & 1) << pivot_col[r];
   }
   const u64 high_leads = free_cols & ~low_mask(tile_bits);

@@ -61,9 +61,8 @@ inline std::int8_t flip(ElementRng& rng, std::uint8_t x, std::uint64_t threshold
 
 void perturb(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1, std::uint32_t K,
              std::uint32_t M, const std::int64_t* offsets, const std::uint64_t* items, std::size_t begin,
-             std::size_t end, const RngKey& key, int sampling, std::uint64_t flip_threshold,
-             std::uint8_t* x, std::uint16_t* cells, std::uint32_t* sampled, std::int8_t* bits,
-             std::uint16_t* order) {
+             std::size_t end, const RngKey& key, int sampling, std::uint64_t flip_threshold, std::uint8_t* x,
+             std::uint16_t* cells, std::uint32_t* sampled, std::int8_t* bits, std::uint16_t* order) {
   const std::uint32_t KM = K * M;
   for (std::size_t i = begin; i < end; ++i) {
     // Encoder (Alg. 2 lines 1-4): Boolean OR of the K hashed positions of every item.
@@ -235,10 +234,10 @@ std::size_t decode_cell(std::uint32_t K, std::uint32_t M, const std::uint16_t* o
                         const std::uint16_t* bucket_cells, std::int64_t* pos, std::int64_t* neg,
                         std::uint32_t* stamps) {
   if (K == 4)
-    return decode_cell_impl<4>(K, M, order, cell, bits, begin, end, bucket_offsets, bucket_cand,
-                               bucket_cells, pos, neg, stamps);
-  return decode_cell_impl<0>(K, M, order, cell, bits, begin, end, bucket_offsets, bucket_cand, bucket_cells,
-                             pos, neg, stamps);
+    return decode_cell_impl<4>(K, M, order, cell, bits, begin, end, bucket_offsets, bucket_cand, bucket_cells,
+                               pos, neg, stamps);
+  return decode_cell_impl<0>(K, M, order, cell, bits, begin, end, bucket_offsets, bucket_cand, bucket_cells, pos,
+                             neg, stamps);
 }
 
 template <std::uint32_t FixedK>
@@ -283,9 +282,8 @@ std::size_t decode_full(std::uint32_t K, std::uint32_t M, const std::uint16_t* o
   return decode_full_impl<0>(K, M, order, bits, begin, end, cand_cells, n_cand, pos, neg, stamps);
 }
 
-void padding_sample(const RngKey& key, const std::int64_t* offsets, const std::uint64_t* items,
-                    std::size_t begin, std::size_t end, std::uint64_t pad_len, std::uint64_t dummy,
-                    std::uint64_t* out) {
+void padding_sample(const RngKey& key, const std::int64_t* offsets, const std::uint64_t* items, std::size_t begin,
+                    std::size_t end, std::uint64_t pad_len, std::uint64_t dummy, std::uint64_t* out) {
   for (std::size_t i = begin; i < end; ++i) {
     ElementRng rng(key, kStreamPartition, i);
     const std::uint64_t size = static_cast<std::uint64_t>(offsets[i + 1] - offsets[i]);

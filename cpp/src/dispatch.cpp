@@ -54,8 +54,8 @@ Isa initial_isa() {
   if (forced && *forced) {
     Isa isa;
     if (!isa_from_name(forced, &isa))
-      throw std::invalid_argument(std::string("LDPFAST_ISA must be one of scalar, avx2, avx512; got '") +
-                                  forced + "'");
+      throw std::invalid_argument(std::string("LDPFAST_ISA must be one of scalar, avx2, avx512; got '") + forced +
+                                  "'");
     if (!isa_supported(isa))
       throw std::invalid_argument(std::string("LDPFAST_ISA='") + forced + "' is not supported by this CPU");
     return isa;

@@ -37,9 +37,9 @@ void hadamard_perturb(const HadamardPlan& plan, const RngKey& key, const std::ui
   });
 }
 
-std::size_t hadamard_first_invalid(const std::uint32_t* group, const std::uint32_t* row,
-                                   const std::int8_t* bits, std::size_t n, const std::uint64_t* group_rows,
-                                   std::size_t n_groups, int threads) {
+std::size_t hadamard_first_invalid(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                                   std::size_t n, const std::uint64_t* group_rows, std::size_t n_groups,
+                                   int threads) {
   const auto& k = hadamard_kernels_active();
   const std::size_t tasks = ceil_div(n, kScanChunk);
   std::vector<std::size_t> first(tasks, n);
@@ -264,8 +264,8 @@ void accumulate_owner_ranges(const HadamardKernels& k, const std::uint32_t* grou
 }  // namespace
 
 void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                         std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells,
-                         std::int64_t* z, int threads) {
+                         std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells, std::int64_t* z,
+                         int threads) {
   const auto& k = hadamard_kernels_active();
   if (owner_ranges(n_cells, threads)) {
     accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
@@ -296,8 +296,8 @@ std::size_t hadamard_update(const std::uint32_t* group, const std::uint32_t* row
     return n;
   }
   if (narrow_tables(n, n_cells, workers))
-    return update_partials<std::int16_t>(k, group, row, bits, n, group_rows, n_groups, cell_base, n_cells, workers,
-                                         z, threads);
+    return update_partials<std::int16_t>(k, group, row, bits, n, group_rows, n_groups, cell_base, n_cells,
+                                         workers, z, threads);
   return update_partials<std::int32_t>(k, group, row, bits, n, group_rows, n_groups, cell_base, n_cells, workers,
                                        z, threads);
 }

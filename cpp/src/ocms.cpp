@@ -16,8 +16,8 @@ constexpr std::size_t kElementChunk = 1 << 14;   // client-side elements per tas
 
 }  // namespace
 
-void ocms_hash(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
-               const std::uint64_t* x, std::size_t n, std::uint64_t m, std::uint64_t* out, int threads) {
+void ocms_hash(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1, const std::uint64_t* x,
+               std::size_t n, std::uint64_t m, std::uint64_t* out, int threads) {
   const auto& k = ocms_kernels_active();
   parallel_for_chunks(n, kElementChunk, threads, [&](std::size_t b, std::size_t e) {
     k.hash(field, a0 + b, a1 + b, x + b, e - b, m, out + b);
@@ -88,9 +88,9 @@ void count_in_pieces(std::size_t rb, std::size_t re, std::size_t cb, std::size_t
   const std::size_t candidates =
       cost.split_candidates ? std::min(ce - cb, kPairsPerPiece / kMinReportBlock) : ce - cb;
   const double per_report = cost.per_report + cost.per_pair * static_cast<double>(candidates);
-  const std::size_t reports = std::max(
-      kMinReportBlock,
-      static_cast<std::size_t>(static_cast<double>(kPairsPerPiece) / per_report) / kMinReportBlock * kMinReportBlock);
+  const std::size_t reports =
+      std::max(kMinReportBlock, static_cast<std::size_t>(static_cast<double>(kPairsPerPiece) / per_report) /
+                                    kMinReportBlock * kMinReportBlock);
   for (std::size_t c = cb; c < ce; c += candidates) {
     const std::size_t c_end = std::min(ce, c + candidates);
     for_blocks(rb, re, reports, [&](std::size_t b, std::size_t e) { count(b, e, c, c_end, out + (c - cb)); });
@@ -101,8 +101,8 @@ void count_in_pieces(std::size_t rb, std::size_t re, std::size_t cb, std::size_t
 // out points at the counts slot of cand_begin. Chunk boundaries fall on multiples of the
 // chunk size counted from `lead_in` candidates before the first one (an aligned origin).
 template <class Count>
-void run_decode(std::size_t n, std::size_t x_count, std::size_t lead_in, const DecodePlan& plan, const PieceCost& cost,
-                std::uint64_t* counts, int threads, Count&& count) {
+void run_decode(std::size_t n, std::size_t x_count, std::size_t lead_in, const DecodePlan& plan,
+                const PieceCost& cost, std::uint64_t* counts, int threads, Count&& count) {
   const std::size_t chunks = ceil_div(lead_in + x_count, plan.candidate_chunk);
   const std::size_t blocks = ceil_div(n, plan.report_block);
   if (chunks * blocks == 1) {
@@ -132,8 +132,8 @@ template <class Count>
 void run_scan(std::size_t n, std::size_t x_count, std::uint64_t* counts, int threads, Count&& count) {
   if (n == 0 || x_count == 0) return;
   const double pairs = static_cast<double>(n) * static_cast<double>(x_count);
-  run_decode(n, x_count, 0, plan_decode(n, x_count, pairs, kMinCandidateChunk, threads), kScanCost, counts, threads,
-             count);
+  run_decode(n, x_count, 0, plan_decode(n, x_count, pairs, kMinCandidateChunk, threads), kScanCost, counts,
+             threads, count);
 }
 
 // Affine decode: candidate tiles of 2^14 counters (128 KiB, L2-resident), larger for
@@ -168,7 +168,7 @@ void count_range_affine(const BinaryField& field, const std::uint64_t* z, const 
   const std::size_t super = std::min(n, std::max<std::size_t>(kPrepareChunk, kAffineRecordBudgetWords / stride));
   std::vector<std::uint64_t> records(super * stride);
   const int tile_bits = std::min({std::max(kAffineMinTileBits, b + kAffineMatchesPerTileBits), kAffineMaxTileBits,
-                                   63 - __builtin_clzll(x_count)});
+                                  63 - __builtin_clzll(x_count)});
   const std::size_t tile = std::size_t{1} << tile_bits;
   const std::size_t lead_in = static_cast<std::size_t>(x_begin & (tile - 1));
   for (std::size_t s0 = 0; s0 < n; s0 += super) {
@@ -184,8 +184,8 @@ void count_range_affine(const BinaryField& field, const std::uint64_t* z, const 
     run_decode(sn, x_count, lead_in, plan, cost, counts, threads,
                [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
                  std::vector<std::uint64_t> cursors(2 * kAffineCursorBlock);
-                 k.count(records.data() + rb * stride, re - rb, field.l, b, tile_bits, x_begin + cb,
-                         ce - cb, out, cursors.data());
+                 k.count(records.data() + rb * stride, re - rb, field.l, b, tile_bits, x_begin + cb, ce - cb, out,
+                         cursors.data());
                });
   }
 }
@@ -228,7 +228,7 @@ void ocms_count_list(const FieldSpec& field, const std::uint64_t* z, const std::
   run_scan(n, x_count, counts, threads,
            [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
              k.count_list(field, z + rb, a0 + rb, a1 + rb, re - rb, m, xs + cb, ce - cb, out);
-             });
+           });
 }
 
 void randomized_response(const RngKey& key, const std::uint64_t* y, std::size_t n, std::uint64_t m,

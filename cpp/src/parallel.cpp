@@ -24,9 +24,7 @@ int default_threads() {
 
 void set_default_threads(int threads) { configured_threads.store(threads > 0 ? threads : 0); }
 
-namespace {
-std::atomic<InterruptHook> interrupt_hook{nullptr};
-}  // namespace
+namespace { std::atomic<InterruptHook> interrupt_hook{nullptr}; }  // namespace
 
 void set_interrupt_hook(InterruptHook hook) { interrupt_hook.store(hook); }
 

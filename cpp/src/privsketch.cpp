@@ -80,11 +80,10 @@ std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t KM, std:
 }
 }  // namespace
 
-void privsketch_perturb(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
-                        std::uint32_t K, std::uint32_t M, const std::int64_t* offsets,
-                        const std::uint64_t* items, std::size_t n, const RngKey& key, int sampling,
-                        std::uint64_t flip_threshold, std::uint32_t* sampled, std::int8_t* bits,
-                        std::uint16_t* order, int threads) {
+void privsketch_perturb(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1, std::uint32_t K,
+                        std::uint32_t M, const std::int64_t* offsets, const std::uint64_t* items, std::size_t n,
+                        const RngKey& key, int sampling, std::uint64_t flip_threshold, std::uint32_t* sampled,
+                        std::int8_t* bits, std::uint16_t* order, int threads) {
   const auto& k = privsketch_kernels_active();
   const std::size_t KM = static_cast<std::size_t>(K) * M;
   parallel_for(ceil_div(n, kClientChunk), threads, [&](std::size_t task) {
@@ -101,8 +100,8 @@ void privsketch_perturb(const FieldSpec& field, const std::uint64_t* a0, const s
 std::size_t privsketch_decode_cell(std::uint32_t K, std::uint32_t M, const std::uint16_t* order,
                                    const std::uint32_t* cell, const std::int8_t* bits, std::size_t n,
                                    const std::int64_t* bucket_offsets, const std::uint32_t* bucket_cand,
-                                   const std::uint16_t* bucket_cells, std::size_t n_cand,
-                                   std::int64_t* pos, std::int64_t* neg, int threads) {
+                                   const std::uint16_t* bucket_cells, std::size_t n_cand, std::int64_t* pos,
+                                   std::int64_t* neg, int threads) {
   const auto& k = privsketch_kernels_active();
   // A user reads its K*M ranks and, for each candidate in its cell's bucket (n_cand / M
   // on average), K ranks.
@@ -126,8 +125,8 @@ std::size_t privsketch_decode_full(std::uint32_t K, std::uint32_t M, const std::
 }
 
 void privsketch_padding_sample(const RngKey& key, const std::int64_t* offsets, const std::uint64_t* items,
-                               std::size_t n, std::uint64_t pad_len, std::uint64_t dummy,
-                               std::uint64_t* out, int threads) {
+                               std::size_t n, std::uint64_t pad_len, std::uint64_t dummy, std::uint64_t* out,
+                               int threads) {
   const auto& k = privsketch_kernels_active();
   constexpr std::size_t chunk = 1 << 14;
   parallel_for(ceil_div(n, chunk), threads, [&](std::size_t task) {

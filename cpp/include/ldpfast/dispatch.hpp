@@ -30,21 +30,19 @@ const Table& select_isa(const Table& scalar, const Table* avx2, const Table* avx
 }  // namespace ldpfast
 
 #if defined(LDPFAST_X86_ISAS)
-#define LDPFAST_DECLARE_ISA_TABLE(Type, var)                 \
-  namespace ldpfast {                                        \
-  namespace isa_scalar { extern const Type var; }            \
-  namespace isa_avx2 { extern const Type var; }              \
-  namespace isa_avx512 { extern const Type var; }            \
-  inline const Type& var##_active() {                        \
+#define LDPFAST_DECLARE_ISA_TABLE(Type, var)                                    \
+  namespace ldpfast {                                                           \
+  namespace isa_scalar { extern const Type var; }                               \
+  namespace isa_avx2 { extern const Type var; }                                 \
+  namespace isa_avx512 { extern const Type var; }                               \
+  inline const Type& var##_active() {                                           \
     return select_isa<Type>(isa_scalar::var, &isa_avx2::var, &isa_avx512::var); \
-  }                                                          \
+  }                                                                             \
   }
 #else
-#define LDPFAST_DECLARE_ISA_TABLE(Type, var)                 \
-  namespace ldpfast {                                        \
-  namespace isa_scalar { extern const Type var; }            \
-  inline const Type& var##_active() {                        \
-    return select_isa<Type>(isa_scalar::var, nullptr, nullptr); \
-  }                                                          \
+#define LDPFAST_DECLARE_ISA_TABLE(Type, var)                                                        \
+  namespace ldpfast {                                                                               \
+  namespace isa_scalar { extern const Type var; }                                                   \
+  inline const Type& var##_active() { return select_isa<Type>(isa_scalar::var, nullptr, nullptr); } \
   }
 #endif

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 #if defined(__PCLMUL__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {

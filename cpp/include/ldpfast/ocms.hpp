@@ -8,8 +8,8 @@
 
 namespace ldpfast {
 
-void ocms_hash(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
-               const std::uint64_t* x, std::size_t n, std::uint64_t m, std::uint64_t* out, int threads);
+void ocms_hash(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1, const std::uint64_t* x,
+               std::size_t n, std::uint64_t m, std::uint64_t* out, int threads);
 
 void ocms_perturb(const FieldSpec& field, const RngKey& key, const std::uint64_t* x, std::size_t n,
                   std::uint64_t m, std::uint64_t flip_threshold, std::uint64_t* z, std::uint64_t* a0,

@@ -26,9 +26,7 @@ namespace ldpfast {
 int default_threads();          // LDPFAST_NUM_THREADS, else hardware concurrency
 void set_default_threads(int);  // 0 restores the automatic choice
 
-inline int resolve_threads(int requested) {
-  return requested > 0 ? requested : default_threads();
-}
+inline int resolve_threads(int requested) { return requested > 0 ? requested : default_threads(); }
 
 // Thrown by interruption_point() once the caller's hook asked to stop.
 class Interrupted : public std::exception {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
+#include "ldpfast/simd.hpp"
 #endif
 
 namespace ldpfast {
@@ -21,20 +21,35 @@ struct RngKey {
 namespace rng_detail {
 static inline std::uint32_t rotl32(std::uint32_t v, int c) { return (v << c) | (v >> (32 - c)); }
 static inline void quarter_round(std::uint32_t* s, int a, int b, int c, int d) {
-  s[a] += s[b]; s[d] = rotl32(s[d] ^ s[a], 16);
-  s[c] += s[d]; s[b] = rotl32(s[b] ^ s[c], 12);
-  s[a] += s[b]; s[d] = rotl32(s[d] ^ s[a], 8);
-  s[c] += s[d]; s[b] = rotl32(s[b] ^ s[c], 7);
+  s[a] += s[b];
+  s[d] = rotl32(s[d] ^ s[a], 16);
+  s[c] += s[d];
+  s[b] = rotl32(s[b] ^ s[c], 12);
+  s[a] += s[b];
+  s[d] = rotl32(s[d] ^ s[a], 8);
+  s[c] += s[d];
+  s[b] = rotl32(s[b] ^ s[c], 7);
 }
 }  // namespace rng_detail
 
 static inline void chacha20_block(const RngKey& key, std::uint64_t counter, std::uint64_t nonce,
                                   std::uint32_t out[16]) {
-  std::uint32_t input[16] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u,
-                             key.words[0], key.words[1], key.words[2], key.words[3],
-                             key.words[4], key.words[5], key.words[6], key.words[7],
-                             static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
-                             static_cast<std::uint32_t>(nonce), static_cast<std::uint32_t>(nonce >> 32)};
+  std::uint32_t input[16] = {0x61707865u,
+                             0x3320646eu,
+                             0x79622d32u,
+                             0x6b206574u,
+                             key.words[0],
+                             key.words[1],
+                             key.words[2],
+                             key.words[3],
+                             key.words[4],
+                             key.words[5],
+                             key.words[6],
+                             key.words[7],
+                             static_cast<std::uint32_t>(counter),
+                             static_cast<std::uint32_t>(counter >> 32),
+                             static_cast<std::uint32_t>(nonce),
+                             static_cast<std::uint32_t>(nonce >> 32)};
   std::uint32_t s[16];
   std::memcpy(s, input, sizeof(s));
   for (int round = 0; round < 10; ++round) {
@@ -93,11 +108,15 @@ static inline void chacha20_blocks(const RngKey& key, std::uint64_t first_counte
   input[15] = set1(static_cast<std::uint32_t>(nonce >> 32));
   V s[16];
   for (int w = 0; w < 16; ++w) s[w] = input[w];
-#define LDPFAST_CHACHA_QR(a, b, c, d)                                   \
-  s[a] = add(s[a], s[b]); s[d] = LDPFAST_CHACHA_ROTL(xor_(s[d], s[a]), 16); \
-  s[c] = add(s[c], s[d]); s[b] = LDPFAST_CHACHA_ROTL(xor_(s[b], s[c]), 12); \
-  s[a] = add(s[a], s[b]); s[d] = LDPFAST_CHACHA_ROTL(xor_(s[d], s[a]), 8);  \
-  s[c] = add(s[c], s[d]); s[b] = LDPFAST_CHACHA_ROTL(xor_(s[b], s[c]), 7);
+#define LDPFAST_CHACHA_QR(a, b, c, d)               \
+  s[a] = add(s[a], s[b]);                           \
+  s[d] = LDPFAST_CHACHA_ROTL(xor_(s[d], s[a]), 16); \
+  s[c] = add(s[c], s[d]);                           \
+  s[b] = LDPFAST_CHACHA_ROTL(xor_(s[b], s[c]), 12); \
+  s[a] = add(s[a], s[b]);                           \
+  s[d] = LDPFAST_CHACHA_ROTL(xor_(s[d], s[a]), 8);  \
+  s[c] = add(s[c], s[d]);                           \
+  s[b] = LDPFAST_CHACHA_ROTL(xor_(s[b], s[c]), 7);
   for (int round = 0; round < 10; ++round) {
     LDPFAST_CHACHA_QR(0, 4, 8, 12)
     LDPFAST_CHACHA_QR(1, 5, 9, 13)

@@ -21,8 +21,7 @@ struct FwhtTypeKernels {
   // column c in [col_begin, col_end), the length-`rows` transform of the elements
   // data[r * stride + c], r = 0..rows-1. rows and stride are powers of two, stride >= 64,
   // and col_begin, col_end are multiples of 64 (64 covers every vector width).
-  void (*columns)(T* data, std::size_t rows, std::size_t stride, std::size_t col_begin,
-                  std::size_t col_end);
+  void (*columns)(T* data, std::size_t rows, std::size_t stride, std::size_t col_begin, std::size_t col_end);
 };
 
 struct FwhtKernels {

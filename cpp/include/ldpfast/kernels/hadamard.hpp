@@ -49,30 +49,30 @@ struct SpillLog {
 struct HadamardKernels {
   // Elements [begin, end). group may be null (single group 0); when draw_groups the
   // group is drawn and written, else read. Same for rows with draw_rows.
-  void (*perturb)(const HadamardPlan& plan, const RngKey& key, const std::uint64_t* x,
-                  std::size_t begin, std::size_t end, std::uint32_t* group, bool draw_groups,
-                  std::uint32_t* row, bool draw_rows, std::int8_t* bits);
+  void (*perturb)(const HadamardPlan& plan, const RngKey& key, const std::uint64_t* x, std::size_t begin,
+                  std::size_t end, std::uint32_t* group, bool draw_groups, std::uint32_t* row, bool draw_rows,
+                  std::int8_t* bits);
   // First index in [begin, end) with group >= n_groups, row >= group_rows[group] or
   // bit not in {-1, +1}; end if all are valid. group may be null (group 0).
-  std::size_t (*first_invalid)(const std::uint32_t* group, const std::uint32_t* row,
-                               const std::int8_t* bits, std::size_t begin, std::size_t end,
-                               const std::uint64_t* group_rows, std::size_t n_groups);
+  std::size_t (*first_invalid)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                               std::size_t begin, std::size_t end, const std::uint64_t* group_rows,
+                               std::size_t n_groups);
   // z[cell_base[group[i]] + row[i]] += bits[i] for i in [begin, end). prefetch: prefetch
   // cells ahead (worth it once the table outgrows the L2 cache).
   void (*accumulate64)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                       std::int64_t* z, bool prefetch);
+                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z,
+                       bool prefetch);
   // The same into a private int32 table (the caller bounds the reports so it cannot
   // overflow).
   void (*accumulate32)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                       std::int32_t* t, bool prefetch);
+                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* t,
+                       bool prefetch);
   // The same into a private int16 table that never overflows: a cell whose sum would leave
   // the int16 range is appended to *spill (its exact sum) and reset to 0. Spill capacity
   // needed: (end - begin) / 256 + 1 entries.
   void (*accumulate16)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                       std::int16_t* t, bool prefetch, SpillLog* spill);
+                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int16_t* t,
+                       bool prefetch, SpillLog* spill);
   // Validate (see first_invalid) and accumulate: return the first invalid index in
   // [begin, end), or end when all were valid and added (t may be partly updated when an
   // invalid report is found). Single group: checked 16 reports at a time (SIMD) in the
@@ -88,8 +88,8 @@ struct HadamardKernels {
   // accumulate64 restricted to the cells in [cell_lo, cell_hi) (the others are skipped):
   // workers owning disjoint cell ranges of a table too large for private copies.
   void (*accumulate64_range)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                             std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                             std::int64_t* z, std::uint64_t cell_lo, std::uint64_t cell_hi);
+                             std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z,
+                             std::uint64_t cell_lo, std::uint64_t cell_hi);
   // Recursive Hadamard Response (R1 layout): y = 2 (x mod 2^base_bits) +
   // H01[r, (x >> base_bits) + 1], z = RR_{2^(base_bits+1)}(y); rows drawn from [0, hsize)
   // when draw_rows, else read.

@@ -15,12 +15,12 @@ namespace ldpfast {
 
 struct OcmsKernels {
   // out[i] = ((a0[i] + a1[i] x[i]) in the field) mod m, for i in [0, n).
-  void (*hash)(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
-               const std::uint64_t* x, std::size_t n, std::uint64_t m, std::uint64_t* out);
+  void (*hash)(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1, const std::uint64_t* x,
+               std::size_t n, std::uint64_t m, std::uint64_t* out);
   // Client reports for elements [begin, end): a0, a1 uniform on the field, z = RR_m(h(x)).
-  void (*perturb)(const FieldSpec& field, const RngKey& key, const std::uint64_t* x,
-                  std::size_t begin, std::size_t end, std::uint64_t m, std::uint64_t flip_threshold,
-                  std::uint64_t* z, std::uint64_t* a0, std::uint64_t* a1);
+  void (*perturb)(const FieldSpec& field, const RngKey& key, const std::uint64_t* x, std::size_t begin,
+                  std::size_t end, std::uint64_t m, std::uint64_t flip_threshold, std::uint64_t* z,
+                  std::uint64_t* a0, std::uint64_t* a1);
   // counts[j] += #{i < n : h_i(x_begin + j) == z[i]} for j in [0, x_count). Needs
   // x_begin + x_count <= field size. Prime fields: incremental walk, no product per pair.
   void (*count_range)(const FieldSpec& field, const std::uint64_t* z, const std::uint64_t* a0,
@@ -31,9 +31,8 @@ struct OcmsKernels {
                      const std::uint64_t* a1, std::size_t n, std::uint64_t m, const std::uint64_t* xs,
                      std::size_t x_count, std::uint64_t* counts);
   // out[i] = RR_m(y[i]) for i in [begin, end).
-  void (*randomized_response)(const RngKey& key, const std::uint64_t* y, std::size_t begin,
-                              std::size_t end, std::uint64_t m, std::uint64_t flip_threshold,
-                              std::uint64_t* out);
+  void (*randomized_response)(const RngKey& key, const std::uint64_t* y, std::size_t begin, std::size_t end,
+                              std::uint64_t m, std::uint64_t flip_threshold, std::uint64_t* out);
 };
 
 }  // namespace ldpfast

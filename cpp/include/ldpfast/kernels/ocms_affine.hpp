@@ -29,21 +29,22 @@ namespace ldpfast {
 enum AffineKind : std::uint64_t { kAffineEmpty = 0, kAffineSubspace = 1, kAffineAll = 2 };
 
 inline int affine_dimension(int l, int b) { return l - (b < l ? b : l); }
-inline std::size_t affine_record_words(int l, int b) { return 3 + static_cast<std::size_t>(affine_dimension(l, b)); }
+inline std::size_t affine_record_words(int l, int b) {
+  return 3 + static_cast<std::size_t>(affine_dimension(l, b));
+}
 constexpr std::size_t kAffineCursorBlock = std::size_t{1} << 16;
 
 struct OcmsAffineKernels {
   // Records for reports [0, n): m = 2^b (1 <= b <= 63). z may be anything (z >= m never
   // matches); a0, a1 must be field elements.
-  void (*prepare)(const BinaryField& field, int b, int tile_bits, const std::uint64_t* z,
-                  const std::uint64_t* a0, const std::uint64_t* a1, std::size_t n,
-                  std::uint64_t* records);
+  void (*prepare)(const BinaryField& field, int b, int tile_bits, const std::uint64_t* z, const std::uint64_t* a0,
+                  const std::uint64_t* a1, std::size_t n, std::uint64_t* records);
   // counts[j] += #{i < n : report i matches x_begin + j}, j < x_count, from n records
   // prepared with the same l, b and tile_bits. x_begin + x_count <= 2^l. Reports are
   // walked over the candidate tiles kAffineCursorBlock at a time (their records stream;
   // the tile of counts stays in cache), with 2 * kAffineCursorBlock words of `cursors`.
-  void (*count)(const std::uint64_t* records, std::size_t n, int l, int b, int tile_bits,
-                std::uint64_t x_begin, std::size_t x_count, std::uint64_t* counts, std::uint64_t* cursors);
+  void (*count)(const std::uint64_t* records, std::size_t n, int l, int b, int tile_bits, std::uint64_t x_begin,
+                std::size_t x_count, std::uint64_t* counts, std::uint64_t* cursors);
 };
 
 }  // namespace ldpfast

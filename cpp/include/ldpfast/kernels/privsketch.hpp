@@ -24,12 +24,11 @@ struct PrivSketchKernels {
   // sampled[i]: the cell (kSketchCell) or row (kSketchRow); unused for kSketchFull.
   // bits: +-1 per sent cell (1, M or K*M per user). order: K*M distinct ranks per user
   // (nullptr = not sent). scratch: K*M bytes + K*M uint16 owned by the calling task.
-  void (*perturb)(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1,
-                  std::uint32_t K, std::uint32_t M, const std::int64_t* offsets,
-                  const std::uint64_t* items, std::size_t begin, std::size_t end, const RngKey& key,
-                  int sampling, std::uint64_t flip_threshold, std::uint8_t* scratch_bits,
-                  std::uint16_t* scratch_cells, std::uint32_t* sampled, std::int8_t* bits,
-                  std::uint16_t* order);
+  void (*perturb)(const FieldSpec& field, const std::uint64_t* a0, const std::uint64_t* a1, std::uint32_t K,
+                  std::uint32_t M, const std::int64_t* offsets, const std::uint64_t* items, std::size_t begin,
+                  std::size_t end, const RngKey& key, int sampling, std::uint64_t flip_threshold,
+                  std::uint8_t* scratch_bits, std::uint16_t* scratch_cells, std::uint32_t* sampled,
+                  std::int8_t* bits, std::uint16_t* order);
   // Decode-first collector with sampling: for each user, the candidates in the bucket of
   // its sampled cell (bucket_offsets[c]..bucket_offsets[c+1] of bucket_cand / bucket_cells,
   // where bucket_cells holds the K cells k*M + H_k(x) of that entry's candidate) count
@@ -50,8 +49,8 @@ struct PrivSketchKernels {
   // Padding and sampling (PSFO): users with more than pad_len items take one uniformly;
   // the others draw r < pad_len and take their r-th item, or `dummy` when r >= size.
   void (*padding_sample)(const RngKey& key, const std::int64_t* offsets, const std::uint64_t* items,
-                         std::size_t begin, std::size_t end, std::uint64_t pad_len,
-                         std::uint64_t dummy, std::uint64_t* out);
+                         std::size_t begin, std::size_t end, std::uint64_t pad_len, std::uint64_t dummy,
+                         std::uint64_t* out);
 };
 
 }  // namespace ldpfast
