@@ -204,6 +204,24 @@ class HeavyHitters:
     def __len__(self) -> int:
         return len(self.items)
 
+    @classmethod
+    def ranked(cls, items: np.ndarray, counts: np.ndarray, n: int, examined: int) -> "HeavyHitters":
+        """The result with ``items`` sorted by decreasing ``counts`` (ties keep their order)."""
+        order = np.argsort(-counts, kind="stable")
+        return cls(items=items[order], counts=counts[order], n=n, candidates_examined=examined)
+
+
+def surviving_prefixes(children: np.ndarray, est: np.ndarray, threshold: float,
+                       top: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """One level of a prefix search: the children whose estimate is ``>= threshold``, only
+    the ``top`` largest of them when more survive (ties keep their order)."""
+    keep = est >= threshold
+    kept, est = children[keep], est[keep]
+    if top is not None and len(kept) > top:
+        order = np.argsort(-est, kind="stable")[:top]
+        kept, est = kept[order], est[order]
+    return kept, est
+
 
 class Server(LayoutServer):
     """HadaHeavy server: all ``t`` level oracles in one integer state (C++ accumulation,
@@ -265,15 +283,10 @@ class Server(LayoutServer):
                 children = children[children < np.uint64(p.prefix_domain(level))]
             examined += len(children)
             est = self.level_estimates(level, children, method) if len(children) else np.zeros(0)
-            keep = est >= threshold
-            kept, est = children[keep], est[keep]
-            if top is not None and len(kept) > top:
-                order = np.argsort(-est, kind="stable")[:top]
-                kept, est = kept[order], est[order]
+            kept, est = surviving_prefixes(children, est, threshold, top)
             if not len(kept):
                 break
-        order = np.argsort(-est, kind="stable")
-        return HeavyHitters(items=kept[order], counts=est[order], n=self.n, candidates_examined=examined)
+        return HeavyHitters.ranked(kept, est, self.n, examined)
 
 
 def _simulations():

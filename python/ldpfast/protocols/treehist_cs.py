@@ -31,7 +31,7 @@ from .._base import ClientBase, Params as _ParamsBase, Protocol, register_protoc
 from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, optional_index_array)
 from ..errors import ParameterError, ReportError
-from .hadaheavy import HeavyHitters
+from .hadaheavy import HeavyHitters, surviving_prefixes
 from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
                                hash_coefficients, pow2_at_least)
 from .hashtogram import GroupedSignSketchServer, _uniform
@@ -215,15 +215,10 @@ class Server(GroupedSignSketchServer):
             children = children[children < np.uint64(p.prefix_domain(level))]
             examined += len(children)
             est = self.level_estimates(level, children) if len(children) else np.zeros(0)
-            keep = est >= tau - delta
-            kept, est = children[keep], est[keep]
-            if top is not None and len(kept) > top:
-                order = np.argsort(-est, kind="stable")[:top]
-                kept, est = kept[order], est[order]
+            kept, est = surviving_prefixes(children, est, tau - delta, top)
             if not len(kept):
                 break
-        order = np.argsort(-est, kind="stable")
-        return HeavyHitters(items=kept[order], counts=est[order], n=self.n, candidates_examined=examined)
+        return HeavyHitters.ranked(kept, est, self.n, examined)
 
 
 def _example():
