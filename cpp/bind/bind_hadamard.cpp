@@ -123,6 +123,45 @@ std::size_t py_hadamard_first_invalid(std::optional<py::array> groups_obj, const
   return interruptible([&] { return hadamard_first_invalid(g, r, b, n, gr, n_groups, threads); });
 }
 
+// The group map of an update: copies of group_rows and cell_base (the kernel reads them
+// many times), each group's cells checked to lie inside z (written so that the sum cannot
+// wrap).
+struct CheckedMap {
+  std::vector<std::uint64_t> group_rows, cell_base;
+  GroupMap map() const { return GroupMap{cell_base.data(), group_rows.data(), group_rows.size()}; }
+};
+
+CheckedMap checked_map(const py::array_t<std::uint64_t>& group_rows, const py::array_t<std::uint64_t>& cell_base,
+                       std::uint64_t z_size) {
+  CheckedMap out{std::vector<std::uint64_t>(group_rows.data(), group_rows.data() + group_rows.size()),
+                 std::vector<std::uint64_t>(cell_base.data(), cell_base.data() + cell_base.size())};
+  for (std::size_t g = 0; g < out.group_rows.size(); ++g) {
+    const std::uint64_t rows = out.group_rows[g], base = out.cell_base[g];
+    if (rows > z_size || base > z_size - rows)
+      throw py::value_error("cell_base[" + std::to_string(g) + "] + group_rows[" + std::to_string(g) +
+                            "] = " + std::to_string(base) + " + " + std::to_string(rows) +
+                            " exceeds the size of z (" + std::to_string(z_size) + ")");
+  }
+  return out;
+}
+
+// An optional int64 total the update adds to (length `length`, writable).
+std::int64_t* optional_total(const std::optional<py::array>& arr, const char* name, py::ssize_t length,
+                             py::array_t<std::int64_t>* keep) {
+  if (!arr) return nullptr;
+  *keep = checked_array<std::int64_t>(*arr, name, 1, true);
+  check_same_length(length, keep->size(), name);
+  return keep->mutable_data();
+}
+
+std::size_t run_update(const ReportColumns& in, std::size_t n, const CheckedMap& map, py::array_t<std::int64_t>& z,
+                       const UpdateTotals& totals, int threads) {
+  std::int64_t* pz = z.mutable_data();
+  const std::size_t n_cells = static_cast<std::size_t>(z.size());
+  const GroupMap m = map.map();
+  return interruptible([&] { return hadamard_update(in, n, m, n_cells, pz, totals, threads); });
+}
+
 void py_hadamard_accumulate(std::optional<py::array> groups_obj, const py::handle& rows_obj,
                             const py::handle& bits_obj, const py::handle& cell_base_obj, const py::handle& z_obj,
                             int threads) {
@@ -135,17 +174,24 @@ void py_hadamard_accumulate(std::optional<py::array> groups_obj, const py::handl
   if (cell_base.size() < 1) throw py::value_error("cell_base must not be empty");
   py::array_t<std::uint32_t> keep;
   const std::uint32_t* g = optional_u32(groups_obj, "groups", n, &keep);
-  const std::uint32_t* r = rows.data();
-  const std::int8_t* b = bits.data();
-  const std::uint64_t* cb = cell_base.data();
-  std::int64_t* pz = z.mutable_data();
-  const std::size_t n_cells = static_cast<std::size_t>(z.size());
-  interruptible([&] { hadamard_accumulate(g, r, b, n, cb, n_cells, pz, threads); });
+  // Each group may use every cell from its base to the end of z.
+  const std::uint64_t z_size = static_cast<std::uint64_t>(z.size());
+  py::array_t<std::uint64_t> group_rows(cell_base.size());
+  for (py::ssize_t i = 0; i < cell_base.size(); ++i) {
+    if (cell_base.data()[i] > z_size) throw py::value_error("cell_base entries must be <= len(z)");
+    group_rows.mutable_data()[i] = z_size - cell_base.data()[i];
+  }
+  const CheckedMap map = checked_map(group_rows, cell_base, z_size);
+  const std::size_t bad =
+      run_update(ReportColumns{g, rows.data(), bits.data()}, n, map, z, UpdateTotals{nullptr, nullptr}, threads);
+  if (bad < n)
+    throw py::value_error("report " + std::to_string(bad) + " has a group, cell or bit outside the table (z unchanged)");
 }
 
 std::size_t py_hadamard_update(std::optional<py::array> groups_obj, const py::handle& rows_obj,
                                const py::handle& bits_obj, const py::handle& group_rows_obj,
-                               const py::handle& cell_base_obj, const py::handle& z_obj, int threads) {
+                               const py::handle& cell_base_obj, const py::handle& z_obj, int threads,
+                               std::optional<py::array> group_sizes_obj, std::optional<py::array> count_obj) {
   auto rows = checked_array<std::uint32_t>(rows_obj, "rows");
   auto bits = checked_array<std::int8_t>(bits_obj, "bits");
   auto group_rows = checked_array<std::uint64_t>(group_rows_obj, "group_rows");
@@ -155,22 +201,13 @@ std::size_t py_hadamard_update(std::optional<py::array> groups_obj, const py::ha
   check_same_length(rows.size(), bits.size(), "bits");
   check_same_length(group_rows.size(), cell_base.size(), "cell_base");
   if (group_rows.size() < 1) throw py::value_error("group_rows must not be empty");
-  const std::uint64_t* gr = group_rows.data();
-  const std::uint64_t* cb = cell_base.data();
-  const std::size_t n_groups = static_cast<std::size_t>(group_rows.size());
-  const std::uint64_t z_size = static_cast<std::uint64_t>(z.size());
-  for (std::size_t g = 0; g < n_groups; ++g)  // cb + gr <= z_size, written so that it cannot wrap
-    if (gr[g] > z_size || cb[g] > z_size - gr[g])
-      throw py::value_error("cell_base[" + std::to_string(g) + "] + group_rows[" + std::to_string(g) +
-                            "] = " + std::to_string(cb[g]) + " + " + std::to_string(gr[g]) +
-                            " exceeds the size of z (" + std::to_string(z_size) + ")");
+  const CheckedMap map = checked_map(group_rows, cell_base, static_cast<std::uint64_t>(z.size()));
   py::array_t<std::uint32_t> keep;
   const std::uint32_t* gp = optional_u32(groups_obj, "groups", n, &keep);
-  const std::uint32_t* r = rows.data();
-  const std::int8_t* b = bits.data();
-  std::int64_t* pz = z.mutable_data();
-  const std::size_t n_cells = static_cast<std::size_t>(z.size());
-  return interruptible([&] { return hadamard_update(gp, r, b, n, gr, n_groups, cb, n_cells, pz, threads); });
+  py::array_t<std::int64_t> sizes_keep, count_keep;
+  const UpdateTotals totals{optional_total(group_sizes_obj, "group_sizes", group_rows.size(), &sizes_keep),
+                            optional_total(count_obj, "count", 1, &count_keep)};
+  return run_update(ReportColumns{gp, rows.data(), bits.data()}, n, map, z, totals, threads);
 }
 
 py::tuple py_rhr_perturb(const py::bytes& key, const py::handle& x_obj, std::uint32_t base_bits,
@@ -215,14 +252,20 @@ void register_hadamard(py::module_& m) {
         "len(rows) if all are valid.");
   m.def("hadamard_accumulate", &py_hadamard_accumulate, py::arg("groups"), py::arg("rows"), py::arg("bits"),
         py::arg("cell_base"), py::arg("z"), py::arg("threads") = 0,
-        "z[cell_base[groups[i]] + rows[i]] += bits[i] in place (groups None: group 0). Reports must have been "
-        "validated with hadamard_first_invalid; cells are not bounds-checked here. Interrupted (Ctrl-C): z holds "
-        "part of the batch.");
+        "z[cell_base[groups[i]] + rows[i]] += bits[i] in place (groups None: group 0), all or nothing: ValueError "
+        "(z unchanged) for a group >= len(cell_base), a cell >= len(z) or a bit other than +-1. Interrupted "
+        "(Ctrl-C): z unchanged.");
   m.def("hadamard_update", &py_hadamard_update, py::arg("groups"), py::arg("rows"), py::arg("bits"),
         py::arg("group_rows"), py::arg("cell_base"), py::arg("z"), py::arg("threads") = 0,
-        "Validated z[cell_base[g] + rows[i]] += bits[i]: returns len(rows) when every report is valid (group < "
-        "len(group_rows), row < group_rows[group], bit +-1) and added, else the first invalid index with z "
-        "unchanged. Interrupted (Ctrl-C): z holds part of the batch (pass a scratch copy).");
+        py::arg("group_sizes") = py::none(), py::arg("count") = py::none(),
+        "Validated z[cell_base[g] + rows[i]] += bits[i] in place, all or nothing: returns len(rows) when every "
+        "report is valid (group < len(group_rows), row < group_rows[group], bit +-1) and was added (then "
+        "group_sizes[g] += reports of group g and count[0] += len(rows), when given), else the first invalid "
+        "index with z, group_sizes and count unchanged. Each value of the report columns is read once. "
+        "Interrupted (Ctrl-C): everything unchanged.");
+  m.def("hadamard_update_scratch_bytes", &hadamard_update_scratch_bytes, py::arg("n"), py::arg("n_cells"),
+        py::arg("n_groups"), py::arg("threads") = 0,
+        "Bytes hadamard_update allocates for n reports into n_cells cells (check them against a memory budget).");
   m.def("rhr_perturb", &py_rhr_perturb, py::arg("key"), py::arg("x"), py::arg("base_bits"), py::arg("hsize"),
         py::arg("flip_threshold"), py::arg("rows") = py::none(), py::arg("threads") = 0,
         "Recursive Hadamard Response (R1 layout) client reports: returns (z uint32, rows uint32).");

@@ -117,7 +117,6 @@ py::tuple py_privsketch_decode_cell(std::uint32_t K, std::uint32_t M, const py::
     for (py::ssize_t e = 0; e < n_bucket; ++e)
       if (pc[e] >= n_cand) throw py::value_error("bucket_cand entries must be < n_cand");
     check_cells(pcells, n_bucket_cells, K, M, "bucket_cells");
-    check_cells(pcell, n, K, M, "cell");
     std::fill(pp, pp + n_cand, 0);
     std::fill(pn, pn + n_cand, 0);
     return privsketch_decode_cell(K, M, pord, pcell, pb, static_cast<std::size_t>(n), po, pc, pcells, n_cand, pp,
@@ -185,7 +184,8 @@ void register_privsketch(py::module_& m) {
         py::arg("cell"), py::arg("bits"), py::arg("bucket_offsets"), py::arg("bucket_cand"),
         py::arg("bucket_cells"), py::arg("n_cand"), py::arg("threads") = 0,
         "Decode-first PrivSketch collector with sampling: (pos, neg, first_invalid_user) where "
-        "first_invalid_user == n means every ordering matrix was a permutation.");
+        "first_invalid_user is the first user whose cell is >= K*M or whose ordering matrix is not a permutation "
+        "(n: none).");
   m.def("privsketch_decode_full", &py_privsketch_decode_full, py::arg("K"), py::arg("M"), py::arg("order"),
         py::arg("bits"), py::arg("cand_cells"), py::arg("threads") = 0,
         "Decode-first PrivSketch-noSmp collector: (pos, neg, first_invalid_user).");

@@ -1,5 +1,6 @@
 // Shared helpers for the thin pybind11 layer: numpy arrays are used in place (never
-// copied or cast); a wrong dtype, layout or length raises, naming the parameter.
+// copied or cast); a wrong dtype (byte-swapped included), layout (strided, misaligned) or
+// length raises, naming the parameter.
 #pragma once
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -47,6 +48,9 @@ py::array_t<T> checked_array(const py::handle& obj, const char* name, int ndim =
     throw py::type_error(std::string(name) + " must have dtype " + dtype_name<T>() + ", got " +
                          std::string(py::str(arr.dtype())));
   if (!(arr.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
+  if (!(arr.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
+    throw py::value_error(std::string(name) + " must be aligned to its dtype (numpy.array(" + name +
+                          ") makes an aligned copy)");
   if (ndim >= 0 && arr.ndim() != ndim)
     throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimension(s), got " +
                           std::to_string(arr.ndim()));

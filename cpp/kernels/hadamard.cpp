@@ -2,6 +2,8 @@
 // (one +-1 bit per user, ChaCha20 per element) and server accumulation z[cell] += bit.
 #include "ldpfast/kernels/hadamard.hpp"
 
+#include <cstring>
+
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include "ldpfast/simd.hpp"
 #endif
@@ -78,10 +80,8 @@ std::size_t first_invalid(const std::uint32_t* group, const std::uint32_t* row, 
 
 // Random increments into a table that may exceed the L2 cache: prefetch the cell a fixed
 // distance ahead (into L1) so several misses are in flight (PrefetchCells; it only costs
-// time when the table fits in L2), and the report columns further ahead, once per 16
-// reports, so their stream from memory does not stall the loop.
+// time when the table fits in L2). The reports come from a block already copied into L1.
 constexpr std::size_t kPrefetchDistance = 64;
-constexpr std::size_t kStreamAhead = 1024;
 constexpr std::size_t kUnroll = 16;
 
 // Calls add(t, cell, bit) for reports [begin, end), cell = cell_base[group[i]] + row[i].
@@ -92,26 +92,17 @@ inline void scatter(const std::uint32_t* group, const std::uint32_t* row, const 
   std::size_t i = begin;
   if (!group) {
     const std::uint64_t base = cell_base[0];
-    for (; i + kUnroll <= ahead_end; i += kUnroll) {
-      __builtin_prefetch(row + i + kStreamAhead, 0, 0);
-      __builtin_prefetch(bits + i + kStreamAhead, 0, 0);
-      for (std::size_t j = i; j < i + kUnroll; ++j) {
-        if (PrefetchCells) __builtin_prefetch(t + base + row[j + kPrefetchDistance], 1, 3);
-        add(t, base + row[j], bits[j]);
-      }
+    for (; i < ahead_end; ++i) {
+      if (PrefetchCells) __builtin_prefetch(t + base + row[i + kPrefetchDistance], 1, 3);
+      add(t, base + row[i], bits[i]);
     }
     for (; i < end; ++i) add(t, base + row[i], bits[i]);
     return;
   }
-  for (; i + kUnroll <= ahead_end; i += kUnroll) {
-    __builtin_prefetch(group + i + kStreamAhead, 0, 0);
-    __builtin_prefetch(row + i + kStreamAhead, 0, 0);
-    __builtin_prefetch(bits + i + kStreamAhead, 0, 0);
-    for (std::size_t j = i; j < i + kUnroll; ++j) {
-      if (PrefetchCells)
-        __builtin_prefetch(t + cell_base[group[j + kPrefetchDistance]] + row[j + kPrefetchDistance], 1, 3);
-      add(t, cell_base[group[j]] + row[j], bits[j]);
-    }
+  for (; i < ahead_end; ++i) {
+    if (PrefetchCells)
+      __builtin_prefetch(t + cell_base[group[i + kPrefetchDistance]] + row[i + kPrefetchDistance], 1, 3);
+    add(t, cell_base[group[i]] + row[i], bits[i]);
   }
   for (; i < end; ++i) add(t, cell_base[group[i]] + row[i], bits[i]);
 }
@@ -166,90 +157,91 @@ inline bool block_invalid_groups(const std::uint32_t* group, const std::uint32_t
 }
 #endif
 
-// Validated accumulation, returning the first invalid index in [begin, end) or end when
-// all were valid and added. Validation is fused into the scatter loop, each kUnroll reports
-// checked (SIMD) while in L1, before any of them is added; several groups without
-// AVX-512: blocks of kScanBlock reports checked by first_invalid, then added.
-template <bool PrefetchCells, class T, class Add>
-std::size_t scatter_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                            std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                            const std::uint64_t* group_rows, std::size_t n_groups, T* t, Add&& add) {
+// Reports copied out of the caller's columns, a block at a time (9 KiB, in L1).
+constexpr std::size_t kCopyBlock = 1024;
+
+struct ReportBlock {
+  alignas(64) std::uint32_t group[kCopyBlock];
+  alignas(64) std::uint32_t row[kCopyBlock];
+  alignas(64) std::int8_t bits[kCopyBlock];
+};
+
+// Copies reports [begin, begin + count) into blk: the only read of the caller's columns.
+// The empty asm tells the compiler that blk may have changed, so every later use reads
+// the copy and none is re-read from the columns (which another thread may be changing).
+inline void copy_block(const ReportColumns& in, std::size_t begin, std::size_t count, ReportBlock& blk) {
+  if (in.group) std::memcpy(blk.group, in.group + begin, count * sizeof(std::uint32_t));
+  std::memcpy(blk.row, in.row + begin, count * sizeof(std::uint32_t));
+  std::memcpy(blk.bits, in.bits + begin, count);
+  asm volatile("" : : "r"(&blk) : "memory");
+}
+
+// First invalid report of a copied block (see first_invalid), count when all are valid:
+// 16 reports at a time with SIMD where the ISA has it, the rest branch-free.
+inline std::size_t check_block(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
+                               std::size_t count, const GroupMap& map) {
+  std::size_t i = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  if (group && n_groups <= 0xFFFFFFFFu) {
-    const std::size_t ahead_end = end > kPrefetchDistance ? end - kPrefetchDistance : 0;
-    const std::uint32_t groups32 = static_cast<std::uint32_t>(n_groups);
-    std::size_t i = begin;
-    for (; i + kUnroll <= ahead_end; i += kUnroll) {
-      __builtin_prefetch(group + i + kStreamAhead, 0, 0);
-      __builtin_prefetch(row + i + kStreamAhead, 0, 0);
-      __builtin_prefetch(bits + i + kStreamAhead, 0, 0);
-      if (block_invalid_groups(group, row, bits, i, group_rows, groups32))
-        return first_invalid(group, row, bits, i, i + kUnroll, group_rows, n_groups);
-      for (std::size_t j = i; j < i + kUnroll; ++j) {
-        if (PrefetchCells) {
-          const std::uint32_t g = group[j + kPrefetchDistance];  // not validated yet: clamp
-          __builtin_prefetch(t + cell_base[g < n_groups ? g : 0u] + row[j + kPrefetchDistance], 1, 3);
-        }
-        add(t, cell_base[group[j]] + row[j], bits[j]);
-      }
-    }
-    const std::size_t bad = first_invalid(group, row, bits, i, end, group_rows, n_groups);
-    if (bad < end) return bad;
-    scatter<PrefetchCells>(group, row, bits, i, end, cell_base, t, add);
-    return end;
+  if (group && map.n_groups <= 0xFFFFFFFFu) {
+    const std::uint32_t groups32 = static_cast<std::uint32_t>(map.n_groups);
+    for (; i + kUnroll <= count; i += kUnroll)
+      if (block_invalid_groups(group, row, bits, i, map.group_rows, groups32))
+        return first_invalid(group, row, bits, i, i + kUnroll, map.group_rows, map.n_groups);
   }
 #endif
-  if (group || group_rows[0] == 0) {
-    for (std::size_t b = begin; b < end; b += kScanBlock) {
-      const std::size_t e = end - b < kScanBlock ? end : b + kScanBlock;
-      const std::size_t bad = first_invalid(group, row, bits, b, e, group_rows, n_groups);
-      if (bad < e) return bad;
-      scatter<PrefetchCells>(group, row, bits, b, e, cell_base, t, add);
-    }
-    return end;
+  if (!group && map.group_rows[0] != 0) {
+    const std::uint32_t max_row =
+        map.group_rows[0] > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<std::uint32_t>(map.group_rows[0] - 1);
+    for (; i + kUnroll <= count; i += kUnroll)
+      if (block_invalid(row, bits, i, max_row))
+        return first_invalid(nullptr, row, bits, i, i + kUnroll, map.group_rows, map.n_groups);
   }
-  const std::uint32_t max_row =
-      group_rows[0] > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<std::uint32_t>(group_rows[0] - 1);
-  const std::uint64_t base = cell_base[0];
-  const std::size_t ahead_end = end > kPrefetchDistance ? end - kPrefetchDistance : 0;
-  std::size_t i = begin;
-  for (; i + kUnroll <= ahead_end; i += kUnroll) {
-    __builtin_prefetch(row + i + kStreamAhead, 0, 0);
-    __builtin_prefetch(bits + i + kStreamAhead, 0, 0);
-    if (block_invalid(row, bits, i, max_row))
-      return first_invalid(nullptr, row, bits, i, i + kUnroll, group_rows, n_groups);
-    for (std::size_t j = i; j < i + kUnroll; ++j) {
-      // row[j + kPrefetchDistance] is not validated yet: a prefetch cannot fault.
-      if (PrefetchCells) __builtin_prefetch(t + base + row[j + kPrefetchDistance], 1, 3);
-      add(t, base + row[j], bits[j]);
-    }
+  return first_invalid(group, row, bits, i, count, map.group_rows, map.n_groups);
+}
+
+inline void count_groups(const std::uint32_t* group, std::size_t count, std::int64_t* group_counts) {
+  if (!group_counts) return;
+  if (!group) {
+    group_counts[0] += static_cast<std::int64_t>(count);
+    return;
   }
-  const std::size_t bad = first_invalid(nullptr, row, bits, i, end, group_rows, n_groups);
-  if (bad < end) return bad;
-  scatter<PrefetchCells>(nullptr, row, bits, i, end, cell_base, t, add);
+  for (std::size_t j = 0; j < count; ++j) ++group_counts[group[j]];
+}
+
+// Copies, checks and hands each block of [begin, end) to use(blk group or null, blk, b,
+// count); returns the first invalid index or end.
+template <class Use>
+std::size_t for_each_checked_block(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                                   std::int64_t* group_counts, Use&& use) {
+  ReportBlock blk;
+  const std::uint32_t* group = in.group ? blk.group : nullptr;
+  for (std::size_t b = begin; b < end; b += kCopyBlock) {
+    const std::size_t count = end - b < kCopyBlock ? end - b : kCopyBlock;
+    copy_block(in, b, count, blk);
+    const std::size_t bad = check_block(group, blk.row, blk.bits, count, map);
+    if (bad < count) return b + bad;
+    use(group, blk, b, count);
+    count_groups(group, count, group_counts);
+  }
   return end;
 }
 
-template <class T>
-void accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits, std::size_t begin,
-                std::size_t end, const std::uint64_t* cell_base, T* z, bool prefetch) {
-  auto add = [](T* t, std::uint64_t cell, std::int8_t bit) { t[cell] += bit; };
-  if (prefetch)
-    scatter<true>(group, row, bits, begin, end, cell_base, z, add);
-  else
-    scatter<false>(group, row, bits, begin, end, cell_base, z, add);
+template <class T, class Add>
+std::size_t fill(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, T* t,
+                 bool prefetch, std::int64_t* group_counts, Add&& add) {
+  return for_each_checked_block(in, begin, end, map, group_counts,
+                                [&](const std::uint32_t* group, const ReportBlock& blk, std::size_t, std::size_t count) {
+                                  if (prefetch)
+                                    scatter<true>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
+                                  else
+                                    scatter<false>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
+                                });
 }
 
-void accumulate64(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z,
-                  bool prefetch) {
-  accumulate(group, row, bits, begin, end, cell_base, z, prefetch);
-}
-
-void accumulate32(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* t,
-                  bool prefetch) {
-  accumulate(group, row, bits, begin, end, cell_base, t, prefetch);
+std::size_t fill32(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, std::int32_t* t,
+                   bool prefetch, std::int64_t* group_counts) {
+  return fill(in, begin, end, map, t, prefetch, group_counts,
+              [](std::int32_t* table, std::uint64_t cell, std::int8_t bit) { table[cell] += bit; });
 }
 
 // t[cell] += bit in an int16 partial table that never overflows: an increment that leaves
@@ -278,51 +270,54 @@ overflow:
   t[cell] = 0;
 }
 
-void accumulate16(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                  std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int16_t* t,
-                  bool prefetch, SpillLog* spill) {
+std::size_t fill16(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, std::int16_t* t,
+                   bool prefetch, SpillLog* spill, std::int64_t* group_counts) {
   SpillLog log = *spill;
-  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) {
-    add_spilling(table, cell, bit, log);
-  };
-  if (prefetch)
-    scatter<true>(group, row, bits, begin, end, cell_base, t, add);
-  else
-    scatter<false>(group, row, bits, begin, end, cell_base, t, add);
-  spill->count = log.count;
-}
-
-std::size_t accumulate32_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                                 std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int32_t* t,
-                                 bool prefetch) {
-  auto add = [](std::int32_t* table, std::uint64_t cell, std::int8_t bit) { table[cell] += bit; };
-  if (prefetch)
-    return scatter_checked<true>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
-  return scatter_checked<false>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
-}
-
-std::size_t accumulate16_checked(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                                 std::size_t begin, std::size_t end, const std::uint64_t* cell_base,
-                                 const std::uint64_t* group_rows, std::size_t n_groups, std::int16_t* t,
-                                 bool prefetch, SpillLog* spill) {
-  SpillLog log = *spill;
-  auto add = [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) {
-    add_spilling(table, cell, bit, log);
-  };
-  const std::size_t bad =
-      prefetch ? scatter_checked<true>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add)
-               : scatter_checked<false>(group, row, bits, begin, end, cell_base, group_rows, n_groups, t, add);
+  const std::size_t bad = fill(in, begin, end, map, t, prefetch, group_counts,
+                               [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) {
+                                 add_spilling(table, cell, bit, log);
+                               });
   spill->count = log.count;
   return bad;
 }
 
-// z[cell] += bit for the reports whose cell lies in [cell_lo, cell_hi) (a worker's share,
-// ~1/T of them): blocks of reports are first compacted branch-free to the ones in range,
-// which are then added with their cells prefetched ahead.
-void accumulate64_range(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                        std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z,
-                        std::uint64_t cell_lo, std::uint64_t cell_hi) {
+std::size_t stage(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                  std::uint64_t* staged, std::int64_t* group_counts) {
+  return for_each_checked_block(
+      in, begin, end, map, group_counts,
+      [&](const std::uint32_t* group, const ReportBlock& blk, std::size_t b, std::size_t count) {
+        std::uint64_t* out = staged + b;
+        if (!group) {
+          const std::uint64_t base2 = 2 * map.cell_base[0];
+          for (std::size_t j = 0; j < count; ++j)
+            out[j] = base2 + 2 * std::uint64_t{blk.row[j]} + static_cast<std::uint64_t>(blk.bits[j] < 0);
+          return;
+        }
+        for (std::size_t j = 0; j < count; ++j)
+          out[j] = 2 * (map.cell_base[group[j]] + blk.row[j]) + static_cast<std::uint64_t>(blk.bits[j] < 0);
+      });
+}
+
+void apply(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign,
+           bool prefetch) {
+  const std::int64_t up = sign;
+  std::size_t i = begin;
+  if (prefetch)
+    for (; i + kPrefetchDistance < end; ++i) {
+      __builtin_prefetch(z + (staged[i + kPrefetchDistance] >> 1), 1, 3);
+      const std::uint64_t p = staged[i];
+      z[p >> 1] += (p & 1) ? -up : up;
+    }
+  for (; i < end; ++i) {
+    const std::uint64_t p = staged[i];
+    z[p >> 1] += (p & 1) ? -up : up;
+  }
+}
+
+// Blocks of staged reports are first compacted branch-free to the ones in range, which
+// are then added with their cells prefetched ahead.
+void apply_range(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z,
+                 std::uint64_t cell_lo, std::uint64_t cell_hi, int sign) {
   constexpr std::size_t kBlock = 1024;
   std::uint64_t offset[kBlock + kPrefetchDistance];
   std::int8_t value[kBlock];
@@ -330,13 +325,12 @@ void accumulate64_range(const std::uint32_t* group, const std::uint32_t* row, co
   std::int64_t* const zr = z + cell_lo;
   for (std::size_t b = begin; b < end; b += kBlock) {
     const std::size_t e = end - b < kBlock ? end : b + kBlock;
-    if (group) __builtin_prefetch(group + b + kStreamAhead, 0, 0);
-    __builtin_prefetch(row + b + kStreamAhead, 0, 0);
     std::size_t kept = 0;
     for (std::size_t i = b; i < e; ++i) {
-      const std::uint64_t off = (group ? cell_base[group[i]] : cell_base[0]) + row[i] - cell_lo;
+      const std::uint64_t p = staged[i];
+      const std::uint64_t off = (p >> 1) - cell_lo;
       offset[kept] = off;
-      value[kept] = bits[i];
+      value[kept] = static_cast<std::int8_t>((p & 1) ? -sign : sign);
       kept += off < span;
     }
     for (std::size_t j = 0; j < kPrefetchDistance; ++j) offset[kept + j] = 0;
@@ -368,10 +362,8 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, s
 
 }  // namespace
 
-extern const HadamardKernels hadamard_kernels = {
-    &perturb,      &first_invalid,        &accumulate64,         &accumulate32,
-    &accumulate16, &accumulate32_checked, &accumulate16_checked, &accumulate64_range,
-    &rhr_perturb};
+extern const HadamardKernels hadamard_kernels = {&perturb, &first_invalid, &fill32,      &fill16,
+                                                 &stage,   &apply,         &apply_range, &rhr_perturb};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast

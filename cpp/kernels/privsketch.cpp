@@ -201,8 +201,8 @@ std::size_t decode_cell_impl(std::uint32_t K, std::uint32_t M, const std::uint16
   if (FixedK == 4 && KM <= kVectorMaxCells && KM % 64 == 0) {
     for (std::size_t i = begin; i < end; ++i) {
       const std::uint16_t* o = order + i * KM;
-      if (!is_permutation_512(o, KM)) return i;
-      const std::uint32_t c = cell[i];
+      const std::uint32_t c = cell[i];  // read once: checked, then used
+      if (c >= KM || !is_permutation_512(o, KM)) return i;
       add_bucket_512(o, KM, o[c], bucket_offsets[c], bucket_offsets[c + 1], bucket_cand, bucket_cells,
                      bits[i] > 0 ? pos : neg);
     }
@@ -211,8 +211,8 @@ std::size_t decode_cell_impl(std::uint32_t K, std::uint32_t M, const std::uint16
 #endif
   for (std::size_t i = begin; i < end; ++i) {
     const std::uint16_t* o = order + i * KM;
-    if (!is_permutation(o)) return i;
-    const std::uint32_t c = cell[i];
+    const std::uint32_t c = cell[i];  // read once: checked, then used
+    if (c >= KM || !is_permutation(o)) return i;
     const std::uint16_t r0 = o[c];
     std::int64_t* target = bits[i] > 0 ? pos : neg;
     // The sampled cell is one of the candidate's K cells, so "no cell ranks below r0"

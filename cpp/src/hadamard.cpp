@@ -135,38 +135,6 @@ class Scratch {
   std::size_t padded_ = 0;
   bool cacheable_ = false;
 };
-// Splits [0, n) over `workers` private tables of T: `fill(worker, begin, end, table, spill)`
-// adds its reports to a cleared table (returning false abandons the update before z is
-// touched); then the tables are added to z in cell order and the spilled sums after them,
-// so the result is identical for every thread count.
-template <class T, class Fill>
-bool accumulate_with_partials(std::size_t n, std::size_t n_cells, std::size_t workers, int threads,
-                              std::int64_t* z, Fill&& fill) {
-  Scratch<T> tables(workers * n_cells);
-  // Only int16 tables spill; a range holds <= n / workers + 1 reports.
-  const std::size_t spill_capacity = sizeof(T) == 2 ? n / workers / 256 + 2 : 0;
-  Scratch<std::uint32_t> spill_cells(workers * spill_capacity);
-  Scratch<std::int64_t> spill_values(workers * spill_capacity);
-  std::vector<SpillLog> spills(workers);
-  std::vector<char> ok(workers, 1);
-  parallel_for(workers, static_cast<int>(workers), [&](std::size_t w) {
-    T* table = tables.get() + w * n_cells;
-    std::memset(table, 0, n_cells * sizeof(T));
-    spills[w] = SpillLog{spill_cells.get() + w * spill_capacity, spill_values.get() + w * spill_capacity, 0};
-    ok[w] = fill(w, n * w / workers, n * (w + 1) / workers, table, &spills[w]) ? 1 : 0;
-  });
-  for (char flag : ok)
-    if (!flag) return false;
-  parallel_for_chunks(n_cells, kReduceChunk, threads, [&](std::size_t b, std::size_t e) {
-    for (std::size_t w = 0; w < workers; ++w) {
-      const T* t = tables.get() + w * n_cells;
-      for (std::size_t c = b; c < e; ++c) z[c] += t[c];
-    }
-  });
-  for (const SpillLog& log : spills)
-    for (std::size_t k = 0; k < log.count; ++k) z[log.cell[k]] += log.value[k];
-  return true;
-}
 
 // Prefetching cells ahead pays once the table outgrows the (1 MiB) L2 cache and slows
 // L2-resident tables by ~10-15% (measured, bench/hrr_throughput.py --log2d 16 / 20).
@@ -179,127 +147,185 @@ bool narrow_tables(std::size_t n, std::size_t n_cells, std::size_t workers) {
   return n_cells > kMaxInt32PartialCells || ceil_div(n, workers) > kInt32TableReports;
 }
 
-template <class T>
-void accumulate_partials(const HadamardKernels& k, const std::uint32_t* group, const std::uint32_t* row,
-                         const std::int8_t* bits, std::size_t n, const std::uint64_t* cell_base,
-                         std::size_t n_cells, std::size_t workers, std::int64_t* z, int threads) {
-  const bool prefetch = prefetch_cells(n_cells * sizeof(T));
-  accumulate_with_partials<T>(n, n_cells, workers, threads, z,
-                              [&](std::size_t, std::size_t b, std::size_t e, T* t, SpillLog* spill) {
-                                for_blocks(b, e, kAccumulateBlock, [&](std::size_t bb, std::size_t ee) {
-                                  if constexpr (sizeof(T) == 2)
-                                    k.accumulate16(group, row, bits, bb, ee, cell_base, t, prefetch, spill);
-                                  else
-                                    k.accumulate32(group, row, bits, bb, ee, cell_base, t, prefetch);
-                                });
-                                return true;
-                              });
-}
-
-template <class T>
-std::size_t update_partials(const HadamardKernels& k, const std::uint32_t* group, const std::uint32_t* row,
-                            const std::int8_t* bits, std::size_t n, const std::uint64_t* group_rows,
-                            std::size_t n_groups, const std::uint64_t* cell_base, std::size_t n_cells,
-                            std::size_t workers, std::int64_t* z, int threads) {
-  const bool prefetch = prefetch_cells(n_cells * sizeof(T));
-  std::vector<std::size_t> first_bad(workers, n);
-  const bool all_valid = accumulate_with_partials<T>(
-      n, n_cells, workers, threads, z, [&](std::size_t w, std::size_t b, std::size_t e, T* t, SpillLog* spill) {
-        for (std::size_t bb = b; bb < e; bb += kAccumulateBlock) {
-          interruption_point();
-          const std::size_t ee = std::min(e, bb + kAccumulateBlock);
-          std::size_t bad;
-          if constexpr (sizeof(T) == 2)
-            bad = k.accumulate16_checked(group, row, bits, bb, ee, cell_base, group_rows, n_groups, t, prefetch,
-                                         spill);
-          else
-            bad = k.accumulate32_checked(group, row, bits, bb, ee, cell_base, group_rows, n_groups, t, prefetch);
-          if (bad < ee) {
-            first_bad[w] = bad;
-            return false;
-          }
-        }
-        return true;
-      });
-  if (all_valid) return n;
-  // A worker stops at its first invalid report; earlier workers may have stopped too, so
-  // the batch's first invalid report is in the earliest worker range that failed.
-  for (std::size_t w = 0; w < workers; ++w)
-    if (first_bad[w] < n) return first_bad[w];
-  return n;
-}
-
-// Adds straight into z, in blocks with interruption points between them.
-void accumulate_direct(const HadamardKernels& k, const std::uint32_t* group, const std::uint32_t* row,
-                       const std::int8_t* bits, std::size_t n, const std::uint64_t* cell_base,
-                       std::size_t n_cells, std::int64_t* z) {
-  const bool prefetch = prefetch_cells(n_cells * sizeof(std::int64_t));
-  for_blocks(0, n, kAccumulateBlock, [&](std::size_t b, std::size_t e) {
-    k.accumulate64(group, row, bits, b, e, cell_base, z, prefetch);
-  });
-}
-
-// Tables too large for private copies (> kMaxPartialCells) used to be filled by one
-// thread. Instead each worker owns a contiguous range of cells and scans all reports,
-// adding those in its range: the random, cache-missing increments (the cost) are split
-// T ways, the extra cost is T streaming reads of the reports (shared through the caches
-// while the workers run side by side). Each cell is summed by one worker in report
-// order, so the result is the same for every thread count.
+// Tables too large for private copies (> kMaxPartialCells) are split by cell range among
+// the threads (see update_staged).
 bool owner_ranges(std::size_t n_cells, int threads) {
   return n_cells > kMaxPartialCells && resolve_threads(threads) > 1;
 }
 
-void accumulate_owner_ranges(const HadamardKernels& k, const std::uint32_t* group, const std::uint32_t* row,
-                             const std::int8_t* bits, std::size_t n, const std::uint64_t* cell_base,
-                             std::size_t n_cells, std::int64_t* z, int threads) {
-  const std::size_t workers = static_cast<std::size_t>(resolve_threads(threads));
-  parallel_for(workers, threads, [&](std::size_t w) {
-    const std::size_t lo = n_cells * w / workers, hi = n_cells * (w + 1) / workers;
-    for_blocks(0, n, kAccumulateBlock, [&](std::size_t b, std::size_t e) {
-      k.accumulate64_range(group, row, bits, b, e, cell_base, z, lo, hi);
-    });
+// Adds the per-worker group counts (workers x n_groups; absent when null) and the batch
+// size to the caller's totals: the last step of a commit, after z.
+void commit_counts(const std::vector<std::int64_t>& per_worker, std::size_t n_groups, std::size_t n,
+                   const UpdateTotals& totals) {
+  if (totals.group_counts && !per_worker.empty())
+    for (std::size_t w = 0; w < per_worker.size() / n_groups; ++w)
+      for (std::size_t g = 0; g < n_groups; ++g) totals.group_counts[g] += per_worker[w * n_groups + g];
+  if (totals.count) *totals.count += static_cast<std::int64_t>(n);
+}
+
+// Per-worker group counts (workers x n_groups) when the caller wants them and the batch
+// has several groups; empty otherwise (a single group's count is n).
+std::vector<std::int64_t> group_count_tables(const ReportColumns& in, const GroupMap& map, std::size_t workers,
+                                             const UpdateTotals& totals) {
+  if (!totals.group_counts || !in.group) return {};
+  return std::vector<std::int64_t>(workers * map.n_groups, 0);
+}
+
+// The single-group count of a batch (the per-worker tables cover several groups).
+void commit_single_group(const ReportColumns& in, std::size_t n, const UpdateTotals& totals) {
+  if (totals.group_counts && !in.group) totals.group_counts[0] += static_cast<std::int64_t>(n);
+}
+
+// Private tables: each worker adds its range of reports to a cleared table of T (reading
+// each report once, checking it first); z is not touched while they run, so an invalid
+// report or an interruption leaves it unchanged. Then, without interruption points, the
+// tables are added to z in cell order and the spilled sums after them (the result is
+// identical for every thread count), and the counts.
+template <class T>
+std::size_t update_partials(const HadamardKernels& k, const ReportColumns& in, std::size_t n, const GroupMap& map,
+                            std::size_t n_cells, std::size_t workers, std::int64_t* z, const UpdateTotals& totals,
+                            int threads) {
+  const bool prefetch = prefetch_cells(n_cells * sizeof(T));
+  Scratch<T> tables(workers * n_cells);
+  // Only int16 tables spill; a range holds <= n / workers + 1 reports.
+  const std::size_t spill_capacity = sizeof(T) == 2 ? n / workers / 256 + 2 : 0;
+  Scratch<std::uint32_t> spill_cells(workers * spill_capacity);
+  Scratch<std::int64_t> spill_values(workers * spill_capacity);
+  std::vector<SpillLog> spills(workers);
+  std::vector<std::size_t> first_bad(workers, n);
+  std::vector<std::int64_t> counts = group_count_tables(in, map, workers, totals);
+  parallel_for(workers, static_cast<int>(workers), [&](std::size_t w) {
+    T* table = tables.get() + w * n_cells;
+    std::memset(table, 0, n_cells * sizeof(T));
+    spills[w] = SpillLog{spill_cells.get() + w * spill_capacity, spill_values.get() + w * spill_capacity, 0};
+    std::int64_t* worker_counts = counts.empty() ? nullptr : counts.data() + w * map.n_groups;
+    const std::size_t b = n * w / workers, e = n * (w + 1) / workers;
+    for (std::size_t bb = b; bb < e; bb += kAccumulateBlock) {
+      interruption_point();
+      const std::size_t ee = std::min(e, bb + kAccumulateBlock);
+      std::size_t bad;
+      if constexpr (sizeof(T) == 2)
+        bad = k.fill16(in, bb, ee, map, table, prefetch, &spills[w], worker_counts);
+      else
+        bad = k.fill32(in, bb, ee, map, table, prefetch, worker_counts);
+      if (bad < ee) {
+        first_bad[w] = bad;
+        return;
+      }
+    }
   });
+  // A worker stops at its first invalid report, so the batch's first invalid report is in
+  // the earliest worker range that has one.
+  for (std::size_t w = 0; w < workers; ++w)
+    if (first_bad[w] < n) return first_bad[w];
+  InterruptScope commit(false);  // from here on nothing interrupts: z changes whole
+  parallel_for_chunks(n_cells, kReduceChunk, threads, [&](std::size_t b, std::size_t e) {
+    for (std::size_t w = 0; w < workers; ++w) {
+      const T* t = tables.get() + w * n_cells;
+      for (std::size_t c = b; c < e; ++c) z[c] += t[c];
+    }
+  });
+  for (const SpillLog& log : spills)
+    for (std::size_t j = 0; j < log.count; ++j) z[log.cell[j]] += log.value[j];
+  commit_single_group(in, n, totals);
+  commit_counts(counts, map.n_groups, n, totals);
+  return n;
+}
+
+// Staged: the reports are first copied, checked and packed as cells into a buffer the
+// library owns (8 bytes per report; threads take ranges), and only a fully valid batch is
+// added to z from there: directly, or, for tables too large for private copies, by workers
+// that each own a contiguous range of cells and scan the whole buffer, adding the reports
+// in their range (the random, cache-missing increments, the cost, are split T ways; each
+// cell is summed by one worker in report order, so the result is the same for every
+// thread count). An interruption while adding takes the added reports back out of z.
+std::size_t update_staged(const HadamardKernels& k, const ReportColumns& in, std::size_t n, const GroupMap& map,
+                          std::size_t n_cells, std::int64_t* z, const UpdateTotals& totals, int threads) {
+  Scratch<std::uint64_t> staged(n);
+  std::uint64_t* packed = staged.get();
+  const std::size_t stagers = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
+                                                    ceil_div(n, kScanChunk));
+  std::vector<std::size_t> first_bad(stagers, n);
+  std::vector<std::int64_t> counts = group_count_tables(in, map, stagers, totals);
+  parallel_for(stagers, threads, [&](std::size_t w) {
+    std::int64_t* worker_counts = counts.empty() ? nullptr : counts.data() + w * map.n_groups;
+    const std::size_t b = n * w / stagers, e = n * (w + 1) / stagers;
+    for (std::size_t bb = b; bb < e; bb += kAccumulateBlock) {
+      interruption_point();
+      const std::size_t ee = std::min(e, bb + kAccumulateBlock);
+      const std::size_t bad = k.stage(in, bb, ee, map, packed, worker_counts);
+      if (bad < ee) {
+        first_bad[w] = bad;
+        return;
+      }
+    }
+  });
+  for (std::size_t w = 0; w < stagers; ++w)
+    if (first_bad[w] < n) return first_bad[w];
+  if (owner_ranges(n_cells, threads)) {
+    const std::size_t owners = static_cast<std::size_t>(resolve_threads(threads));
+    std::vector<std::size_t> done(owners, 0);  // reports each owner has added
+    auto cells_of = [&](std::size_t w) {
+      return std::make_pair(std::uint64_t{n_cells * w / owners}, std::uint64_t{n_cells * (w + 1) / owners});
+    };
+    try {
+      parallel_for(owners, threads, [&](std::size_t w) {
+        const auto [lo, hi] = cells_of(w);
+        for (std::size_t b = 0; b < n; b += kAccumulateBlock) {
+          interruption_point();
+          const std::size_t e = std::min(n, b + kAccumulateBlock);
+          k.apply_range(packed, b, e, z, lo, hi, 1);
+          done[w] = e;
+        }
+      });
+    } catch (...) {
+      InterruptScope rollback(false);
+      parallel_for(owners, threads, [&](std::size_t w) {
+        const auto [lo, hi] = cells_of(w);
+        k.apply_range(packed, 0, done[w], z, lo, hi, -1);
+      });
+      throw;
+    }
+  } else {
+    const bool prefetch = prefetch_cells(n_cells * sizeof(std::int64_t));
+    std::size_t done = 0;
+    try {
+      for (std::size_t b = 0; b < n; b += kAccumulateBlock) {
+        interruption_point();
+        const std::size_t e = std::min(n, b + kAccumulateBlock);
+        k.apply(packed, b, e, z, 1, prefetch);
+        done = e;
+      }
+    } catch (...) {
+      k.apply(packed, 0, done, z, -1, prefetch);
+      throw;
+    }
+  }
+  commit_single_group(in, n, totals);
+  commit_counts(counts, map.n_groups, n, totals);
+  return n;
 }
 
 }  // namespace
 
-void hadamard_accumulate(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                         std::size_t n, const std::uint64_t* cell_base, std::size_t n_cells, std::int64_t* z,
-                         int threads) {
+std::size_t hadamard_update(const ReportColumns& in, std::size_t n, const GroupMap& map, std::size_t n_cells,
+                            std::int64_t* z, const UpdateTotals& totals, int threads) {
   const auto& k = hadamard_kernels_active();
-  if (owner_ranges(n_cells, threads)) {
-    accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
-    return;
-  }
+  if (n == 0) return 0;
   const std::size_t workers = partial_workers(n, n_cells, threads);
-  if (workers == 0)
-    accumulate_direct(k, group, row, bits, n, cell_base, n_cells, z);
-  else if (narrow_tables(n, n_cells, workers))
-    accumulate_partials<std::int16_t>(k, group, row, bits, n, cell_base, n_cells, workers, z, threads);
-  else
-    accumulate_partials<std::int32_t>(k, group, row, bits, n, cell_base, n_cells, workers, z, threads);
+  if (workers == 0) return update_staged(k, in, n, map, n_cells, z, totals, threads);
+  if (narrow_tables(n, n_cells, workers))
+    return update_partials<std::int16_t>(k, in, n, map, n_cells, workers, z, totals, threads);
+  return update_partials<std::int32_t>(k, in, n, map, n_cells, workers, z, totals, threads);
 }
 
-std::size_t hadamard_update(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                            std::size_t n, const std::uint64_t* group_rows, std::size_t n_groups,
-                            const std::uint64_t* cell_base, std::size_t n_cells, std::int64_t* z, int threads) {
-  const auto& k = hadamard_kernels_active();
+std::size_t hadamard_update_scratch_bytes(std::size_t n, std::size_t n_cells, std::size_t n_groups, int threads) {
   const std::size_t workers = partial_workers(n, n_cells, threads);
-  if (workers == 0) {
-    const std::size_t bad = hadamard_first_invalid(group, row, bits, n, group_rows, n_groups, threads);
-    if (bad < n) return bad;
-    if (owner_ranges(n_cells, threads)) {
-      accumulate_owner_ranges(k, group, row, bits, n, cell_base, n_cells, z, threads);
-      return n;
-    }
-    accumulate_direct(k, group, row, bits, n, cell_base, n_cells, z);
-    return n;
-  }
-  if (narrow_tables(n, n_cells, workers))
-    return update_partials<std::int16_t>(k, group, row, bits, n, group_rows, n_groups, cell_base, n_cells,
-                                         workers, z, threads);
-  return update_partials<std::int32_t>(k, group, row, bits, n, group_rows, n_groups, cell_base, n_cells, workers,
-                                       z, threads);
+  const std::size_t counts = static_cast<std::size_t>(resolve_threads(threads)) * n_groups * sizeof(std::int64_t);
+  if (workers == 0) return n * sizeof(std::uint64_t) + counts;
+  if (!narrow_tables(n, n_cells, workers)) return workers * n_cells * sizeof(std::int32_t) + counts;
+  const std::size_t spill = workers * (n / workers / 256 + 2) * (sizeof(std::uint32_t) + sizeof(std::int64_t));
+  return workers * n_cells * sizeof(std::int16_t) + spill + counts;
 }
 
 void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t n, std::uint32_t base_bits,

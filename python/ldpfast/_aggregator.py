@@ -3,6 +3,7 @@ round trip (see :mod:`ldpfast._base` for the contract)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
@@ -13,7 +14,7 @@ import json
 import struct
 import threading
 import zlib
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple, Type, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple, Type, TypeVar, Union, cast
 
 import numpy as np
 
@@ -32,17 +33,180 @@ A = TypeVar("A", bound="Aggregator")
 
 
 class _State(dict):
-    """A committed aggregator state: name -> array (or other immutable value). Committed
-    states are never modified in place (their arrays are made read-only); an update or
-    merge builds a new one and commits it with a single attribute assignment. Caches
-    derived from a state (e.g. decoded transforms) are stored as attributes of it, so a
-    commit invalidates them."""
+    """An aggregator's state: name -> array (or other value), owned by the aggregator and
+    changed in place under its lock by :class:`Delta` commits (or, for aggregators that
+    build a whole new state, replaced with one assignment). Caches derived from a state
+    (e.g. decoded transforms) are stored as attributes of it; :meth:`changed`, which every
+    commit calls before it writes, drops them."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for value in self.values():
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
+    def changed(self) -> None:
+        """Drop the cached values derived from this state (it is about to change)."""
+        self.__dict__.clear()
+
+
+class Delta:
+    """Changes to an aggregator's state, all computed from the batch (or the other
+    aggregator) and the current state before any is written; :meth:`commit` then writes
+    them in place, all or nothing.
+
+    * :meth:`add` (and :meth:`add_counts`): ``state[name] += values`` at distinct flat
+      positions. The old and new values of those positions are kept, so writing the new
+      ones and, on failure, writing the old ones back are idempotent: an exception or a
+      KeyboardInterrupt at any point of the commit leaves the state as it was. Cost and
+      memory O(positions), i.e. O(batch).
+    * :meth:`add_dense`: ``state[name] += values`` over the whole array (merges), chunk by
+      chunk; a failed commit subtracts the chunks already added back out (integers: exact)
+      and restores the chunk in flight from its saved old values. Temporaries O(chunk).
+    * :meth:`replace`: ``state[name] = value`` (e.g. a tuple of kept report chunks).
+
+    A sum that would wrap around the state's integer dtype is refused (IncompatibleError)
+    before anything is written (``add``) or rolled back (``add_dense``). Each name may be
+    changed by one step only."""
+
+    _CHUNK = 1 << 16
+
+    def __init__(self, state: "_State"):
+        self._state = state
+        self._steps: list = []
+        self._names: set = set()
+
+    def _target(self, name: str) -> np.ndarray:
+        if name in self._names:
+            raise ValueError(f"state array {name!r} is changed twice in one Delta")
+        self._names.add(name)
+        array = self._state[name]
+        flat = array.reshape(-1)
+        if not np.shares_memory(flat, array):  # reshape copied: not contiguous
+            raise ValueError(f"state array {name!r} must be contiguous")
+        return flat
+
+    def add(self, name: str, values: Any, index: Any = None) -> "Delta":
+        """``state[name].flat[index] += values`` (``index``: distinct flat positions;
+        None: the whole array, ``values`` of its size)."""
+        target = self._target(name)
+        values = np.asarray(values).reshape(-1)
+        if values.dtype != target.dtype:
+            if target.dtype.kind == "u" and values.size and values.min() < 0:
+                raise ValueError(f"cannot add negative values to the unsigned state array {name!r}")
+            values = values.astype(target.dtype)
+        if index is None:
+            old = target.copy()
+        else:
+            index = np.asarray(index, dtype=np.intp)
+            old = target[index]
+        new = _checked_sum(name, old, values, "adding the batch")
+        self._steps.append(("write", target, index, old, new))
+        return self
+
+    def add_counts(self, name: str, positions: np.ndarray, weights: Optional[np.ndarray] = None) -> "Delta":
+        """``state[name].flat[p] += (number of p in positions)`` (or the sum of their
+        ``weights``, integers), via :func:`sparse_counts`."""
+        index, sums = sparse_counts(positions, self._state[name].size, weights)
+        return self.add(name, sums, index)
+
+    def add_dense(self, name: str, values: np.ndarray) -> "Delta":
+        """``state[name] += values`` (same shape and dtype), written chunk by chunk."""
+        target = self._target(name)
+        values = np.asarray(values).reshape(-1)
+        if values.shape != target.shape:
+            raise IncompatibleError(f"state array {name!r} has {values.size} values, expected {target.size}")
+        self._steps.append(["dense", name, target, values, 0, None])
+        return self
+
+    def replace(self, name: str, value: Any) -> "Delta":
+        """``state[name] = value``."""
+        if name in self._names:
+            raise ValueError(f"state entry {name!r} is changed twice in one Delta")
+        self._names.add(name)
+        self._steps.append(("replace", name, self._state.get(name), value))
+        return self
+
+    def commit(self) -> None:
+        """Drop the state's caches, then write every step; on any exception (a
+        KeyboardInterrupt included) undo them all and re-raise."""
+        self._state.changed()
+        try:
+            for step in self._steps:
+                if step[0] == "write":
+                    _, target, index, _, new = step
+                    target[slice(None) if index is None else index] = new
+                elif step[0] == "replace":
+                    self._state[step[1]] = step[3]
+                else:
+                    self._add_dense(step)
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _add_dense(self, step: list) -> None:
+        _, name, target, values, _, _ = step
+        for lo in range(0, target.size, self._CHUNK):
+            hi = min(lo + self._CHUNK, target.size)
+            old = target[lo:hi].copy()
+            new = _checked_sum(name, old, values[lo:hi], "merging")
+            step[5] = (lo, hi, old)  # in flight: restored from `old` whether written or not
+            target[lo:hi] = new
+            step[4] = hi             # chunks below hi are added
+        step[5] = None
+
+    def _rollback(self) -> None:
+        # Every undo is idempotent (it writes saved values, or subtracts exactly what the
+        # step's own record says was added), so a second interrupt restarts it safely.
+        while True:
+            try:
+                for step in reversed(self._steps):
+                    if step[0] == "write":
+                        _, target, index, old, _ = step
+                        target[slice(None) if index is None else index] = old
+                    elif step[0] == "replace":
+                        self._state[step[1]] = step[2]
+                    else:
+                        _, _, target, values, added, flight = step
+                        if added:
+                            np.subtract(target[:added], values[:added], out=target[:added])
+                            step[4] = 0
+                        if flight is not None:
+                            lo, hi, old = flight
+                            target[lo:hi] = old
+                            step[5] = None
+                return
+            except KeyboardInterrupt:
+                continue
+
+
+def sparse_counts(positions: np.ndarray, size: int,
+                  weights: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """``(index, sums)``: the distinct values of ``positions`` (integers in ``[0, size)``)
+    and how often each occurs (or the sum of its integer ``weights``), in time and memory
+    O(len(positions)): a histogram of ``size`` bins when the batch is at least 1/8 of it,
+    else a sort."""
+    positions = np.asarray(positions).reshape(-1).astype(np.intp, copy=False)
+    if weights is not None:
+        weights = np.asarray(weights).reshape(-1).astype(np.int64, copy=False)
+    if 8 * positions.size >= size:
+        if weights is None:
+            hist = np.bincount(positions, minlength=size)
+        else:  # float64 sums of small integers: exact while every partial sum is below 2^53
+            hist = np.bincount(positions, weights.astype(np.float64), minlength=size).astype(np.int64)
+        index = np.flatnonzero(hist)
+        return index, hist[index]
+    if weights is None:
+        index, sums = np.unique(positions, return_counts=True)
+        return index, sums.astype(np.int64)
+    order = np.argsort(positions, kind="stable")
+    ordered = positions[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if ordered.size else np.zeros(0, np.intp)
+    return ordered[starts], np.add.reduceat(weights[order], starts) if ordered.size else np.zeros(0, np.int64)
+
+
+def _locked_pair(a: "Aggregator", b: "Aggregator") -> Any:
+    """Both aggregators' locks, taken in a fixed order (no deadlock when two threads lock
+    the same pair in opposite roles)."""
+    first, second = sorted((a, b), key=id)
+    stack = contextlib.ExitStack()
+    stack.enter_context(first._lock)
+    stack.enter_context(second._lock)
+    return stack
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,10 +237,14 @@ class Aggregator:
 
     * ``_validate(reports)``: raise ReportError unless the batch fits the parameters
       (ranges, shapes); it reads only the parameters and the batch;
-    * ``_ingest(reports)``: the new state (a mapping, built from copies: the committed
-      state is never modified in place) with the batch added; it may raise ReportError too;
-    * ``_merged(theirs)``: the new state with another aggregator's state added (default:
-      elementwise sum);
+    * ``_ingest(reports)``: the batch's change to the state, as a :class:`Delta` computed
+      from the batch and the current state (time and memory O(batch)), which the template
+      commits in place; or None after committing in place itself, all or nothing (a C++
+      kernel that adds into the state and takes back what it added when it fails); or,
+      for aggregators that build a whole new state from copies, that new state (a
+      mapping, committed with one assignment). It may raise ReportError too;
+    * ``_merged(theirs)``: likewise, another aggregator's state added (default: a Delta
+      adding every array elementwise, in place);
     * ``_state()`` / ``_set_state(state)``: the canonical arrays written by ``to_bytes``
       (default: the committed state itself), ``_check_state`` for ``from_bytes``, and
       ``_state_layout(params)``: the shapes and dtypes of the state arrays, known from the
@@ -84,14 +252,16 @@ class Aggregator:
       against the memory budget at construction).
 
     ``update`` checks the batch's type, its columns' dtypes and lengths and its parameter
-    fingerprint, calls ``_validate`` and ``_ingest`` and commits the new state with one
-    attribute assignment, so a rejected batch, an exception or a KeyboardInterrupt
+    fingerprint, takes a copy of its columns that the library owns (so each value the
+    caller passed is read once: what is checked is what is added), calls ``_validate``
+    and ``_ingest`` and commits, so a rejected batch, an exception or a KeyboardInterrupt
     (raised between Python steps or out of a C++ call) leaves either the old state or the
-    complete new one, never a partial one. Each aggregator has a lock: ``update``,
-    ``merge``, ``to_bytes`` and every public method run under it, so one aggregator may be
-    used from several Python threads (updates are serialized; the C++ kernels use several
-    threads inside each call). Arrays of a batch must not be modified while it is being
-    added.
+    complete new one, never a partial one. Protocols whose C++ kernel reads every value
+    once itself (``_reads_once``) skip the copy of aligned columns. Each aggregator has a
+    lock: ``update``, ``merge``, ``to_bytes``, ``==`` and every public method run under it,
+    so one aggregator may be used from several Python threads (updates are serialized; the
+    C++ kernels use several threads inside each call). Arrays handed to callers never
+    share memory with the state, which later updates change in place.
 
     The contract (checked for every protocol by tests/test_contract.py): ``cls(params)``
     is empty and the merge identity; ``merge`` is exact, associative and commutative and
@@ -107,6 +277,10 @@ class Aggregator:
     #: in the C++ kernel) and calls ``_validate`` only to name a bad report: ``update``
     #: then skips the separate ``_validate`` pass (``validate`` still runs it).
     _ingest_validates: ClassVar[bool] = False
+    #: True when ``_ingest`` passes the columns to a C++ kernel that reads each value once
+    #: (and checks the value it uses): ``update`` then copies only columns that are not
+    #: aligned (see :meth:`Reports._owned_columns`).
+    _reads_once: ClassVar[bool] = False
 
     _st: _State
 
@@ -146,13 +320,15 @@ class Aggregator:
         """Raise ReportError unless ``reports`` (a checked batch of the protocol's Reports
         type) fits the parameters (no state access)."""
 
-    def _ingest(self, reports: Any) -> Mapping[str, Any]:
+    def _ingest(self, reports: Any) -> Union["Delta", Mapping[str, Any], None]:
         raise NotImplementedError(f"{type(self).__name__} does not implement _ingest")
 
-    def _merged(self, theirs: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The state with ``theirs`` (another aggregator's committed state) added."""
-        mine = self._committed()
-        return {name: _checked_sum(name, mine[name], theirs[name]) for name in mine}
+    def _merged(self, theirs: Mapping[str, Any]) -> Union["Delta", Mapping[str, Any]]:
+        """``theirs`` (another aggregator's committed state) added to this one."""
+        delta = Delta(self._st)
+        for name in self._st:
+            delta.add_dense(name, theirs[name])
+        return delta
 
     def _committed(self) -> Mapping[str, Any]:
         """The committed state (aggregators written before the template keep their
@@ -162,16 +338,42 @@ class Aggregator:
         except AttributeError:
             return self._state()
 
-    def _commit(self, state: Mapping[str, Any]) -> None:
-        if hasattr(self, "_st"):
-            self._st = _State(state)  # the commit: one assignment
+    def _commit(self, change: Union["Delta", Mapping[str, Any], None]) -> None:
+        """Commits what ``_ingest`` or ``_merged`` returned (under the lock)."""
+        if isinstance(change, Delta):
+            change.commit()
+        elif change is None:
+            pass  # committed in place by the protocol
+        elif hasattr(self, "_st"):
+            self._st = _State(change)  # a whole new state: one assignment
         else:
-            self._set_state(dict(state))
+            self._set_state(dict(change))
+
+    def _state_nbytes(self) -> int:
+        """Bytes of the state arrays (the memory budget counts them beside a call's
+        temporaries)."""
+        def size(value: Any) -> int:
+            if isinstance(value, np.ndarray):
+                return int(value.nbytes)
+            if isinstance(value, (tuple, list)):
+                return sum(size(v) for v in value)
+            return 0
+        try:
+            state = self._st
+        except AttributeError:
+            return 0
+        return sum(size(v) for v in state.values())
+
+    def _check_call(self, nbytes: int, what: str) -> None:
+        """Refuse (ParameterError) a call whose temporaries, ``nbytes``, would take this
+        server's memory (its state and them) over the budget."""
+        check_allocation(int(nbytes), what, held=self._state_nbytes())
 
     # -- contract -------------------------------------------------------------------
     def _accepted(self, reports: Any) -> "Reports":
         """A shallow snapshot of ``reports`` (columns reassigned later do not affect it),
-        with its type, columns and parameter fingerprint checked."""
+        with its type, columns and parameter fingerprint checked, whose columns are copies
+        the library owns (only unaligned ones when ``_reads_once``)."""
         expected = self.reports_type or _REGISTRY[self.protocol].reports
         if not isinstance(reports, expected):
             name = expected.__name__
@@ -188,6 +390,13 @@ class Aggregator:
                 f"reports were made with other parameters than this server's: reports "
                 f"{origin} (fingerprint {str(fingerprint)[:16]}), server {_describe(self.params)} "
                 f"(fingerprint {self.params.fingerprint[:16]})")
+        columns = batch.columns()
+        owned = [name for name, column in columns.items() if not (self._reads_once and column.flags.aligned)]
+        if owned:
+            self._check_call(sum(columns[name].nbytes for name in owned),
+                             f"a copy of a batch of {len(batch)} reports for {_aggregator_name(self)}")
+            for name in owned:  # read once from the caller's memory: what is checked is what is added
+                setattr(batch, name, np.array(columns[name], order="C"))
         return batch
 
     def validate(self, reports: "Reports") -> None:
@@ -198,8 +407,9 @@ class Aggregator:
 
     def update(self: A, reports: "Reports") -> A:
         """Add a batch of reports; returns self. The batch is checked whole first (type,
-        column dtypes and lengths, parameter fingerprint, values); a rejected or
-        interrupted batch leaves the aggregator unchanged.
+        column dtypes and lengths, parameter fingerprint, values) and added to the state in
+        place in time and memory proportional to the batch; a rejected or interrupted batch
+        leaves the aggregator unchanged.
 
         Raises:
             ReportError: the batch is of another type or does not fit the parameters.
@@ -211,11 +421,12 @@ class Aggregator:
         if len(batch) == 0:
             return self
         with self._lock:
-            self._st = _State(self._ingest(batch))  # the commit: one assignment
+            self._commit(self._ingest(batch))
         return self
 
     def merge(self: A, other: A) -> A:
-        """Add ``other``'s reports into this aggregator (exact; ``other`` is unchanged).
+        """Add ``other``'s reports into this aggregator in place (exact; ``other`` is
+        unchanged; a failed or interrupted merge leaves this aggregator unchanged).
 
         Raises:
             IncompatibleError: ``other`` is of another protocol, has other parameters or
@@ -232,10 +443,8 @@ class Aggregator:
             raise IncompatibleError(
                 "cannot merge an aggregator into itself (its reports would count twice); "
                 "merge a copy, s.merge(copy.copy(s)), if that is meant")
-        with other._lock:
-            theirs = other._committed()
-        with self._lock:
-            self._commit(self._merged(theirs))
+        with _locked_pair(self, other):
+            self._commit(self._merged(other._committed()))
         return self
 
     def to_bytes(self, key: Optional[bytes] = None) -> bytes:
@@ -246,8 +455,6 @@ class Aggregator:
         recompute it. With ``key`` (bytes, from the caller), an HMAC-SHA256 of the
         content is added, which :meth:`from_bytes` verifies when given the same key; use
         it for aggregators that cross a trust boundary."""
-        with self._lock:
-            state = dict(self._state())
         head = {"protocol": self.protocol, "params": json.loads(self.params.to_json())["params"],
                 "fingerprint": self.params.fingerprint}
         if key is not None:
@@ -257,16 +464,18 @@ class Aggregator:
         buf.write(FORMAT_MAGIC)
         buf.write(struct.pack("<HI", FORMAT_VERSION, len(header)))
         buf.write(header)
-        buf.write(struct.pack("<I", len(state)))
-        for name in sorted(state):
-            raw = io.BytesIO()
-            array = np.asarray(state[name])
-            np.save(raw, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")),
-                    allow_pickle=False)
-            encoded = name.encode()
-            buf.write(struct.pack("<HQ", len(encoded), raw.tell()))
-            buf.write(encoded)
-            buf.write(raw.getvalue())
+        with self._lock:  # updates change the arrays in place: written whole, under the lock
+            state = dict(self._state())
+            buf.write(struct.pack("<I", len(state)))
+            for name in sorted(state):
+                raw = io.BytesIO()
+                array = np.asarray(state[name])
+                np.save(raw, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")),
+                        allow_pickle=False)
+                encoded = name.encode()
+                buf.write(struct.pack("<HQ", len(encoded), raw.tell()))
+                buf.write(encoded)
+                buf.write(raw.getvalue())
         body = buf.getvalue()
         if key is not None:
             body += hmac.new(_checked_key(key), body, hashlib.sha256).digest()
@@ -340,12 +549,14 @@ class Aggregator:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        with self._lock:
+        if other is self:
+            return True
+        assert isinstance(other, Aggregator)
+        with _locked_pair(self, other):  # compared whole: neither changes meanwhile
             a = dict(self._state())
-        with other._lock:
             b = dict(other._state())
-        return (self.params == other.params and set(a) == set(b)
-                and all(np.array_equal(a[k], b[k]) for k in a))
+            return (self.params == other.params and set(a) == set(b)
+                    and all(np.array_equal(a[k], b[k]) for k in a))
 
     __hash__ = None  # mutable
 
@@ -371,14 +582,14 @@ class Aggregator:
         return estimates.estimate(self, candidates)
 
 
-def _checked_sum(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _checked_sum(name: str, a: np.ndarray, b: np.ndarray, doing: str = "merging") -> np.ndarray:
     """``a + b`` in ``a``'s dtype, refusing a sum that would wrap around."""
     total = np.add(a, b, dtype=a.dtype)
     if a.dtype.kind in "iu" and a.size:
         with np.errstate(over="ignore"):
             wrapped = (total < a) if a.dtype.kind == "u" else ((b > 0) & (total < a)) | ((b < 0) & (total > a))
         if wrapped.any():
-            raise IncompatibleError(f"merging would overflow the {a.dtype} state array {name!r}")
+            raise IncompatibleError(f"{doing} would overflow the {a.dtype} state array {name!r}")
     return total
 
 

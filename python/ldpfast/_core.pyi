@@ -81,7 +81,7 @@ def hadamard_first_invalid(
 def hadamard_accumulate(  # in place: z
     groups: Optional[_U32], rows: _U32, bits: _I8, cell_base: _U64, z: _I64, threads: int = 0
 ) -> None: ...
-def hadamard_update(  # in place: z
+def hadamard_update(  # in place: z, group_sizes, count
     groups: Optional[_U32],
     rows: _U32,
     bits: _I8,
@@ -89,7 +89,10 @@ def hadamard_update(  # in place: z
     cell_base: _U64,
     z: _I64,
     threads: int = 0,
+    group_sizes: Optional[_I64] = None,
+    count: Optional[_I64] = None,
 ) -> int: ...
+def hadamard_update_scratch_bytes(n: int, n_cells: int, n_groups: int, threads: int = 0) -> int: ...
 def rhr_perturb(
     key: bytes,
     x: _U64,

@@ -1,5 +1,7 @@
-"""The memory budget: servers and queries refuse, before allocating, parameters whose
-arrays would exceed it (instead of failing inside numpy after minutes, or swapping).
+"""The memory budget: servers refuse, before allocating, parameters whose state would exceed
+it, and every call on a server (update, merge, query) refuses, before allocating, work
+whose temporaries would take the server's memory over it (instead of failing inside numpy
+after minutes, or swapping).
 
 The limit is, in order of precedence: :func:`set_memory_limit`, the environment variable
 ``LDPFAST_MEMORY_LIMIT`` (bytes, read at first use), or half of the physical memory.
@@ -37,8 +39,11 @@ def _parse_limit(value: object, name: str) -> int:
 
 
 def set_memory_limit(limit: Optional[int]) -> None:
-    """Largest allocation (bytes) a server's state or one query may need; ``None`` goes
-    back to the default (``LDPFAST_MEMORY_LIMIT`` or half of the physical memory)."""
+    """The most memory (bytes) one server may use: its state, and beside it the temporaries
+    of one call on it (an update's copy of the batch and its scratch, a merge, a query's
+    candidates, decode buffers and results); ``None`` goes back to the default
+    (``LDPFAST_MEMORY_LIMIT`` or half of the physical memory). A server or call that would
+    exceed it raises ParameterError before allocating."""
     global _limit
     _limit = None if limit is None else _parse_limit(limit, "memory limit")
 
@@ -60,11 +65,13 @@ def _human(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def check_allocation(nbytes: int, what: str) -> None:
-    """Raise ParameterError naming ``what`` and the size when ``nbytes`` exceeds the budget."""
+def check_allocation(nbytes: int, what: str, held: int = 0) -> None:
+    """Raise ParameterError naming ``what`` and the size when ``nbytes`` (beside ``held``
+    bytes the server already holds) exceeds the budget."""
     limit = get_memory_limit()
-    if nbytes > limit:
+    if nbytes + held > limit:
+        beside = f" beside the {_human(held)} the server holds" if held else ""
         raise ParameterError(
-            f"{what} would need {_human(nbytes)} ({nbytes} bytes), over the memory limit of "
-            f"{_human(limit)}; use smaller parameters, or raise the limit with "
+            f"{what} would need {_human(nbytes)} ({nbytes} bytes){beside}, over the memory limit of "
+            f"{_human(limit)}; use smaller parameters or batches, or raise the limit with "
             "ldpfast.set_memory_limit(bytes) or LDPFAST_MEMORY_LIMIT")

@@ -13,6 +13,7 @@ vectors ``z_g[r] += b`` (C++, multithreaded) and decodes each with one exact (in
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 import numpy as np
@@ -48,6 +49,12 @@ def hash_coefficients(seed: int, count: int, field_size: int) -> np.ndarray:
     return gen.integers(0, field_size - 1, size=(count, 2), dtype=np.uint64, endpoint=True)
 
 
+def _frozen(column: np.ndarray) -> np.ndarray:
+    out = np.ascontiguousarray(column)
+    out.flags.writeable = False
+    return out
+
+
 # -- group layout ---------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False)
 class Layout:
@@ -66,9 +73,15 @@ class Layout:
     def rows(self) -> np.ndarray:
         return self.table[:, 4]
 
-    @property
+    @functools.cached_property
+    def group_rows(self) -> np.ndarray:
+        """Hadamard size of each group (contiguous uint64, read-only)."""
+        return _frozen(self.table[:, 4])
+
+    @functools.cached_property
     def cell_base(self) -> np.ndarray:
-        return np.ascontiguousarray(self.table[:, 5])
+        """First cell of each group (contiguous uint64, read-only)."""
+        return _frozen(self.table[:, 5])
 
     @property
     def n_cells(self) -> int:
@@ -192,6 +205,7 @@ class LayoutServer(Aggregator):
 
     reports_type: ClassVar[type] = BitReports
     _ingest_validates = True  # hadamard_update checks every report before adding any
+    _reads_once = True        # ... reading each value of the columns once
 
     def __init__(self, params: Params, threads: int = 0):
         super().__init__(params)
@@ -245,10 +259,11 @@ class LayoutServer(Aggregator):
 
     @property
     def z(self) -> np.ndarray:
-        """The integer aggregation vector (a read-only view)."""
-        view = self._z.view()
-        view.flags.writeable = False
-        return view
+        """The integer aggregation vector (a read-only copy: updates change the state in
+        place)."""
+        out = self._z.copy()
+        out.flags.writeable = False
+        return out
 
     def assign_rows(self, n: int, rng: RngLike = None) -> np.ndarray:
         """Server-assigned Hadamard rows for ``n`` users of a single-group protocol,
@@ -312,21 +327,20 @@ class LayoutServer(Aggregator):
                 raise ReportError(f"report {i}: row {int(rows[i])} is out of range [0, {int(widths[g])})")
             raise ReportError(f"report {i}: bit must be -1 or +1, got {int(bits[i])}")
 
-    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
+    def _ingest(self, reports: Reports) -> None:
         layout = self.params.layout()
+        n = len(reports)
+        self._check_call(_core.hadamard_update_scratch_bytes(n, layout.n_cells, layout.n_groups, self.threads),
+                         f"adding a batch of {n} reports to {self.protocol!r}")
         st = self._st
-        z = st["z"].copy()
-        groups = reports.groups
-        bad = _core.hadamard_update(groups, reports.rows, reports.bits, np.ascontiguousarray(layout.rows),
-                                    layout.cell_base, z, self.threads)
-        if bad < len(reports):
+        st.changed()
+        # in place, all or nothing: the kernel reads each report once, checks it and adds the
+        # batch with the report counts, or takes back what it added when it fails
+        bad = _core.hadamard_update(reports.groups, reports.rows, reports.bits, layout.group_rows, layout.cell_base,
+                                    st["z"], self.threads, st["group_sizes"], st["n"])
+        if bad < n:
             self._validate(reports)  # names the first bad report
             raise ReportError(f"report {bad} does not fit the parameters")
-        if groups is None:
-            sizes = st["group_sizes"] + len(reports)
-        else:
-            sizes = st["group_sizes"] + np.bincount(groups.astype(np.intp), minlength=layout.n_groups)
-        return {"z": z, "n": st["n"] + len(reports), "group_sizes": sizes}
 
     def decoded(self) -> np.ndarray:
         """``H z_g`` for every group, flat int64 (exact; cached until the next update).

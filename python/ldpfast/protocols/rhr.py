@@ -172,18 +172,23 @@ class RHRServer(Aggregator):
                 raise ReportError(f"report {i}: z = {int(reports.z[i])} is out of range [0, {p.symbols})")
             raise ReportError(f"report {i}: row {int(reports.rows[i])} is out of range [0, {p.hadamard_size})")
 
-    def _ingest(self, reports: RHRReports) -> Dict[str, np.ndarray]:
+    def _ingest(self, reports: RHRReports) -> None:
         p = self.params
+        n = len(reports)
+        self._check_call(_core.hadamard_update_scratch_bytes(n, self._st["z"].size, p.base, self.threads) + 5 * n,
+                         f"adding a batch of {n} RHR reports")
         blocks = reports.z >> np.uint32(1)
         bits = np.where(reports.z & np.uint32(1), 1, -1).astype(np.int8)
         group_rows = np.full(p.base, p.hadamard_size, dtype=np.uint64)
         cell_base = np.arange(p.base, dtype=np.uint64) * np.uint64(p.hadamard_size)
-        z = self._st["z"].copy()
-        bad = _core.hadamard_update(blocks, reports.rows, bits, group_rows, cell_base, z, self.threads)
-        if bad < len(reports):
+        st = self._st
+        st.changed()
+        # in place, all or nothing (the kernel takes back what it added when it fails)
+        bad = _core.hadamard_update(blocks, reports.rows, bits, group_rows, cell_base, st["z"], self.threads,
+                                    count=st["n"])
+        if bad < n:
             self._validate(reports)  # names the first bad report
             raise ReportError(f"report {bad} does not fit the parameters")
-        return {"z": z, "n": self._st["n"] + len(reports)}
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:

@@ -46,6 +46,21 @@ struct SpillLog {
   std::size_t count;
 };
 
+// A batch of reports as the caller's columns: group may be null (every report in group 0).
+struct ReportColumns {
+  const std::uint32_t* group;
+  const std::uint32_t* row;
+  const std::int8_t* bits;
+};
+
+// Where each group's cells are: a valid report has group < n_groups, row <
+// group_rows[group] and a bit of -1 or +1; its cell is cell_base[group] + row.
+struct GroupMap {
+  const std::uint64_t* cell_base;
+  const std::uint64_t* group_rows;
+  std::size_t n_groups;
+};
+
 struct HadamardKernels {
   // Elements [begin, end). group may be null (single group 0); when draw_groups the
   // group is drawn and written, else read. Same for rows with draw_rows.
@@ -57,39 +72,33 @@ struct HadamardKernels {
   std::size_t (*first_invalid)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                                std::size_t begin, std::size_t end, const std::uint64_t* group_rows,
                                std::size_t n_groups);
-  // z[cell_base[group[i]] + row[i]] += bits[i] for i in [begin, end). prefetch: prefetch
-  // cells ahead (worth it once the table outgrows the L2 cache).
-  void (*accumulate64)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z,
-                       bool prefetch);
-  // The same into a private int32 table (the caller bounds the reports so it cannot
-  // overflow).
-  void (*accumulate32)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int32_t* t,
-                       bool prefetch);
+  // The reading kernels below take each report's values from the caller's columns once: a
+  // block at a time is copied into the kernel's own memory, checked there and used from
+  // there, so a column changed by another thread meanwhile yields its old or its new value
+  // for each report, checked either way. They return the first invalid index in
+  // [begin, end), or end when every report was valid and added; group_counts (n_groups
+  // entries, may be null) gains the reports of each group.
+  //
+  // Reports [begin, end) into a private int32 table t (the caller bounds the reports so
+  // it cannot overflow). prefetch: prefetch cells ahead (worth it once the table outgrows
+  // the L2 cache). t may be partly updated when an invalid report is found.
+  std::size_t (*fill32)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                        std::int32_t* t, bool prefetch, std::int64_t* group_counts);
   // The same into a private int16 table that never overflows: a cell whose sum would leave
   // the int16 range is appended to *spill (its exact sum) and reset to 0. Spill capacity
   // needed: (end - begin) / 256 + 1 entries.
-  void (*accumulate16)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                       std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int16_t* t,
-                       bool prefetch, SpillLog* spill);
-  // Validate (see first_invalid) and accumulate: return the first invalid index in
-  // [begin, end), or end when all were valid and added (t may be partly updated when an
-  // invalid report is found). Single group: checked 16 reports at a time (SIMD) in the
-  // accumulation loop; several groups: blocks checked while hot in cache, then added.
-  std::size_t (*accumulate32_checked)(const std::uint32_t* group, const std::uint32_t* row,
-                                      const std::int8_t* bits, std::size_t begin, std::size_t end,
-                                      const std::uint64_t* cell_base, const std::uint64_t* group_rows,
-                                      std::size_t n_groups, std::int32_t* t, bool prefetch);
-  std::size_t (*accumulate16_checked)(const std::uint32_t* group, const std::uint32_t* row,
-                                      const std::int8_t* bits, std::size_t begin, std::size_t end,
-                                      const std::uint64_t* cell_base, const std::uint64_t* group_rows,
-                                      std::size_t n_groups, std::int16_t* t, bool prefetch, SpillLog* spill);
-  // accumulate64 restricted to the cells in [cell_lo, cell_hi) (the others are skipped):
-  // workers owning disjoint cell ranges of a table too large for private copies.
-  void (*accumulate64_range)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
-                             std::size_t begin, std::size_t end, const std::uint64_t* cell_base, std::int64_t* z,
-                             std::uint64_t cell_lo, std::uint64_t cell_hi);
+  std::size_t (*fill16)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                        std::int16_t* t, bool prefetch, SpillLog* spill, std::int64_t* group_counts);
+  // Reports [begin, end) checked and written to staged[begin, end) as 2 * cell + (bit < 0).
+  std::size_t (*stage)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                       std::uint64_t* staged, std::int64_t* group_counts);
+  // z[cell] += sign * bit for the staged reports [begin, end) (sign -1 takes them back out).
+  void (*apply)(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign,
+                bool prefetch);
+  // apply restricted to the cells in [cell_lo, cell_hi) (the others are skipped): workers
+  // owning disjoint cell ranges of a table too large for private copies.
+  void (*apply_range)(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z,
+                      std::uint64_t cell_lo, std::uint64_t cell_hi, int sign);
   // Recursive Hadamard Response (R1 layout): y = 2 (x mod 2^base_bits) +
   // H01[r, (x >> base_bits) + 1], z = RR_{2^(base_bits+1)}(y); rows drawn from [0, hsize)
   // when draw_rows, else read.
