@@ -65,10 +65,15 @@ class Delta:
 
     _CHUNK = 1 << 16
 
-    def __init__(self, state: "_State"):
+    def __init__(self, state: "_State", budget: Optional[Callable[[int, str], None]] = None):
         self._state = state
+        self._budget = budget  # checks a step's temporaries (bytes, what) against the memory budget
         self._steps: list = []
         self._names: set = set()
+
+    def _check(self, nbytes: int, what: str) -> None:
+        if self._budget is not None:
+            self._budget(nbytes, what)
 
     def _target(self, name: str) -> np.ndarray:
         if name in self._names:
@@ -85,6 +90,9 @@ class Delta:
         None: the whole array, ``values`` of its size)."""
         target = self._target(name)
         values = np.asarray(values).reshape(-1)
+        count = target.size if index is None else np.size(index)
+        # the old and new values and the index
+        self._check(3 * count * target.itemsize, f"adding {count} values to the state array {name!r}")
         if values.dtype != target.dtype:
             if target.dtype.kind == "u" and values.size and values.min() < 0:
                 raise ValueError(f"cannot add negative values to the unsigned state array {name!r}")
@@ -101,8 +109,19 @@ class Delta:
     def add_counts(self, name: str, positions: np.ndarray, weights: Optional[np.ndarray] = None) -> "Delta":
         """``state[name].flat[p] += (number of p in positions)`` (or the sum of their
         ``weights``, integers), via :func:`sparse_counts`."""
-        index, sums = sparse_counts(positions, self._state[name].size, weights)
+        size, count = self._state[name].size, np.size(positions)
+        # the positions as indices, and a histogram of the state's size when it is at most 8 of them
+        self._check(16 * count + (8 * size if 8 * count >= size else 16 * count),
+                    f"counting {count} reports into the state array {name!r}")
+        index, sums = sparse_counts(positions, size, weights)
         return self.add(name, sums, index)
+
+    def add_nonzero(self, name: str, values: np.ndarray) -> "Delta":
+        """``state[name] += values`` (same size), writing only where ``values`` is not 0 (a
+        batch's increments over the whole array, e.g. a decode's per-candidate counts)."""
+        values = np.asarray(values).reshape(-1)
+        index = np.flatnonzero(values)
+        return self.add(name, values[index], index)
 
     def add_dense(self, name: str, values: np.ndarray) -> "Delta":
         """``state[name] += values`` (same shape and dtype), written chunk by chunk."""
@@ -325,10 +344,15 @@ class Aggregator:
 
     def _merged(self, theirs: Mapping[str, Any]) -> Union["Delta", Mapping[str, Any]]:
         """``theirs`` (another aggregator's committed state) added to this one."""
-        delta = Delta(self._st)
+        delta = self._delta()
         for name in self._st:
             delta.add_dense(name, theirs[name])
         return delta
+
+    def _delta(self) -> Delta:
+        """An empty change to this aggregator's state, its steps checked against the memory
+        budget."""
+        return Delta(self._st, self._check_call)
 
     def _committed(self) -> Mapping[str, Any]:
         """The committed state (aggregators written before the template keep their

@@ -92,20 +92,21 @@ class HashedReportsServer(_base.Aggregator):
 
     def _ingest(self, reports):
         st = self._st
-        if self.keeps_reports:
-            chunk = tuple(_frozen(column.copy()) for column in (reports.z, reports.a0, reports.a1))
-            return {"chunks": st["chunks"] + (chunk,), "canonical": False}
-        counts = st["counts"].copy()
+        if self.keeps_reports:  # the batch's columns are the library's own copies (see Aggregator.update)
+            chunk = tuple(_frozen(column) for column in (reports.z, reports.a0, reports.a1))
+            return self._delta().replace("chunks", st["chunks"] + (chunk,)).replace("canonical", False)
+        self._check_call(8 * self._candidates.size,
+                         f"matching a batch of {len(reports)} reports against {self._candidates.size} candidates")
+        counts = np.zeros(self._candidates.size, dtype=np.uint64)
         self._count_into(reports.z, reports.a0, reports.a1, self._candidates, counts)
-        return {"counts": counts, "n": st["n"] + np.uint64(len(reports))}
+        return self._delta().add_nonzero("counts", counts).add("n", [len(reports)])
 
     def _merged(self, theirs):
         mine = self._st
         if "chunks" in mine:
-            return {"chunks": mine["chunks"] + theirs["chunks"],
-                    "canonical": not theirs["chunks"] and mine["canonical"]}
-        return {"counts": _base._checked_sum("counts", mine["counts"], theirs["counts"]),
-                "n": _base._checked_sum("n", mine["n"], theirs["n"])}
+            return (self._delta().replace("chunks", mine["chunks"] + theirs["chunks"])
+                    .replace("canonical", not theirs["chunks"] and mine["canonical"]))
+        return super()._merged(theirs)
 
     def merge(self: S, other: S) -> S:
         """Add ``other``'s reports into this server (exact; ``other`` is unchanged). Both

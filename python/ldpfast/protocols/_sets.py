@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Dict, Tuple, Type, TypeVar
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Params as _ParamsBase, _checked_sum, _State
+from .._base import Aggregator, ClientBase, Delta, Params as _ParamsBase, _State
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
 from ..datasets import SetData
@@ -266,10 +266,6 @@ class TrackedServer(Aggregator):
         if np.any(pos.astype(np.float64) + neg > count):
             raise FormatError(f"stored per-item counts exceed the number of reports n = {count}")
 
-    def _merged(self, theirs):
-        mine = self._st
-        return {k: _checked_sum(k, mine[k], theirs[k]) for k in ("n", "bits", "pos", "neg")}
-
     def merge(self, other):
         """Add ``other``'s counts (exact); both must track the same candidates."""
         if type(other) is type(self) and not np.array_equal(other._tracked, self._tracked):
@@ -297,13 +293,11 @@ class TrackedServer(Aggregator):
                                  f"item {missing} is not")
         return cand
 
-    def _added(self, n_reports: int, pos: np.ndarray, neg: np.ndarray, ups: int = 0,
-               downs: int = 0) -> Dict[str, np.ndarray]:
-        """The state with a decoded batch added (new arrays; the committed state is kept)."""
-        st = self._st
-        new_pos, new_neg = st["pos"].copy(), st["neg"].copy()
-        new_pos[self._cand] += pos
-        new_neg[self._cand] += neg
-        return {"n": st["n"] + n_reports, "bits": st["bits"] + np.array([ups, downs], dtype=np.int64),
-                "pos": new_pos, "neg": new_neg}
+    def _added(self, n_reports: int, pos: np.ndarray, neg: np.ndarray, ups: int = 0, downs: int = 0) -> Delta:
+        """A decoded batch's change to the state: ``pos``/``neg`` per tracked candidate."""
+        delta = self._delta().add("n", [n_reports]).add("bits", [ups, downs])
+        for name, counts in (("pos", pos), ("neg", neg)):
+            hit = np.flatnonzero(counts)
+            delta.add(name, counts[hit], self._cand[hit])
+        return delta
 

@@ -119,13 +119,14 @@ class SVIMServerBase(Aggregator):
 
     def _ingest(self, reports):
         p = self.params
-        if self._uses_olh():
-            counts = np.zeros(p.domain, dtype=np.uint64)
-            _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
-                                   counts, self.threads)
-        else:
-            counts = np.bincount(reports.z.astype(np.intp), minlength=p.domain)
-        return {"n": self._st["n"] + len(reports), "counts": self._st["counts"] + counts.astype(np.int64)}
+        delta = self._delta().add("n", [len(reports)])
+        if not self._uses_olh():
+            return delta.add_counts("counts", reports.z)
+        self._check_call(8 * p.domain, f"matching a batch against the {p.domain} SVIM candidates")
+        counts = np.zeros(p.domain, dtype=np.uint64)
+        _core.ocms_count_range(_core.Field.prime(p.field_size), reports.z, reports.a0, reports.a1, p.g, 0,
+                               counts, self.threads)
+        return delta.add_nonzero("counts", counts)
 
     def _chat(self) -> np.ndarray:
         """Unbiased estimates of how many reporting users hold each value of the domain."""

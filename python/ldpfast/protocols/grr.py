@@ -153,15 +153,8 @@ class Server(_base.Aggregator):
     def _validate(self, reports: Reports) -> None:
         check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
 
-    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
-        counts = self._counts.copy()
-        symbols = reports.y.astype(np.intp)  # < d, and bincount refuses uint64 before numpy 2.2
-        if 8 * symbols.size < counts.size:  # few reports: no temporary histogram of size d
-            values, hits = np.unique(symbols, return_counts=True)
-            counts[values] += hits.astype(np.uint64)
-        else:
-            counts += np.bincount(symbols, minlength=self.params.d).astype(np.uint64)
-        return {"counts": counts}
+    def _ingest(self, reports: Reports) -> _base.Delta:
+        return self._delta().add_counts("counts", reports.y)  # y < d: checked by _validate
 
     def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q) = ((e+d-1) C(v)/n - 1)/(e-1)`` for the

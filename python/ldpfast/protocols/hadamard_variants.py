@@ -40,7 +40,7 @@ from .. import _core
 from . import hadamard as _h
 from ._hadamard_layout import group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field
 from ..theory.hadamard import c_eps
-from .._base import (Aggregator, ClientBase, Params, Protocol, Reports, _checked_sum, _exact_sum, _State,
+from .._base import (Aggregator, ClientBase, Delta, Params, Protocol, Reports, _exact_sum, _State,
                     register_protocol)
 from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
@@ -296,12 +296,9 @@ class RHROriginalServer(Aggregator):
     def _validate(self, reports: RHROriginalReports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: RHROriginalReports) -> Dict[str, np.ndarray]:
-        st = self._st
-        cells = (reports.rows * np.uint64(self.params.symbols) + reports.z).astype(np.intp)
-        hits = np.bincount(cells, minlength=st["counts"].size).astype(np.uint64)
-        return {"counts": _checked_sum("counts", st["counts"], hits),
-                "n": _checked_sum("n", st["n"], np.array([len(reports)], dtype=np.uint64))}
+    def _ingest(self, reports: RHROriginalReports) -> Delta:
+        cells = reports.rows * np.uint64(self.params.symbols) + reports.z
+        return self._delta().add_counts("counts", cells).add("n", [len(reports)])
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Unbiased fractions (with random rows; counts with ``counts=True``) for

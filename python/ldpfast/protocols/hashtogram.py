@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Dict
 import numpy as np
 
 from .. import _core
-from .._base import (Aggregator, ClientBase, Params as _ParamsBase, Protocol, _State, _exact_sum,
+from .._base import (Aggregator, ClientBase, Delta, Params as _ParamsBase, Protocol, _State, _exact_sum,
                      register_protocol)
 from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_choice, check_int, check_threads,
@@ -217,14 +217,10 @@ class GroupedSignSketchServer(Aggregator):
             bad = int(np.argmax(np.abs(bits.astype(np.int16)) != 1))
             raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
 
-    def _ingest(self, reports: Any) -> Dict[str, np.ndarray]:
-        st = self._st
+    def _ingest(self, reports: Any) -> Delta:
         cells = reports.groups.astype(np.int64) * self.params.T + reports.rows
-        plus = np.bincount(cells[reports.bits > 0], minlength=st["z"].size)
-        minus = np.bincount(cells[reports.bits < 0], minlength=st["z"].size)
-        sizes = np.bincount(reports.groups, minlength=st["group_sizes"].size).astype(np.int64)
-        return {"z": st["z"] + (plus.astype(np.int64) - minus.astype(np.int64)), "n": st["n"] + len(reports),
-                "group_sizes": st["group_sizes"] + sizes}
+        return (self._delta().add_counts("z", cells, reports.bits).add_counts("group_sizes", reports.groups)
+                .add("n", [len(reports)]))
 
     def decoded(self) -> np.ndarray:
         """``H_T z_g`` for every group, ``(groups, T)`` int64 (exact; cached, read-only)."""

@@ -138,12 +138,10 @@ class MultiPCMSMeanServer(_TableServer):
 
     def _ingest(self, reports: MultiPCMSMeanReports):
         p = self.params
-        st = self._st
-        sums = st["sums"].copy()
+        sums = np.zeros_like(self._st["sums"])  # K x M: one row of the sketch per report
         for k in range(p.K):
-            sums[k] += reports.bits[reports.row == k].sum(axis=0, dtype=np.int64)
-        rows = st["rows"] + np.bincount(reports.row.astype(np.intp), minlength=p.K)
-        return {"n": st["n"] + len(reports), "rows": rows, "sums": sums}
+            sums[k] = reports.bits[reports.row == k].sum(axis=0, dtype=np.int64)
+        return self._delta().add("sums", sums).add_counts("rows", reports.row).add("n", [len(reports)])
 
     def estimate(self, candidates=None, counts: bool = False, correction: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2):
@@ -220,9 +218,9 @@ class MultiPCMSMinServer(_TableServer):
         check_bits("bits", reports.bits)
 
     def _ingest(self, reports: MultiPCMSMinReports):
-        st = self._st
-        return {"n": st["n"] + len(reports), "rows": st["rows"] + len(reports),
-                "sums": st["sums"] + reports.bits.sum(axis=0, dtype=np.int64)}
+        n = len(reports)
+        return (self._delta().add("sums", reports.bits.sum(axis=0, dtype=np.int64))
+                .add("rows", np.full(self.params.K, n)).add("n", [n]))
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole

@@ -29,7 +29,7 @@ from typing import ClassVar, Dict
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Protocol, _State, _exact_sum, register_protocol
+from .._base import Aggregator, ClientBase, Delta, Protocol, _State, _exact_sum, register_protocol
 from .._validate import (check_array, check_below, check_bits, check_int, probability_threshold, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from .._base import Reports as _ReportsBase
@@ -188,16 +188,14 @@ class Server(Aggregator):
         check_below(reports.rows, p.K, "rows", label="K")
         check_bits("bits", reports.bits)
 
-    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
+    def _ingest(self, reports: Reports) -> Delta:
         p = self.params
-        st = self._st
         rows = reports.rows.reshape(-1).astype(np.int64)
         bits = reports.bits.reshape(-1, p.M)
-        sums = np.zeros_like(st["sums"])
+        sums = np.zeros_like(self._st["sums"])  # K x M: one row of the sketch per value of rows
         for k in range(p.K):
             sums[k] = bits[rows == k].sum(axis=0, dtype=np.int64)
-        return {"sums": st["sums"] + sums, "rows": st["rows"] + np.bincount(rows, minlength=p.K),
-                "n": st["n"] + len(reports)}
+        return self._delta().add("sums", sums).add_counts("rows", rows).add("n", [len(reports)])
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """``sum_k Sum[k, H_k(x)] / n`` (counts with ``counts=True``) for ``candidates``

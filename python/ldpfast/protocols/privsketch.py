@@ -245,9 +245,16 @@ class Server(TrackedServer):
         _check_reports(reports, self.params)
 
     def _ingest(self, reports):
+        n, D = len(reports), self._cand.size
+        if not self._index_ready:
+            # cells (D, K), their sort order, flat copies and the inverted index: about 40 bytes per cell
+            self._check_call(40 * D * self.params.K + 8 * self.params.K * self.params.M,
+                             f"the bucket index of {D} PrivSketch candidates")
+        # the decoded +1 and -1 counts per candidate and the sampled cells
+        self._check_call(16 * D + 4 * n, f"decoding a batch of {n} reports for {D} candidates")
         self._build_index()
         pos, neg, bad = self._decode(reports)
-        if bad < len(reports):
+        if bad < n:
             raise ReportError(f"order of report {bad} is not a permutation of [0, K*M={self.params.K * self.params.M})")
         bits = reports.bits if hasattr(reports, "bits") else reports.bit
         ups = int(np.count_nonzero(bits > 0))

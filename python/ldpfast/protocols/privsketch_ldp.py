@@ -127,10 +127,7 @@ class SafeServer(Aggregator):
         p = self.params
         cell = reports.k.astype(np.int64) * p.M + reports.m
         up = reports.bit > 0
-        st = self._st
-        return {"n": st["n"] + len(reports),
-                "pos": st["pos"] + np.bincount(cell[up], minlength=p.K * p.M).reshape(p.K, p.M),
-                "neg": st["neg"] + np.bincount(cell[~up], minlength=p.K * p.M).reshape(p.K, p.M)}
+        return self._delta().add_counts("pos", cell[up]).add_counts("neg", cell[~up]).add("n", [len(reports)])
 
     def _cell_sums(self) -> np.ndarray:
         """Per cell, the sum of the debiased bits ``(c b + 1)/2`` of the users that sampled it."""

@@ -151,6 +151,7 @@ class PSOLHServer(TrackedServer):
 
     def _ingest(self, reports: PSOLHReports):
         p = self.params
+        self._check_call(16 * self._cand.size, f"matching a batch against {self._cand.size} PS-OLH candidates")
         field = _core.Field.prime(p.field_size)
         matches = np.zeros(self._cand.size, dtype=np.uint64)
         if self._cand.size == p.d:

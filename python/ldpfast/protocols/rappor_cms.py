@@ -253,6 +253,9 @@ class Server(_base.Aggregator):
         reports.validate(self.params)
 
     def _ingest(self, reports: Reports):
+        # the set bits' (user, symbol) and their hash coefficients, and one sum per candidate
+        self._check_call(40 * reports.bits.size + 8 * self._sums.size,
+                         f"matching a batch of {len(reports)} reports against {self._sums.size} candidates")
         user, symbol = np.nonzero(reports.bits)
         sums = np.zeros_like(self._sums)
         if user.size and self._candidates.size:
@@ -261,8 +264,7 @@ class Server(_base.Aggregator):
             _core.ocms_count_list(_field.core_field(self.params.field_size), symbol.astype(np.uint64),
                                   reports.a0[user], reports.a1[user], self.params.m, self._candidates,
                                   sums, self.threads)
-        return {"sums": _base._checked_sum("sums", self._sums, sums),
-                "n": _base._checked_sum("n", self._st["n"], np.array([len(reports)], dtype=np.uint64))}
+        return self._delta().add_nonzero("sums", sums).add("n", [len(reports)])
 
     def merge(self, other: "Server") -> "Server":
         """Add ``other``'s sums (exact; ``other`` is unchanged). Parameters and candidates

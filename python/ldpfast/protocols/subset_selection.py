@@ -206,9 +206,7 @@ class Server(_base.Aggregator):
         reports.validate(self.params)
 
     def _ingest(self, reports: Reports):
-        hits = np.bincount(reports.items.ravel().astype(np.intp), minlength=self.params.d).astype(np.uint64)
-        return {"counts": _base._checked_sum("counts", self._counts, hits),
-                "n": _base._checked_sum("n", self._st["n"], np.array([len(reports)], dtype=np.uint64))}
+        return self._delta().add_counts("counts", reports.items).add("n", [len(reports)])
 
     def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q)`` for the candidates (default: all of ``[0, d)``);
