@@ -1,0 +1,303 @@
+"""Each report value is read from the caller's memory once: a column that changes while
+``update`` runs gives each report its old or its new value, checked, so the update raises
+ReportError or adds a batch some valid input would give; never an unchecked value (an
+out-of-bounds index in a C++ kernel, a count that was never validated).
+
+The writer flips a few entries of a column between their valid value and an invalid one
+(the dtype's largest value) as fast as it can; every update that succeeds must then have
+added exactly the original batch. Writers: a Python thread (it runs while the C++ kernels
+have released the GIL), and another process rewriting a memory-mapped file under the
+columns (numpy views of it, or an Arrow IPC file opened with ``pyarrow.memory_map``), which
+races with the numpy paths too. Then a matrix of column layouts (aligned, misaligned,
+strided, byte-swapped, read-only): each is added as the plain batch would be, or refused
+with an error naming the column; none reaches a kernel misaligned. .ci/sanitize.sh runs
+this file under ASan and UBSan.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from _fuzz_cases import case_params, example, tiled
+from ldpfast import _core
+from ldpfast.errors import DTypeError, ReportError
+
+CASES = case_params()
+# Updates per race (each a batch of tens of thousands of reports): enough for the writer to
+# hit every phase of the update many times, a few seconds at most per case under ASan.
+ROUNDS = 8
+
+
+def _batch(case_id, times=100):
+    """A batch of ``times`` copies of the case's example, fewer when one update would
+    take over ~20 ms (the slow numpy paths) or the batch would exceed 100,000 reports."""
+    proto, params, reports, make = example(case_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        make(params).update(reports)
+        once = time.perf_counter() - start
+    times = max(1, min(times, int(0.02 / max(once, 1e-9)), 100_000 // len(reports)))
+    return params, tiled(reports, times), make
+
+
+def _flip_positions(column):
+    flat = column.reshape(-1)
+    return np.array(sorted({0, flat.size // 2, flat.size - 1}), dtype=np.intp)
+
+
+def _bad_value(column):
+    return np.iinfo(column.dtype).max
+
+
+def _invalid_columns(params, batch, make):
+    """The columns whose flipped entries make the batch invalid (update raises)."""
+    out = []
+    for name, column in batch.columns().items():
+        changed = type(batch).from_columns({**batch.columns(), name: column.copy()})
+        flat = getattr(changed, name).reshape(-1)
+        flat[_flip_positions(column)] = _bad_value(column)
+        try:
+            make(params).update(changed)
+        except ReportError:
+            out.append(name)
+    return out
+
+
+def _expected(params, make, batch, times):
+    server = make(params)
+    for _ in range(times):
+        server.update(batch)
+    return server.to_bytes()
+
+
+def _race(params, make, batch, flip, restore):
+    """ROUNDS updates of ``batch`` while ``flip`` runs; returns (server, successes)."""
+    server, added = make(params), 0
+    switch = sys.getswitchinterval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.setswitchinterval(1e-5)  # a writer thread and the update take turns at the GIL often
+        flip()
+        try:
+            for _ in range(ROUNDS):
+                try:
+                    server.update(batch)
+                    added += 1
+                except ReportError:
+                    pass
+        finally:
+            restore()
+            sys.setswitchinterval(switch)
+    return server, added
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_a_column_changed_by_another_thread_during_update(case_id):
+    params, batch, make = _batch(case_id)
+    for name in _invalid_columns(params, batch, make):
+        flat = getattr(batch, name).reshape(-1)
+        where = _flip_positions(flat)
+        good, bad = flat[where].copy(), _bad_value(flat)
+        stop = threading.Event()
+
+        def writer():  # yields the GIL in both states: the update may run with either
+            while not stop.is_set():
+                flat[where] = bad
+                time.sleep(0)
+                flat[where] = good
+                time.sleep(0)
+
+        thread = threading.Thread(target=writer)
+
+        def restore():
+            stop.set()
+            thread.join()
+            flat[where] = good
+
+        server, added = _race(params, make, batch, thread.start, restore)
+        assert server.to_bytes() == _expected(params, make, batch, added), name
+
+
+_WRITER = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    path, dtype, size, offsets, bad, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], float(sys.argv[6])
+    data = np.memmap(path, dtype=dtype, mode="r+", shape=(size,))
+    where = np.array([int(v) for v in offsets.split(",")])
+    good = data[where].copy()
+    bad = np.array(int(bad)).astype(dtype)
+    print("ready", flush=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        data[where] = bad
+        data[where] = good
+""")
+
+_FILE_WRITER = textwrap.dedent("""
+    import sys, time
+    path, good, bad, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    a, b = open(good, "rb").read(), open(bad, "rb").read()
+    print("ready", flush=True)
+    end = time.monotonic() + seconds
+    with open(path, "r+b") as f:
+        while time.monotonic() < end:
+            for content in (b, a):
+                f.seek(0)
+                f.write(content)
+                f.flush()
+""")
+
+
+def _start(script, *args):
+    proc = subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+# One case per kernel family: the Hadamard update (one group, several groups, RHR's
+# blocks), numpy counting (GRR), OCMS candidate counting, the PrivSketch decode, SVIM.
+FAMILIES = ["hrr", "hadaoracle", "rhr", "grr", "ocms-candidates", "privsketch", "svim-items"]
+
+
+@pytest.mark.parametrize("case_id", FAMILIES)
+def test_a_memory_mapped_file_rewritten_under_the_columns(case_id, tmp_path):
+    params, batch, make = _batch(case_id)
+    name = _invalid_columns(params, batch, make)[0]
+    column = getattr(batch, name)
+    path = tmp_path / "column.bin"
+    column.tofile(path)
+    mapped = np.memmap(path, dtype=column.dtype, mode="r", shape=column.shape)
+    on_disk = type(batch).from_columns({**batch.columns(), name: mapped})
+    assert not getattr(on_disk, name).flags.owndata  # the batch reads the mapping itself
+    proc = []
+
+    def start():
+        where = ",".join(str(v) for v in _flip_positions(column))
+        proc.append(_start(_WRITER, path, column.dtype.str, column.size, where, _bad_value(column), 60))
+
+    def restore():
+        proc[0].kill()
+        proc[0].wait()
+
+    server, added = _race(params, make, on_disk, start, restore)
+    assert server.to_bytes() == _expected(params, make, batch, added)
+
+
+@pytest.mark.parametrize("case_id", ["hadaoracle", "grr", "ocms-candidates"])
+def test_an_arrow_file_rewritten_under_a_memory_mapped_table(case_id, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    params, batch, make = _batch(case_id)
+    name = _invalid_columns(params, batch, make)[0]
+    changed = type(batch).from_columns({**batch.columns(), name: getattr(batch, name).copy()})
+    getattr(changed, name).reshape(-1)[_flip_positions(getattr(batch, name))] = _bad_value(getattr(batch, name))
+    files = {}
+    for label, reports in (("good", batch), ("bad", changed)):
+        table = reports.to_arrow(params)
+        files[label] = tmp_path / f"{label}.arrow"
+        with pa.OSFile(str(files[label]), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    assert files["good"].stat().st_size == files["bad"].stat().st_size
+    live = tmp_path / "live.arrow"
+    live.write_bytes(files["good"].read_bytes())
+    source = pa.memory_map(str(live), "r")
+    on_disk = type(batch).from_arrow(pa.ipc.open_file(source).read_all(), params)
+    proc = []
+
+    def restore():
+        proc[0].kill()
+        proc[0].wait()
+        source.close()
+
+    server, added = _race(params, make, on_disk,
+                          lambda: proc.append(_start(_FILE_WRITER, live, files["good"], files["bad"], 60)), restore)
+    assert server.to_bytes() == _expected(params, make, batch, added)
+
+
+def _layouts(column):
+    """The column in other memory layouts, each with the same values."""
+    out = {"read-only": column.copy()}
+    out["read-only"].flags.writeable = False
+    strided = np.empty((2 * column.shape[0],) + column.shape[1:], dtype=column.dtype)
+    strided[::2] = column
+    out["strided"] = strided[::2]
+    if column.dtype.itemsize > 1:
+        raw = np.empty(column.nbytes + 1, dtype=np.uint8)[1:]
+        misaligned = raw.view(column.dtype).reshape(column.shape)
+        misaligned[...] = column
+        assert not misaligned.flags.aligned
+        out["misaligned"] = misaligned
+        out["byte-swapped"] = column.astype(column.dtype.newbyteorder())
+    return out
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_column_layouts_are_added_as_the_plain_batch_or_refused(case_id):
+    params, batch, make = _batch(case_id, times=2)
+    expected = make(params).update(batch).to_bytes()
+    for name, column in batch.columns().items():
+        for layout, variant in _layouts(column).items():
+            other = type(batch).from_columns(batch.columns())
+            setattr(other, name, variant)  # reassigned after construction: update checks again
+            server = make(params)
+            if layout == "byte-swapped":
+                with pytest.raises((ReportError, DTypeError), match=name):
+                    server.update(other)
+                assert server.to_bytes() == make(params).to_bytes()
+            else:
+                assert server.update(other).to_bytes() == expected, (name, layout)
+
+
+def test_kernels_refuse_misaligned_strided_and_byte_swapped_columns():
+    rows = np.arange(64, dtype=np.uint32) % 16
+    bits = np.ones(64, np.int8)
+    args = (np.array([16], np.uint64), np.zeros(1, np.uint64), np.zeros(16, np.int64))
+    raw = np.empty(rows.nbytes + 1, np.uint8)[1:]
+    misaligned = raw.view(np.uint32)
+    misaligned[:] = rows
+    with pytest.raises(ValueError, match="rows must be aligned"):
+        _core.hadamard_update(None, misaligned, bits, *args)
+    with pytest.raises(ValueError, match="rows must be C-contiguous"):
+        _core.hadamard_update(None, np.repeat(rows, 2)[::2], bits, *args)
+    with pytest.raises(TypeError, match="rows must have dtype uint32"):
+        _core.hadamard_update(None, rows.astype(">u4"), bits, *args)
+    assert _core.hadamard_update(None, rows, bits, *args) == 64
+
+
+@pytest.mark.skipif(os.cpu_count() == 1, reason="needs two cores for the writer to overlap the kernel")
+def test_the_issue_reproducer_hadaoracle_groups_flipped_while_updating():
+    """The reported crash: ``groups[-1]`` flipped out of range by a thread while
+    ``HadaOracle.update`` runs (SIGSEGV or a write outside z before)."""
+    params, batch, make = _batch("hadaoracle", times=200)
+    groups = batch.groups
+    stop = threading.Event()
+
+    def writer():
+        while not stop.is_set():
+            groups[-1] = 0xFFFFFFF0
+            groups[-1] = 0
+
+    server, added = make(params), 0
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            try:
+                server.update(batch)
+                added += 1
+            except ReportError:
+                pass
+    finally:
+        stop.set()
+        thread.join()
+    groups[-1] = 0
+    assert server.n == added * len(batch)
+    assert server.to_bytes() == _expected(params, make, batch, added)
