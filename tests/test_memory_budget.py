@@ -61,7 +61,7 @@ def test_queries_that_would_exceed_the_budget_are_refused(limit):
     params = ocms.Params.optimal(epsilon=2.0, d=2**40)
     server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(10)))
     limit(1 << 30)
-    with pytest.raises(ParameterError, match="whole-dictionary OCMS query"):
+    with pytest.raises(ParameterError, match="'ocms' query over all 1099511627776 values"):
         server.estimate()
     assert server.estimate([1, 2, 3]).shape == (3,)
 
@@ -77,3 +77,61 @@ def test_hadaheavy_search_with_a_tiny_threshold_is_refused(limit):
     with pytest.raises(ParameterError, match="HadaHeavy search .*raise tau or set top"):
         server.heavy_hitters(delta=1e-9, tau=1e-8)
     assert time.perf_counter() - start < 30
+
+
+# The cases (OCMS streaming 2^26 candidates, an OCMS query of 2^25 candidates, a
+# PrivSketch update at d = 2^22, HRR update and query at d = 2^24 under a 256 MiB limit),
+# scaled down with the limit: each is refused before allocating, naming the size and the
+# setting, and a refused call leaves the server unchanged.
+
+def test_a_server_streaming_many_ocms_candidates_is_refused(limit):
+    params = ocms.Params.optimal(epsilon=2.0, d=2**40)
+    candidates = np.arange(2**20, dtype=np.uint64)  # 8 MiB; the server would need 4x that
+    limit(16 << 20)
+    _refused_small(lambda: ocms.Server(params, candidates=candidates), r"'ocms' server streaming 1048576 candidates")
+    ocms.Server(params, candidates=candidates[:2**16])
+
+
+def test_an_ocms_query_of_many_candidates_is_refused(limit, monkeypatch):
+    params = ocms.Params.optimal(epsilon=2.0, d=2**40)
+    server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(1000)))
+    candidates = np.arange(2**18, dtype=np.uint64)
+    monkeypatch.setenv("LDPFAST_MEMORY_LIMIT", str(8 << 20))  # the environment variable path
+    _refused_small(lambda: server.estimate(candidates), r"'ocms' query of 262144 candidates would need .*"
+                                                        r"LDPFAST_MEMORY_LIMIT")
+    assert server.estimate(candidates[:1000]).shape == (1000,)
+
+
+def test_a_privsketch_update_whose_decode_exceeds_the_budget_is_refused(limit):
+    params = privsketch.Params.create(epsilon=2.0, d=2**16, K=4, M=64, seed=1)
+    with pytest.warns(privsketch.PrivacyWarning):
+        reports = privsketch.Client(params, rng=1).perturb([[1, 2], [3]] * 50)
+    limit(4 << 20)  # the state (1.1 MiB) fits; its candidate index (about 10 MiB) does not
+    server = privsketch.Server(params)
+    before = server.to_bytes()
+    _refused_small(lambda: server.update(reports), "bucket index of 65536 PrivSketch candidates")
+    assert server.to_bytes() == before
+    limit(None)
+    assert server.update(reports).n == 100
+
+
+def test_hrr_update_and_query_beyond_the_budget_are_refused(limit):
+    params = hadamard.HRRParams(epsilon=1.0, d=2**16)
+    client = hadamard.HRRClient(params, rng=1)
+    server = hadamard.HRRServer(params).update(client.perturb(np.arange(10_000) % 2**16))
+    before = server.to_bytes()
+    limit(1 << 20)  # the state is 512 KiB: its decoded copy and a whole-domain query would pass 1 MiB
+    _refused_small(server.estimate, r"an HRR query over all 65536 values \(the default\) would need 2.0 MiB .* "
+                                    r"beside the 512.0 KiB the server holds")
+    big = client.perturb(np.arange(2**16))  # staging its cells needs 512 KiB more
+    _refused_small(lambda: server.update(big), r"adding a batch of 65536 reports")
+    assert server.to_bytes() == before
+    server.update(client.perturb(np.arange(100)))  # small batches still go in
+    assert server.n == 10_100
+
+
+def test_copying_a_batch_larger_than_the_budget_is_refused(limit):
+    params = grr.Params(epsilon=1.0, d=16)
+    reports = grr.Client(params, rng=1).perturb(np.arange(2**17) % 16)  # 1 MiB of uint64
+    limit(512 << 10)
+    _refused_small(lambda: grr.Server(params).update(reports), r"a copy of a batch of 131072 reports")

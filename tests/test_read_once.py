@@ -99,43 +99,48 @@ def _race(params, make, batch, flip, restore):
     return server, added
 
 
+def _thread_race(params, make, batch, name):
+    """ROUNDS updates while a thread flips entries of column ``name``; restores them."""
+    flat = getattr(batch, name).reshape(-1)
+    where = _flip_positions(flat)
+    good, bad = flat[where].copy(), _bad_value(flat)
+    stop = threading.Event()
+
+    def writer():  # yields the GIL in both states: the update may run with either
+        while not stop.is_set():
+            flat[where] = bad
+            time.sleep(0)
+            flat[where] = good
+            time.sleep(0)
+
+    thread = threading.Thread(target=writer)
+
+    def restore():
+        stop.set()
+        thread.join()
+        flat[where] = good
+
+    return _race(params, make, batch, thread.start, restore)
+
+
 @pytest.mark.parametrize("case_id", CASES)
 def test_a_column_changed_by_another_thread_during_update(case_id):
     params, batch, make = _batch(case_id)
     for name in _invalid_columns(params, batch, make):
-        flat = getattr(batch, name).reshape(-1)
-        where = _flip_positions(flat)
-        good, bad = flat[where].copy(), _bad_value(flat)
-        stop = threading.Event()
-
-        def writer():  # yields the GIL in both states: the update may run with either
-            while not stop.is_set():
-                flat[where] = bad
-                time.sleep(0)
-                flat[where] = good
-                time.sleep(0)
-
-        thread = threading.Thread(target=writer)
-
-        def restore():
-            stop.set()
-            thread.join()
-            flat[where] = good
-
-        server, added = _race(params, make, batch, thread.start, restore)
+        server, added = _thread_race(params, make, batch, name)
         assert server.to_bytes() == _expected(params, make, batch, added), name
 
 
 _WRITER = textwrap.dedent("""
     import sys, time
     import numpy as np
-    path, dtype, size, offsets, bad, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], float(sys.argv[6])
-    data = np.memmap(path, dtype=dtype, mode="r+", shape=(size,))
+    path, dtype, size, offsets, bad, seconds = sys.argv[1:7]
+    data = np.memmap(path, dtype=dtype, mode="r+", shape=(int(size),))
     where = np.array([int(v) for v in offsets.split(",")])
     good = data[where].copy()
     bad = np.array(int(bad)).astype(dtype)
     print("ready", flush=True)
-    end = time.monotonic() + seconds
+    end = time.monotonic() + float(seconds)
     while time.monotonic() < end:
         data[where] = bad
         data[where] = good

@@ -218,6 +218,16 @@ def sparse_counts(positions: np.ndarray, size: int,
     return ordered[starts], np.add.reduceat(weights[order], starts) if ordered.size else np.zeros(0, np.int64)
 
 
+def _length(values: Any) -> int:
+    """Number of values in an array or sequence (1 for a scalar, 0 when unknown)."""
+    if isinstance(values, np.ndarray):
+        return int(values.size)
+    try:
+        return len(values)
+    except TypeError:
+        return 0 if hasattr(values, "__iter__") else 1
+
+
 def _locked_pair(a: "Aggregator", b: "Aggregator") -> Any:
     """Both aggregators' locks, taken in a fixed order (no deadlock when two threads lock
     the same pair in opposite roles)."""
@@ -386,12 +396,21 @@ class Aggregator:
             state = self._st
         except AttributeError:
             return 0
-        return sum(size(v) for v in state.values())
+        return sum(size(v) for v in state.values()) + sum(size(v) for v in vars(state).values())  # and caches
 
     def _check_call(self, nbytes: int, what: str) -> None:
         """Refuse (ParameterError) a call whose temporaries, ``nbytes``, would take this
         server's memory (its state and them) over the budget."""
         check_allocation(int(nbytes), what, held=self._state_nbytes())
+
+    def _check_query(self, candidates: Any, per_candidate: int, default: int, what: str, extra: int = 0) -> None:
+        """Refuse a query over ``candidates`` (None: ``default`` values) whose temporaries,
+        ``per_candidate`` bytes each (the converted candidates, intermediate and result
+        arrays) and ``extra`` bytes (e.g. a decode buffer), would take the server over the
+        budget. Runs before the candidates are converted."""
+        count = default if candidates is None else _length(candidates)
+        over = f"over all {count} values (the default)" if candidates is None else f"of {count} candidates"
+        self._check_call(per_candidate * count + extra, f"{what} {over}")
 
     # -- contract -------------------------------------------------------------------
     def _accepted(self, reports: Any) -> "Reports":

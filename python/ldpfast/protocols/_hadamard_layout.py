@@ -342,12 +342,17 @@ class LayoutServer(Aggregator):
             self._validate(reports)  # names the first bad report
             raise ReportError(f"report {bad} does not fit the parameters")
 
+    def _decode_nbytes(self) -> int:
+        """Bytes :meth:`decoded` will allocate (0 once cached)."""
+        return 0 if getattr(self._st, "decoded", None) is not None else int(self._st["z"].nbytes)
+
     def decoded(self) -> np.ndarray:
         """``H z_g`` for every group, flat int64 (exact; cached until the next update).
         Multiply by ``c_eps`` for the HRR count estimates."""
         st = self._st
         decoded = getattr(st, "decoded", None)
         if decoded is None:
+            self._check_call(st["z"].nbytes, f"decoding the {st['z'].size} cells of {self.protocol!r}")
             layout = self.params.layout()
             out = st["z"].copy()
             rows = layout.rows

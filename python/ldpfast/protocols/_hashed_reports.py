@@ -48,6 +48,9 @@ class HashedReportsServer(_base.Aggregator):
         if candidates is None:
             self._st = _base._State(chunks=(), canonical=True)
         else:
+            # the candidates (converted, sorted to check they are distinct, kept) and their counts
+            count = _base._length(candidates)
+            check_allocation(32 * count, f"an {self.protocol!r} server streaming {count} candidates")
             self._candidates = self._checked_candidates(candidates, distinct=True).copy()
             self._candidates.flags.writeable = False
             self._st = _base._State(counts=np.zeros(self._candidates.size, dtype=np.uint64),
@@ -121,10 +124,12 @@ class HashedReportsServer(_base.Aggregator):
     def match_counts(self, candidates=None) -> np.ndarray:
         """``C(x) = #{i : z_i = h_i(x)}`` for each candidate (uint64); ``None`` means the
         whole dictionary (report-keeping mode) or the streamed candidates."""
+        # the query holds the values, their counts and positions, and the float estimates
+        default = self.params.d if self.keeps_reports else self._candidates.size
+        self._check_query(candidates, 40, default, f"an {self.protocol!r} query",
+                          extra=self._compaction_bytes() if self.keeps_reports else 0)
         if self.keeps_reports:
             if candidates is None:
-                # the query holds the values, their counts and their float estimates
-                check_allocation(24 * self.params.d, f"a whole-dictionary OCMS query (d={self.params.d})")
                 xs = np.arange(self.params.d, dtype=np.uint64)
             else:
                 xs = self._checked_candidates(candidates, distinct=False)
@@ -157,6 +162,14 @@ class HashedReportsServer(_base.Aggregator):
         elif xs.size:
             _core.ocms_count_list(p.field, z, a0, a1, p.m, xs, counts, self.threads)
 
+    def _compaction_bytes(self, canonical: bool = False) -> int:
+        """Temporaries of :meth:`_columns`: one copy of the kept reports when they are in
+        several chunks, and a sort order and a sorted copy for the canonical order."""
+        st = self._st
+        chunks = st.get("chunks", ())
+        n = sum(int(chunk[0].size) for chunk in chunks)
+        return (24 * n if len(chunks) > 1 else 0) + (32 * n if canonical and not st.get("canonical", True) else 0)
+
     def _columns(self, canonical: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept reports as one set of columns; ``canonical`` sorts the rows by
         (z, a0, a1) so that state and bytes do not depend on arrival order (counting does
@@ -167,6 +180,7 @@ class HashedReportsServer(_base.Aggregator):
             if not chunks:
                 empty = np.zeros(0, dtype=np.uint64)
                 return empty, empty, empty
+            self._check_call(self._compaction_bytes(canonical), f"compacting {self.n} kept reports")
             if len(chunks) > 1:
                 chunks = (tuple(_frozen(np.concatenate([c[i] for c in chunks])) for i in range(3)),)
             if canonical and not ordered:

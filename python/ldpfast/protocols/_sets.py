@@ -284,6 +284,8 @@ class TrackedServer(Aggregator):
     def _query(self, candidates) -> np.ndarray:
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
+        # the candidates, their counts and estimates as float64
+        self._check_query(candidates, 48, self._cand.size, f"a {self.protocol!r} query")
         if candidates is None:
             return self._cand
         cand = candidate_array(candidates, self.params.d)

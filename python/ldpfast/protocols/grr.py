@@ -160,6 +160,7 @@ class Server(_base.Aggregator):
         """``fhat(v) = (C(v)/n - q)/(p - q) = ((e+d-1) C(v)/n - 1)/(e-1)`` for the
         candidates (default: the whole dictionary); ``counts=True`` gives ``n fhat``;
         ``clip`` clips the fractions to ``[0, 1]``."""
+        self._check_query(candidates, 32, self.params.d, "a GRR query")
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")

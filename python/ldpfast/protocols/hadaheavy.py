@@ -30,7 +30,6 @@ import numpy as np
 
 from .._base import Params as _ParamsBase
 from .._base import Protocol, register_protocol
-from .._memory import check_allocation
 from ..errors import ParameterError
 from .._validate import as_values, check_binary_epsilon, check_choice, check_epsilon, check_int, check_real
 from ._hadamard_layout import (GroupBitReports, Layout, LayoutServer, cached_layout, gf64_field,
@@ -244,6 +243,7 @@ class Server(LayoutServer):
         self._require_reports()
         p = self.params
         level = check_int("level", level, 1, p.t)
+        self._check_query(prefixes, 24 * p.k + 32, 0, f"a level-{level} HadaHeavy query", extra=self._decode_nbytes())
         xs = as_values(prefixes, p.prefix_domain(level), "prefixes")
         # group hashes act on x >> shift; pass prefixes << shift so the kernel's shift undoes it
         shifted = xs << np.uint64(p.shift(level))
@@ -276,7 +276,7 @@ class Server(LayoutServer):
         for level in range(1, p.t + 1):
             width = 1 << (p.shift(level - 1) - p.shift(level)) if level > 1 else p.prefix_domain(1)
             # children, their estimates and the query's per-chunk temporaries
-            check_allocation(32 * len(kept) * width, f"the level-{level} HadaHeavy search over "
+            self._check_call(32 * len(kept) * width, f"the level-{level} HadaHeavy search over "
                              f"{len(kept)} prefixes x {width} children (raise tau or set top)")
             children = (kept[:, None] * np.uint64(width) + np.arange(width, dtype=np.uint64)[None, :]).ravel()
             if p.prefix_domain(level) < 2**64:

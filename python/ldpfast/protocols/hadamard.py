@@ -26,7 +26,6 @@ from typing import Any, ClassVar, Tuple
 import numpy as np
 
 from .._base import Params, Protocol, register_protocol
-from .._memory import check_allocation
 from .._validate import as_values, check_binary_epsilon, check_int
 from .._validate import probability_threshold  # noqa: F401  (re-exported)
 from ..errors import ParameterError
@@ -146,6 +145,7 @@ class HRRServer(LayoutServer):
             ReportError: no reports aggregated yet.
         """
         self._require_reports()
+        self._check_query(candidates, 24, self.params.d, "an HRR query", extra=self._decode_nbytes())
         decoded = self.decoded()
         scale = c_eps(self.params.epsilon) / (1.0 if counts else self.n)
         if candidates is None:
@@ -221,6 +221,7 @@ class HEServer(LayoutServer):
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
         all of ``[0, d)``), float64."""
         self._require_reports()
+        self._check_query(candidates, 32, self.params.d, "an HE query", extra=self._decode_nbytes())
         decoded = self.decoded()
         scale = c_eps(self.params.epsilon) / (1.0 if counts else self.n)
         if candidates is None:
@@ -317,8 +318,8 @@ class CMSHEServer(LayoutServer):
         all of ``[0, d)``, which costs ``k d`` hash evaluations), float64."""
         self._require_reports()
         p = self.params
+        self._check_query(candidates, 32, p.d, "a CMS+HE query", extra=self._decode_nbytes())
         if candidates is None:
-            check_allocation(16 * p.d, f"a whole-domain CMS+HE query (d={p.d})")
             xs = np.arange(p.d, dtype=np.uint64)
         else:
             xs = as_values(candidates, p.d, "candidates")

@@ -42,7 +42,6 @@ from ._hadamard_layout import group_sum, hash_coefficients, make_layout, pow2_at
 from ..theory.hadamard import c_eps
 from .._base import (Aggregator, ClientBase, Delta, Params, Protocol, Reports, _exact_sum, _State,
                     register_protocol)
-from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
                          probability_threshold, rr_threshold, uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
@@ -123,6 +122,7 @@ class AppleCMSHEServer(_h.CMSHEServer):
         all of ``[0, d)``), float64."""
         self._require_reports()
         p = self.params
+        self._check_query(candidates, 32, p.d, "a CMS+HE (Apple) query", extra=self._decode_nbytes())
         xs = np.arange(p.d, dtype=np.uint64) if candidates is None else as_values(candidates, p.d, "candidates")
         total = group_sum(p.layout(), self.decoded(), xs, 0, self.threads) * c_eps(p.epsilon)
         est = p.m / ((p.m - 1.0) * self.n) * total - 1.0 / (p.m - 1.0)
@@ -307,7 +307,7 @@ class RHROriginalServer(Aggregator):
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         p = self.params
-        check_allocation(24 * p.B * p.symbols, f"an original-RHR query (B * 2^k = {p.B * p.symbols} counters)")
+        self._check_call(24 * p.B * p.symbols, f"an original-RHR query (B * 2^k = {p.B * p.symbols} counters)")
         table = self._st["counts"].reshape(p.B, p.symbols).astype(np.int64)
         diff = np.ascontiguousarray((table[:, 0::2] - table[:, 1::2]).T)  # (locations, B)
         if p.B > 1:

@@ -277,9 +277,11 @@ class Server(LayoutServer):
         """
         self._require_reports()
         p = self.params
+        if candidates is None and p.d > MAX_WHOLE_DOMAIN:
+            raise ParameterError(f"candidates must be given when d > 2^24, got d={p.d}")
+        # per candidate and group: its hash, cell and estimate; the median's copy
+        self._check_query(candidates, 24 * p.k + 24, p.d, "a HadaOracle query", extra=self._decode_nbytes())
         if candidates is None:
-            if p.d > MAX_WHOLE_DOMAIN:
-                raise ParameterError(f"candidates must be given when d > 2^24, got d={p.d}")
             xs = np.arange(p.d, dtype=np.uint64)
         else:
             xs = as_values(candidates, p.d, "candidates")

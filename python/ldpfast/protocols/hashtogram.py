@@ -40,7 +40,6 @@ import numpy as np
 from .. import _core
 from .._base import (Aggregator, ClientBase, Delta, Params as _ParamsBase, Protocol, _State, _exact_sum,
                      register_protocol)
-from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_choice, check_int, check_threads,
                          optional_index_array, probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
@@ -227,6 +226,7 @@ class GroupedSignSketchServer(Aggregator):
         st = self._st
         decoded = getattr(st, "decoded", None)
         if decoded is None:
+            self._check_call(st["z"].nbytes, f"decoding the {st['z'].size} cells of {self.protocol!r}")
             decoded = st["z"].reshape(-1, self.params.T).copy()
             _core.fwht(decoded, self.threads)
             decoded.flags.writeable = False
@@ -277,8 +277,8 @@ class Server(GroupedSignSketchServer):
         if candidates is None:
             if self.params.d > 1 << 24:
                 raise ParameterError("pass candidates: d > 2^24")
-            check_allocation(64 * self.params.R * self.params.d,
-                             f"a whole-domain Hashtogram query (d={self.params.d}, R={self.params.R})")
+        self._check_query(candidates, 64 * self.params.R, self.params.d, f"a Hashtogram query (R={self.params.R})")
+        if candidates is None:
             candidates = np.arange(self.params.d, dtype=np.uint64)
         per_group = self.group_estimates(candidates)
         est = np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)

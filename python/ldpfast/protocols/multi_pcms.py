@@ -149,6 +149,7 @@ class MultiPCMSMeanServer(_TableServer):
         the users' rows are.
         ``correction=True`` (derived here; in neither [PS] nor its code): ``sum_i (bhat_i(x)
         - what_i/M) / (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
+        self._check_query(candidates, 16 * self.params.K + 24, self.params.d, "a Multi-PCMS-Mean query")
         self._require_reports()
         p = self.params
         c = c_eps(p.epsilon / p.M)
@@ -225,6 +226,7 @@ class MultiPCMSMinServer(_TableServer):
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
         domain)."""
+        self._check_query(candidates, 16 * self.params.K + 24, self.params.d, "a Multi-PCMS-Min query")
         self._require_reports()
         p = self.params
         c = c_eps(p.epsilon / (p.K * p.M))

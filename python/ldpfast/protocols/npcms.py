@@ -200,6 +200,7 @@ class Server(Aggregator):
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """``sum_k Sum[k, H_k(x)] / n`` (counts with ``counts=True``) for ``candidates``
         (default all of ``[0, d)``); biased upward by collisions, as in R2."""
+        self._check_query(candidates, 16 * self.params.K + 24, self.params.d, "an nPCMS query")
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params

@@ -153,6 +153,7 @@ class SafeServer(Aggregator):
           ratio estimator that removes most of the collision bias (not exactly unbiased).
         * ``"min"``: ``min_k (KM/n) S[k, H_k(x)]`` (aggregate-then-min, biased).
         """
+        self._check_query(candidates, 16 * self.params.K + 32, self.params.d, "a PrivSketch-LDP query")
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params

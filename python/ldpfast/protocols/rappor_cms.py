@@ -282,6 +282,7 @@ class Server(_base.Aggregator):
         Raises:
             ReportError: no reports; ParameterError: a candidate that is not counted.
         """
+        self._check_query(candidates, 40, self._sums.size, "a CMS-RAPPOR query")
         if self._n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         sums = self._sums if candidates is None else self._sums[self._positions(candidates)]

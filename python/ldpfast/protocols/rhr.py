@@ -24,7 +24,6 @@ import numpy as np
 from .. import _core
 from .._base import Aggregator, AuditHooks, ClientBase, ComparisonRow, Params, Protocol, Reports, _State
 from .._base import register_protocol
-from .._memory import check_allocation
 from .._validate import as_values, check_array, check_epsilon, check_threads, optional_index_array, rr_threshold
 from ..audit import Plan, support_events, value_inputs
 from ..errors import FormatError, ParameterError, ReportError
@@ -198,13 +197,13 @@ class RHRServer(Aggregator):
         p = self.params
         st = self._st
         decoded = getattr(st, "decoded", None)
+        self._check_query(candidates, 40, p.d, "an RHR query", extra=0 if decoded is not None else st["z"].nbytes)
         if decoded is None:
             decoded = st["z"].copy().reshape(p.base, p.hadamard_size)
             if p.hadamard_size >= 2:
                 _core.fwht(decoded, self.threads)
             st.decoded = decoded
         if candidates is None:
-            check_allocation(32 * p.d, f"a whole-domain RHR query (d={p.d})")
             xs = np.arange(p.d, dtype=np.uint64)
         else:
             xs = as_values(candidates, p.d, "candidates")

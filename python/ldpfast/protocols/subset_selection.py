@@ -211,6 +211,7 @@ class Server(_base.Aggregator):
     def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q)`` for the candidates (default: all of ``[0, d)``);
         ``counts=True`` gives ``n fhat``; ``clip`` clips the fractions to ``[0, 1]``."""
+        self._check_query(candidates, 32, self.params.d, "a subset-selection query")
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")

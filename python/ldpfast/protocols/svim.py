@@ -303,6 +303,7 @@ class SVIMItemServer(SVIMServerBase):
         all users, those with empty sets included (they sample the dummy ``d``)
         (``candidates``: default every item of ``[0, d)``; counts of users with
         ``counts=True``)."""
+        self._check_query(candidates, 24, self.params.d, "an SVIM item query")
         freq = self._chat() / (1.0 if counts else self.n)
         return freq if candidates is None else freq[candidate_array(candidates, self.params.d)]
 
@@ -330,6 +331,7 @@ class SVIMLengthServer(SVIMServerBase):
         """Unbiased estimates of the length histogram: the share of reporting users with
         capped ``|S ∩ C| = l`` for the lengths ``candidates`` (default ``l = 0 ..
         max_length``); numbers of users with ``counts=True``."""
+        self._check_query(candidates, 24, self.params.max_length + 1, "an SVIM length query")
         hist = self._chat() / (1.0 if counts else self.n)
         return hist if candidates is None else hist[candidate_array(candidates, self.params.max_length + 1)]
 
@@ -385,6 +387,7 @@ class SVIMPaddedServer(SVIMServerBase):
         Raises:
             ParameterError: a candidate is not in C.
         """
+        self._check_query(candidates, 24, len(self.params.candidates), "an SVIM query")
         freq = self.params.L * self.sampling_frequencies() / self.params.coverage
         if candidates is not None:
             freq = freq[self.candidate_positions(candidates)]

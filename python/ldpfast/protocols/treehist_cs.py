@@ -28,7 +28,6 @@ import numpy as np
 
 from .. import _core
 from .._base import ClientBase, Params as _ParamsBase, Protocol, register_protocol
-from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, optional_index_array)
 from ..errors import ParameterError, ReportError
 from .hadaheavy import HeavyHitters, surviving_prefixes
@@ -186,8 +185,8 @@ class Server(GroupedSignSketchServer):
             raise ReportError("cannot estimate frequencies from zero reports")
         p = self.params
         level = check_int("level", level, 1, p.L)
+        self._check_query(prefixes, 40 * p.R + 8, 0, f"a level-{level} TreeHist query (R={p.R})")
         xs = as_values(prefixes, p.prefix_domain(level), "prefixes")
-        check_allocation(40 * p.R * xs.size, f"a level-{level} TreeHist query of {xs.size} prefixes (R={p.R})")
         groups = np.repeat(np.arange((level - 1) * p.R, level * p.R), xs.size)
         bucket, sign = p.hashes(groups, np.tile(xs, p.R))
         values = (self.decoded()[groups, bucket.astype(np.int64)] * sign).reshape(p.R, xs.size)
