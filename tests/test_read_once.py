@@ -306,3 +306,49 @@ def test_the_issue_reproducer_hadaoracle_groups_flipped_while_updating():
     groups[-1] = 0
     assert server.n == added * len(batch)
     assert server.to_bytes() == _expected(params, make, batch, added)
+
+
+def _hrr_case(log2d, n, groups=False):
+    from ldpfast import hadaoracle, hadamard
+
+    rng = np.random.default_rng(log2d)
+    if groups:
+        params = hadaoracle.Params.create(epsilon=1.0, d=2**log2d, n=10**6, hash_seed=1)
+        server, client = hadaoracle.Server, hadaoracle.Client
+    else:
+        params = hadamard.HRRParams(epsilon=1.0, d=2**log2d)
+        server, client = hadamard.HRRServer, hadamard.HRRClient
+    return params, client(params, rng=1).perturb(rng.integers(0, 2**log2d, n)), server
+
+
+# Every path of the Hadamard update: a small batch into a large table (cells staged, then
+# added), a table beyond private copies (threads owning cell ranges), int32 and int16
+# private tables, several groups. One report is flipped (as in the issue: the last one),
+# so the batch is valid whenever the flip is undone.
+@pytest.mark.parametrize("log2d, n, groups", [(20, 200_000, False), (24, 200_000, False), (12, 400_000, False),
+                                              (21, 3_000_000, False), (16, 400_000, True)],
+                         ids=["staged", "owner-ranges", "int32-tables", "int16-tables", "groups"])
+def test_columns_changed_while_each_hadamard_path_runs(log2d, n, groups):
+    params, batch, make = _hrr_case(log2d, n, groups)
+    for name in batch.columns():
+        flat = getattr(batch, name)
+        where = np.array([flat.size - 1])
+        good, bad = flat[where].copy(), _bad_value(flat)
+        stop = threading.Event()
+
+        def writer(flat=flat, where=where, good=good, bad=bad, stop=stop):
+            while not stop.is_set():
+                flat[where] = bad
+                time.sleep(0)
+                flat[where] = good
+                time.sleep(0)
+
+        thread = threading.Thread(target=writer)
+
+        def restore(flat=flat, where=where, good=good, stop=stop, thread=thread):
+            stop.set()
+            thread.join()
+            flat[where] = good
+
+        server, added = _race(params, make, batch, thread.start, restore)
+        assert server.to_bytes() == _expected(params, make, batch, added), name
