@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Dict, Mapping, Tuple, Type, TypeVar
 
 import numpy as np
 
-from .errors import FormatError
+from .errors import FormatError, LdpfastError, ParameterError
 
 P = TypeVar("P", bound="Params")
 
@@ -57,12 +57,30 @@ class Params:
 
     @classmethod
     def from_dict(cls: Type[P], data: Mapping[str, Any]) -> P:
-        kwargs = {}
-        for f in dataclasses.fields(cls):
-            if f.name in data:
-                value = data[f.name]
-                kwargs[f.name] = tuple(value) if isinstance(value, list) else value
-        return cls(**kwargs)
+        """Parameters from their :meth:`to_dict` form (e.g. a parameter file).
+
+        Raises:
+            ParameterError: a field is missing, unexpected or of the wrong type, or a value
+                is out of range (one line naming the protocol and the fields).
+        """
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        names = {f.name for f in fields}
+        missing = [f.name for f in fields if f.init and f.name not in data
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        unexpected = sorted(str(key) for key in data if key not in names)
+        if missing or unexpected:
+            problems = ([f"missing {missing}"] if missing else []) + ([f"unexpected {unexpected}"] if unexpected else [])
+            raise ParameterError(f"{cls.protocol or cls.__name__} parameters must have the fields "
+                                 f"{[f.name for f in fields if f.init]}: {', '.join(problems)}")
+        kwargs = {name: tuple(value) if isinstance(value, list) else value for name, value in data.items()}
+        try:
+            return cls(**kwargs)
+        except LdpfastError:
+            raise
+        except (TypeError, ValueError, ArithmeticError) as exc:  # a value of the wrong type met a computation
+            given = ", ".join(f"{name}={_short(value)}" for name, value in kwargs.items())
+            raise ParameterError(f"{cls.protocol or cls.__name__} parameters have a value of the wrong type "
+                                 f"({given}): {exc}") from None
 
     def to_json(self) -> str:
         return json.dumps({"protocol": self.protocol, "params": self.to_dict()}, sort_keys=True,
