@@ -333,3 +333,61 @@ def test_long_fwht_rows_are_identical_for_every_schedule(backend):
     many = data
     _core.fwht(many, 4)
     np.testing.assert_array_equal(one, many)
+
+
+ROLLBACK_CHILD = PRELUDE + textwrap.dedent("""
+    import signal
+    # A SIGALRM every millisecond is always pending when the kernel polls for signals (at
+    # most every 20 ms); the handler raises KeyboardInterrupt at the k-th poll, k = 1, 2, ...
+    # until a call completes: every interruption point of the call is hit once.
+    polls = [0, 0]
+    def handler(signum, frame):
+        polls[0] += 1
+        if polls[0] == polls[1]:
+            raise KeyboardInterrupt
+    signal.signal(signal.SIGALRM, handler)
+    width, n, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    rng = np.random.default_rng(12)
+    rows = repeated(rng.integers(0, width, 1 << 20).astype(np.uint32), n >> 20)
+    bits = repeated(rng.choice(np.array([-1, 1], np.int8), 1 << 21), n >> 21)
+    group_rows, base = np.array([width], np.uint64), np.zeros(1, np.uint64)
+    start = rng.integers(-3, 3, width).astype(np.int64)
+    reference = np.bincount(rows, weights=bits, minlength=width).astype(np.int64) + start
+    unchanged = complete = 0
+    for k in range(1, 1000):
+        z, sizes, count = start.copy(), np.zeros(1, np.int64), np.zeros(1, np.int64)
+        polls[:] = [0, k]
+        signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
+        try:
+            _core.hadamard_update(None, rows, bits, group_rows, base, z, threads, sizes, count)
+            finished = True
+        except KeyboardInterrupt:  # inside the call, or just after it returned
+            finished = False
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        if np.array_equal(z, start) and not sizes.any() and not count.any():
+            unchanged += 1
+        elif np.array_equal(z, reference) and int(count[0]) == n == int(sizes[0]):
+            complete += 1
+        else:
+            break  # a partial state
+        if finished:
+            break
+    print(json.dumps({"runs": k, "unchanged": unchanged, "complete": complete, "finished": finished}))
+""")
+
+
+@POSIX
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd_create (Linux)")
+@pytest.mark.parametrize("width, n, threads", [(1 << 12, 1 << 26, 2), ((1 << 23) + (1 << 20), 1 << 23, 1),
+                                               ((1 << 23) + (1 << 20), 1 << 23, 2)],
+                         ids=["private-tables", "staged-direct", "staged-owner-ranges"])
+def test_an_update_interrupted_at_any_poll_changes_nothing(width, n, threads):
+    """hadamard_update adds into z in place: interrupted at any of its interruption points
+    (while filling private tables, staging, or adding staged cells, which it then takes
+    back out), z and the counts are exactly as before; uninterrupted, the whole batch."""
+    proc = subprocess.run([sys.executable, "-c", ROLLBACK_CHILD, str(width), str(n), str(threads)], env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["finished"] and result["unchanged"] + result["complete"] == result["runs"], result  # no partial
+    assert result["unchanged"] >= 2, result  # the call was long enough to be interrupted more than once
