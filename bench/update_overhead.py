@@ -1,57 +1,234 @@
-"""Cost of the all-or-nothing update: ``HRRServer.update`` (checks, a copy of the state,
-the C++ accumulation into the copy, one-step commit under the lock) against the bare C++
-kernel adding the same batch in place into a preallocated vector (the baseline, measured
-in the same run), for several state and batch sizes.
+"""Cost of ``update`` per batch: time and peak memory, against the bare kernel and against
+other builds of ldpfast, all measured in the same run.
 
-    PYTHONPATH=python python3 bench/update_overhead.py [--repeat 5]
+* **HRR end to end vs the bare kernel**: ``HRRServer.update`` (checks, in-place commit
+  with the report counts) against ``_core.hadamard_update`` adding the same batch into a
+  preallocated vector, at d = 2^12 .. 2^24 with 1e4- and 1e6-report batches. Target:
+  ratio <= 1.15.
+* **A one-report update at d = 2^27** (GRR, HRR, RHR): milliseconds and bytes allocated
+  (tracemalloc: numpy's allocations; peak RSS above the resident size before the call:
+  the C++ scratch too). Target: under 10 ms and 10 MB.
+* **Every protocol**: update of its example batch tiled to ~1e5 reports (steady state, on
+  a server that already holds 20 batches).
+
+With ``--baseline DIR`` (a directory holding another build's ``ldpfast`` package, e.g.
+an unpacked wheel of an older commit), every measurement also runs on that build, each
+in a fresh process for both builds, alternating baseline and current per row, and the
+table shows the speed ratio ``baseline time / current time`` (> 1: current faster) and
+both peak memories. Peak memory is the growth of the peak resident size during one
+update (``/proc/self/clear_refs`` resets the peak first; Linux).
+
+    PYTHONPATH=python python bench/update_overhead.py [--baseline DIR] [--repeat 5] [--only hrr,one,protocols]
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import json
+import os
+import subprocess
+import sys
 import time
 
-import numpy as np
+WORKER_PRELUDE = """
+import sys
+if {path!r}:
+    # another build: drop the editable-install finder that would import this checkout
+    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
+    sys.path.insert(0, {path!r})
+"""
 
-import ldpfast
-from ldpfast import _core
-from ldpfast import hadamard as H
+
+def _peak_reset() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
-def best_of(repeat, fn, inner):
-    times = []
+def _vm(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _measure(job: dict) -> dict:
+    """Runs one measurement in this (fresh) process; returns seconds and bytes."""
+    import tracemalloc
+
+    import numpy as np
+
+    import ldpfast
+    from ldpfast import _core
+
+    repeat, kind = job["repeat"], job["kind"]
+    if kind == "hrr":
+        from ldpfast import hadamard as H
+
+        params = H.HRRParams(epsilon=1.0, d=2 ** job["log2d"])
+        batch = H.HRRClient(params, rng=1).perturb(np.random.default_rng(1).integers(0, params.d, job["n"]))
+        server = H.HRRServer(params)
+        run = lambda: server.update(batch)  # noqa: E731
+        out = {}
+        if job.get("kernel"):
+            layout = params.layout()
+            z = np.zeros(layout.n_cells, np.int64)
+            rows, base = np.ascontiguousarray(layout.rows), np.ascontiguousarray(layout.table[:, 5])
+            kernel = lambda: _core.hadamard_update(None, batch.rows, batch.bits, rows, base, z, 0)  # noqa: E731
+            out["kernel"] = _best(kernel, repeat, job["inner"])
+        # interleave update and kernel timings: alternate rounds
+        out["update"] = _best(run, repeat, job["inner"])
+        if job.get("kernel"):
+            out["kernel"] = min(out["kernel"], _best(kernel, repeat, job["inner"]))
+        out.update(_peak(run))
+        return out
+    if kind == "one":
+        server, client = _one_report_server(job["protocol"], job["log2d"])
+        one = client.perturb(np.array([3]))
+        server.update(one)  # warm: imports, caches
+        tracemalloc.start()
+        start = time.perf_counter()
+        server.update(one)
+        seconds = time.perf_counter() - start
+        traced = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return {"update": min(seconds, _best(lambda: server.update(one), repeat, 1)), "traced": traced,
+                **_peak(lambda: server.update(one))}
+    if kind == "protocol":
+        import warnings
+
+        from ldpfast._base import protocols
+
+        warnings.simplefilter("ignore")
+        proto = protocols()[job["protocol"]]
+        params, values = proto.example()
+        reports = proto.client(params, rng=1).perturb(values)
+        times = max(1, job["reports"] // len(reports))
+        columns = {k: np.concatenate([v] * times) for k, v in reports.columns().items()}
+        batch = type(reports).from_columns(columns)
+        server = proto.aggregator(params)
+        for _ in range(20):
+            server.update(batch)
+        return {"update": _best(lambda: server.update(batch), repeat, 1), "n": len(batch),
+                **_peak(lambda: server.update(batch))}
+    raise ValueError(kind)
+
+
+def _one_report_server(protocol: str, log2d: int):
+    from ldpfast import grr, hadamard, rhr
+
+    if protocol == "grr":
+        params = grr.Params(epsilon=1.0, d=2**log2d)
+        return grr.Server(params), grr.Client(params, rng=1)
+    if protocol == "hrr":
+        params = hadamard.HRRParams(epsilon=1.0, d=2**log2d)
+        return hadamard.HRRServer(params), hadamard.HRRClient(params, rng=1)
+    params = rhr.RHRParams(epsilon=1.0, d=2**log2d)
+    return rhr.RHRServer(params), rhr.RHRClient(params, rng=1)
+
+
+def _best(fn, repeat: int, inner: int) -> float:
+    best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
         for _ in range(inner):
             fn()
-        times.append((time.perf_counter() - start) / inner)
-    return min(times)
+        best = min(best, (time.perf_counter() - start) / inner)
+    return best
+
+
+def _peak(fn) -> dict:
+    """Peak resident growth (bytes) during one call of fn."""
+    _peak_reset()
+    before = _vm("VmRSS")
+    fn()
+    return {"peak": max(0, _vm("VmHWM") - before)}
+
+
+def _run(job: dict, path: str) -> dict:
+    code = WORKER_PRELUDE.format(path=path) + (
+        "import json, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "import update_overhead as bench\n"
+        "print(json.dumps(bench._measure(json.loads(sys.argv[1]))))\n")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"rc {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _mib(nbytes) -> str:
+    return "-" if nbytes is None else f"{nbytes / 2**20:.1f}"
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default="", help="directory holding another build's ldpfast package")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", default="hrr,one,protocols")
     args = ap.parse_args()
+    only = set(args.only.split(","))
+    base = os.path.abspath(args.baseline) if args.baseline else ""
+
+    def both(job):
+        before = _run(job, base) if base else {}
+        now = _run(job, "")
+        return before, now
+
+    import ldpfast
+
     info = ldpfast.backend_info()
-    print(f"backend = {info['active']}, threads = {info['threads']}")
-    print(f"{'d':>6} {'batch':>9} {'update ms':>10} {'kernel ms':>10} {'ratio':>7}")
-    for log2d in (12, 16, 20):
-        params = H.HRRParams(epsilon=1.0, d=2**log2d)
-        layout = params.layout()
-        for n in (1_000, 100_000, 1_000_000):
-            reports = H.HRRClient(params, rng=1).perturb(np.random.default_rng(1).integers(0, 2**log2d, n))
-            server = H.HRRServer(params)
-            z = np.zeros(layout.n_cells, dtype=np.int64)
-            rows = np.ascontiguousarray(layout.rows)
-            inner = max(1, 200_000 // n)
-            t_update = best_of(args.repeat, functools.partial(server.update, reports), inner)
-            # default arguments bind this iteration's objects; the attributes are still read on every call
-            t_kernel = best_of(args.repeat,
-                               lambda reports=reports, rows=rows, layout=layout, z=z: _core.hadamard_update(
-                                   None, reports.rows, reports.bits, rows, layout.cell_base, z, 0),
-                               inner)
-            print(f"2^{log2d:<4} {n:>9,} {t_update * 1e3:>10.3f} {t_kernel * 1e3:>10.3f} {t_update / t_kernel:>7.1f}")
+    print(f"backend = {info['active']}, threads = {info['threads']}, cpus = {os.cpu_count()}, "
+          f"load = {os.getloadavg()[0]:.1f}, baseline = {base or 'none'}")
+    if "hrr" in only:
+        print("\nHRR update per batch: end to end vs the bare kernel (same process), and vs the baseline build")
+        print(f"{'d':>5} {'batch':>9} {'update ms':>10} {'kernel ms':>10} {'ratio':>6} | {'base ms':>9} "
+              f"{'speedup':>7} | {'peak MiB':>8} {'base MiB':>8}")
+        for log2d in (12, 16, 20, 24):
+            for n in (10_000, 1_000_000):
+                job = {"kind": "hrr", "log2d": log2d, "n": n, "repeat": args.repeat, "kernel": True,
+                       "inner": max(1, 200_000 // n)}
+                before, now = both(job)
+                if "error" in now:
+                    print(f"2^{log2d:<3} {n:>9,} error: {now['error']}")
+                    continue
+                b = before.get("update")
+                print(f"2^{log2d:<3} {n:>9,} {_ms(now['update']):>10} {_ms(now['kernel']):>10} "
+                      f"{now['update'] / now['kernel']:>6.2f} | {_ms(b):>9} "
+                      f"{(b / now['update']) if b else float('nan'):>7.2f} | {_mib(now['peak']):>8} "
+                      f"{_mib(before.get('peak')):>8}")
+    if "one" in only:
+        print("\nOne-report update at d = 2^27 (target: < 10 ms, < 10 MB)")
+        print(f"{'protocol':>8} {'ms':>9} {'traced MiB':>10} {'peak MiB':>8} | {'base ms':>9} {'base traced':>11} "
+              f"{'base peak':>9}")
+        for protocol in ("grr", "hrr", "rhr"):
+            before, now = both({"kind": "one", "protocol": protocol, "log2d": 27, "repeat": args.repeat})
+            if "error" in now:
+                print(f"{protocol:>8} error: {now['error']}")
+                continue
+            print(f"{protocol:>8} {_ms(now['update']):>9} {_mib(now['traced']):>10} {_mib(now['peak']):>8} | "
+                  f"{_ms(before.get('update')):>9} {_mib(before.get('traced')):>11} {_mib(before.get('peak')):>9}")
+    if "protocols" in only:
+        from ldpfast._base import protocols
+
+        print("\nEvery protocol: update of ~1e5 reports on a server holding 20 such batches")
+        print(f"{'protocol':>18} {'reports':>8} {'ms':>9} {'peak MiB':>8} | {'base ms':>9} {'speedup':>7} "
+              f"{'base MiB':>8}")
+        for pid in sorted(protocols()):
+            before, now = both({"kind": "protocol", "protocol": pid, "reports": 100_000, "repeat": args.repeat})
+            if "error" in now:
+                print(f"{pid:>18} error: {now['error']}")
+                continue
+            b = before.get("update")
+            print(f"{pid:>18} {now['n']:>8} {_ms(now['update']):>9} {_mib(now['peak']):>8} | {_ms(b):>9} "
+                  f"{(b / now['update']) if b else float('nan'):>7.2f} {_mib(before.get('peak')):>8}")
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ def test_an_ocms_query_of_many_candidates_is_refused(limit, monkeypatch):
     server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(1000)))
     candidates = np.arange(2**18, dtype=np.uint64)
     monkeypatch.setenv("LDPFAST_MEMORY_LIMIT", str(8 << 20))  # the environment variable path
+    limit(None)  # read again
     _refused_small(lambda: server.estimate(candidates), r"'ocms' query of 262144 candidates would need .*"
                                                         r"LDPFAST_MEMORY_LIMIT")
     assert server.estimate(candidates[:1000]).shape == (1000,)

@@ -23,10 +23,12 @@ RngKey key_from_bytes(const py::bytes& key) {
   return out;
 }
 
-bool on_main_thread() {
-  const py::object main = py::module_::import("threading").attr("main_thread")();
-  return main.attr("ident").cast<unsigned long>() == PyThread_get_thread_ident();
-}
+namespace {
+// The main thread's ident, read once when the module is imported (every kernel call asks).
+unsigned long main_thread_ident = 0;
+}  // namespace
+
+bool on_main_thread() { return main_thread_ident == PyThread_get_thread_ident(); }
 
 namespace {
 // The interrupt hook (parallel.hpp): runs on the thread that called into the module, which
@@ -107,6 +109,7 @@ py::array_t<std::uint64_t> field_mul(const FieldSpec& f, const py::handle& a_obj
 }  // namespace
 
 void register_core(py::module_& m) {
+  main_thread_ident = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   set_interrupt_hook(&python_signal_raised);
   // Resolve LDPFAST_ISA now, so that a bad value fails the import with its message.
   active_isa();

@@ -281,43 +281,49 @@ std::size_t fill16(const ReportColumns& in, std::size_t begin, std::size_t end, 
   return bad;
 }
 
-std::size_t stage(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                  std::uint64_t* staged, std::int64_t* group_counts) {
+// Packed staged reports: 2 * cell + (bit < 0), in 32 bits when every cell is below 2^31.
+template <class P>
+std::size_t stage(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, P* staged,
+                  std::int64_t* group_counts) {
   return for_each_checked_block(
       in, begin, end, map, group_counts,
       [&](const std::uint32_t* group, const ReportBlock& blk, std::size_t b, std::size_t count) {
-        std::uint64_t* out = staged + b;
+        P* out = staged + b;
         if (!group) {
-          const std::uint64_t base2 = 2 * map.cell_base[0];
+          const P base2 = static_cast<P>(2 * map.cell_base[0]);
           for (std::size_t j = 0; j < count; ++j)
-            out[j] = base2 + 2 * std::uint64_t{blk.row[j]} + static_cast<std::uint64_t>(blk.bits[j] < 0);
+            out[j] = base2 + 2 * static_cast<P>(blk.row[j]) + static_cast<P>(blk.bits[j] < 0);
           return;
         }
         for (std::size_t j = 0; j < count; ++j)
-          out[j] = 2 * (map.cell_base[group[j]] + blk.row[j]) + static_cast<std::uint64_t>(blk.bits[j] < 0);
+          out[j] = static_cast<P>(2 * (map.cell_base[group[j]] + blk.row[j])) + static_cast<P>(blk.bits[j] < 0);
       });
 }
 
-void apply(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign,
-           bool prefetch) {
-  const std::int64_t up = sign;
+// The signed value of a staged report: sign for a +1 bit, -sign for a -1 bit (the low bit
+// of the packed word), computed without a branch (the bits are random: a branch would be
+// mispredicted half the time).
+template <class P>
+inline std::int64_t staged_value(P packed, std::int64_t sign) {
+  return sign - 2 * sign * static_cast<std::int64_t>(packed & 1);
+}
+
+template <class P>
+void apply(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign, bool prefetch) {
   std::size_t i = begin;
   if (prefetch)
     for (; i + kPrefetchDistance < end; ++i) {
       __builtin_prefetch(z + (staged[i + kPrefetchDistance] >> 1), 1, 3);
-      const std::uint64_t p = staged[i];
-      z[p >> 1] += (p & 1) ? -up : up;
+      z[staged[i] >> 1] += staged_value(staged[i], sign);
     }
-  for (; i < end; ++i) {
-    const std::uint64_t p = staged[i];
-    z[p >> 1] += (p & 1) ? -up : up;
-  }
+  for (; i < end; ++i) z[staged[i] >> 1] += staged_value(staged[i], sign);
 }
 
 // Blocks of staged reports are first compacted branch-free to the ones in range, which
 // are then added with their cells prefetched ahead.
-void apply_range(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z,
-                 std::uint64_t cell_lo, std::uint64_t cell_hi, int sign) {
+template <class P>
+void apply_range(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z, std::uint64_t cell_lo,
+                 std::uint64_t cell_hi, int sign) {
   constexpr std::size_t kBlock = 1024;
   std::uint64_t offset[kBlock + kPrefetchDistance];
   std::int8_t value[kBlock];
@@ -327,10 +333,10 @@ void apply_range(const std::uint64_t* staged, std::size_t begin, std::size_t end
     const std::size_t e = end - b < kBlock ? end : b + kBlock;
     std::size_t kept = 0;
     for (std::size_t i = b; i < e; ++i) {
-      const std::uint64_t p = staged[i];
-      const std::uint64_t off = (p >> 1) - cell_lo;
+      const P p = staged[i];
+      const std::uint64_t off = static_cast<std::uint64_t>(p >> 1) - cell_lo;
       offset[kept] = off;
-      value[kept] = static_cast<std::int8_t>((p & 1) ? -sign : sign);
+      value[kept] = static_cast<std::int8_t>(staged_value(p, sign));
       kept += off < span;
     }
     for (std::size_t j = 0; j < kPrefetchDistance; ++j) offset[kept + j] = 0;
@@ -362,8 +368,9 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, s
 
 }  // namespace
 
-extern const HadamardKernels hadamard_kernels = {&perturb, &first_invalid, &fill32,      &fill16,
-                                                 &stage,   &apply,         &apply_range, &rhr_perturb};
+extern const HadamardKernels hadamard_kernels = {
+    &perturb, &first_invalid, &fill32, &fill16, {&stage<std::uint32_t>, &apply<std::uint32_t>, &apply_range<std::uint32_t>},
+    {&stage<std::uint64_t>, &apply<std::uint64_t>, &apply_range<std::uint64_t>}, &rhr_perturb};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast

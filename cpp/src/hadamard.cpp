@@ -25,6 +25,8 @@ constexpr std::size_t kInt32TableReports = std::size_t{1} << 30;
 constexpr std::size_t kMaxInt32PartialCells = std::size_t{1} << 20;  // 4 MiB int32 table per worker
 constexpr std::size_t kMaxPartialCells = std::size_t{1} << 23;       // 16 MiB int16 table per worker
 constexpr std::size_t kAccumulateBlock = std::size_t{1} << 20;  // reports between interruption points
+constexpr std::size_t kMinOwnerReports = std::size_t{1} << 14;  // fewer: one thread adds them
+constexpr std::size_t kMaxPacked32Cells = std::size_t{1} << 31;  // staged as 2 * cell + sign in 32 bits
 
 }  // namespace
 
@@ -55,14 +57,15 @@ std::size_t hadamard_first_invalid(const std::uint32_t* group, const std::uint32
 
 namespace {
 
-// Number of private tables for a batch (0: update z directly). Private tables are narrower
-// than z (cache-friendlier) but cost O(n_cells) to clear and reduce: use them once each
-// worker gets at least n_cells / 2 reports, and only while the tables fit the last-level
-// cache.
+// Number of private tables for a batch (0: stage the cells, then add them to z). Private
+// tables are narrower than z (cache-friendlier) but cost O(n_cells) to clear and reduce:
+// use them once each worker gets at least n_cells / 2 reports, and only while the tables
+// fit the last-level cache; more than one (threads started) only for 2^15 reports each.
 std::size_t partial_workers(std::size_t n, std::size_t n_cells, int threads) {
-  if (n_cells > kMaxPartialCells) return 0;
+  if (n_cells > kMaxPartialCells || 2 * n < n_cells) return 0;
   const std::size_t per_worker = std::max<std::size_t>(n_cells / 2, 1 << 15);
-  return std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), n / per_worker);
+  return std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
+                                                        n / per_worker));
 }
 
 // Uninitialised storage for partial tables: each worker first-touches (clears) its own
@@ -148,9 +151,9 @@ bool narrow_tables(std::size_t n, std::size_t n_cells, std::size_t workers) {
 }
 
 // Tables too large for private copies (> kMaxPartialCells) are split by cell range among
-// the threads (see update_staged).
-bool owner_ranges(std::size_t n_cells, int threads) {
-  return n_cells > kMaxPartialCells && resolve_threads(threads) > 1;
+// the threads (see update_staged), for batches large enough to pay for starting them.
+bool owner_ranges(std::size_t n, std::size_t n_cells, int threads) {
+  return n_cells > kMaxPartialCells && n >= kMinOwnerReports && resolve_threads(threads) > 1;
 }
 
 // Adds the per-worker group counts (workers x n_groups; absent when null) and the batch
@@ -198,7 +201,8 @@ std::size_t update_partials(const HadamardKernels& k, const ReportColumns& in, s
     T* table = tables.get() + w * n_cells;
     std::memset(table, 0, n_cells * sizeof(T));
     spills[w] = SpillLog{spill_cells.get() + w * spill_capacity, spill_values.get() + w * spill_capacity, 0};
-    std::int64_t* worker_counts = counts.empty() ? nullptr : counts.data() + w * map.n_groups;
+    std::vector<std::int64_t> local(counts.empty() ? 0 : map.n_groups);  // not shared: no false sharing
+    std::int64_t* worker_counts = local.empty() ? nullptr : local.data();
     const std::size_t b = n * w / workers, e = n * (w + 1) / workers;
     for (std::size_t bb = b; bb < e; bb += kAccumulateBlock) {
       interruption_point();
@@ -213,6 +217,7 @@ std::size_t update_partials(const HadamardKernels& k, const ReportColumns& in, s
         return;
       }
     }
+    std::copy(local.begin(), local.end(), counts.begin() + static_cast<std::ptrdiff_t>(w * map.n_groups));
   });
   // A worker stops at its first invalid report, so the batch's first invalid report is in
   // the earliest worker range that has one.
@@ -233,22 +238,25 @@ std::size_t update_partials(const HadamardKernels& k, const ReportColumns& in, s
 }
 
 // Staged: the reports are first copied, checked and packed as cells into a buffer the
-// library owns (8 bytes per report; threads take ranges), and only a fully valid batch is
+// library owns (4 or 8 bytes per report; threads take ranges), and only a fully valid batch is
 // added to z from there: directly, or, for tables too large for private copies, by workers
 // that each own a contiguous range of cells and scan the whole buffer, adding the reports
 // in their range (the random, cache-missing increments, the cost, are split T ways; each
 // cell is summed by one worker in report order, so the result is the same for every
 // thread count). An interruption while adding takes the added reports back out of z.
-std::size_t update_staged(const HadamardKernels& k, const ReportColumns& in, std::size_t n, const GroupMap& map,
-                          std::size_t n_cells, std::int64_t* z, const UpdateTotals& totals, int threads) {
-  Scratch<std::uint64_t> staged(n);
-  std::uint64_t* packed = staged.get();
+template <class P>
+std::size_t update_staged(const HadamardKernels::Staged<P>& k, const ReportColumns& in, std::size_t n,
+                          const GroupMap& map, std::size_t n_cells, std::int64_t* z, const UpdateTotals& totals,
+                          int threads) {
+  Scratch<P> staged(n);
+  P* packed = staged.get();
   const std::size_t stagers = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
                                                     ceil_div(n, kScanChunk));
   std::vector<std::size_t> first_bad(stagers, n);
   std::vector<std::int64_t> counts = group_count_tables(in, map, stagers, totals);
   parallel_for(stagers, threads, [&](std::size_t w) {
-    std::int64_t* worker_counts = counts.empty() ? nullptr : counts.data() + w * map.n_groups;
+    std::vector<std::int64_t> local(counts.empty() ? 0 : map.n_groups);  // not shared: no false sharing
+    std::int64_t* worker_counts = local.empty() ? nullptr : local.data();
     const std::size_t b = n * w / stagers, e = n * (w + 1) / stagers;
     for (std::size_t bb = b; bb < e; bb += kAccumulateBlock) {
       interruption_point();
@@ -259,10 +267,11 @@ std::size_t update_staged(const HadamardKernels& k, const ReportColumns& in, std
         return;
       }
     }
+    std::copy(local.begin(), local.end(), counts.begin() + static_cast<std::ptrdiff_t>(w * map.n_groups));
   });
   for (std::size_t w = 0; w < stagers; ++w)
     if (first_bad[w] < n) return first_bad[w];
-  if (owner_ranges(n_cells, threads)) {
+  if (owner_ranges(n, n_cells, threads)) {
     const std::size_t owners = static_cast<std::size_t>(resolve_threads(threads));
     std::vector<std::size_t> done(owners, 0);  // reports each owner has added
     auto cells_of = [&](std::size_t w) {
@@ -313,7 +322,9 @@ std::size_t hadamard_update(const ReportColumns& in, std::size_t n, const GroupM
   const auto& k = hadamard_kernels_active();
   if (n == 0) return 0;
   const std::size_t workers = partial_workers(n, n_cells, threads);
-  if (workers == 0) return update_staged(k, in, n, map, n_cells, z, totals, threads);
+  if (workers == 0)
+    return n_cells <= kMaxPacked32Cells ? update_staged(k.staged32, in, n, map, n_cells, z, totals, threads)
+                                        : update_staged(k.staged64, in, n, map, n_cells, z, totals, threads);
   if (narrow_tables(n, n_cells, workers))
     return update_partials<std::int16_t>(k, in, n, map, n_cells, workers, z, totals, threads);
   return update_partials<std::int32_t>(k, in, n, map, n_cells, workers, z, totals, threads);
@@ -322,7 +333,7 @@ std::size_t hadamard_update(const ReportColumns& in, std::size_t n, const GroupM
 std::size_t hadamard_update_scratch_bytes(std::size_t n, std::size_t n_cells, std::size_t n_groups, int threads) {
   const std::size_t workers = partial_workers(n, n_cells, threads);
   const std::size_t counts = static_cast<std::size_t>(resolve_threads(threads)) * n_groups * sizeof(std::int64_t);
-  if (workers == 0) return n * sizeof(std::uint64_t) + counts;
+  if (workers == 0) return n * (n_cells <= kMaxPacked32Cells ? sizeof(std::uint32_t) : sizeof(std::uint64_t)) + counts;
   if (!narrow_tables(n, n_cells, workers)) return workers * n_cells * sizeof(std::int32_t) + counts;
   const std::size_t spill = workers * (n / workers / 256 + 2) * (sizeof(std::uint32_t) + sizeof(std::int64_t));
   return workers * n_cells * sizeof(std::int16_t) + spill + counts;

@@ -12,8 +12,13 @@ int automatic_threads() {
     const int value = std::atoi(env);
     if (value > 0) return value;
   }
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw ? static_cast<int>(hw) : 1;
+  // Asked once: hardware_concurrency() is a system call, and every kernel call resolves
+  // its thread count.
+  static const int hw = [] {
+    const unsigned count = std::thread::hardware_concurrency();
+    return count ? static_cast<int>(count) : 1;
+  }();
+  return hw;
 }
 }  // namespace
 

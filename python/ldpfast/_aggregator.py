@@ -4,7 +4,6 @@ round trip (see :mod:`ldpfast._base` for the contract)."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import hashlib
 import hmac
@@ -320,9 +319,10 @@ class Aggregator:
         self.params = params
         self._lock = threading.RLock()
         layout = self._state_layout(params)
-        if layout is not None:
-            check_allocation(_layout_nbytes(layout), f"the state of a {self.protocol!r} server "
-                                                     f"with {_describe(params)}")
+        self._fixed_nbytes = None if layout is None else _layout_nbytes(layout)
+        if self._fixed_nbytes is not None:
+            check_allocation(self._fixed_nbytes, f"the state of a {self.protocol!r} server "
+                                                 f"with {_describe(params)}")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -396,11 +396,14 @@ class Aggregator:
             state = self._st
         except AttributeError:
             return 0
-        return sum(size(v) for v in state.values()) + sum(size(v) for v in vars(state).values())  # and caches
+        caches = sum(size(v) for v in vars(state).values())
+        fixed = self._fixed_nbytes  # known from the parameters, else summed
+        return caches + (fixed if fixed is not None else sum(size(v) for v in state.values()))
 
-    def _check_call(self, nbytes: int, what: str) -> None:
+    def _check_call(self, nbytes: int, what: Union[str, Callable[[], str]]) -> None:
         """Refuse (ParameterError) a call whose temporaries, ``nbytes``, would take this
-        server's memory (its state and them) over the budget."""
+        server's memory (its state and them) over the budget. ``what`` (or a function
+        making it, called only then) names the call."""
         check_allocation(int(nbytes), what, held=self._state_nbytes())
 
     def _check_query(self, candidates: Any, per_candidate: int, default: int, what: str, extra: int = 0) -> None:
@@ -423,8 +426,9 @@ class Aggregator:
             if name == "Reports":  # the protocol modules' short name: say which module
                 name = f"{_public_module(expected)}.{name}"
             raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
-        batch = cast(Reports, copy.copy(reports))
-        batch._check_columns()
+        batch = cast(Reports, object.__new__(type(reports)))  # copy.copy, without its generic machinery
+        batch.__dict__.update(reports.__dict__)
+        n = batch._check_columns()
         fingerprint = batch.params_fingerprint
         if fingerprint is not None and fingerprint != self.params.fingerprint:
             made_with = _KNOWN_PARAMS.get(fingerprint)
@@ -437,7 +441,7 @@ class Aggregator:
         owned = [name for name, column in columns.items() if not (self._reads_once and column.flags.aligned)]
         if owned:
             self._check_call(sum(columns[name].nbytes for name in owned),
-                             f"a copy of a batch of {len(batch)} reports for {_aggregator_name(self)}")
+                             lambda: f"a copy of a batch of {n} reports for {_aggregator_name(self)}")
             for name in owned:  # read once from the caller's memory: what is checked is what is added
                 setattr(batch, name, np.array(columns[name], order="C"))
         return batch

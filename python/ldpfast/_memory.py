@@ -10,13 +10,14 @@ The limit is, in order of precedence: :func:`set_memory_limit`, the environment 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Callable, Optional, Union
 
 from .errors import ParameterError
 
 __all__ = ["set_memory_limit", "get_memory_limit", "check_allocation"]
 
 _limit: Optional[int] = None
+_default: Optional[int] = None  # the environment's or the machine's limit, once read
 
 
 def _physical_memory() -> int:
@@ -44,18 +45,20 @@ def set_memory_limit(limit: Optional[int]) -> None:
     candidates, decode buffers and results); ``None`` goes back to the default
     (``LDPFAST_MEMORY_LIMIT`` or half of the physical memory). A server or call that would
     exceed it raises ParameterError before allocating."""
-    global _limit
+    global _limit, _default
     _limit = None if limit is None else _parse_limit(limit, "memory limit")
+    _default = None
 
 
 def get_memory_limit() -> int:
     """The memory budget in bytes (see :func:`set_memory_limit`)."""
+    global _default
     if _limit is not None:
         return _limit
-    env = os.environ.get("LDPFAST_MEMORY_LIMIT")
-    if env:
-        return _parse_limit(env, "LDPFAST_MEMORY_LIMIT")
-    return _physical_memory() // 2
+    if _default is None:  # read at first use (and after set_memory_limit(None)): asked on every call
+        env = os.environ.get("LDPFAST_MEMORY_LIMIT")
+        _default = _parse_limit(env, "LDPFAST_MEMORY_LIMIT") if env else _physical_memory() // 2
+    return _default
 
 
 def _human(nbytes: int) -> str:
@@ -65,11 +68,14 @@ def _human(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def check_allocation(nbytes: int, what: str, held: int = 0) -> None:
-    """Raise ParameterError naming ``what`` and the size when ``nbytes`` (beside ``held``
-    bytes the server already holds) exceeds the budget."""
+def check_allocation(nbytes: int, what: Union[str, Callable[[], str]], held: int = 0) -> None:
+    """Raise ParameterError naming ``what`` (or what the function ``what`` returns) and the
+    size when ``nbytes`` (beside ``held`` bytes the server already holds) exceeds the
+    budget."""
     limit = get_memory_limit()
     if nbytes + held > limit:
+        if callable(what):
+            what = what()
         beside = f" beside the {_human(held)} the server holds" if held else ""
         raise ParameterError(
             f"{what} would need {_human(nbytes)} ({nbytes} bytes){beside}, over the memory limit of "

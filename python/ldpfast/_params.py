@@ -69,7 +69,8 @@ class Params:
                    and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
         unexpected = sorted(str(key) for key in data if key not in names)
         if missing or unexpected:
-            problems = ([f"missing {missing}"] if missing else []) + ([f"unexpected {unexpected}"] if unexpected else [])
+            problems = [f"missing {missing}"] if missing else []
+            problems += [f"unexpected {unexpected}"] if unexpected else []
             raise ParameterError(f"{cls.protocol or cls.__name__} parameters must have the fields "
                                  f"{[f.name for f in fields if f.init]}: {', '.join(problems)}")
         kwargs = {name: tuple(value) if isinstance(value, list) else value for name, value in data.items()}

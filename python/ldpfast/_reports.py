@@ -58,29 +58,47 @@ class Reports:
                 f"(protocol={self.protocol!r}, n={size}, columns={self.column_names()})")
 
     def columns(self) -> Dict[str, np.ndarray]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in self._names()}
+
+    @classmethod
+    def _names(cls) -> Tuple[str, ...]:
+        """The column names, computed once per class (``update`` asks on every batch)."""
+        names = cls.__dict__.get("_column_names")
+        if names is None:
+            names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+            cls._column_names = names  # type: ignore[attr-defined]
+        return names  # type: ignore[no-any-return]
+
+    @classmethod
+    def _declared(cls) -> Dict[str, Tuple[np.dtype, int]]:
+        """``column_types`` with numpy dtypes, computed once per class."""
+        declared = cls.__dict__.get("_declared_types")
+        if declared is None:
+            declared = {name: (np.dtype(kind), ndim) for name, (kind, ndim) in cls.column_types.items()}
+            cls._declared_types = declared  # type: ignore[attr-defined]
+        return declared  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
-        first = dataclasses.fields(self)[0].name
-        return int(len(getattr(self, first)))
+        return int(len(getattr(self, self._names()[0])))
 
     def _check_lengths(self) -> None:
         lengths = {name: len(col) for name, col in self.columns().items()}
         if len(set(lengths.values())) > 1:
             raise ReportError(f"report columns must have equal lengths, got {lengths}")
 
-    def _check_columns(self) -> None:
+    def _check_columns(self) -> int:
         """Raise ReportError unless every column is a numpy array of its declared dtype and
-        dimensions, all of one length (made C-contiguous here)."""
+        dimensions, all of one length (made C-contiguous here); returns that length."""
         lengths = {}
+        types = self._declared()
         for name, col in self.columns().items():
             if not isinstance(col, np.ndarray) or col.ndim == 0:
                 raise ReportError(f"report column {name!r} must be a numpy array with one row per "
                                   f"report, got {type(col).__name__}")
-            declared = self.column_types.get(name)
-            if declared is not None and (col.dtype != np.dtype(declared[0]) or col.ndim != declared[1]):
+            declared = types.get(name)
+            if declared is not None and (col.dtype != declared[0] or col.ndim != declared[1]):
                 raise ReportError(
-                    f"report column {name!r} must be a {declared[1]}-D {np.dtype(declared[0]).name} array, "
+                    f"report column {name!r} must be a {declared[1]}-D {declared[0].name} array, "
                     f"got a {col.ndim}-D {col.dtype} array (build batches with "
                     f"{type(self).__name__}(...), which converts and checks)")
             if not col.flags.c_contiguous:
@@ -88,6 +106,7 @@ class Reports:
             lengths[name] = col.shape[0]
         if len(set(lengths.values())) > 1:
             raise ReportError(f"report columns must have equal lengths, got {lengths}")
+        return int(next(iter(lengths.values()), 0))
 
     @classmethod
     def column_names(cls) -> List[str]:

@@ -210,7 +210,9 @@ class LayoutServer(Aggregator):
     def __init__(self, params: Params, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
+        self._layout = params.layout()
         cells, groups = params._layout_size()
+        self._n_cells = cells
         self._st = _State(z=np.zeros(cells, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
                           group_sizes=np.zeros(groups, dtype=np.int64))
 
@@ -328,10 +330,10 @@ class LayoutServer(Aggregator):
             raise ReportError(f"report {i}: bit must be -1 or +1, got {int(bits[i])}")
 
     def _ingest(self, reports: Reports) -> None:
-        layout = self.params.layout()
+        layout = self._layout
         n = len(reports)
-        self._check_call(_core.hadamard_update_scratch_bytes(n, layout.n_cells, layout.n_groups, self.threads),
-                         f"adding a batch of {n} reports to {self.protocol!r}")
+        self._check_call(_core.hadamard_update_scratch_bytes(n, self._n_cells, layout.n_groups, self.threads),
+                         lambda: f"adding a batch of {n} reports to {self.protocol!r}")
         st = self._st
         st.changed()
         # in place, all or nothing: the kernel reads each report once, checks it and adds the

@@ -89,16 +89,21 @@ struct HadamardKernels {
   // needed: (end - begin) / 256 + 1 entries.
   std::size_t (*fill16)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
                         std::int16_t* t, bool prefetch, SpillLog* spill, std::int64_t* group_counts);
-  // Reports [begin, end) checked and written to staged[begin, end) as 2 * cell + (bit < 0).
-  std::size_t (*stage)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                       std::uint64_t* staged, std::int64_t* group_counts);
-  // z[cell] += sign * bit for the staged reports [begin, end) (sign -1 takes them back out).
-  void (*apply)(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign,
-                bool prefetch);
-  // apply restricted to the cells in [cell_lo, cell_hi) (the others are skipped): workers
-  // owning disjoint cell ranges of a table too large for private copies.
-  void (*apply_range)(const std::uint64_t* staged, std::size_t begin, std::size_t end, std::int64_t* z,
-                      std::uint64_t cell_lo, std::uint64_t cell_hi, int sign);
+  // The staged path, for packed words P of 32 bits (cells below 2^31) or 64 bits.
+  template <class P>
+  struct Staged {
+    // Reports [begin, end) checked and written to staged[begin, end) as 2 * cell + (bit < 0).
+    std::size_t (*stage)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                         P* staged, std::int64_t* group_counts);
+    // z[cell] += sign * bit for the staged reports [begin, end) (sign -1 takes them back out).
+    void (*apply)(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign, bool prefetch);
+    // apply restricted to the cells in [cell_lo, cell_hi) (the others are skipped): workers
+    // owning disjoint cell ranges of a table too large for private copies.
+    void (*apply_range)(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z, std::uint64_t cell_lo,
+                        std::uint64_t cell_hi, int sign);
+  };
+  Staged<std::uint32_t> staged32;
+  Staged<std::uint64_t> staged64;
   // Recursive Hadamard Response (R1 layout): y = 2 (x mod 2^base_bits) +
   // H01[r, (x >> base_bits) + 1], z = RR_{2^(base_bits+1)}(y); rows drawn from [0, hsize)
   // when draw_rows, else read.
