@@ -29,8 +29,12 @@ runtime=$("$cxx" -print-file-name=libasan.so)
 [ -f "$runtime" ] || { echo "sanitize.sh: no ASan runtime found for $cxx" >&2; exit 1; }
 runtime="$runtime $("$cxx" -print-file-name=libstdc++.so.6)"
 
+# test_read_once.py: every kernel that reads report columns, with their values changed by a
+# writer thread or another process during the call, and misaligned, strided, byte-swapped and
+# read-only columns (about a minute here).
 tests=(tests/test_kernels_ocms.py tests/test_fwht.py tests/test_hadamard.py tests/test_privsketch*.py
-       tests/test_rng.py tests/test_dispatch.py tests/test_interrupt.py tests/test_binding_bounds.py)
+       tests/test_rng.py tests/test_dispatch.py tests/test_interrupt.py tests/test_binding_bounds.py
+       tests/test_read_once.py)
 shopt -s nullglob
 tests+=(tests/test_fuzz_*.py)
 shopt -u nullglob

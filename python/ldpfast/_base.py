@@ -12,9 +12,10 @@ and the registry that ties them together.
 * ``Aggregator`` subclasses hold integral state only (counts), so ``merge`` is exact,
   associative and commutative. An empty aggregator is the merge identity; ``update`` is
   one template for every protocol: it checks the whole batch (type, dtypes, lengths,
-  parameter fingerprint, values), builds the new state off to the side and commits it
-  in one assignment, under a per-aggregator lock (safe from several threads, and a
-  rejected or interrupted batch leaves no partial state); ``to_bytes``/``from_bytes``
+  parameter fingerprint, values) reading each value once, and adds it to the state in
+  place, all or nothing (a ``Delta`` with exact rollback, or a kernel's own), under a
+  per-aggregator lock (safe from several threads, and a rejected or interrupted batch
+  leaves no partial state); ``to_bytes``/``from_bytes``
   (also used by pickle) write a versioned, checksummed container
   (:mod:`ldpfast._aggregator`, byte layout in :mod:`ldpfast._container`).
 * ``Protocol`` is the single registration of a protocol: its classes and the hooks the
