@@ -163,3 +163,33 @@ def test_reports_with_many_values_commit_in_place():
     big = tiled(reports, 20)
     server = make(params).update(big)
     assert server.n == len(big)
+
+
+def test_a_second_interrupt_during_the_rollback_of_a_merge_still_restores_it(monkeypatch):
+    """A merge that overflows in its last chunk is taken back out chunk by chunk; a
+    KeyboardInterrupt just after any of those subtractions (before the rollback records
+    it) restarts the rollback, which must still end exactly at the state before."""
+    params = grr.Params(epsilon=1.0, d=40)
+    mine = grr.Server(params)
+    mine._st["counts"][:] = np.arange(40, dtype=np.uint64) * 7
+    mine._st["counts"][-1] = 2**64 - 5  # the last chunk overflows
+    theirs = grr.Server(params)
+    theirs._st["counts"][:] = 9
+    before = mine.to_bytes()
+    monkeypatch.setattr(Delta, "_CHUNK", 4)
+    real = np.subtract
+    for k in range(1, 12):
+        calls = [0]
+
+        def interrupted_once(*args, k=k, calls=calls, **kwargs):
+            out = real(*args, **kwargs)
+            calls[0] += 1
+            if calls[0] == k:
+                raise KeyboardInterrupt
+            return out
+
+        monkeypatch.setattr(np, "subtract", interrupted_once)
+        with pytest.raises(aggregator_module.IncompatibleError, match="merging would overflow"):
+            mine.merge(theirs)
+        monkeypatch.setattr(np, "subtract", real)
+        assert mine.to_bytes() == before, k

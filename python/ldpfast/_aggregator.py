@@ -126,9 +126,11 @@ class Delta:
         """``state[name] += values`` (same shape and dtype), written chunk by chunk."""
         target = self._target(name)
         values = np.asarray(values).reshape(-1)
-        if values.shape != target.shape:
-            raise IncompatibleError(f"state array {name!r} has {values.size} values, expected {target.size}")
-        self._steps.append(["dense", name, target, values, 0, None])
+        if values.shape != target.shape or values.dtype != target.dtype:
+            raise IncompatibleError(f"state array {name!r} is {values.size} {values.dtype} values, expected "
+                                    f"{target.size} {target.dtype}")
+        # name, target, values, values added below, chunk in flight (lo, hi, old), undo in flight (lo, hi, now)
+        self._steps.append(["dense", name, target, values, 0, None, None])
         return self
 
     def replace(self, name: str, value: Any) -> "Delta":
@@ -157,7 +159,7 @@ class Delta:
             raise
 
     def _add_dense(self, step: list) -> None:
-        _, name, target, values, _, _ = step
+        _, name, target, values = step[:4]
         for lo in range(0, target.size, self._CHUNK):
             hi = min(lo + self._CHUNK, target.size)
             old = target[lo:hi].copy()
@@ -168,8 +170,9 @@ class Delta:
         step[5] = None
 
     def _rollback(self) -> None:
-        # Every undo is idempotent (it writes saved values, or subtracts exactly what the
-        # step's own record says was added), so a second interrupt restarts it safely.
+        # Every undo is idempotent: it writes saved values, and a dense step takes its
+        # chunks back out one at a time, each from a saved copy, moving its record only
+        # once the chunk is done; so a second interrupt restarts the rollback safely.
         while True:
             try:
                 for step in reversed(self._steps):
@@ -179,17 +182,28 @@ class Delta:
                     elif step[0] == "replace":
                         self._state[step[1]] = step[2]
                     else:
-                        _, _, target, values, added, flight = step
-                        if added:
-                            np.subtract(target[:added], values[:added], out=target[:added])
-                            step[4] = 0
-                        if flight is not None:
-                            lo, hi, old = flight
-                            target[lo:hi] = old
-                            step[5] = None
+                        self._undo_dense(step)
                 return
             except KeyboardInterrupt:
                 continue
+
+    def _undo_dense(self, step: list) -> None:
+        target, values = step[2], step[3]
+        if step[6] is not None:  # a chunk's undo was interrupted: redo it from its saved values
+            lo, hi, now = step[6]
+            target[lo:hi] = np.subtract(now, values[lo:hi], dtype=target.dtype)
+            step[4], step[6] = lo, None
+        while step[4] > 0:
+            hi = step[4]
+            lo = (hi - 1) // self._CHUNK * self._CHUNK
+            now = target[lo:hi].copy()
+            step[6] = (lo, hi, now)
+            target[lo:hi] = np.subtract(now, values[lo:hi], dtype=target.dtype)
+            step[4], step[6] = lo, None
+        if step[5] is not None:  # the chunk being added: back to its old values, written or not
+            lo, hi, old = step[5]
+            target[lo:hi] = old
+            step[5] = None
 
 
 def sparse_counts(positions: np.ndarray, size: int,
@@ -397,7 +411,7 @@ class Aggregator:
         except AttributeError:
             return 0
         caches = sum(size(v) for v in vars(state).values())
-        fixed = self._fixed_nbytes  # known from the parameters, else summed
+        fixed = getattr(self, "_fixed_nbytes", None)  # known from the parameters, else summed
         return caches + (fixed if fixed is not None else sum(size(v) for v in state.values()))
 
     def _check_call(self, nbytes: int, what: Union[str, Callable[[], str]]) -> None:
