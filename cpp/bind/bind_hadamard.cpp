@@ -154,8 +154,8 @@ std::int64_t* optional_total(const std::optional<py::array>& arr, const char* na
   return keep->mutable_data();
 }
 
-std::size_t run_update(const ReportColumns& in, std::size_t n, const CheckedMap& map, py::array_t<std::int64_t>& z,
-                       const UpdateTotals& totals, int threads) {
+std::size_t run_update(const ReportColumns& in, std::size_t n, const CheckedMap& map,
+                       py::array_t<std::int64_t>& z, const UpdateTotals& totals, int threads) {
   std::int64_t* pz = z.mutable_data();
   const std::size_t n_cells = static_cast<std::size_t>(z.size());
   const GroupMap m = map.map();
@@ -185,7 +185,8 @@ void py_hadamard_accumulate(std::optional<py::array> groups_obj, const py::handl
   const std::size_t bad =
       run_update(ReportColumns{g, rows.data(), bits.data()}, n, map, z, UpdateTotals{nullptr, nullptr}, threads);
   if (bad < n)
-    throw py::value_error("report " + std::to_string(bad) + " has a group, cell or bit outside the table (z unchanged)");
+    throw py::value_error("report " + std::to_string(bad) +
+                          " has a group, cell or bit outside the table (z unchanged)");
 }
 
 std::size_t py_hadamard_update(std::optional<py::array> groups_obj, const py::handle& rows_obj,
@@ -250,11 +251,12 @@ void register_hadamard(py::module_& m) {
         py::arg("group_rows"), py::arg("threads") = 0,
         "Index of the first report with group >= len(group_rows), row >= group_rows[group] or bit not +-1; "
         "len(rows) if all are valid.");
-  m.def("hadamard_accumulate", &py_hadamard_accumulate, py::arg("groups"), py::arg("rows"), py::arg("bits"),
-        py::arg("cell_base"), py::arg("z"), py::arg("threads") = 0,
-        "z[cell_base[groups[i]] + rows[i]] += bits[i] in place (groups None: group 0), all or nothing: ValueError "
-        "(z unchanged) for a group >= len(cell_base), a cell >= len(z) or a bit other than +-1. Interrupted "
-        "(Ctrl-C): z unchanged.");
+  m.def(
+      "hadamard_accumulate", &py_hadamard_accumulate, py::arg("groups"), py::arg("rows"), py::arg("bits"),
+      py::arg("cell_base"), py::arg("z"), py::arg("threads") = 0,
+      "z[cell_base[groups[i]] + rows[i]] += bits[i] in place (groups None: group 0), all or nothing: ValueError "
+      "(z unchanged) for a group >= len(cell_base), a cell >= len(z) or a bit other than +-1. Interrupted "
+      "(Ctrl-C): z unchanged.");
   m.def("hadamard_update", &py_hadamard_update, py::arg("groups"), py::arg("rows"), py::arg("bits"),
         py::arg("group_rows"), py::arg("cell_base"), py::arg("z"), py::arg("threads") = 0,
         py::arg("group_sizes") = py::none(), py::arg("count") = py::none(),

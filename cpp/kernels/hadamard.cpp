@@ -211,8 +211,8 @@ inline void count_groups(const std::uint32_t* group, std::size_t count, std::int
 // Copies, checks and hands each block of [begin, end) to use(blk group or null, blk, b,
 // count); returns the first invalid index or end.
 template <class Use>
-std::size_t for_each_checked_block(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                                   std::int64_t* group_counts, Use&& use) {
+std::size_t for_each_checked_block(const ReportColumns& in, std::size_t begin, std::size_t end,
+                                   const GroupMap& map, std::int64_t* group_counts, Use&& use) {
   ReportBlock blk;
   const std::uint32_t* group = in.group ? blk.group : nullptr;
   for (std::size_t b = begin; b < end; b += kCopyBlock) {
@@ -229,17 +229,18 @@ std::size_t for_each_checked_block(const ReportColumns& in, std::size_t begin, s
 template <class T, class Add>
 std::size_t fill(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, T* t,
                  bool prefetch, std::int64_t* group_counts, Add&& add) {
-  return for_each_checked_block(in, begin, end, map, group_counts,
-                                [&](const std::uint32_t* group, const ReportBlock& blk, std::size_t, std::size_t count) {
-                                  if (prefetch)
-                                    scatter<true>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
-                                  else
-                                    scatter<false>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
-                                });
+  return for_each_checked_block(
+      in, begin, end, map, group_counts,
+      [&](const std::uint32_t* group, const ReportBlock& blk, std::size_t, std::size_t count) {
+        if (prefetch)
+          scatter<true>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
+        else
+          scatter<false>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
+      });
 }
 
-std::size_t fill32(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, std::int32_t* t,
-                   bool prefetch, std::int64_t* group_counts) {
+std::size_t fill32(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                   std::int32_t* t, bool prefetch, std::int64_t* group_counts) {
   return fill(in, begin, end, map, t, prefetch, group_counts,
               [](std::int32_t* table, std::uint64_t cell, std::int8_t bit) { table[cell] += bit; });
 }
@@ -270,13 +271,12 @@ overflow:
   t[cell] = 0;
 }
 
-std::size_t fill16(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, std::int16_t* t,
-                   bool prefetch, SpillLog* spill, std::int64_t* group_counts) {
+std::size_t fill16(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
+                   std::int16_t* t, bool prefetch, SpillLog* spill, std::int64_t* group_counts) {
   SpillLog log = *spill;
-  const std::size_t bad = fill(in, begin, end, map, t, prefetch, group_counts,
-                               [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) {
-                                 add_spilling(table, cell, bit, log);
-                               });
+  const std::size_t bad = fill(
+      in, begin, end, map, t, prefetch, group_counts,
+      [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); });
   spill->count = log.count;
   return bad;
 }
@@ -369,8 +369,13 @@ void rhr_perturb(const RngKey& key, const std::uint64_t* x, std::size_t begin, s
 }  // namespace
 
 extern const HadamardKernels hadamard_kernels = {
-    &perturb, &first_invalid, &fill32, &fill16, {&stage<std::uint32_t>, &apply<std::uint32_t>, &apply_range<std::uint32_t>},
-    {&stage<std::uint64_t>, &apply<std::uint64_t>, &apply_range<std::uint64_t>}, &rhr_perturb};
+    &perturb,
+    &first_invalid,
+    &fill32,
+    &fill16,
+    {&stage<std::uint32_t>, &apply<std::uint32_t>, &apply_range<std::uint32_t>},
+    {&stage<std::uint64_t>, &apply<std::uint64_t>, &apply_range<std::uint64_t>},
+    &rhr_perturb};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast

@@ -64,8 +64,8 @@ namespace {
 std::size_t partial_workers(std::size_t n, std::size_t n_cells, int threads) {
   if (n_cells > kMaxPartialCells || 2 * n < n_cells) return 0;
   const std::size_t per_worker = std::max<std::size_t>(n_cells / 2, 1 << 15);
-  return std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
-                                                        n / per_worker));
+  return std::max<std::size_t>(
+      1, std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), n / per_worker));
 }
 
 // Uninitialised storage for partial tables: each worker first-touches (clears) its own
@@ -250,8 +250,8 @@ std::size_t update_staged(const HadamardKernels::Staged<P>& k, const ReportColum
                           int threads) {
   Scratch<P> staged(n);
   P* packed = staged.get();
-  const std::size_t stagers = std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)),
-                                                    ceil_div(n, kScanChunk));
+  const std::size_t stagers =
+      std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), ceil_div(n, kScanChunk));
   std::vector<std::size_t> first_bad(stagers, n);
   std::vector<std::int64_t> counts = group_count_tables(in, map, stagers, totals);
   parallel_for(stagers, threads, [&](std::size_t w) {
@@ -333,7 +333,8 @@ std::size_t hadamard_update(const ReportColumns& in, std::size_t n, const GroupM
 std::size_t hadamard_update_scratch_bytes(std::size_t n, std::size_t n_cells, std::size_t n_groups, int threads) {
   const std::size_t workers = partial_workers(n, n_cells, threads);
   const std::size_t counts = static_cast<std::size_t>(resolve_threads(threads)) * n_groups * sizeof(std::int64_t);
-  if (workers == 0) return n * (n_cells <= kMaxPacked32Cells ? sizeof(std::uint32_t) : sizeof(std::uint64_t)) + counts;
+  if (workers == 0)
+    return n * (n_cells <= kMaxPacked32Cells ? sizeof(std::uint32_t) : sizeof(std::uint64_t)) + counts;
   if (!narrow_tables(n, n_cells, workers)) return workers * n_cells * sizeof(std::int32_t) + counts;
   const std::size_t spill = workers * (n / workers / 256 + 2) * (sizeof(std::uint32_t) + sizeof(std::int64_t));
   return workers * n_cells * sizeof(std::int16_t) + spill + counts;

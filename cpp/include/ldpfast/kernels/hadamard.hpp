@@ -99,8 +99,8 @@ struct HadamardKernels {
     void (*apply)(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign, bool prefetch);
     // apply restricted to the cells in [cell_lo, cell_hi) (the others are skipped): workers
     // owning disjoint cell ranges of a table too large for private copies.
-    void (*apply_range)(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z, std::uint64_t cell_lo,
-                        std::uint64_t cell_hi, int sign);
+    void (*apply_range)(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z,
+                        std::uint64_t cell_lo, std::uint64_t cell_hi, int sign);
   };
   Staged<std::uint32_t> staged32;
   Staged<std::uint64_t> staged64;
