@@ -300,7 +300,8 @@ class Aggregator:
     (raised between Python steps or out of a C++ call) leaves either the old state or the
     complete new one, never a partial one. Protocols whose C++ kernel reads every value
     once itself (``_reads_once``) skip the copy of aligned columns. Each aggregator has a
-    lock: ``update``, ``merge``, ``to_bytes``, ``==`` and every public method run under it,
+    lock: ``update``, ``merge``, ``to_bytes``, ``==``, every public method and property run
+    under it,
     so one aggregator may be used from several Python threads (updates are serialized; the
     C++ kernels use several threads inside each call). Arrays handed to callers never
     share memory with the state, which later updates change in place.
@@ -341,9 +342,14 @@ class Aggregator:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name, value in list(vars(cls).items()):
-            if (not name.startswith("_") and name not in ("update", "merge", "to_bytes")
-                    and inspect.isfunction(value) and not getattr(value, "_ldpfast_locked", False)):
+            if name.startswith("_") or name in ("update", "merge", "to_bytes"):
+                continue
+            if inspect.isfunction(value) and not getattr(value, "_ldpfast_locked", False):
                 setattr(cls, name, _locked(value))
+            elif (isinstance(value, property) and value.fget is not None
+                  and not getattr(value.fget, "_ldpfast_locked", False)):
+                # properties read the state, which updates change in place: under the lock too
+                setattr(cls, name, property(_locked(value.fget), value.fset, value.fdel, value.__doc__))
 
     # -- to implement ---------------------------------------------------------------
     @classmethod
