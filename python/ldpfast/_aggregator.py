@@ -69,6 +69,7 @@ class Delta:
         self._budget = budget  # checks a step's temporaries (bytes, what) against the memory budget
         self._steps: list = []
         self._names: set = set()
+        self._outside: Dict[str, np.ndarray] = {}  # positions add_counts met beyond an array
 
     def _check(self, nbytes: int, what: str) -> None:
         if self._budget is not None:
@@ -105,15 +106,27 @@ class Delta:
         self._steps.append(("write", target, index, old, new))
         return self
 
-    def add_counts(self, name: str, positions: np.ndarray, weights: Optional[np.ndarray] = None) -> "Delta":
+    def add_counts(self, name: str, positions: np.ndarray, weights: Optional[np.ndarray] = None,
+                   size: Optional[int] = None) -> "Delta":
         """``state[name].flat[p] += (number of p in positions)`` (or the sum of their
-        ``weights``, integers), via :func:`sparse_counts`."""
-        size, count = self._state[name].size, np.size(positions)
+        ``weights``, integers), via :func:`sparse_counts`. ``size`` (default: the array's
+        size) bounds the positions; positions at or beyond the array's size are not added
+        but recorded (see :meth:`touches`), e.g. a sentinel for out-of-range values."""
+        length, count = self._state[name].size, np.size(positions)
+        size = length if size is None else size
         # the positions as indices, and a histogram of the state's size when it is at most 8 of them
         self._check(16 * count + (8 * size if 8 * count >= size else 16 * count),
                     f"counting {count} reports into the state array {name!r}")
         index, sums = sparse_counts(positions, size, weights)
+        inside = index < length
+        if not inside.all():
+            self._outside[name] = index[~inside]
+            index, sums = index[inside], sums[inside]
         return self.add(name, sums, index)
+
+    def touches(self, name: str, position: int) -> bool:
+        """True when :meth:`add_counts` met ``position`` (at or beyond the array's size)."""
+        return bool(np.any(self._outside.get(name, np.zeros(0, np.intp)) == position))
 
     def add_nonzero(self, name: str, values: np.ndarray) -> "Delta":
         """``state[name] += values`` (same size), writing only where ``values`` is not 0 (a
@@ -212,14 +225,18 @@ def sparse_counts(positions: np.ndarray, size: int,
     and how often each occurs (or the sum of its integer ``weights``), in time and memory
     O(len(positions)): a histogram of ``size`` bins when the batch is at least 1/8 of it,
     else a sort."""
-    positions = np.asarray(positions).reshape(-1).astype(np.intp, copy=False)
+    positions = np.asarray(positions).reshape(-1)
+    if positions.dtype.kind in "iu" and positions.dtype.itemsize == np.dtype(np.intp).itemsize:
+        positions = positions.view(np.intp)  # positions below size: the same values, no copy
+    else:
+        positions = positions.astype(np.intp)
     if weights is not None:
-        weights = np.asarray(weights).reshape(-1).astype(np.int64, copy=False)
+        weights = np.asarray(weights).reshape(-1)
     if 8 * positions.size >= size:
         if weights is None:
             hist = np.bincount(positions, minlength=size)
         else:  # float64 sums of small integers: exact while every partial sum is below 2^53
-            hist = np.bincount(positions, weights.astype(np.float64), minlength=size).astype(np.int64)
+            hist = np.bincount(positions, weights, minlength=size).astype(np.int64)
         index = np.flatnonzero(hist)
         return index, hist[index]
     if weights is None:
@@ -228,7 +245,15 @@ def sparse_counts(positions: np.ndarray, size: int,
     order = np.argsort(positions, kind="stable")
     ordered = positions[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if ordered.size else np.zeros(0, np.intp)
-    return ordered[starts], np.add.reduceat(weights[order], starts) if ordered.size else np.zeros(0, np.int64)
+    sums = np.add.reduceat(weights[order].astype(np.int64), starts) if ordered.size else np.zeros(0, np.int64)
+    return ordered[starts], sums
+
+
+def _fits(buffer: Optional[np.ndarray], column: np.ndarray) -> bool:
+    """True when ``buffer`` (a kept copy buffer) can take ``column``: same dtype, large
+    enough and at most 4 times too large (a buffer grown for one huge batch is let go)."""
+    return (buffer is not None and buffer.dtype == column.dtype
+            and column.size <= buffer.size <= 4 * max(column.size, 1 << 12))
 
 
 def _length(values: Any) -> int:
@@ -417,6 +442,7 @@ class Aggregator:
         except AttributeError:
             return 0
         caches = sum(size(v) for v in vars(state).values())
+        caches += sum(size(v) for v in self.__dict__.get("_column_buffers", {}).values())
         fixed = getattr(self, "_fixed_nbytes", None)  # known from the parameters, else summed
         return caches + (fixed if fixed is not None else sum(size(v) for v in state.values()))
 
@@ -438,8 +464,7 @@ class Aggregator:
     # -- contract -------------------------------------------------------------------
     def _accepted(self, reports: Any) -> "Reports":
         """A shallow snapshot of ``reports`` (columns reassigned later do not affect it),
-        with its type, columns and parameter fingerprint checked, whose columns are copies
-        the library owns (only unaligned ones when ``_reads_once``)."""
+        with its type, columns and parameter fingerprint checked."""
         expected = self.reports_type or _REGISTRY[self.protocol].reports
         if not isinstance(reports, expected):
             name = expected.__name__
@@ -448,7 +473,7 @@ class Aggregator:
             raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
         batch = cast(Reports, object.__new__(type(reports)))  # copy.copy, without its generic machinery
         batch.__dict__.update(reports.__dict__)
-        n = batch._check_columns()
+        batch._check_columns()
         fingerprint = batch.params_fingerprint
         if fingerprint is not None and fingerprint != self.params.fingerprint:
             made_with = _KNOWN_PARAMS.get(fingerprint)
@@ -457,20 +482,47 @@ class Aggregator:
                 f"reports were made with other parameters than this server's: reports "
                 f"{origin} (fingerprint {str(fingerprint)[:16]}), server {_describe(self.params)} "
                 f"(fingerprint {self.params.fingerprint[:16]})")
+        return batch
+
+    def _keeps_batch(self) -> bool:
+        """True when ``_ingest`` keeps the batch's columns in the state (they must then be
+        fresh copies, not the reused buffers of :meth:`_own`)."""
+        return False
+
+    def _own(self, batch: "Reports") -> "Reports":
+        """``batch`` with its columns replaced by copies the library owns (only unaligned
+        ones when ``_reads_once``), so that each value the caller passed is read once: what
+        is checked is what is added. Called under the lock: the copies go into buffers
+        kept for the next batch (fresh memory each time costs page faults, the most of a
+        copy's time), unless ``_ingest`` keeps the columns."""
         columns = batch.columns()
         owned = [name for name, column in columns.items() if not (self._reads_once and column.flags.aligned)]
-        if owned:
-            self._check_call(sum(columns[name].nbytes for name in owned),
-                             lambda: f"a copy of a batch of {n} reports for {_aggregator_name(self)}")
-            for name in owned:  # read once from the caller's memory: what is checked is what is added
-                setattr(batch, name, np.array(columns[name], order="C"))
+        if not owned:
+            return batch
+        pool: Dict[str, np.ndarray] = self.__dict__.setdefault("_column_buffers", {})
+        fresh = self._keeps_batch()
+        needed = sum(columns[name].nbytes for name in owned
+                     if fresh or not _fits(pool.get(name), columns[name]))
+        self._check_call(needed, lambda: f"a copy of a batch of {len(batch)} reports for {_aggregator_name(self)}")
+        for name in owned:  # read once from the caller's memory
+            column = columns[name]
+            if fresh:
+                setattr(batch, name, np.array(column, order="C"))
+                continue
+            if not _fits(pool.get(name), column):
+                pool[name] = np.empty(column.size, dtype=column.dtype)
+            copy = pool[name][:column.size].reshape(column.shape)
+            np.copyto(copy, column)
+            setattr(batch, name, copy)
         return batch
 
     def validate(self, reports: "Reports") -> None:
         """Raise as :meth:`update` would for ``reports``, without adding them (some checks
         that need the aggregation itself, e.g. PrivSketch's ordering matrices, run only in
         ``update``)."""
-        self._validate(self._accepted(reports))
+        batch = self._accepted(reports)
+        with self._lock:
+            self._validate(self._own(batch))
 
     def update(self: A, reports: "Reports") -> A:
         """Add a batch of reports; returns self. The batch is checked whole first (type,
@@ -483,12 +535,12 @@ class Aggregator:
             IncompatibleError: the batch records other parameters (``params_fingerprint``).
         """
         batch = self._accepted(reports)
-        if not self._ingest_validates:
-            self._validate(batch)
-        if len(batch) == 0:
-            return self
         with self._lock:
-            self._commit(self._ingest(batch))
+            self._own(batch)
+            if not self._ingest_validates:
+                self._validate(batch)
+            if len(batch):
+                self._commit(self._ingest(batch))
         return self
 
     def merge(self: A, other: A) -> A:

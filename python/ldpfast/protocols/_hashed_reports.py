@@ -89,6 +89,9 @@ class HashedReportsServer(_base.Aggregator):
         return self.reports_type(z=z.copy(), a0=a0.copy(), a1=a1.copy())
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
+    def _keeps_batch(self) -> bool:
+        return self.keeps_reports
+
     def _validate(self, reports) -> None:
         """``z < m`` and ``a0, a1`` field elements."""
         reports.validate(self.params)

@@ -150,11 +150,23 @@ class Server(_base.Aggregator):
         """The report histogram (a copy)."""
         return self._counts.copy()
 
+    # _ingest reads y once (clamped to d into its own array, which it counts), so the
+    # template neither copies the batch nor runs _validate first
+    _reads_once: ClassVar[bool] = True
+    _ingest_validates: ClassVar[bool] = True
+
     def _validate(self, reports: Reports) -> None:
         check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
 
     def _ingest(self, reports: Reports) -> _base.Delta:
-        return self._delta().add_counts("counts", reports.y)  # y < d: checked by _validate
+        d = self.params.d
+        self._check_call(8 * len(reports), lambda: f"counting a batch of {len(reports)} GRR reports")
+        symbols = np.minimum(reports.y, np.uint64(d))  # the one read of y: values >= d become d
+        delta = self._delta().add_counts("counts", symbols, size=d + 1)
+        if delta.touches("counts", d):
+            self._validate(reports)  # names the first bad report
+            raise ReportError(f"y must be symbols in [0, {d}) (a value changed during update)")
+        return delta
 
     def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q) = ((e+d-1) C(v)/n - 1)/(e-1)`` for the

@@ -217,7 +217,9 @@ class GroupedSignSketchServer(Aggregator):
             raise ReportError(f"report {bad}: bit must be -1 or +1, got {int(bits[bad])}")
 
     def _ingest(self, reports: Any) -> Delta:
-        cells = reports.groups.astype(np.int64) * self.params.T + reports.rows
+        cells = reports.groups.astype(np.int64)
+        cells *= self.params.T
+        cells += reports.rows
         return (self._delta().add_counts("z", cells, reports.bits).add_counts("group_sizes", reports.groups)
                 .add("n", [len(reports)]))
 

@@ -140,6 +140,9 @@ class OLHServer(Aggregator):
             raise FormatError(f"stored state must hold the OLH report columns z, a0, a1, got {sorted(state)}")
         self._reports._check_state(state)
 
+    def _keeps_batch(self) -> bool:
+        return True  # the inner OCMS server keeps the reports
+
     def _validate(self, reports: OLHReports) -> None:
         """``z < g`` and ``a0, a1 < PRIME``."""
         self._reports._validate(self._as_ocms(reports))
