@@ -131,8 +131,11 @@ def test_hrr_update_and_query_beyond_the_budget_are_refused(limit):
     assert server.n == 10_100
 
 
-def test_copying_a_batch_larger_than_the_budget_is_refused(limit):
-    params = grr.Params(epsilon=1.0, d=16)
-    reports = grr.Client(params, rng=1).perturb(np.arange(2**17) % 16)  # 1 MiB of uint64
+def test_copying_or_counting_a_batch_larger_than_the_budget_is_refused(limit):
+    params = ocms.Params.optimal(epsilon=2.0, d=2**20)
+    reports = ocms.Client(params, rng=1).perturb(np.arange(2**15))  # 768 KiB of columns, copied first
     limit(512 << 10)
-    _refused_small(lambda: grr.Server(params).update(reports), r"a copy of a batch of 131072 reports")
+    _refused_small(lambda: ocms.Server(params).update(reports), r"a copy of a batch of 32768 reports")
+    params = grr.Params(epsilon=1.0, d=16)
+    reports = grr.Client(params, rng=1).perturb(np.arange(2**17) % 16)  # GRR reads y once: no copy
+    _refused_small(lambda: grr.Server(params).update(reports), r"counting a batch of 131072 GRR reports")

@@ -156,7 +156,7 @@ bool owner_ranges(std::size_t n, std::size_t n_cells, int threads) {
   return n_cells > kMaxPartialCells && n >= kMinOwnerReports && resolve_threads(threads) > 1;
 }
 
-// Adds the per-worker group counts (workers x n_groups; absent when null) and the batch
+// Adds the per-worker group counts (workers x n_groups; empty when not counted) and the batch
 // size to the caller's totals: the last step of a commit, after z.
 void commit_counts(const std::vector<std::int64_t>& per_worker, std::size_t n_groups, std::size_t n,
                    const UpdateTotals& totals) {
