@@ -15,11 +15,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import ldpfast._aggregator as aggregator_module
+from ldpfast import errors
 from _fuzz_cases import batches, case_params, example, tiled
 from test_contract import _estimate
 from ldpfast import grr, hadamard, hashtogram, rhr
-from ldpfast._aggregator import Delta, sparse_counts
+from ldpfast._delta import Delta, sparse_counts
 
 CASES = case_params()
 _COMMIT_CODE = {Delta.commit.__code__, Delta._add_dense.__code__}
@@ -152,7 +152,7 @@ def test_a_sum_that_would_wrap_is_refused_before_anything_is_written():
     server = grr.Server(grr.Params(epsilon=1.0, d=4))
     server._st["counts"][:] = [2**64 - 1, 0, 0, 0]
     before = server.to_bytes()
-    with pytest.raises(aggregator_module.IncompatibleError, match="adding the batch would overflow"):
+    with pytest.raises(errors.IncompatibleError, match="adding the batch would overflow"):
         server.update(grr.Reports(y=np.array([1, 0], np.uint64)))
     assert server.to_bytes() == before
 
@@ -189,7 +189,7 @@ def test_a_second_interrupt_during_the_rollback_of_a_merge_still_restores_it(mon
             return out
 
         monkeypatch.setattr(np, "subtract", interrupted_once)
-        with pytest.raises(aggregator_module.IncompatibleError, match="merging would overflow"):
+        with pytest.raises(errors.IncompatibleError, match="merging would overflow"):
             mine.merge(theirs)
         monkeypatch.setattr(np, "subtract", real)
         assert mine.to_bytes() == before, k
