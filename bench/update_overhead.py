@@ -16,8 +16,9 @@ With ``--baseline DIR`` (a directory holding another build's ``ldpfast`` package
 an unpacked wheel of an older commit), every measurement also runs on that build, each
 in fresh processes for both builds, alternating baseline and current ``--rounds`` times
 per row (the best of each is kept), and the table shows the speed ratio ``baseline time
-/ current time`` (> 1: current faster) and both peak memories. Peak memory is the growth of the peak resident size during one
-update (``/proc/self/clear_refs`` resets the peak first; Linux).
+/ current time`` (> 1: current faster) and both peak memories. Peak memory is the growth
+of the peak resident size during one update (``/proc/self/clear_refs`` resets the peak
+first; Linux).
 
     PYTHONPATH=python python bench/update_overhead.py [--baseline DIR] [--repeat 5] [--rounds 3]
         [--only hrr,one,protocols]
@@ -63,7 +64,6 @@ def _measure(job: dict) -> dict:
 
     import numpy as np
 
-    import ldpfast
     from ldpfast import _core
 
     repeat, kind = job["repeat"], job["kind"]
