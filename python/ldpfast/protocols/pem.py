@@ -254,21 +254,23 @@ class Server(Aggregator):
         mine = self._st
         return {"chunks": mine["chunks"] + theirs["chunks"], "canonical": mine["canonical"] and not theirs["chunks"]}
 
-    def _columns(self) -> Tuple[np.ndarray, ...]:
-        """The reports as one set of canonical columns (committed back compacted)."""
+    def _columns(self, canonical: bool = True) -> Tuple[np.ndarray, ...]:
+        """The reports as one set of columns, sorted by group (estimates need no more) or,
+        with ``canonical``, by (group, z, a0, a1) (bytes and equality); the compacted state
+        (the same reports) is committed."""
         st = self._st
-        chunks = st["chunks"]
+        chunks, ordered = st["chunks"], st["canonical"]
         if not chunks:
             return (np.zeros(0, np.uint32),) + tuple(np.zeros(0, np.uint64) for _ in range(3))
-        if len(chunks) > 1 or not st["canonical"]:
+        if len(chunks) > 1 or (canonical and not ordered) or "grouped" not in st:
             columns = [np.concatenate([c[i] for c in chunks]) for i in range(4)]
-            order = np.lexsort(columns[::-1])
+            order = np.lexsort(columns[::-1]) if canonical else np.argsort(columns[0], kind="stable")
             chunks = (tuple(_frozen(column[order]) for column in columns),)
-            self._st = _State(chunks=chunks, canonical=True)
+            self._st = _State(chunks=chunks, canonical=canonical, grouped=True)
         return tuple(chunks[0])
 
     def _state(self) -> Dict[str, np.ndarray]:
-        return dict(zip(_COLUMNS, self._columns()))
+        return dict(zip(_COLUMNS, self._columns(canonical=True)))
 
     def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         columns = tuple(_frozen(np.array(state[name])) for name in _COLUMNS)
@@ -299,7 +301,7 @@ class Server(Aggregator):
         p = self.params
         level = check_int("level", level, 1, p.levels)
         xs = as_values(prefixes, p.prefix_domain(level), "prefixes")
-        groups, z, a0, a1 = self._columns()
+        groups, z, a0, a1 = self._columns(canonical=False)
         lo, hi = np.searchsorted(groups, [level - 1, level])
         matches = np.zeros(xs.size, dtype=np.uint64)
         if hi > lo and xs.size:
