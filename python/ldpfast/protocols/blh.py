@@ -7,8 +7,10 @@ run on the same C++ kernels; its variance ``(e^eps + 1)^2 / (n (e^eps - 1)^2)`` 
 is OLH's for eps below about 1 and grows as ``e^eps`` above it, which is why OLH picks
 ``g = round(e^eps) + 1``::
 
-    params = lf.protocols.blh.Params(epsilon=1.0, d=1000)
-    server = lf.protocols.blh.Server(params).update(lf.protocols.blh.Client(params).perturb(values))
+    from ldpfast.protocols import blh
+
+    params = blh.Params(epsilon=1.0, d=1000)
+    server = blh.Server(params).update(blh.Client(params).perturb(values))
 """
 
 from __future__ import annotations

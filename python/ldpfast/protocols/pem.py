@@ -14,8 +14,10 @@ uniformly). :meth:`Server.top_k` is the paper's search; :meth:`Server.heavy_hitt
 among them, only the prefixes whose estimate is at least ``tau - delta`` (the threshold
 rule HadaHeavy's and TreeHist's searches use, so the three are compared on one footing)::
 
-    params = lf.protocols.pem.Params.create(epsilon=2.0, d=2**32, n=10**6, beta=0.05, k=32)
-    server = lf.protocols.pem.Server(params).update(lf.protocols.pem.Client(params).perturb(values))
+    from ldpfast.protocols import pem
+
+    params = pem.Params.create(epsilon=2.0, d=2**32, n=10**6, beta=0.05, k=32)
+    server = pem.Server(params).update(pem.Client(params).perturb(values))
     hh = server.heavy_hitters()        # hh.items (uint64), hh.counts (float64)
 
 Defaults (:meth:`Params.create`, our constants): ``k = 32``, ``eta = 4``, ``delta`` the

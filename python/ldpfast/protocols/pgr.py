@@ -13,10 +13,12 @@ histogram of reported points (``K`` counters, exact merges) and decodes all hype
 (``O(K q t)`` additions in C++, threads, no ``K x K`` work); ``fhat = (C/n - p')/(p - p')``
 is unbiased with the closed-form variance of :func:`ldpfast.theory.pgr_variance`::
 
-    params = lf.protocols.pgr.Params(epsilon=1.0, d=2**14)      # q = 3, t = 10 by default
-    reports = lf.protocols.pgr.Client(params).perturb(values)   # one uint32 point per user
-    server = lf.protocols.pgr.Server(params).update(reports)
-    est = server.frequencies()                                  # with standard errors
+    from ldpfast.protocols import pgr
+
+    params = pgr.Params(epsilon=1.0, d=2**14)        # q = 3, t = 10 by default
+    reports = pgr.Client(params).perturb(values)     # one uint32 point per user
+    server = pgr.Server(params).update(reports)
+    est = server.frequencies()                       # with standard errors
 
 The default ``q`` minimizes the exact variance over a few primes
 (:func:`ldpfast.theory.pgr_optimal_q`); with ``t = 2`` (``e^eps`` above ``d``) PGR is
