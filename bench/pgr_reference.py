@@ -145,7 +145,8 @@ def main() -> None:
                              "t": geometry[name][1], "K": geometry[name][2],
                              "client_ns_per_user": 1e9 * float(np.median(a["client"])) / args.n,
                              "server_s": float(np.median(a["server"])),
-                             "mse": float(np.mean(a["se"])), "mse_over_theory": float(np.mean(a["se"]) / np.mean(a["theory"]))})
+                             "mse": float(np.mean(a["se"])),
+                             "mse_over_theory": float(np.mean(a["se"]) / np.mean(a["theory"]))})
     ref = {(r["eps"], r["k"]): r for r in rows if r["implementation"] == "reference"}
     print(f"n = {args.n:,}, {args.reps} reps (median times, mean MSE); {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, ldpfast backend {_core.active_backend()}")

@@ -6,10 +6,63 @@ namespace ldpfast {
 namespace LDPFAST_ISA_NS {
 namespace {
 
+// q < 2^16: the free coordinates come from draws below q^b < 2^32 (b digits each) and every
+// product of two coordinates stays below 2^32.
+std::uint64_t perturb_small_field(const PgrGeometry& G, ElementRng& rng, std::uint64_t value, bool on,
+                                  int block) {
+  const std::uint64_t q = G.q;
+  const int t = G.t;
+  std::uint64_t v[kPgrMaxT], u[kPgrMaxT];
+  const int lead = pgr_point(G, value, t, v);
+  // A uniform vector u with <u, v> = c: the coordinates other than v's leading 1 uniform,
+  // then u[lead] = c - <rest of u, rest of v>. c = 0 with u != 0 is a uniform point on the
+  // hyperplane of x (each point has q - 1 such representatives), c uniform in [1, q) a
+  // uniform point off it.
+  const std::uint64_t c = on ? 0 : 1 + rng.below(q - 1);
+  std::uint64_t nonzero;
+  do {
+    nonzero = 0;
+    int k = t - 1;
+    while (k >= 0) {
+      std::uint64_t r = rng.below(G.qpow[block]);
+      for (int j = 0; j < block && k >= 0; --k) {
+        if (k == lead) continue;
+        r = pgr_divide(G, r, &u[k]);
+        nonzero |= u[k];
+        ++j;
+      }
+    }
+  } while (on && nonzero == 0);
+  std::uint64_t dot = 0;
+  for (int k = lead + 1; k < t; ++k) dot += u[k] * v[k];
+  dot %= q;
+  u[lead] = c >= dot ? c - dot : c + q - dot;
+  return pgr_index(G, u, t);
+}
+
+// q >= 2^16: then t = 2 (the points fit in 32 bits), a point is (0, 1) or (1, a).
+std::uint64_t perturb_line(const PgrGeometry& G, ElementRng& rng, std::uint64_t value, bool on) {
+  const std::uint64_t q = G.q;
+  const std::uint64_t c = on ? 0 : 1 + rng.below(q - 1);
+  const std::uint64_t r = on ? 1 + rng.below(q - 1) : rng.below(q);  // the free coordinate
+  std::uint64_t u0, u1;
+  if (value == 0) {  // x = (0, 1): u = (r, c)
+    u0 = r;
+    u1 = c;
+  } else {  // x = (1, a): u = (c - r a, r)
+    const std::uint64_t ra = static_cast<std::uint64_t>(static_cast<unsigned __int128>(r) * (value - 1) % q);
+    u0 = c >= ra ? c - ra : c + q - ra;
+    u1 = r;
+  }
+  if (u0 == 0) return 0;
+  return 1 + static_cast<std::uint64_t>(static_cast<unsigned __int128>(u1) * pgr_inverse_mod(u0, q) % q);
+}
+
 std::size_t perturb(const PgrGeometry& G, const RngKey& key, const std::uint64_t* x, std::size_t begin,
                     std::size_t end, std::uint64_t in_threshold, std::uint32_t* y) {
-  const std::uint64_t q = G.q, K = G.P[G.t], free_points = G.qpow[G.t - 1];
-  const int t = G.t;
+  const std::uint64_t K = G.P[G.t];
+  int block = 1;  // digits per draw: q^block < 2^32
+  while (block < G.t - 1 && G.qpow[block + 1] < (std::uint64_t{1} << 32)) ++block;
   std::size_t bad = end;
   for_each_element_rng(key, kStreamPgr, begin, end, [&](std::size_t i, ElementRng& rng) {
     const std::uint64_t value = x[i];  // read once
@@ -17,24 +70,10 @@ std::size_t perturb(const PgrGeometry& G, const RngKey& key, const std::uint64_t
       if (bad == end) bad = i;
       return;
     }
-    std::uint64_t v[kPgrMaxT], u[kPgrMaxT];
-    const int lead = pgr_point(G, value, t, v);
-    // A uniform vector u with <u, v> = c: the coordinates other than v's leading 1 uniform
-    // (the base-q digits of r), then u[lead] = c - <rest of u, rest of v>. c = 0 with u != 0
-    // (r >= 1) is a uniform point on the hyperplane of x (each point has q - 1 such
-    // representatives), c uniform in [1, q) a uniform point off it.
     const bool on = rng.bernoulli(in_threshold);
-    std::uint64_t r = on ? 1 + rng.below(free_points - 1) : rng.below(free_points);
-    const std::uint64_t c = on ? 0 : 1 + rng.below(q - 1);
-    std::uint64_t dot = 0;
-    for (int k = t - 1; k >= 0; --k) {
-      if (k == lead) continue;
-      u[k] = r % q;
-      r /= q;
-      if (k > lead) dot = (dot + u[k] * v[k]) % q;
-    }
-    u[lead] = (c + q - dot) % q;
-    y[i] = static_cast<std::uint32_t>(pgr_index(G, u, t));
+    const std::uint64_t point =
+        G.inverse ? perturb_small_field(G, rng, value, on, block) : perturb_line(G, rng, value, on);
+    y[i] = static_cast<std::uint32_t>(point);
   });
   return bad;
 }
@@ -73,12 +112,7 @@ void level(const PgrGeometry& G, int l, const C* prev, C* next, std::size_t begi
     pgr_point(G, c, m - 1, c_digits);
     for (int k = 0; k < m - 1; ++k) gc_digits[k] = 0;
     for (std::uint64_t g = 1; g < q; ++g) {
-      std::uint64_t num = 0;
-      for (int k = 0; k < m - 1; ++k) {
-        gc_digits[k] += c_digits[k];
-        if (gc_digits[k] >= q) gc_digits[k] -= q;
-        num = num * q + gc_digits[k];
-      }
+      const std::uint64_t num = pgr_next_multiple(G, c_digits, gc_digits, m - 1);
       const std::uint64_t ginv = G.inverse[g];
       for (std::uint64_t z = 0; z < q; ++z) acc[z] = 0;
       std::uint64_t shift = 0;

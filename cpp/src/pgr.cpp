@@ -13,20 +13,6 @@ namespace {
 constexpr std::size_t kClientChunk = 1 << 12;           // users per client task
 constexpr std::size_t kWorkPerTask = std::size_t{1} << 20;  // additions per decoder task
 
-std::uint64_t inverse_mod(std::uint64_t g, std::uint64_t q) {
-  std::int64_t r0 = static_cast<std::int64_t>(q), r1 = static_cast<std::int64_t>(g), s0 = 0, s1 = 1;
-  while (r1 != 0) {
-    const std::int64_t k = r0 / r1;
-    std::int64_t tmp = r0 - k * r1;
-    r0 = r1;
-    r1 = tmp;
-    tmp = s0 - k * s1;
-    s0 = s1;
-    s1 = tmp;
-  }
-  return static_cast<std::uint64_t>(s0 < 0 ? s0 + static_cast<std::int64_t>(q) : s0);
-}
-
 bool is_prime(std::uint64_t q) {
   if (q < 2) return false;
   for (std::uint64_t f = 2; f * f <= q; ++f)
@@ -35,7 +21,7 @@ bool is_prime(std::uint64_t q) {
 }
 
 std::uint64_t inverse_of(const PgrGeometry& G, std::uint64_t g) {
-  return G.inverse ? G.inverse[g] : inverse_mod(g, G.q);
+  return G.inverse ? G.inverse[g] : pgr_inverse_mod(g, G.q);
 }
 
 // The dynamic program. f_l[alpha][beta][z] (level l = 0..t) is the number of reports u whose
@@ -126,12 +112,7 @@ class Decoder {
                             pgr_point(G_, c, m - 1, c_digits);
                             std::fill(gc_digits, gc_digits + m - 1, 0);
                             for (std::uint64_t g = 1; g < q; ++g) {
-                              std::uint64_t num = 0;
-                              for (int k = 0; k < m - 1; ++k) {
-                                gc_digits[k] += c_digits[k];
-                                if (gc_digits[k] >= q) gc_digits[k] -= q;
-                                num = num * q + gc_digits[k];
-                              }
+                              const std::uint64_t num = pgr_next_multiple(G_, c_digits, gc_digits, m - 1);
                               // z = 0: d = 0 reads row 0 at 0, d = 1 reads row 1 at -1/g
                               out[rows + num] =
                                   static_cast<std::uint64_t>(zero_row[0]) + one_row[q - inverse_of(G_, g)];
@@ -176,10 +157,11 @@ std::string pgr_geometry(std::uint64_t q, int t, std::vector<std::uint32_t>* inv
       return "the number of points (q^t - 1)/(q - 1) must be below 2^32 (q = " + std::to_string(q) +
              ", t = " + std::to_string(t) + ")";
   }
+  G.magic = ~std::uint64_t{0} / q + 1;
   inverse->clear();
-  if (q <= (std::uint64_t{1} << 16)) {  // every level past the client needs a table; t >= 3 implies q < 2^16
+  if (q < (std::uint64_t{1} << 16)) {  // the client's small-field path and the decoder (t >= 3: q < 2^16)
     inverse->assign(q, 0);
-    for (std::uint64_t g = 1; g < q; ++g) (*inverse)[g] = static_cast<std::uint32_t>(inverse_mod(g, q));
+    for (std::uint64_t g = 1; g < q; ++g) (*inverse)[g] = static_cast<std::uint32_t>(pgr_inverse_mod(g, q));
     G.inverse = inverse->data();
   } else {
     G.inverse = nullptr;

@@ -23,6 +23,7 @@ import numpy as np
 
 from .._validate import check_epsilon, check_int
 from ..errors import ParameterError
+from ..kernels import field as _field
 
 __all__ = ["pgr_points", "pgr_dimension", "pgr_probabilities", "pgr_variance", "pgr_decode_work", "pgr_optimal_q",
            "MAX_PGR_POINTS"]
@@ -72,34 +73,11 @@ def pgr_variance(epsilon: float, q: int, t: int, n: float = 1, f: Any = 0.0) -> 
 
 
 def _is_prime(n: int) -> bool:
-    """Deterministic Miller-Rabin for ``n < 3.3e24``."""
-    if n < 2:
-        return False
-    bases = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
-    for b in bases:
-        if n % b == 0:
-            return n == b
-    d, r = n - 1, 0
-    while d % 2 == 0:
-        d, r = d // 2, r + 1
-    for b in bases:
-        x = pow(b, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(r - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
+    return bool(_field.is_prime(n))
 
 
 def _next_prime(n: int) -> int:
-    n = max(n, 2)
-    while not _is_prime(n):
-        n += 1
-    return n
+    return int(_field.next_prime(n))
 
 
 def _previous_prime(n: int) -> int:
