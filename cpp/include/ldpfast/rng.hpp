@@ -148,6 +148,7 @@ enum RngStream : std::uint64_t {
   kStreamSketch = 4,
   kStreamPartition = 5,
   kStreamOlh = 6,
+  kStreamPgr = 7,
 };
 
 // Classes with member functions live in an anonymous namespace: kernel files compile

@@ -7,11 +7,11 @@ Example::
 Prints the worst-case MSE ([PAN] Eq. 19), l1 and l2 over the values of interest, next to
 the closed forms where they exist. Set-valued protocols ([PS]: PrivSketch family, nPCMS,
 SVIM) run on set data and report [PS]'s MSE, top-k Var and NCR; heavy-hitter protocols
-([WW]: HadaHeavy, TreeHist, TreeHist-CS) report recall, precision and the largest error over
-the true heavy hitters next to Delta. One kind per run::
+([WW]: HadaHeavy, TreeHist, TreeHist-CS; Wang et al.'s PEM) report recall, precision and the
+largest error over the true heavy hitters next to Delta. One kind per run::
 
     ldpfast simulate -p privsketch,ps-olh,svim --data retail --eps 1,4 --runs 5
-    ldpfast simulate -p hadaheavy,treehist --data zipf --n 100000 --eps 2,4
+    ldpfast simulate -p hadaheavy,treehist,pem --data zipf --n 100000 --eps 2,4
 
 It and writes a PNG (needs ``pip install 'ldpfast[plot]'``,
 or pass ``--no-plot``). Seeded: the reports are reproducible from ``--seed``, which is

@@ -109,9 +109,9 @@ class OLHServer(Aggregator):
     with ``m = g``). The reports are held by an OCMS report-keeping server with
     ``m = g``, so state and bytes are canonical and merge is exact and order-free."""
 
-    protocol = "olh"
-    params_type = OLHParams
-    reports_type = OLHReports
+    protocol: ClassVar[str] = "olh"
+    params_type: ClassVar[type] = OLHParams
+    reports_type: ClassVar[type] = OLHReports
 
     def __init__(self, params: OLHParams, threads: int = 0):
         super().__init__(params)
