@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import _core, errors
 from ._memory import get_memory_limit, set_memory_limit
+from .domain import Domain, HashedDomain, PrefixDomain
 
 if TYPE_CHECKING:
     # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         cli,
         dask,
         datasets,
+        domain,
         estimates,
         experiments,
         grr,
@@ -62,17 +64,19 @@ _SUBMODULES = frozenset({
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
     "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
     "npcms", "audit", "protocols", "olh", "multi_pcms", "ps_olh", "svim",
-    "rhr", "privsketch_ldp",
+    "rhr", "privsketch_ldp", "domain",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
-           "errors", *sorted(_SUBMODULES)]
+           "Domain", "HashedDomain", "PrefixDomain", "errors", *sorted(_SUBMODULES)]
 
 
-def load(blob: bytes, key: Optional[bytes] = None) -> Any:
+def load(blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> Any:
     """The aggregator (Server) of whichever protocol serialized ``blob`` with
     ``to_bytes()``, e.g. a checkpoint or a worker's partial result. ``key``: the HMAC key
-    the bytes were written with (``to_bytes(key=...)``), if any.
+    the bytes were written with (``to_bytes(key=...)``), if any. ``domain``: the
+    :class:`Domain` (vocabulary) the parameters were made with; bytes record it by its
+    fingerprint only.
 
     Raises:
         ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator (or fail
@@ -80,7 +84,7 @@ def load(blob: bytes, key: Optional[bytes] = None) -> Any:
     """
     from ._base import load_aggregator
 
-    return load_aggregator(blob, key=key)
+    return load_aggregator(blob, key=key, domain=domain)
 
 
 def backend_info() -> Dict[str, Any]:

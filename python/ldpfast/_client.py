@@ -5,17 +5,21 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, ClassVar, Optional
 
+from ._labels import is_labels
 from ._params import _public_module, params_summary
 from ._random import KeySource, RngLike
 from ._reports import Reports
 from ._validate import check_threads
-from .errors import ParameterError
+from .errors import DTypeError, ParameterError
 
 
 def _stamping(perturb: Callable[..., Any]) -> Callable[..., Any]:
-    """``perturb`` that records the client's parameter fingerprint on the batch it returns."""
+    """``perturb`` that takes labels through the parameters' domain (``params.label_domain``)
+    and records the client's parameter fingerprint on the batch it returns."""
     @functools.wraps(perturb)
     def stamped(self: "ClientBase", *args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (self._value_ids(args[0]),) + args[1:]
         reports = perturb(self, *args, **kwargs)
         if isinstance(reports, Reports):
             reports.params_fingerprint = self.params.fingerprint
@@ -74,6 +78,30 @@ class ClientBase:
                 if proto.client is klass:
                     return proto.params
         raise TypeError(f"{cls.__name__} is not registered (register_protocol) and sets no params_type")
+
+    def _value_ids(self, values: Any) -> Any:
+        """Client inputs with labels turned into value ids by ``params.label_domain``."""
+        domain = getattr(self.params, "label_domain", None)
+        sets = self._input_kind() == "sets"
+        if domain is not None:
+            return domain.encode_sets(values) if sets else domain.encode_inputs(values)
+        if (not sets and is_labels(values)) or (sets and isinstance(values, list) and values
+                                                  and is_labels(values[0])):
+            raise DTypeError("values are labels (strings or categories) and these parameters have no domain: "
+                             "attach one, e.g. params.with_domain(ldpfast.Domain(labels)) for a known vocabulary "
+                             "or ldpfast.HashedDomain() for an open one (see ldpfast.domain)")
+        return values
+
+    @classmethod
+    def _input_kind(cls) -> str:
+        """The registration's ``inputs`` (``"values"`` or ``"sets"``)."""
+        from ._registry import _REGISTRY
+
+        for klass in cls.__mro__:
+            for proto in _REGISTRY.values():
+                if proto.client is klass:
+                    return proto.inputs
+        return "values"
 
     @property
     def seeded(self) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
 
-from ._params import Params, _parse_params_json
+from ._params import Params, _parse_params_json, _with_stored_domain
 from ._reports import Reports
 from .errors import FormatError, ParameterError
 
@@ -190,4 +190,4 @@ def params_from_json(text: str) -> Params:
     """
     protocol_id, data = _parse_params_json(text)
     params_type: Type[Params] = protocol_or_format_error(protocol_id).params
-    return params_type.from_dict(data)
+    return _with_stored_domain(params_type.from_dict(data), text)
