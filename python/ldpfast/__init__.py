@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 from . import _core, errors
 from ._memory import get_memory_limit, set_memory_limit
 from .domain import Domain, HashedDomain, PrefixDomain
+from .planning import recommend
 
 if TYPE_CHECKING:
     # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
         npcms,
         ocms,
         olh,
+        planning,
         privsketch,
         privsketch_baselines,
         privsketch_ldp,
@@ -64,11 +66,11 @@ _SUBMODULES = frozenset({
     "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
     "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
     "npcms", "audit", "protocols", "olh", "multi_pcms", "ps_olh", "svim",
-    "rhr", "privsketch_ldp", "domain",
+    "rhr", "privsketch_ldp", "domain", "planning",
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
-           "Domain", "HashedDomain", "PrefixDomain", "errors", *sorted(_SUBMODULES)]
+           "Domain", "HashedDomain", "PrefixDomain", "recommend", "errors", *sorted(_SUBMODULES)]
 
 
 def load(blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> Any:

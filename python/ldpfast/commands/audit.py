@@ -26,7 +26,8 @@ HELP = "empirical LDP audit: Clopper-Pearson lower bound on each protocol's priv
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("protocol", help="registered protocol id (e.g. grr, ocms, svim-padded) or 'all'")
+    parser.add_argument("protocol", help="registered protocol id (e.g. grr, ocms, svim-padded), an alias "
+                                         "(ldpfast simulate --list names them, e.g. cms-he) or 'all'")
     parser.add_argument("--eps", type=float, nargs="+", required=True, help="claimed epsilon(s) to audit")
     parser.add_argument("--reports", type=integer, default=1_000_000, help="reports per input (default 1e6)")
     parser.add_argument("--seed", type=integer, default=None,
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                 result = audit.audit_protocol(pid, eps, args.reports, rng=args.seed, **changes)
             flag = " NOT LDP (client warns)" if caught else ""
             flag += "  <-- eps_lb > eps" if result.eps_lb > result.epsilon else ""
-            rows.append((pid, f"{result.epsilon:g}", f"{result.eps_lb:.4f}", f"{result.reports:,}",
+            rows.append((result.protocol, f"{result.epsilon:g}", f"{result.eps_lb:.4f}", f"{result.reports:,}",
                          result.event + flag))
     header = ("mechanism", "claimed eps", "eps_lb (99%)", "reports/input", "event")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]

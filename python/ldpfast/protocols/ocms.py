@@ -63,7 +63,7 @@ from ..audit import value_inputs
 from ..estimates import PLUG_IN
 from ..wire import WireField, bits_for
 from ._hashed_reports import HashedReportsServer
-from ._registration import olh_plan, rr_epsilon, theory, zipf_values
+from ._registration import olh_plan, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
@@ -364,7 +364,7 @@ def _compare(epsilon, d, n, f_star, modes=("mse", "l"), field="paper", **_):
         real = to.ocms_optimal_m(epsilon, mode, d, f_star)
         rows.append(ComparisonRow("MSE-OCMS+RR" if mode == "mse" else "l-OCMS+RR", p.m, p.communication_bits,
                                   lambda f, p=p: to.ocms_variance(p, n=n, f=f), to.ocms_l2(epsilon, d, n, p.m),
-                                  f"real optimum m = {real:.3f}; field {_field_name(p)}"))
+                                  f"real optimum m = {real:.3f}; field {_field_name(p)}", **per_user_hash_cost()))
     return rows
 
 

@@ -28,7 +28,7 @@ from ._local_hashing import debias_matches, default_g
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from ..wire import WireField, bits_for
-from ._registration import olh_plan, olh_variance, rr_epsilon, theory, zipf_values
+from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]
 
@@ -177,7 +177,8 @@ def _olh_compare(epsilon, d, n, f_star, **_):
     g = theory().olh_g(epsilon)
     return [ComparisonRow("OLH", g, 128 + bits_for(g), lambda f: to.ocms_variance(epsilon, g, n, f),
                           to.ocms_l2(epsilon, d, n, g),
-                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits")]
+                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits",
+                          **per_user_hash_cost())]
 
 
 def _olh_simulations():
