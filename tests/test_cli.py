@@ -398,3 +398,30 @@ def test_readme_python_blocks_run(index):
     code = _readme_blocks("python")[index]
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+# -- one name per protocol ------------------------------------------------------------
+
+def test_unknown_arguments_show_the_subcommands_usage(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["audit", "hrr", "--d", "1000", "--eps", "1"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith("usage: ldpfast audit") and "ldpfast audit: error: unrecognized arguments: --d 1000" in err
+
+
+def test_every_command_takes_registry_ids_and_aliases(capsys):
+    from ldpfast._registry import aliases, protocols
+
+    names = aliases()
+    assert names["cms-he"] == "cmshe" and names["ocms-l"] == "ocms" and names["svim"] == "svim-items"
+    assert set(names.values()) <= set(protocols())
+    rc, out, _ = run_cli(capsys, "audit", "cms-he", "--eps", "1", "--reports", "2000", "--seed", "1")
+    assert rc == 0 and out.splitlines()[1].split()[0] == "cmshe"     # printed under its registry id
+    rc, out, _ = run_cli(capsys, "simulate", "-p", "cmshe,ocms", "--n", "300", "--d", "1000", "--eps", "2",
+                         "--runs", "1", "--no-plot", "--quiet")
+    assert rc == 0 and "CMS+HE" in out and "MSE-OCMS+RR" in out     # the ids run their first entry
+    rc, out, _ = run_cli(capsys, "params", "--eps", "2", "--d", "1000", "--protocol", "cms-srp,olh")
+    assert rc == 0 and {row[2] for row in _table(out).values()} == {"cms-rappor", "olh"}
+    rc, _, err = run_cli(capsys, "simulate", "-p", "svim-lengths", "--no-plot")
+    _assert_clean_error(rc, err, "'svim-lengths' has no simulation entry")
