@@ -7,7 +7,7 @@ received, e.g. ``epsilon must be finite and in [9.53674e-07, 66.5], got -1.0``.
 from __future__ import annotations
 
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError", "StorageError"]
+           "DTypeError", "StorageError", "MissingDependencyError"]
 
 
 class LdpfastError(Exception):
@@ -37,3 +37,9 @@ class DTypeError(LdpfastError, TypeError):
 class StorageError(LdpfastError, OSError):
     """Reading or writing a file failed (missing, no permission, disk full, I/O error); the
     message names the file and the system's reason."""
+
+
+class MissingDependencyError(LdpfastError, ImportError):
+    """An optional package a feature needs is not installed; the message names the
+    ``ldpfast[extra]`` that installs it (``ldpfast.arrow``: ``arrow``, plots: ``plot``,
+    ``ldpfast.dask``: ``dask``, ``Estimate.to_pandas``: ``pandas``)."""

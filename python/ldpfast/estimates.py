@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
+from ._optional import require
 from .errors import ParameterError
 
 __all__ = ["Estimate", "estimate", "project_simplex", "POSTPROCESSING", "FDR_METHODS"]
@@ -254,13 +255,9 @@ class Estimate:
         raw estimates with standard errors, ``ci_low, ci_high`` (``1 - alpha``).
 
         Raises:
-            ImportError: pandas is not installed.
+            MissingDependencyError: pandas is not installed (an ImportError).
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("Estimate.to_pandas() needs pandas, which is not installed: "
-                              "pip install pandas") from None
+        pd = require("pandas", "Estimate.to_pandas()")
         frame = pd.DataFrame({"candidate": self.candidates, "estimate": self.values, "std": self.std,
                               "count": self.counts})
         if self.postprocessing == "raw" and self.variance is not None and not np.isnan(self.std).any():
