@@ -2,7 +2,12 @@
 (pip install ".[docs]"). Pages are Markdown (MyST); the API reference is generated from
 the docstrings of the installed (or PYTHONPATH) package."""
 
+import sys
+from pathlib import Path
+
 import ldpfast
+
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "ldpfast"
 author = "The ldpfast developers"
@@ -15,11 +20,12 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
-    "sphinx.ext.mathjax",
+    "mathml_math",  # formulas as MathML at build time: no MathJax from a CDN, pages work offline
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "img"]
+exclude_patterns = ["_build", "img", "_ext"]
+html_math_renderer = "mathml"
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 

@@ -195,6 +195,9 @@ def test_reproduce_small(capsys, tmp_path):
     assert text.startswith("# Reproduction of Pan") and "ldpfast reproduce" in text
     assert "**3. Does every measured worst-case MSE sit between" in text
     assert "| zipf | 1 |" in text  # the band table has one row per eps
+    # the report describes the runs it made, not the paper's 100 runs of 10,000 users
+    assert "n = 10,000 users" in text and "3 runs per eps" in text and "at t = 3 runs" in text
+    assert "100 runs" not in text and "100-run" not in text and "t = 100" not in text
     saved = json.loads((tmp_path / "cells.json").read_text())
     assert saved["command"].startswith("ldpfast reproduce --datasets zipf")
     cells = saved["results"]["zipf"]["cells"]

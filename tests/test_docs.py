@@ -35,3 +35,21 @@ def test_guide_examples_run(code):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=_env(), timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_formulas_render_without_a_network():
+    """The site renders formulas to MathML at build time (docs/_ext/mathml_math.py): no
+    MathJax script from a CDN, so the pages work offline."""
+    pytest.importorskip("latex2mathml")
+    conf = (DOCS / "conf.py").read_text()
+    assert "sphinx.ext.mathjax" not in conf and 'html_math_renderer = "mathml"' in conf
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        from mathml_math import to_mathml
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    formulas = [f for page in DOCS.rglob("*.md") for f in re.findall(r"\$\$(.+?)\$\$", page.read_text(), re.S)]
+    assert formulas
+    for latex in formulas:
+        html = to_mathml(latex, "block")
+        assert html.startswith("<math") and "\\" not in html, latex    # every command was translated
