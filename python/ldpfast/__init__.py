@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import _core, errors
 from ._memory import get_memory_limit, set_memory_limit
+from ._progress import set_progress
 from .domain import Domain, HashedDomain, PrefixDomain
 from .planning import recommend
 
@@ -70,6 +71,7 @@ _SUBMODULES = frozenset({
 })
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
+           "set_progress",
            "Domain", "HashedDomain", "PrefixDomain", "recommend", "errors", *sorted(_SUBMODULES)]
 
 

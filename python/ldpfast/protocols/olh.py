@@ -162,7 +162,10 @@ class OLHServer(Aggregator):
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
-        all of ``[0, d)``; costs ``n d`` hash evaluations), float64."""
+        all of ``[0, d)``), float64. Costs one hash evaluation per report and candidate
+        (``n d`` for the whole domain); long queries draw a progress line on a terminal's
+        stderr (:func:`ldpfast.set_progress`). Pass the candidates you need, or see
+        OCMS's ``fast_query`` parameters (the same local hashing, solved instead of scanned)."""
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
