@@ -35,6 +35,14 @@ def binary_flip_threshold(epsilon: float) -> int:
     return rr_threshold(epsilon, 2)
 
 
+def _parity_sign(v: np.ndarray) -> np.ndarray:
+    """(-1)^popcount(v) for a uint64 array (xor folding)."""
+    v = v.copy()
+    for shift in (32, 16, 8, 4, 2, 1):
+        v ^= v >> np.uint64(shift)
+    return 1 - 2 * (v & np.uint64(1)).astype(np.int64)
+
+
 def pow2_at_least(value: int) -> int:
     """The smallest power of two ``>= value`` (value >= 1)."""
     return 1 << max(0, (int(value) - 1).bit_length())

@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import _core
 from . import hadamard as _h
-from ._hadamard_layout import group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field
+from ._hadamard_layout import _parity_sign, group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field
 from ..theory.hadamard import c_eps
 from .._base import (Aggregator, ClientBase, Params, Protocol, Reports, _checked_sum, _exact_sum, _State,
                     register_protocol)
@@ -46,7 +46,6 @@ from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
                          probability_threshold, rr_threshold, uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
-from .hadaoracle import _parity_sign
 from ..theory import pan_baselines as _pt
 from .._base import AuditHooks
 from ..audit import Plan, support_events, value_inputs

@@ -30,8 +30,8 @@ from .._base import Protocol, register_protocol
 from ..errors import ParameterError
 from .._base import Params as _ParamsBase
 from .._validate import as_values, check_binary_epsilon, check_bool, check_choice, check_epsilon, check_int
-from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, _random_seed, cached_layout,
-                               gf64_field, hash_coefficients, make_layout, pow2_at_least)
+from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, _parity_sign, _random_seed,
+                               cached_layout, gf64_field, hash_coefficients, make_layout, pow2_at_least)
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
@@ -175,14 +175,6 @@ class Client(LayoutClient):
 
 
 QUERY_METHODS = ("fwht", "direct")
-
-
-def _parity_sign(v: np.ndarray) -> np.ndarray:
-    """(-1)^popcount(v) for a uint64 array (xor folding)."""
-    v = v.copy()
-    for shift in (32, 16, 8, 4, 2, 1):
-        v ^= v >> np.uint64(shift)
-    return 1 - 2 * (v & np.uint64(1)).astype(np.int64)
 
 
 def _direct_transform(z: np.ndarray, base: np.ndarray, width: int, y: np.ndarray) -> np.ndarray:

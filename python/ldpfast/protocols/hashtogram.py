@@ -44,9 +44,8 @@ from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_choice, check_int, check_threads,
                          optional_index_array, probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
+from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, binary_flip_threshold, gf64_field,
                                hash_coefficients, pow2_at_least)
-from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
 from ..theory import pan_baselines as _pt
 from .._base import AuditHooks

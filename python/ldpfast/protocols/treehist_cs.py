@@ -32,10 +32,9 @@ from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, optional_index_array)
 from ..errors import ParameterError, ReportError
 from .hadaheavy import HeavyHitters, surviving_prefixes
-from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
+from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, binary_flip_threshold, gf64_field,
                                hash_coefficients, pow2_at_least)
 from .hashtogram import GroupedSignSketchServer, _uniform
-from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
 from .._base import AuditHooks
 from ._registration import binary_epsilon, count_sketch_plan, heavy_params
