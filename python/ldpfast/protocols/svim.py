@@ -47,7 +47,8 @@ from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
 from ..wire import WireField, bits_for
 from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
-                    SVIMServerBase, check_candidates, svim_example, svim_g, svim_simulations, uniform_below)
+                    SVIMServerBase, check_candidates, svim_example, svim_g, uniform_below)
+from ._svim_run import svim_simulations
 from ._registration import olh_plan, olh_variance, olh_wire, prime_field_of, rr_epsilon, theory
 
 __all__ = [
