@@ -23,12 +23,7 @@ from .._random import KeySource, RngLike
 from .._validate import (as_values, check_array, check_choice, check_int, check_threads,  # noqa: F401
                          optional_index_array, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from ..kernels.field import PRIME
-
-#: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (the standard pentanomial): the low bits of a1*x
-#: XOR a0 are an exactly pairwise-independent hash into a power-of-two range.
-GF64_POLY_LOW = 0x1B
-
+from ..kernels.field import GF64_POLY_LOW, PRIME, gf64_field  # noqa: F401  (GF64_POLY_LOW re-exported)
 
 def binary_flip_threshold(epsilon: float) -> int:
     """Binary RR flips with probability ``1/(e^eps + 1)``, computed directly."""
@@ -118,10 +113,6 @@ def make_layout(groups: list, levels: Optional[list] = None, field: Optional[Any
     first = np.array([lv[0] for lv in levels], dtype=np.uint32)
     count = np.array([lv[1] for lv in levels], dtype=np.uint32)
     return Layout(table, first, count, field)
-
-
-def gf64_field():
-    return _core.Field.binary(64, GF64_POLY_LOW)
 
 
 def prime_field():
