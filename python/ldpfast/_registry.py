@@ -13,14 +13,14 @@ and golden-file tests (``example``, ``inputs``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Type
 
 from ._params import Params, _parse_params_json
 from ._reports import Reports
 from .errors import FormatError, ParameterError
 
-__all__ = ["Protocol", "AuditHooks", "ComparisonRow", "register_protocol", "protocols", "protocol", "params_from_json",
-           "INPUT_KINDS"]
+__all__ = ["Protocol", "AuditHooks", "ComparisonRow", "WireField", "bits_for", "register_protocol", "protocols",
+           "protocol", "params_from_json", "INPUT_KINDS"]
 
 #: What a protocol's client perturbs: one integer value per user, or one set of distinct
 #: integers per user (a list of lists, or ``(offsets, items)`` arrays).
@@ -28,6 +28,29 @@ INPUT_KINDS = ("values", "sets")
 
 #: ``f -> Var(fhat)`` per candidate, for true frequencies ``f`` (broadcasting).
 VarianceFn = Callable[[Any], Any]
+
+
+class WireField(NamedTuple):
+    """One field of a report in the compact wire encoding (:mod:`ldpfast.wire`; the
+    ``wire_fields`` hook returns them): ``column`` sent in ``bits`` bits. With a ``codebook`` the
+    value must be one of its entries and the index is sent. ``dtype`` is the column's
+    numpy dtype after decoding (default: the codebook's, else uint64). ``shape``: the
+    per-report shape of a multi-dimensional column (e.g. ``(K, M)`` for a sketch); every
+    entry is sent in ``bits`` bits, in C order."""
+
+    column: str
+    bits: int
+    codebook: Optional[Tuple[int, ...]] = None
+    dtype: Optional[str] = None
+    shape: Tuple[int, ...] = ()
+
+
+def bits_for(size: int) -> int:
+    """``ceil(log2 size)``: the bits needed for a value in ``[0, size)`` (0 when size is 1)."""
+    size = int(size)
+    if size < 1:
+        raise ParameterError(f"size must be >= 1, got {size}")
+    return (size - 1).bit_length()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ from .. import _core
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, hash_support, set_inputs, support_events, value_inputs
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._hadamard_layout import _parity_sign, binary_flip_threshold
 
 #: The codebook of a +-1 column on the wire.

@@ -39,7 +39,7 @@ from . import hadaoracle
 from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ..theory import hadamard as _theory
 from .._base import AuditHooks
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]

@@ -40,7 +40,7 @@ from ._hadamard_layout import (GF64_POLY_LOW, BitReports, GroupBitReports, Layou
 from .olh import OLHClient, OLHParams, OLHReports, OLHServer  # noqa: F401
 from .._base import AuditHooks, ComparisonRow
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import (binary_epsilon, cmshe_variance, draw, layout_plan, row_bit_wire, simulated_cmshe_variance,
                             theory, zipf_values)
 

@@ -91,7 +91,7 @@ class AppleCMSHEReports(_h.CMSHEReports):
     @classmethod
     def wire_fields(cls, params):
         """The hash index, the row (``log2 m`` bits, one fewer than [PAN]'s layout) and one bit."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("groups", bits_for(params.k), dtype="uint32"),
                 WireField("rows", bits_for(params.m), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
@@ -221,7 +221,7 @@ class RHROriginalReports(Reports):
     def wire_fields(cls, params):
         """The row (``log2 B`` bits; implied by the user's index in the original) and the
         ``k``-bit symbol."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("rows", bits_for(params.B)), WireField("z", params.k)]
 

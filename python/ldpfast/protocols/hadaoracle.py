@@ -35,7 +35,7 @@ from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServ
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import SIGN, binary_epsilon, draw, layout_plan, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]

@@ -24,7 +24,7 @@ from ..theory.hadamard import c_eps
 from ._sets import SketchClient, SketchParams
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 
 __all__ = [

@@ -102,7 +102,7 @@ class Reports(_ReportsBase):
     @classmethod
     def wire_fields(cls, params):
         """Each slot's row and ``M`` bits: ``L (ceil(log2 K) + M)`` bits."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("rows", bits_for(params.K), dtype="uint16", shape=(params.L,)),
                 WireField("bits", 1, (-1, 1), "int8", (params.L, params.M))]

@@ -27,7 +27,7 @@ from ._hadamard_layout import _check_d, prime_field
 from ._local_hashing import debias_matches, default_g
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import olh_plan, olh_variance, rr_epsilon, theory, zipf_values
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]

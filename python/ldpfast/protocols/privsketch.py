@@ -52,7 +52,7 @@ from ..theory.hadamard import c_eps
 from ._sets import PrivacyWarning, SketchClient, SketchParams, TrackedServer, as_sets  # noqa: F401
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import (SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
                             tracked_candidates)
 

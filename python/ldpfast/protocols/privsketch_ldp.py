@@ -25,7 +25,7 @@ from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
 from ..theory.hadamard import c_eps
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 from ._sets import SketchClient, SketchParams
 

@@ -29,7 +29,7 @@ from .._validate import as_values, check_array, check_epsilon, check_threads, op
 from ..audit import Plan, support_events, value_inputs
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._hadamard_layout import _check_d
 from ._registration import parity_sign, rr_epsilon, theory, zipf_values
 

@@ -45,7 +45,7 @@ from .._base import AuditHooks
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
                     SVIMServerBase, check_candidates, svim_example, svim_g, uniform_below)
 from ._svim_run import svim_simulations

@@ -139,7 +139,7 @@ class Reports(GroupBitReports):
     def wire_fields(cls, params):
         """The group, the Hadamard row and one bit (only the bit when the server assigns
         group and row)."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("groups", bits_for(params.L * params.R), dtype="uint32"),
                 WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from ..errors import ParameterError
 __all__ = [
     "EPSILON_MAX", "rr_variances", "rr_decode_constants", "ocms_variance", "ocms_variance_rr",
     "ocms_variance_imperfect", "ocms_variance_general", "ocms_expectation_general",
-    "ocms_optimal_m", "ocms_worst_case_mse", "ocms_worst_case_variance", "ocms_l2", "ocms_l1_bound",
+    "ocms_optimal_m", "ocms_worst_case_mse", "ocms_worst_case_variance", "ocms_l2", "ocms_l1_bound", "affine_l2",
     "ocms_l2_asymptote", "ocms_l1_asymptote", "ocms_mse_asymptote", "ocms_concentration_bound",
     "ocms_imperfect_variance_ratio", "ocms_min_field_quotient", "worst_case_mse_upper_factor",
     "grr_variance", "he_variance",
@@ -246,6 +246,14 @@ def ocms_l2(epsilon: float, d: int, n=1, m=None) -> float:
         return 2 * (delta_l + d * e) / (n * em1**2)
     m = _m(m)
     return _out((d + em1) * m**2 / (n * (m - 1) * em1**2) + (d - 1) * (2 * m + em1) / (n * (m - 1) * em1))
+
+
+def affine_l2(variance: Any, d: int) -> float:
+    """Worst-case l2 loss ``max sum_x Var(fhat(x))`` over distributions on a dictionary of
+    size ``d`` for a ``variance(f)`` affine in ``f`` (``sum f = 1``: the extreme point puts
+    all mass on one value, so ``d Var(0) + max(0, Var(1) - Var(0))``)."""
+    at_zero, at_one = variance(0.0), variance(1.0)
+    return float(d * at_zero + max(0.0, at_one - at_zero))
 
 
 def ocms_l1_bound(epsilon: float, d: int, n=1, m=None) -> float:
