@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import _core, errors
+from . import estimates as _estimates  # noqa: F401  (plugs server.frequencies() into the aggregators)
 from ._memory import get_memory_limit, set_memory_limit
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from ._container import (_MAC_NAME, FORMAT_MAGIC, FORMAT_VERSION, _check_layout,
                          _layout_nbytes, _native, _npy_array, _npy_header, _parse_container)
 from ._memory import check_allocation
 from ._params import _KNOWN_PARAMS, Params, _public_module, params_summary
-from ._registry import _REGISTRY, protocol_or_format_error
+from ._registry import _REGISTRY, _declare_base, protocol_or_format_error
 from ._reports import Reports
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 
@@ -29,6 +29,17 @@ if TYPE_CHECKING:
     from .estimates import Estimate
 
 A = TypeVar("A", bound="Aggregator")
+
+#: ``(server, candidates) -> Estimate``, the function behind :meth:`Aggregator.frequencies`:
+#: :mod:`ldpfast.estimates`, a layer above this one, plugs it in when it is imported (the
+#: ``ldpfast`` package imports it first thing, so it is always there).
+_estimator: Optional[Callable[["Aggregator", Any], "Estimate"]] = None
+
+
+def set_estimator(estimate: Callable[["Aggregator", Any], "Estimate"]) -> None:
+    """Make ``estimate`` the function behind :meth:`Aggregator.frequencies`."""
+    global _estimator
+    _estimator = estimate
 
 
 class _State(dict):
@@ -366,9 +377,12 @@ class Aggregator:
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
         false-discovery control, consistency post-processing, ``to_pandas``).
         ``candidates`` as for :meth:`estimate`."""
-        from . import estimates
+        if _estimator is None:
+            raise RuntimeError("ldpfast.estimates is not loaded (import ldpfast first)")
+        return _estimator(self, candidates)
 
-        return estimates.estimate(self, candidates)
+
+_declare_base("aggregator", Aggregator)
 
 
 def _checked_sum(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ from typing import Any, Callable, ClassVar, Optional
 
 from ._params import _public_module, params_summary
 from ._random import KeySource, RngLike
+from ._registry import _REGISTRY, _declare_base
 from ._reports import Reports
 from ._validate import check_threads
 from .errors import ParameterError
@@ -67,8 +68,6 @@ class ClientBase:
     def _expected_params(cls) -> type:
         if cls.params_type is not None:
             return cls.params_type
-        from ._registry import _REGISTRY
-
         for klass in cls.__mro__:
             for proto in _REGISTRY.values():
                 if proto.client is klass:
@@ -86,3 +85,6 @@ class ClientBase:
         return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={getattr(self.params, 'protocol', '?')!r}, {params_summary(self.params)}, "
                 f"rng={rng!r})")
+
+
+_declare_base("client", ClientBase)
