@@ -3,7 +3,8 @@
 sketch parameters (:class:`SketchParams`, ``K`` public pairwise-independent hashes
 ``H_k(x) = ((a0_k + a1_k x) mod p) mod M``), the sketch client (:class:`SketchClient`),
 the aggregator with counts per tracked candidate (:class:`TrackedServer`), users' sets
-intersected with a candidate list (:func:`intersect_candidates`). :class:`~ldpfast.errors.PrivacyWarning` is re-exported here.
+intersected with a candidate list (:func:`intersect_candidates`); it re-exports
+:class:`~ldpfast.errors.PrivacyWarning`.
 """
 
 from __future__ import annotations
