@@ -57,7 +57,7 @@ def test_privsketch_ordering_matrix_leak_is_demonstrated(pid, eps):
 
 
 def audit_warning():
-    from ldpfast.privsketch import PrivacyWarning
+    from ldpfast.errors import PrivacyWarning
     return PrivacyWarning
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from _fuzz_cases import case_params, batches, example
 from ldpfast.errors import IncompatibleError, ReportError
+from ldpfast.protocols import privsketch_ldp
 
 CASES = case_params()
 _FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -65,16 +66,16 @@ def test_reassigned_columns_are_checked_again(batch_case):
 
 
 def test_the_issue_reassignments():
-    from ldpfast import hadamard, ocms, privsketch
+    from ldpfast.protocols import hadamard, ocms
 
     oparams = ocms.Params.optimal(epsilon=2.0, d=300, field="compact")
     reports = ocms.Client(oparams, rng=1).perturb(np.arange(100))
     reports.z = reports.z.astype(np.int64)
     _refused(ocms.Server(oparams), reports)
-    sparams = privsketch.SafeParams.create(epsilon=1.0, d=20, K=2, M=4, seed=1)
-    sreports = privsketch.SafeClient(sparams, rng=1).perturb([[1, 2]] * 10)
+    sparams = privsketch_ldp.SafeParams.create(epsilon=1.0, d=20, K=2, M=4, seed=1)
+    sreports = privsketch_ldp.SafeClient(sparams, rng=1).perturb([[1, 2]] * 10)
     sreports.bit = np.full(10, 65535, dtype=np.uint16)
-    _refused(privsketch.SafeServer(sparams), sreports)
+    _refused(privsketch_ldp.SafeServer(sparams), sreports)
     hparams = hadamard.HRRParams(epsilon=1.0, d=64)
     hreports = hadamard.HRRClient(hparams, rng=1).perturb(np.arange(64))
     hreports.rows = hreports.rows.astype(np.float64)
@@ -140,7 +141,7 @@ def test_clients_record_the_fingerprint(batch_case):
 
 
 def test_grr_and_ocms_reproducers():
-    from ldpfast import grr, ocms
+    from ldpfast.protocols import grr, ocms
 
     for make_params, client, server in (
             (lambda eps: grr.Params(epsilon=eps, d=64), grr.Client, grr.Server),
@@ -154,7 +155,8 @@ def test_grr_and_ocms_reproducers():
 
 def test_fingerprint_survives_arrow_parquet_and_wire(tmp_path):
     pytest.importorskip("pyarrow")
-    from ldpfast import arrow, grr, wire
+    from ldpfast import arrow, wire
+    from ldpfast.protocols import grr
 
     params, other = grr.Params(epsilon=2.0, d=64), grr.Params(epsilon=1.0, d=64)
     reports = grr.Client(params, rng=1).perturb(np.arange(64))
@@ -176,7 +178,7 @@ def test_fingerprint_survives_arrow_parquet_and_wire(tmp_path):
 
 
 def test_merge_names_both_protocols_and_refuses_itself():
-    from ldpfast import grr, hadamard
+    from ldpfast.protocols import grr, hadamard
 
     g = grr.Server(grr.Params(epsilon=1.0, d=8))
     h = hadamard.HRRServer(hadamard.HRRParams(epsilon=1.0, d=8))

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from _fuzz_cases import case_params, example, header_of, reseal, seal
 from ldpfast._base import FORMAT_MAGIC, FORMAT_VERSION, Aggregator, load_aggregator
+from ldpfast.protocols import privsketch_ldp, ps_olh, svim
 from ldpfast.errors import FormatError
 
 TIME_LIMIT = 2.0
@@ -112,11 +113,11 @@ def test_absurd_parameter_values_fail_fast_and_small(blob_case):
 def test_headers_declaring_huge_states_are_refused_before_allocating():
     """The issue's reproducer: a 300-byte blob declaring PrivSketch with d = 2^27 (and the
     same for every fixed-size state: GRR d = 2^40, HRR d = 2^30, SVIM d = 2^40)."""
-    from ldpfast import grr, hadamard, privsketch
+    from ldpfast.protocols import grr, hadamard, privsketch
 
     for params in (privsketch.Params.create(epsilon=1.0, d=2**27, K=2, M=8, seed=1),
                    grr.Params(epsilon=10.0, d=2**40), hadamard.HRRParams(epsilon=1.0, d=2**30),
-                   privsketch.SVIMItemParams(epsilon=1.0, d=2**40)):
+                   svim.SVIMItemParams(epsilon=1.0, d=2**40)):
         blob = seal(header_of(params), {})
         assert len(blob) < 600
         assert _load_bounded(Aggregator.from_bytes, blob) is None
@@ -198,7 +199,7 @@ def test_impossible_state_values_are_refused(blob_case):
 
 
 def test_negative_report_count_and_inconsistent_counts():
-    from ldpfast import hadamard, privsketch
+    from ldpfast.protocols import hadamard
 
     params = hadamard.HRRParams(epsilon=1.0, d=64)
     server = hadamard.HRRServer(params).update(hadamard.HRRClient(params, rng=1).perturb(np.arange(64)))
@@ -207,11 +208,11 @@ def test_negative_report_count_and_inconsistent_counts():
                    {"z": state["z"] + 2}):
         with pytest.raises(FormatError):
             hadamard.HRRServer.from_bytes(seal(header_of(params), {**state, **change}))
-    sparams = privsketch.SafeParams.create(epsilon=1.0, d=20, K=2, M=4, seed=1)
-    safe = privsketch.SafeServer(sparams).update(privsketch.SafeClient(sparams, rng=1).perturb([[1, 2]] * 50))
+    sparams = privsketch_ldp.SafeParams.create(epsilon=1.0, d=20, K=2, M=4, seed=1)
+    safe = privsketch_ldp.SafeServer(sparams).update(privsketch_ldp.SafeClient(sparams, rng=1).perturb([[1, 2]] * 50))
     sstate = dict(safe._state())
     with pytest.raises(FormatError, match="add up"):
-        privsketch.SafeServer.from_bytes(seal(header_of(sparams), {**sstate, "n": sstate["n"] + 1}))
+        privsketch_ldp.SafeServer.from_bytes(seal(header_of(sparams), {**sstate, "n": sstate["n"] + 1}))
 
 
 # -- keyed authentication --------------------------------------------------------------
@@ -238,10 +239,9 @@ def test_keyed_mac_round_trip_and_refusals(blob_case):
 def test_olh_field_sizes_outside_the_64_bit_primes_do_not_load():
     """PS-OLH and SVIM once accepted any field_size (e.g. 2^64 + 1): such bytes loaded and
     the next update failed inside the C++ binding."""
-    from ldpfast import privsketch
 
-    for params in (privsketch.PSOLHParams(epsilon=1.0, d=60, pad_len=3), privsketch.SVIMItemParams(epsilon=1.0, d=60)):
-        agg = {"ps-olh": privsketch.PSOLHServer, "svim-items": privsketch.SVIMItemServer}[params.protocol](params)
+    for params in (ps_olh.PSOLHParams(epsilon=1.0, d=60, pad_len=3), svim.SVIMItemParams(epsilon=1.0, d=60)):
+        agg = {"ps-olh": ps_olh.PSOLHServer, "svim-items": svim.SVIMItemServer}[params.protocol](params)
         arrays = {k: np.asarray(v) for k, v in agg._state().items()}
         for size in (2**64 + 1, 2**40, 10**30, "7"):
             header = _fingerprinted(params.protocol, {**header_of(params)["params"], "field_size": size})
@@ -252,7 +252,7 @@ def test_olh_field_sizes_outside_the_64_bit_primes_do_not_load():
 def test_group_sizes_whose_int64_sum_wraps_to_n_are_refused():
     """Group sizes that each fit int64 and keep their parity, but whose int64 sum wraps
     around to the stored n (four of them raised by 2^62), must not load."""
-    from ldpfast import hashtogram
+    from ldpfast.protocols import hashtogram
 
     params = hashtogram.Params(epsilon=1.0, d=64, R=5, T=4, hash_seed=1)
     server = hashtogram.Server(params).update(hashtogram.Client(params, rng=1).perturb(np.arange(64)))

@@ -20,7 +20,7 @@ import numpy as np
 from ._container import (_MAC_NAME, FORMAT_MAGIC, FORMAT_VERSION, _check_layout, _checked_key, _describe,
                          _layout_nbytes, _native, _npy_array, _npy_header, _parse_container)
 from ._memory import check_allocation
-from ._params import _KNOWN_PARAMS, Params, _public_module, params_summary
+from ._params import _KNOWN_PARAMS, Params, params_summary
 from ._registry import _REGISTRY, _declare_base, protocol_or_format_error
 from ._reports import Reports
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
@@ -73,7 +73,7 @@ def _locked(method: F) -> F:
 def _aggregator_name(obj: Any) -> str:
     cls = type(obj)
     protocol_id = getattr(obj, "protocol", "") if isinstance(obj, Aggregator) else ""
-    where = f"{_public_module(cls)}.{cls.__qualname__}"
+    where = f"{cls.__module__}.{cls.__qualname__}"
     return f"a {protocol_id!r} aggregator ({where})" if protocol_id else f"{where}"
 
 
@@ -187,7 +187,7 @@ class Aggregator:
         if not isinstance(reports, expected):
             name = expected.__name__
             if name == "Reports":  # the protocol modules' short name: say which module
-                name = f"{_public_module(expected)}.{name}"
+                name = f"{expected.__module__}.{name}"
             raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
         batch = cast(Reports, copy.copy(reports))
         batch._check_columns()
@@ -363,7 +363,7 @@ class Aggregator:
     def __repr__(self) -> str:
         n = getattr(self, "n", None)
         extra = self._repr_extra()
-        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={self.protocol!r}, n={n}, {params_summary(self.params)}"
                 f"{', ' + extra if extra else ''})")
 

@@ -204,10 +204,9 @@ def register_protocol(protocol: Protocol) -> Protocol:
 
 def _entry_points() -> List[Any]:
     """The entry points of :data:`ENTRY_POINT_GROUP` on the current ``sys.path``."""
-    found = metadata.entry_points()
-    if hasattr(found, "select"):  # Python >= 3.10
-        return list(found.select(group=ENTRY_POINT_GROUP))
-    return list(found.get(ENTRY_POINT_GROUP, ()))  # type: ignore[attr-defined]  # Python 3.9: a dict
+    if sys.version_info >= (3, 10):
+        return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return list(metadata.entry_points().get(ENTRY_POINT_GROUP, ()))  # Python 3.9: a dict of groups
 
 
 def _load_plugins() -> None:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._params import Params, _public_module
+from ._params import Params
 from .errors import ReportError
 
 R = TypeVar("R", bound="Reports")
@@ -56,7 +56,7 @@ class Reports:
             size = len(self)
         except Exception:  # half-built batch (a constructor that raised part way)
             size = "?"
-        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={self.protocol!r}, n={size}, columns={self.column_names()})")
 
     def columns(self) -> Dict[str, np.ndarray]:

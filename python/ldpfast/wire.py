@@ -37,13 +37,13 @@ the field's width. Fields are at most 64 bits wide (columns are numpy integer ar
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Sequence
 
 import numpy as np
 
 from ._base import _REGISTRY, Params, Reports, WireField, bits_for, protocol
 from ._base import Reports as _Reports
-from .errors import IncompatibleError, ParameterError, ReportError
+from .errors import IncompatibleError, ReportError
 
 __all__ = ["WireField", "bits_for", "report_bits", "fields", "register_fields", "encode", "decode",
            "encode_each", "decode_each"]

@@ -1,6 +1,6 @@
 """The group-layout engine shared by the Hadamard-response protocols (HRR, HE, CMS+HE in
-:mod:`ldpfast.hadamard`; :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`) and the
-report/hash pieces :mod:`ldpfast.hashtogram` and :mod:`ldpfast.treehist_cs` reuse.
+:mod:`ldpfast.protocols.hadamard`; :mod:`ldpfast.protocols.hadaoracle`, :mod:`ldpfast.protocols.hadaheavy`) and the
+report/hash pieces :mod:`ldpfast.protocols.hashtogram` and :mod:`ldpfast.protocols.treehist_cs` reuse.
 
 A protocol here is a set of HRR instances ("groups"): a user in group ``g`` holding ``x``
 computes ``y = hash_g(x >> shift_g) mod m_g`` (or ``y = x >> shift_g``), draws (or is
@@ -23,7 +23,7 @@ from .._random import KeySource, RngLike
 from .._validate import (as_values, check_array, check_choice, check_int, check_threads,  # noqa: F401
                          optional_index_array, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from ..kernels.field import GF64_POLY_LOW, PRIME, gf64_field  # noqa: F401  (GF64_POLY_LOW re-exported)
+from ..kernels.field import PRIME, gf64_field  # noqa: F401  (gf64_field: imported from here by the family modules)
 
 def binary_flip_threshold(epsilon: float) -> int:
     """Binary RR flips with probability ``1/(e^eps + 1)``, computed directly."""

@@ -215,7 +215,7 @@ def sketch_simulation(pid: str, label: str, summary: str, **estimate: Any) -> Ca
         import warnings
 
         from .._base import protocol
-        from ._sets import PrivacyWarning
+        from ..errors import PrivacyWarning
 
         proto = protocol(pid)
         params_type: Any = proto.params

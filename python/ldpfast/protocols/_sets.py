@@ -21,7 +21,7 @@ from .._random import KeySource, RngLike
 from ..datasets import SetData
 from .._validate import candidate_array, check_epsilon, check_int, check_threads, rr_threshold
 from ..errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
-from ..errors import PrivacyWarning  # noqa: F401  (re-exported: its home before ldpfast.errors)
+from ..errors import PrivacyWarning as PrivacyWarning  # re-exported: its home before ldpfast.errors
 from ..kernels.field import PRIME, is_prime
 
 

@@ -1,4 +1,4 @@
-"""What SVIM's three phases (:mod:`ldpfast.svim`) share: the defaults of the pipeline, the
+"""What SVIM's three phases (:mod:`ldpfast.protocols.svim`) share: the defaults of the pipeline, the
 OLH range and candidate checks, the OLH parameter base, the client and collector bases (one
 count per value of the phase's domain) and the registration hooks (example, simulation)."""
 

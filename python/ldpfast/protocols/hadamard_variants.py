@@ -1,5 +1,5 @@
 """Baseline variants of [PAN]'s Hadamard comparison algorithms, as their original
-references lay them out (the defaults in :mod:`ldpfast.hadamard` follow [PAN]'s reference
+references lay them out (the defaults in :mod:`ldpfast.protocols.hadamard` follow [PAN]'s reference
 code instead).
 
 * ``cmshe-apple``: Apple's Hadamard Count-Mean Sketch (HCMS) as in the pure-LDP library's
@@ -7,7 +7,7 @@ code instead).
   user's hashed value ``h_j(x)`` is its column, column 0 included. [PAN]'s code uses size
   ``2^ceil(log2(m+1))`` and column ``h_j(x) + 1``, one more bit for the row. Apple's
   estimator ``m/(m-1) ((1/k) sum_j M[j, h_j(x)] - n/m)`` with ``M = k c_eps H z`` is the
-  CMS estimator of :class:`ldpfast.hadamard.CMSHEServer` written in counts, so both have
+  CMS estimator of :class:`ldpfast.protocols.hadamard.CMSHEServer` written in counts, so both have
   the variance :func:`ldpfast.theory.cmshe_variance` (the decoded bit has square
   ``c_eps^2`` whatever the column).
 * ``rhr-original``: the Recursive Hadamard Response of Chen, Kairouz and Ozgur (2020) as in
@@ -60,7 +60,7 @@ __all__ = ["AppleCMSHEParams", "AppleCMSHEReports", "AppleCMSHEClient", "AppleCM
 # == Apple's HCMS layout ================================================================
 @dataclasses.dataclass(frozen=True)
 class AppleCMSHEParams(_h.CMSHEParams):
-    """Apple's HCMS: as :class:`ldpfast.hadamard.CMSHEParams` (``k`` functions drawn once
+    """Apple's HCMS: as :class:`ldpfast.protocols.hadamard.CMSHEParams` (``k`` functions drawn once
     from ``hash_seed``, each user picks one uniformly or is assigned one), but ``m`` must be
     a power of two, the Hadamard size is ``m`` and the column is ``h_j(x)``."""
 
@@ -98,7 +98,7 @@ class AppleCMSHEReports(_h.CMSHEReports):
 
 
 class AppleCMSHEClient(_h.CMSHEClient):
-    """Apple HCMS client (see :class:`ldpfast.hadamard.CMSHEClient` for ``rng`` and the
+    """Apple HCMS client (see :class:`ldpfast.protocols.hadamard.CMSHEClient` for ``rng`` and the
     optional server-assigned ``groups``/``rows``)."""
 
     params_type = AppleCMSHEParams

@@ -7,9 +7,9 @@ partitioning); subset ``j`` hashes its values with its own pairwise-independent
 (mergeable), decodes all subsets with one batched FWHT and answers a query with the
 median over ``j`` of ``k * chat_j(h_j(x))`` in ``O(k)``::
 
-    params = lf.hadaoracle.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
-    reports = lf.hadaoracle.Client(params, rng=None).perturb(values)
-    server = lf.hadaoracle.Server(params).update(reports)
+    params = lf.protocols.hadaoracle.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
+    reports = lf.protocols.hadaoracle.Client(params, rng=None).perturb(values)
+    server = lf.protocols.hadaoracle.Server(params).update(reports)
     server.estimate(np.array([3, 17]), counts=True)
 
 Hash family (our choice; [WW] only needs pairwise independence): ``h_j(x)`` = the low ``log2

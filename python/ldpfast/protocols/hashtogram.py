@@ -11,7 +11,7 @@ holding ``x`` is (or draws) a uniform Hadamard row ``s in [0, T)`` and sends the
 combines the ``R`` groups by their median (Count-Sketch; ``combine="median"``, the
 paper's) or their mean (``combine="mean"``).
 
-Differences from [WW]'s HadaOracle (:mod:`ldpfast.hadaoracle`), the point of [WW]'s
+Differences from [WW]'s HadaOracle (:mod:`ldpfast.protocols.hadaoracle`), the point of [WW]'s
 comparison: the Count-Sketch sign (with it the colliding mass averages to zero instead
 of adding ``n/m``) and a range ``T = Theta(sqrt n)`` instead of
 ``Theta(eps sqrt(n / log(1/beta)))``. Decoding uses one FWHT per group; the paper's server
@@ -21,7 +21,7 @@ With the mean, each user's term ``c_eps bit g(x) H[s, h(x)]`` has square ``c_eps
 over the hash draw, mean ``1[x_i = x]``, so the estimate is unbiased with the variance of
 HRR plus the hash family's collision term (:func:`ldpfast.theory.hashtogram_variance`).
 Bassily et al.'s "FreqOracle" is the unhashed special case, i.e. Hadamard randomized
-response (:class:`ldpfast.hadamard.HRRParams`; the paper's random matrix plays the role of
+response (:class:`ldpfast.protocols.hadamard.HRRParams`; the paper's random matrix plays the role of
 the Hadamard rows) answered without the FWHT.
 
 Hashes (our choice, as for HadaOracle): the low bits of ``a1 x + a0`` in ``GF(2^64)``,

@@ -65,7 +65,7 @@ class Params(_base.Params):
         m: hash range = report length in bits, ``2 <= m <= 65536``.
         variant: ``"symmetric"`` (sRP) or ``"asymmetric"`` (aRP).
         field_size: an odd prime ``>= max(d+1, m+1)``; ``0`` (default) picks
-            :func:`ldpfast.ocms.finite_field_size` (the paper's ``2^64 - 59``).
+            :func:`ldpfast.protocols.ocms.finite_field_size` (the paper's ``2^64 - 59``).
     """
 
     protocol: ClassVar[str] = "cms-rappor"

@@ -1,8 +1,8 @@
 """TreeHist with Count-Sketch level oracles: the heavy-hitter algorithm of Bassily, Nissim,
 Stemmer and Thakurta ("Practical locally private heavy hitters", NeurIPS 2017 / JMLR 2020)
-with its own frequency oracle, Hashtogram (:mod:`ldpfast.hashtogram`), at every level.
+with its own frequency oracle, Hashtogram (:mod:`ldpfast.protocols.hashtogram`), at every level.
 
-:meth:`ldpfast.hadaheavy.Params.treehist` is the same binary prefix search with [WW]'s
+:meth:`ldpfast.protocols.hadaheavy.Params.treehist` is the same binary prefix search with [WW]'s
 HadaOracle as the level oracle (so that only the alphabet differs from HadaHeavy); this
 module is the original, so [WW] Table 1's TreeHist row can be measured as published.
 
