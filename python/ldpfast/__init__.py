@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         kernels,
         metrics,
         protocols,
+        testing,
         theory,
         wire,
     )
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = frozenset({
     "protocols", "kernels", "theory", "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow",
-    "estimates", "assignment", "audit",
+    "estimates", "assignment", "audit", "testing",
 })
 _deprecated.install()
 
