@@ -123,6 +123,7 @@ def test_type_checkers_see_every_protocol_module():
     import ldpfast.protocols as package
 
     tree = ast.parse(pathlib.Path(package.__file__).read_text(encoding="utf-8"))
-    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    block = next(node for node in tree.body
+                 if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
     named = sorted(alias.name for node in block.body for alias in node.names)
     assert named == package.module_names(), "add the new protocol module to ldpfast/protocols/__init__.py"
