@@ -11,9 +11,10 @@ import pytest
 import ldpfast as lf
 from ldpfast._base import protocols
 from ldpfast.errors import FormatError
-from test_contract import contract_cases
+from test_conformance import SUBJECTS
 
-EXAMPLES = {case: entry for case, entry in contract_cases().items() if protocols()[entry[0]].builtin}
+EXAMPLES = {subject: (pid, protocols()[pid].example, make_server)
+            for subject, (pid, make_server, _) in SUBJECTS.items() if protocols()[pid].builtin}
 CASES = sorted(EXAMPLES)
 ADDRESS = re.compile(r"object at 0x[0-9a-f]+")
 
