@@ -9,7 +9,7 @@ baselines (:mod:`~ldpfast.protocols.multi_pcms`, :mod:`~ldpfast.protocols.ps_olh
 :mod:`~ldpfast.protocols.svim`), [PAN]'s baselines :mod:`~ldpfast.protocols.rappor_cms` and
 :mod:`~ldpfast.protocols.subset_selection`, and more (``ldpfast.protocols.module_names()``).
 Shared pieces are in :mod:`ldpfast.kernels`, :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`,
-:mod:`ldpfast.datasets`. The old paths ``ldpfast.protocols.ocms``, ``ldpfast.protocols.grr``, ... still work,
+:mod:`ldpfast.datasets`. The old paths ``ldpfast.ocms``, ``ldpfast.grr``, ... still work,
 with a ``DeprecationWarning``, until ldpfast 0.3.0.
 """
 
