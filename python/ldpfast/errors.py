@@ -7,7 +7,7 @@ received, e.g. ``epsilon must be finite and in [9.53674e-07, 66.5], got -1.0``.
 from __future__ import annotations
 
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError", "StorageError"]
+           "DTypeError", "StorageError", "PrivacyWarning"]
 
 
 class LdpfastError(Exception):
@@ -37,3 +37,9 @@ class DTypeError(LdpfastError, TypeError):
 class StorageError(LdpfastError, OSError):
     """Reading or writing a file failed (missing, no permission, disk full, I/O error); the
     message names the file and the system's reason."""
+
+
+class PrivacyWarning(UserWarning):
+    """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
+    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
+    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""

@@ -75,12 +75,6 @@ def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes=("mse", "
     return rows
 
 
-def affine_l2(variance, d: int) -> float:
-    """Worst-case l2 over distributions on [d] of a variance affine in f (sum f = 1)."""
-    at_zero, at_one = variance(0.0), variance(1.0)
-    return float(d * at_zero + max(0.0, at_one - at_zero))
-
-
 def format_rows(rows: List[Dict[str, object]]) -> str:
     header = ["protocol", "m", "bits/report", "worst-case MSE", "l2 (dictionary)", "l1 bound"]
     body = [[str(r["protocol"]), str(r["m"]), str(r["bits"]), f"{r['mse']:.4e}", f"{r['l2']:.4e}",
