@@ -31,13 +31,13 @@ def _values(d, freqs, n=N):
 
 
 PROTOCOLS = {
-    "grr": lambda: lf.grr.Params(epsilon=1.5, d=40),
-    "hrr": lambda: lf.hadamard.HRRParams(epsilon=1.0, d=40),
-    "ocms": lambda: lf.ocms.Params.optimal(epsilon=2.0, d=40, field="compact"),
-    "olh": lambda: lf.hadamard.OLHParams(epsilon=1.0, d=40),
-    "he": lambda: lf.hadamard.HEParams(epsilon=1.0, d=40),
-    "rhr": lambda: lf.hadamard.RHRParams(epsilon=3.0, d=40),       # 8 residue classes of 5 values
-    "cmshe": lambda: lf.hadamard.CMSHEParams(epsilon=2.0, d=40, k=16, m=16, hash_seed=1),
+    "grr": lambda: lf.protocols.grr.Params(epsilon=1.5, d=40),
+    "hrr": lambda: lf.protocols.hadamard.HRRParams(epsilon=1.0, d=40),
+    "ocms": lambda: lf.protocols.ocms.Params.optimal(epsilon=2.0, d=40, field="compact"),
+    "olh": lambda: lf.protocols.olh.OLHParams(epsilon=1.0, d=40),
+    "he": lambda: lf.protocols.hadamard.HEParams(epsilon=1.0, d=40),
+    "rhr": lambda: lf.protocols.rhr.RHRParams(epsilon=3.0, d=40),       # 8 residue classes of 5 values
+    "cmshe": lambda: lf.protocols.hadamard.CMSHEParams(epsilon=2.0, d=40, k=16, m=16, hash_seed=1),
 }
 TRUE_F = np.array([0.4, 0.2, 0.1, 0.05] + [0.25 / 36] * 36)
 CANDIDATES = np.array([0, 1, 3, 39])
@@ -100,9 +100,10 @@ def test_confidence_intervals_cover_at_the_nominal_rate(simulation):
 
 
 def test_confidence_interval_api():
-    params = lf.hadamard.HRRParams(epsilon=2.0, d=16)
+    params = lf.protocols.hadamard.HRRParams(epsilon=2.0, d=16)
     values = _values(16, TRUE_F[:16] / TRUE_F[:16].sum())
-    server = lf.hadamard.HRRServer(params).update(lf.hadamard.HRRClient(params, rng=3).perturb(values))
+    hadamard = lf.protocols.hadamard
+    server = hadamard.HRRServer(params).update(hadamard.HRRClient(params, rng=3).perturb(values))
     e = server.frequencies()
     lo, hi = e.confidence_interval(0.05)
     np.testing.assert_allclose((hi - lo) / 2, stats.norm.ppf(0.975) * e.std, rtol=1e-12)
@@ -118,7 +119,8 @@ def test_confidence_interval_api():
 
 def _grr_runs(freqs, reps, d, protocol="grr"):
     """Estimates of `reps` seeded runs on a fixed data set with the given frequencies."""
-    params = lf.grr.Params(epsilon=2.0, d=d) if protocol == "grr" else lf.hadamard.HRRParams(epsilon=2.0, d=d)
+    params = (lf.protocols.grr.Params(epsilon=2.0, d=d) if protocol == "grr"
+              else lf.protocols.hadamard.HRRParams(epsilon=2.0, d=d))
     family = lf._base.protocols()[protocol]
     values = _values(d, freqs)
     for r in range(reps):
@@ -221,9 +223,9 @@ def test_simplex_projection_is_the_nearest_point():
 
 
 def test_consistency_postprocessing_keeps_its_promises():
-    params = lf.grr.Params(epsilon=1.0, d=30)     # noisy: many negative raw estimates
+    params = lf.protocols.grr.Params(epsilon=1.0, d=30)     # noisy: many negative raw estimates
     values = _values(30, np.r_[[0.5, 0.2], np.full(28, 0.3 / 28)])
-    e = lf.grr.Server(params).update(lf.grr.Client(params, rng=2).perturb(values)).frequencies()
+    e = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=2).perturb(values)).frequencies()
     assert (e.values < 0).any()
     for method in ("norm-sub", "simplex", "norm-mul"):
         out = e.postprocess(method)
@@ -281,8 +283,9 @@ def test_to_pandas(monkeypatch):
 
 
 def test_median_estimators_have_no_standard_error_and_say_so():
-    params = lf.hadaoracle.Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3)
-    server = lf.hadaoracle.Server(params).update(lf.hadaoracle.Client(params, rng=1).perturb(np.arange(4000) % 50))
+    params = lf.protocols.hadaoracle.Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3)
+    hadaoracle = lf.protocols.hadaoracle
+    server = hadaoracle.Server(params).update(hadaoracle.Client(params, rng=1).perturb(np.arange(4000) % 50))
     e = server.frequencies(np.arange(10))
     assert np.isnan(e.std).all() and "simulation" in e.note
     np.testing.assert_array_equal(e.values, server.estimate(np.arange(10)))

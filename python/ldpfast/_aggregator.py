@@ -22,8 +22,8 @@ from ._container import (_MAC_NAME, FORMAT_MAGIC, FORMAT_VERSION, _check_layout,
 from ._labels import is_labels
 from .domain import domain_from_dict
 from ._memory import check_allocation
-from ._params import _KNOWN_PARAMS, Params, _public_module, params_summary
-from ._registry import _REGISTRY, protocol_or_format_error
+from ._params import _KNOWN_PARAMS, Params, params_summary
+from ._registry import _REGISTRY, _declare_base, protocol_or_format_error
 from ._reports import Reports
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 
@@ -31,6 +31,17 @@ if TYPE_CHECKING:
     from .estimates import Estimate
 
 A = TypeVar("A", bound="Aggregator")
+
+#: ``(server, candidates) -> Estimate``, the function behind :meth:`Aggregator.frequencies`:
+#: :mod:`ldpfast.estimates`, a layer above this one, plugs it in when it is imported (the
+#: ``ldpfast`` package imports it first thing, so it is always there).
+_estimator: Optional[Callable[["Aggregator", Any], "Estimate"]] = None
+
+
+def set_estimator(estimate: Callable[["Aggregator", Any], "Estimate"]) -> None:
+    """Make ``estimate`` the function behind :meth:`Aggregator.frequencies`."""
+    global _estimator
+    _estimator = estimate
 
 
 class _State(dict):
@@ -81,7 +92,7 @@ def _label_candidates(estimate: F) -> F:
 def _aggregator_name(obj: Any) -> str:
     cls = type(obj)
     protocol_id = getattr(obj, "protocol", "") if isinstance(obj, Aggregator) else ""
-    where = f"{_public_module(cls)}.{cls.__qualname__}"
+    where = f"{cls.__module__}.{cls.__qualname__}"
     return f"a {protocol_id!r} aggregator ({where})" if protocol_id else f"{where}"
 
 
@@ -204,7 +215,7 @@ class Aggregator:
         if not isinstance(reports, expected):
             name = expected.__name__
             if name == "Reports":  # the protocol modules' short name: say which module
-                name = f"{_public_module(expected)}.{name}"
+                name = f"{expected.__module__}.{name}"
             raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
         batch = cast(Reports, copy.copy(reports))
         batch._check_columns()
@@ -394,7 +405,7 @@ class Aggregator:
     def __repr__(self) -> str:
         n = getattr(self, "n", None)
         extra = self._repr_extra()
-        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={self.protocol!r}, n={n}, {params_summary(self.params)}"
                 f"{', ' + extra if extra else ''})")
 
@@ -408,9 +419,12 @@ class Aggregator:
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
         false-discovery control, consistency post-processing, ``to_pandas``).
         ``candidates`` as for :meth:`estimate`."""
-        from . import estimates
+        if _estimator is None:
+            raise RuntimeError("ldpfast.estimates is not loaded (import ldpfast first)")
+        return _estimator(self, candidates)
 
-        return estimates.estimate(self, candidates)
+
+_declare_base("aggregator", Aggregator)
 
 
 def _checked_sum(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -6,8 +6,9 @@ import functools
 from typing import Any, Callable, ClassVar, Optional
 
 from ._labels import is_labels
-from ._params import _public_module, params_summary
+from ._params import params_summary
 from ._random import KeySource, RngLike
+from ._registry import _REGISTRY, _declare_base
 from ._reports import Reports
 from ._validate import check_threads
 from .errors import DTypeError, ParameterError
@@ -55,7 +56,7 @@ class ClientBase:
         if not isinstance(params, expected):
             name = expected.__name__
             if name == "Params":  # the protocol modules' short name: say which module
-                name = f"{_public_module(expected)}.{name}"
+                name = f"{expected.__module__}.{name}"
             raise ParameterError(f"params must be {name}, got {type(params).__name__}")
         self.params = params
         self.threads = check_threads(threads)
@@ -71,8 +72,6 @@ class ClientBase:
     def _expected_params(cls) -> type:
         if cls.params_type is not None:
             return cls.params_type
-        from ._registry import _REGISTRY
-
         for klass in cls.__mro__:
             for proto in _REGISTRY.values():
                 if proto.client is klass:
@@ -111,6 +110,9 @@ class ClientBase:
     def __repr__(self) -> str:
         keys = getattr(self, "_keys", None)
         rng = "seeded (simulation only)" if keys is not None and keys.seeded else "os-entropy"
-        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={getattr(self.params, 'protocol', '?')!r}, {params_summary(self.params)}, "
                 f"rng={rng!r})")
+
+
+_declare_base("client", ClientBase)

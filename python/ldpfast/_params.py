@@ -35,12 +35,6 @@ def _short(value: Any) -> str:
     return repr(_jsonable(value) if isinstance(value, np.generic) else value)
 
 
-def _public_module(cls: type) -> str:
-    """The import path users know for ``cls``'s module: ``ldpfast.ocms``, not
-    ``ldpfast.protocols.ocms`` (both name the same module)."""
-    return cls.__module__.replace("ldpfast.protocols.", "ldpfast.")
-
-
 def params_summary(params: Any) -> str:
     """``"epsilon=2.0, d=1000, m=4"``: every field of a Params dataclass, long ones cut."""
     if not dataclasses.is_dataclass(params):

@@ -8,19 +8,30 @@ Arrow, Parquet and Dask (the Reports class), :mod:`ldpfast.estimates` (``varianc
 ``default_candidates``), :mod:`ldpfast.audit` (``audit``), :mod:`ldpfast.experiments` and
 ``ldpfast simulate`` (``simulations``), ``ldpfast params`` (``compare``), and the contract
 and golden-file tests (``example``, ``inputs``).
+
+Where protocols come from (:func:`protocols` loads them all): the modules of
+:mod:`ldpfast.protocols`, and the entry points of the group ``ldpfast.protocols``, through
+which another package ships a protocol (``[project.entry-points."ldpfast.protocols"]``,
+``name = "package.module"``: loading the module registers its protocols). The registry
+names them and imports nothing above itself; the aggregator and client base classes, which
+sit above it, declare themselves here (:func:`_declare_base`) for the registration checks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
+import importlib
+import sys
+import warnings
+from importlib import metadata
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
 
 from ._params import Params, _parse_params_json, _with_stored_domain
 from ._reports import Reports
 from .errors import FormatError, ParameterError
 
-__all__ = ["Protocol", "AuditHooks", "ComparisonRow", "register_protocol", "protocols", "protocol", "aliases",
-           "params_from_json", "INPUT_KINDS"]
+__all__ = ["Protocol", "AuditHooks", "ComparisonRow", "WireField", "bits_for", "register_protocol", "protocols",
+           "protocol", "aliases", "params_from_json", "INPUT_KINDS"]
 
 #: What a protocol's client perturbs: one integer value per user, or one set of distinct
 #: integers per user (a list of lists, or ``(offsets, items)`` arrays).
@@ -28,6 +39,29 @@ INPUT_KINDS = ("values", "sets")
 
 #: ``f -> Var(fhat)`` per candidate, for true frequencies ``f`` (broadcasting).
 VarianceFn = Callable[[Any], Any]
+
+
+class WireField(NamedTuple):
+    """One field of a report in the compact wire encoding (:mod:`ldpfast.wire`; the
+    ``wire_fields`` hook returns them): ``column`` sent in ``bits`` bits. With a ``codebook`` the
+    value must be one of its entries and the index is sent. ``dtype`` is the column's
+    numpy dtype after decoding (default: the codebook's, else uint64). ``shape``: the
+    per-report shape of a multi-dimensional column (e.g. ``(K, M)`` for a sketch); every
+    entry is sent in ``bits`` bits, in C order."""
+
+    column: str
+    bits: int
+    codebook: Optional[Tuple[int, ...]] = None
+    dtype: Optional[str] = None
+    shape: Tuple[int, ...] = ()
+
+
+def bits_for(size: int) -> int:
+    """``ceil(log2 size)``: the bits needed for a value in ``[0, size)`` (0 when size is 1)."""
+    size = int(size)
+    if size < 1:
+        raise ParameterError(f"size must be >= 1, got {size}")
+    return (size - 1).bit_length()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +169,22 @@ class Protocol:
 
 _REGISTRY: Dict[str, Protocol] = {}
 
+#: The package of the built-in protocol modules, by name (it sits above this module).
+BUILTIN_PACKAGE = "ldpfast.protocols"
+#: The entry-point group of protocols shipped by other packages.
+ENTRY_POINT_GROUP = "ldpfast.protocols"
+
+#: The base classes the aggregator and client of a registration must derive from, declared
+#: by their own modules (:func:`_declare_base`).
+_BASES: Dict[str, type] = {}
+_entry_points_read_for: Optional[Tuple[str, ...]] = None
+
+
+def _declare_base(role: str, cls: type) -> None:
+    """Declare ``cls`` as the base class of a registration's ``role`` ("aggregator" or
+    "client"); called once by :mod:`ldpfast._aggregator` and :mod:`ldpfast._client`."""
+    _BASES[role] = cls
+
 
 def register_protocol(protocol: Protocol) -> Protocol:
     """Register ``protocol`` (called once per protocol by its module, at import).
@@ -145,14 +195,12 @@ def register_protocol(protocol: Protocol) -> Protocol:
         ValueError: a class names another protocol id, or another module already
             registered this id.
     """
-    from ._aggregator import Aggregator
-    from ._client import ClientBase
-
-    for cls, base in ((protocol.params, Params), (protocol.reports, Reports), (protocol.aggregator, Aggregator),
-                      (protocol.client, ClientBase)):
-        if not (isinstance(cls, type) and issubclass(cls, base)):
+    for cls, base, name in ((protocol.params, Params, "Params"), (protocol.reports, Reports, "Reports"),
+                            (protocol.aggregator, _BASES.get("aggregator"), "Aggregator"),
+                            (protocol.client, _BASES.get("client"), "ClientBase")):
+        if not (isinstance(cls, type) and base is not None and issubclass(cls, base)):
             raise TypeError(f"protocol {protocol.id!r}: {getattr(cls, '__name__', cls)!r} must be a subclass of "
-                            f"ldpfast._base.{base.__name__}")
+                            f"ldpfast._base.{name}")
         declared = getattr(cls, "protocol", protocol.id)
         if declared != protocol.id:
             raise ValueError(f"{cls.__name__}.protocol is {declared!r}, registered as {protocol.id!r}")
@@ -165,11 +213,38 @@ def register_protocol(protocol: Protocol) -> Protocol:
     return protocol
 
 
-def protocols() -> Dict[str, Protocol]:
-    """Every registered protocol, importing all protocol modules first."""
-    from . import protocols as _package
+def _entry_points() -> List[Any]:
+    """The entry points of :data:`ENTRY_POINT_GROUP` on the current ``sys.path``."""
+    if sys.version_info >= (3, 10):
+        return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return list(metadata.entry_points().get(ENTRY_POINT_GROUP, ()))  # Python 3.9: a dict of groups
 
-    _package.load_all()
+
+def _load_plugins() -> None:
+    """Import the modules the entry points name (once per ``sys.path``). A plug-in that
+    fails to load is skipped with a warning: it must not take the other protocols down."""
+    global _entry_points_read_for
+    path = tuple(sys.path)
+    if path == _entry_points_read_for:
+        return
+    _entry_points_read_for = path
+    for entry in _entry_points():
+        try:
+            entry.load()
+        except Exception as exc:  # a third party's import error of any kind
+            warnings.warn(f"ldpfast: the protocol plug-in {entry.name!r} ({entry.value}) failed to load: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _load_all() -> None:
+    importlib.import_module(BUILTIN_PACKAGE).load_all()
+    _load_plugins()
+
+
+def protocols() -> Dict[str, Protocol]:
+    """Every registered protocol: the built-in ones and those of installed plug-ins (entry
+    point group ``ldpfast.protocols``), importing their modules first."""
+    _load_all()
     return dict(_REGISTRY)
 
 
@@ -181,6 +256,9 @@ def protocol(protocol_id: str) -> Protocol:
         ParameterError: no such protocol in this build (the message lists the known ids
             and aliases).
     """
+    found = _REGISTRY.get(protocol_id)
+    if found is not None:
+        return found
     known = protocols()
     if protocol_id in known:
         return known[protocol_id]

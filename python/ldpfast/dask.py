@@ -80,7 +80,9 @@ def _one_batch(proto: Protocol, params: Params, batch: Any) -> Reports:
         return batch
     if type(batch).__module__.split(".")[0] == "pyarrow":
         if batch.schema.metadata and b"ldpfast.protocol" in batch.schema.metadata:
-            return proto.reports.from_arrow(batch, params)  # validated against the metadata
+            from . import arrow
+
+            return arrow.from_arrow(batch, params, reports_type=proto.reports)  # validated against the metadata
         # e.g. Spark's mapInArrow batches: the columns alone, checked by the protocol
         return proto.reports.from_columns(_typed(params, {
             name: _plain_arrow_column(name, batch.column(name)) for name in batch.schema.names}), params)

@@ -7,7 +7,7 @@ received, e.g. ``epsilon must be finite and in [9.53674e-07, 66.5], got -1.0``.
 from __future__ import annotations
 
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError", "StorageError", "MissingDependencyError"]
+           "DTypeError", "StorageError", "PrivacyWarning", "MissingDependencyError"]
 
 
 class LdpfastError(Exception):
@@ -43,3 +43,9 @@ class MissingDependencyError(LdpfastError, ImportError):
     """An optional package a feature needs is not installed; the message names the
     ``ldpfast[extra]`` that installs it (``ldpfast.arrow``: ``arrow``, plots: ``plot``,
     ``ldpfast.dask``: ``dask``, ``Estimate.to_pandas``: ``pandas``)."""
+
+
+class PrivacyWarning(UserWarning):
+    """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
+    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
+    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""

@@ -34,7 +34,9 @@ from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
+from ._aggregator import set_estimator
 from ._optional import require
+from ._registry import protocol
 from .errors import ParameterError
 
 __all__ = ["Estimate", "estimate", "project_simplex", "POSTPROCESSING", "FDR_METHODS"]
@@ -306,8 +308,6 @@ PLUG_IN = "closed form of ldpfast.theory at the plug-in f = clip(estimate, 0, 1)
 def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[VarianceFn], str]:
     """``(f -> Var(fhat) per candidate, note)`` from the protocol's registered closed form
     (``Protocol.variance``), or ``(None, reason)`` where none fits the default estimator."""
-    from ._base import protocol
-
     hook = protocol(server.protocol).variance
     if hook is None:
         return None, (f"no closed-form variance for {server.protocol!r}'s estimator (the protocol registers "
@@ -318,8 +318,6 @@ def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Varianc
 def _default_candidates(server: Any) -> np.ndarray:
     """What ``server.estimate()`` answers for: the registration's ``default_candidates``
     (when it gives any), else the whole domain ``[0, d)``."""
-    from ._base import protocol
-
     hook = protocol(server.protocol).default_candidates
     labels = None if hook is None else hook(server)
     if labels is not None:
@@ -348,3 +346,6 @@ def estimate(server: Any, candidates: Any = None) -> Estimate:
         std = np.sqrt(np.broadcast_to(variance(np.clip(values, 0.0, 1.0)), values.shape)).astype(np.float64)
     return Estimate(candidates=labels, values=values, std=std, n=int(server.n), protocol=server.protocol,
                     note=note, variance=variance)
+
+
+set_estimator(estimate)

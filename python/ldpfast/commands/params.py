@@ -75,12 +75,6 @@ def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes=("mse", "
             for pid, row in planning.comparison_rows(epsilon, d, n, f_star, modes, field)]
 
 
-def affine_l2(variance, d: int) -> float:
-    """Worst-case l2 over distributions on [d] of a variance affine in f (sum f = 1)."""
-    at_zero, at_one = variance(0.0), variance(1.0)
-    return float(d * at_zero + max(0.0, at_one - at_zero))
-
-
 def _seconds(seconds: float) -> str:
     if math.isnan(seconds):
         return "?"

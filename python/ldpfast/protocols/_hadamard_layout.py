@@ -1,6 +1,6 @@
 """The group-layout engine shared by the Hadamard-response protocols (HRR, HE, CMS+HE in
-:mod:`ldpfast.hadamard`; :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`) and the
-report/hash pieces :mod:`ldpfast.hashtogram` and :mod:`ldpfast.treehist_cs` reuse.
+:mod:`ldpfast.protocols.hadamard`; :mod:`ldpfast.protocols.hadaoracle`, :mod:`ldpfast.protocols.hadaheavy`) and the
+report/hash pieces :mod:`ldpfast.protocols.hashtogram` and :mod:`ldpfast.protocols.treehist_cs` reuse.
 
 A protocol here is a set of HRR instances ("groups"): a user in group ``g`` holding ``x``
 computes ``y = hash_g(x >> shift_g) mod m_g`` (or ``y = x >> shift_g``), draws (or is
@@ -23,16 +23,19 @@ from .._random import KeySource, RngLike
 from .._validate import (as_values, check_array, check_choice, check_int, check_threads,  # noqa: F401
                          optional_index_array, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from ..kernels.field import PRIME
-
-#: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (the standard pentanomial): the low bits of a1*x
-#: XOR a0 are an exactly pairwise-independent hash into a power-of-two range.
-GF64_POLY_LOW = 0x1B
-
+from ..kernels.field import PRIME, gf64_field  # noqa: F401  (gf64_field: imported from here by the family modules)
 
 def binary_flip_threshold(epsilon: float) -> int:
     """Binary RR flips with probability ``1/(e^eps + 1)``, computed directly."""
     return rr_threshold(epsilon, 2)
+
+
+def _parity_sign(v: np.ndarray) -> np.ndarray:
+    """(-1)^popcount(v) for a uint64 array (xor folding)."""
+    v = v.copy()
+    for shift in (32, 16, 8, 4, 2, 1):
+        v ^= v >> np.uint64(shift)
+    return 1 - 2 * (v & np.uint64(1)).astype(np.int64)
 
 
 def pow2_at_least(value: int) -> int:
@@ -110,10 +113,6 @@ def make_layout(groups: list, levels: Optional[list] = None, field: Optional[Any
     first = np.array([lv[0] for lv in levels], dtype=np.uint32)
     count = np.array([lv[1] for lv in levels], dtype=np.uint32)
     return Layout(table, first, count, field)
-
-
-def gf64_field():
-    return _core.Field.binary(64, GF64_POLY_LOW)
 
 
 def prime_field():

@@ -1,5 +1,5 @@
 """The collector state of the per-user-hash protocols whose reports are ``(z, a0, a1)``
-columns (OCMS+RR, :mod:`ldpfast.ocms`, and OLH, :mod:`ldpfast.olh`, whose server holds an
+columns (OCMS+RR, :mod:`ldpfast.protocols.ocms`, and OLH, :mod:`ldpfast.protocols.olh`, whose server holds an
 OCMS one): either the reports themselves (canonical row order, any query later) or, for a
 candidate set fixed in advance, the match counts ``C(x) = #{i : z_i = h_i(x)}`` streamed in
 (memory ``O(|candidates|)``, mergeable by addition)."""
@@ -45,7 +45,7 @@ def _contiguous_start(candidates: np.ndarray) -> Optional[int]:
 
 
 class HashedReportsServer(_base.Aggregator):
-    """Base of :class:`ldpfast.ocms.Server`: keeps the reports or streams candidate match
+    """Base of :class:`ldpfast.protocols.ocms.Server`: keeps the reports or streams candidate match
     counts (see the module docstring); subclasses decode the counts. ``params`` needs
     ``d``, ``m`` and ``field``; ``reports_type`` has the columns ``z, a0, a1`` and
     ``validate(params)``."""

@@ -13,7 +13,8 @@ from .. import _core
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, hash_support, set_inputs, support_events, value_inputs
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
+from ._hadamard_layout import _parity_sign, binary_flip_threshold
 
 #: The codebook of a +-1 column on the wire.
 SIGN = (-1, 1)
@@ -48,8 +49,6 @@ def olh_wire(p: Any) -> List[WireField]:
 # -- audit plans and effective epsilons -----------------------------------------------------------
 def binary_epsilon(params: Any) -> float:
     """The effective epsilon of one binary flip at ``params.epsilon`` (Hadamard family)."""
-    from ._hadamard_layout import binary_flip_threshold
-
     return rr_effective_epsilon(binary_flip_threshold(params.epsilon), 2)
 
 
@@ -60,8 +59,6 @@ def rr_epsilon(symbols: str) -> Callable[[Any], float]:
 
 def parity_sign(x: np.ndarray) -> np.ndarray:
     """``(-1)^popcount(x)``: the Hadamard entry of a row-and-column mask."""
-    from .hadaoracle import _parity_sign
-
     return np.asarray(_parity_sign(x))
 
 
@@ -219,7 +216,7 @@ def sketch_simulation(pid: str, label: str, summary: str, **estimate: Any) -> Ca
         import warnings
 
         from .._base import protocol
-        from ._sets import PrivacyWarning
+        from ..errors import PrivacyWarning
 
         proto = protocol(pid)
         params_type: Any = proto.params

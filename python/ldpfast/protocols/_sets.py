@@ -3,7 +3,8 @@
 sketch parameters (:class:`SketchParams`, ``K`` public pairwise-independent hashes
 ``H_k(x) = ((a0_k + a1_k x) mod p) mod M``), the sketch client (:class:`SketchClient`),
 the aggregator with counts per tracked candidate (:class:`TrackedServer`), users' sets
-intersected with a candidate list (:func:`intersect_candidates`) and :class:`PrivacyWarning`.
+intersected with a candidate list (:func:`intersect_candidates`); it re-exports
+:class:`~ldpfast.errors.PrivacyWarning`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,8 @@ from .._random import KeySource, RngLike
 from ..datasets import SetData
 from .._validate import candidate_array, check_epsilon, check_int, check_threads, rr_threshold
 from ..errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
+from ..errors import PrivacyWarning as PrivacyWarning  # re-exported: its home before ldpfast.errors
 from ..kernels.field import PRIME, is_prime
-
-
-class PrivacyWarning(UserWarning):
-    """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
-    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
-    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""
 
 
 

@@ -27,7 +27,7 @@ from .._base import register_protocol
 from .._validate import check_array, check_epsilon, rr_threshold
 from ..audit import value_inputs
 from ..kernels.field import PRIME
-from ..wire import WireField
+from .._base import WireField
 from ._hadamard_layout import _check_d
 from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 from .olh import OLHClient, OLHServer

@@ -26,7 +26,7 @@ from ..errors import FormatError, ParameterError, ReportError
 from .._base import AuditHooks, ComparisonRow
 from ..audit import Plan, value_inputs
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import counter_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]

@@ -9,9 +9,9 @@ HadaOracle (``k`` subsets, range ``m``) on level-``l`` prefixes. The server esti
 ``fhat(s) = t * chat_l(s)`` and keeps the children of kept prefixes whose estimate is at
 least ``tau - Delta``; the survivors at level ``t`` are returned with their estimates::
 
-    params = lf.hadaheavy.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.05)
-    reports = lf.hadaheavy.Client(params, rng=None).perturb(values)
-    server = lf.hadaheavy.Server(params).update(reports)
+    params = lf.protocols.hadaheavy.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.05)
+    reports = lf.protocols.hadaheavy.Client(params, rng=None).perturb(values)
+    server = lf.protocols.hadaheavy.Server(params).update(reports)
     hh = server.heavy_hitters()       # hh.items (uint64), hh.counts (float64)
 
 Defaults (our constants: [WW] fixes them only up to constant factors; see
@@ -39,7 +39,7 @@ from . import hadaoracle
 from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ..theory import hadamard as _theory
 from .._base import AuditHooks
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]
@@ -61,7 +61,7 @@ class Params(_ParamsBase):
         tau: the heavy-hitter threshold (counts); prefixes with ``fhat >= tau - delta``
             are expanded/reported.
         partition: ``"independent"`` or ``"permutation"`` (users to levels and subsets).
-        scaling: ``"k"`` (default) or ``"subset"`` (see :class:`ldpfast.hadaoracle.Params`).
+        scaling: ``"k"`` (default) or ``"subset"`` (see :class:`ldpfast.protocols.hadaoracle.Params`).
         top: optional top-T pruning: keep at most ``top`` prefixes per level (an option
             of ours, not in [WW]).
         hash_seed: seed of the public hash functions.
@@ -248,7 +248,7 @@ class Server(LayoutServer):
 
     def level_estimates(self, level: int, prefixes: Any, method: str = "fwht") -> np.ndarray:
         """``fhat(s) = t * chat_level(s)`` (counts) for level-``level`` prefixes.
-        ``method="direct"`` skips the FWHT (see :func:`ldpfast.hadaoracle.median_estimates`)."""
+        ``method="direct"`` skips the FWHT (see :func:`ldpfast.protocols.hadaoracle.median_estimates`)."""
         self._require_reports()
         p = self.params
         level = check_int("level", level, 1, p.t)

@@ -1,13 +1,14 @@
 """Hadamard-family frequency oracles: HRR ([WW] Fact 2.1 / App. 7.1) and the
 comparison algorithms of [PAN] section 6: HE and CMS+HE (RHR has its own module,
-:mod:`ldpfast.rhr`; OLH is local hashing, :mod:`ldpfast.olh`; both are re-exported here).
+:mod:`ldpfast.protocols.rhr`; OLH is local hashing, :mod:`ldpfast.protocols.olh`).
 
 Protocols (each with ``Params``, ``Client``, ``Reports``, ``Server``; HRR's are also
 exported as ``Params``/``Client``/``Reports``/``Server``)::
 
-    params = lf.hadamard.HRRParams(epsilon=1.0, d=2**20)
-    reports = lf.hadamard.HRRClient(params, rng=None).perturb(values)   # 1 bit + row per user
-    server = lf.hadamard.HRRServer(params).update(reports)
+    from ldpfast.protocols import hadamard
+    params = hadamard.HRRParams(epsilon=1.0, d=2**20)
+    reports = hadamard.HRRClient(params, rng=None).perturb(values)   # 1 bit + row per user
+    server = hadamard.HRRServer(params).update(reports)
     freq = server.estimate()               # fractions; estimate(counts=True) for counts
 
 HRR, HE, CMS+HE (and HadaOracle/HadaHeavy) are sets of HRR instances run by the group-layout
@@ -28,19 +29,15 @@ import numpy as np
 from .._base import Params, Protocol, register_protocol
 from .._memory import check_allocation
 from .._validate import as_values, check_binary_epsilon, check_int
-from .._validate import probability_threshold  # noqa: F401  (re-exported)
 from ..errors import ParameterError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
-# The layout engine and OLH moved to their own modules; their names stay importable here.
-from ._hadamard_layout import (GF64_POLY_LOW, BitReports, GroupBitReports, Layout,  # noqa: F401
-                               LayoutClient, LayoutServer, binary_flip_threshold, cached_layout,
-                               gf64_field, group_sum, hash_coefficients, make_layout, pow2_at_least,
-                               prime_field, _check_d, _random_seed)
-from .olh import OLHClient, OLHParams, OLHReports, OLHServer  # noqa: F401
+from ._hadamard_layout import (BitReports, GroupBitReports, Layout, LayoutClient, LayoutServer, cached_layout,
+                               group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field, _check_d,
+                               _random_seed)
 from .._base import AuditHooks, ComparisonRow
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import (binary_epsilon, cmshe_variance, counter_cost, draw, layout_plan, row_bit_wire,
                             simulated_cmshe_variance, theory, zipf_values)
 
@@ -49,8 +46,6 @@ __all__ = [
     "HRRParams", "HRRClient", "HRRReports", "HRRServer",
     "HEParams", "HEClient", "HEReports", "HEServer",
     "CMSHEParams", "CMSHEClient", "CMSHEReports", "CMSHEServer",
-    "RHRParams", "RHRClient", "RHRReports", "RHRServer",
-    "OLHParams", "OLHClient", "OLHReports", "OLHServer",
     "BitReports", "GroupBitReports", "PRIME",
 ]
 
@@ -412,8 +407,3 @@ register_protocol(Protocol(
                             "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)",
                             simulated_cmshe_variance, hashed=True),
     audit=AuditHooks(lambda e, **kw: CMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw), layout_plan, binary_epsilon)))
-
-
-# RHR lives in its own module; its names stay importable here (imported last so that the
-# registration order stays hrr, he, cmshe, rhr).
-from .rhr import RHRClient, RHRParams, RHRReports, RHRServer  # noqa: E402,F401

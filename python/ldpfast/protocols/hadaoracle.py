@@ -7,9 +7,9 @@ partitioning); subset ``j`` hashes its values with its own pairwise-independent
 (mergeable), decodes all subsets with one batched FWHT and answers a query with the
 median over ``j`` of ``k * chat_j(h_j(x))`` in ``O(k)``::
 
-    params = lf.hadaoracle.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
-    reports = lf.hadaoracle.Client(params, rng=None).perturb(values)
-    server = lf.hadaoracle.Server(params).update(reports)
+    params = lf.protocols.hadaoracle.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
+    reports = lf.protocols.hadaoracle.Client(params, rng=None).perturb(values)
+    server = lf.protocols.hadaoracle.Server(params).update(reports)
     server.estimate(np.array([3, 17]), counts=True)
 
 Hash family (our choice; [WW] only needs pairwise independence): ``h_j(x)`` = the low ``log2
@@ -30,12 +30,12 @@ from .._base import Protocol, register_protocol
 from ..errors import ParameterError
 from .._base import Params as _ParamsBase
 from .._validate import as_values, check_binary_epsilon, check_bool, check_choice, check_epsilon, check_int
-from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, _random_seed, cached_layout,
-                               gf64_field, hash_coefficients, make_layout, pow2_at_least)
+from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, _parity_sign, _random_seed,
+                               cached_layout, gf64_field, hash_coefficients, make_layout, pow2_at_least)
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import SIGN, binary_epsilon, draw, layout_plan, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
@@ -175,14 +175,6 @@ class Client(LayoutClient):
 
 
 QUERY_METHODS = ("fwht", "direct")
-
-
-def _parity_sign(v: np.ndarray) -> np.ndarray:
-    """(-1)^popcount(v) for a uint64 array (xor folding)."""
-    v = v.copy()
-    for shift in (32, 16, 8, 4, 2, 1):
-        v ^= v >> np.uint64(shift)
-    return 1 - 2 * (v & np.uint64(1)).astype(np.int64)
 
 
 def _direct_transform(z: np.ndarray, base: np.ndarray, width: int, y: np.ndarray) -> np.ndarray:

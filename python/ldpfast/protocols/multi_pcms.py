@@ -5,8 +5,6 @@
   of its M cells flipped with budget eps/M;
 * ``multi-pcms-min``: the whole K x M sketch, every cell flipped with budget eps/(KM),
   aggregate first and take the min.
-
-Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_baselines`).
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from ..theory.hadamard import c_eps
 from ._sets import SketchClient, SketchParams
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 
 __all__ = [
@@ -60,14 +58,14 @@ class MultiPCMSMeanReports(_ReportsBase):
 
 class MultiPCMSMeanClient(SketchClient):
     """Multi-PCMS-Mean user side (R2 ``multi_pcms_mean_client``). ``rng``: see
-    :class:`ldpfast.privsketch.Client` (None = OS entropy; seeds for simulation only)."""
+    :class:`ldpfast.protocols.privsketch.Client` (None = OS entropy; seeds for simulation only)."""
 
     params_type: ClassVar[type] = MultiPCMSMeanParams
     _sampling = 2
     _with_order = False
 
     def perturb(self, sets) -> MultiPCMSMeanReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         row, bits, _ = self._perturb(sets)
         return MultiPCMSMeanReports(row=row.astype(np.uint16), bits=bits)
 
@@ -195,7 +193,7 @@ class MultiPCMSMinClient(SketchClient):
     _with_order = False
 
     def perturb(self, sets) -> MultiPCMSMinReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         _, bits, _ = self._perturb(sets)
         return MultiPCMSMinReports(bits=bits.reshape(-1, self.params.K, self.params.M))
 

@@ -48,7 +48,7 @@ _CHUNK_BITS = 1 << 22
 
 @dataclasses.dataclass(frozen=True)
 class Params(SketchParams):
-    """nPCMS parameters: :class:`ldpfast.privsketch.SketchParams` (``epsilon``, ``d``, ``K``,
+    """nPCMS parameters: :class:`ldpfast.protocols.privsketch.SketchParams` (``epsilon``, ``d``, ``K``,
     ``M``, the public hashes; build with :meth:`create`) plus ``L``, the slots per user
     (``1 <= L <= 4096``)."""
 
@@ -102,7 +102,7 @@ class Reports(_ReportsBase):
     @classmethod
     def wire_fields(cls, params):
         """Each slot's row and ``M`` bits: ``L (ceil(log2 K) + M)`` bits."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("rows", bits_for(params.K), dtype="uint16", shape=(params.L,)),
                 WireField("bits", 1, (-1, 1), "int8", (params.L, params.M))]
@@ -136,7 +136,7 @@ class Client(ClientBase):
         return slots
 
     def perturb(self, sets) -> Reports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
         slots = self._slots(offsets, items)

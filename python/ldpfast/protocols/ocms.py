@@ -61,7 +61,7 @@ from ._local_hashing import check_hash_field, choose_field, debias_matches, fini
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._hashed_reports import HashedReportsServer
 from ._registration import olh_plan, per_user_hash_cost, rr_epsilon, theory, zipf_values
 

@@ -1,13 +1,12 @@
 """OLH: Optimal Local Hashing (Wang, Blocki, Li, Jha, USENIX Security 2017), local hashing
-beside :mod:`ldpfast.grr` and :mod:`ldpfast.ocms`: each user hashes its value with its own
+beside :mod:`ldpfast.protocols.grr` and :mod:`ldpfast.protocols.ocms`: each user hashes its value with its own
 pairwise-independent hash into ``[g]``, ``g = round(e^eps) + 1``, and reports the hash with
 k-ary randomized response over ``[g]``. With the hash of [PAN] this is exactly OCMS+RR with
-``m = g``, so the client and the report-keeping server run on the OCMS kernels. Also
-importable from :mod:`ldpfast.hadamard`, its historical home ([PAN] section 6 compares it
-with the Hadamard protocols).
+``m = g``, so the client and the report-keeping server run on the OCMS kernels ([PAN]
+section 6 compares it with the Hadamard protocols).
 
-    params = lf.olh.OLHParams(epsilon=1.0, d=1000)      # g = round(e^1) + 1 = 4
-    server = lf.olh.OLHServer(params).update(lf.olh.OLHClient(params).perturb(values))
+    params = lf.protocols.olh.OLHParams(epsilon=1.0, d=1000)      # g = round(e^1) + 1 = 4
+    server = lf.protocols.olh.OLHServer(params).update(lf.protocols.olh.OLHClient(params).perturb(values))
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from ._hadamard_layout import _check_d, prime_field
 from ._local_hashing import debias_matches, default_g
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]

@@ -43,7 +43,7 @@ from .._validate import (as_values, check_array, check_below, check_epsilon, che
                          optional_index_array, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from ..kernels.field import PRIME
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._local_hashing import default_g
 from ._registration import rr_epsilon, zipf_values
 from .hadaheavy import HeavyHitters, surviving_prefixes

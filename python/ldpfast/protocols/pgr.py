@@ -41,7 +41,7 @@ from .._base import (Aggregator, AuditHooks, ClientBase, ComparisonRow, Params a
 from .._validate import check_array, check_below, check_epsilon, check_int, check_values
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import projective as _theory
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import counter_cost, own_variance, simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server"]

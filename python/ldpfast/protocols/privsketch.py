@@ -19,14 +19,15 @@ Protocols (one ``Params``/``Client``/``Reports``/``Server`` set each):
   collector ([PS] Alg. 1-3 with sampling, section 3.3). **Not LDP.**
 * ``privsketch-nosmp`` (:class:`NoSmpParams`): every cell flipped with eps/(KM) + ordering
   matrix ([PS] section 4.2). **Not LDP.**
-* ``privsketch-ldp`` (:class:`SafeParams`, in :mod:`ldpfast.privsketch_ldp`, re-exported
-  here): the LDP-safe variant, the sampled cell + RR **without** ordering matrix; eps-LDP
-  (one RR bit on a data-independent cell). Decoded count-mean style over the sampled cell;
-  see :meth:`SafeServer.estimate`.
-* the baselines [PS] compares with (section 4), re-exported here:
+* ``privsketch-ldp`` (:class:`~ldpfast.protocols.privsketch_ldp.SafeParams`, in
+  :mod:`ldpfast.protocols.privsketch_ldp`): the LDP-safe variant, the sampled cell + RR
+  **without** ordering matrix; eps-LDP (one RR bit on a data-independent cell). Decoded
+  count-mean style over the sampled cell; see
+  :meth:`~ldpfast.protocols.privsketch_ldp.SafeServer.estimate`.
+* the baselines [PS] compares with (section 4), each in its own module:
   ``multi-pcms-mean`` / ``multi-pcms-min`` (Apple's private CMS extended to sets,
-  :mod:`ldpfast.multi_pcms`), ``ps-olh`` (padding and sampling + OLH,
-  :mod:`ldpfast.ps_olh`) and SVIM (:mod:`ldpfast.svim`).
+  :mod:`ldpfast.protocols.multi_pcms`), ``ps-olh`` (padding and sampling + OLH,
+  :mod:`ldpfast.protocols.ps_olh`) and SVIM (:mod:`ldpfast.protocols.svim`).
 
 All sketch protocols share ``K`` public pairwise-independent hash functions
 ``H_k(x) = ((a0_k + a1_k x) mod p) mod M`` over the prime field ``p = 2^64 - 59``
@@ -49,17 +50,17 @@ from .._validate import check_array, check_below, check_bits
 from ..errors import ParameterError, ReportError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
-from ._sets import PrivacyWarning, SketchClient, SketchParams, TrackedServer, as_sets  # noqa: F401
+from ..errors import PrivacyWarning
+from ._sets import SketchClient, SketchParams, TrackedServer, as_sets
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._registration import (SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
                             tracked_candidates)
 
 __all__ = [
-    "PrivacyWarning", "PRIME", "SketchParams", "Params", "NoSmpParams", "SafeParams", "Reports",
-    "NoSmpReports", "SafeReports", "Client", "NoSmpClient", "SafeClient", "Server", "NoSmpServer",
-    "SafeServer", "as_sets",
+    "PRIME", "SketchParams", "Params", "NoSmpParams", "Reports", "NoSmpReports", "Client", "NoSmpClient", "Server",
+    "NoSmpServer", "as_sets",
 ]
 
 
@@ -68,7 +69,7 @@ _NOT_LDP = (
     "(all 0-cells rank below all 1-cells), so the collector can read the user's Bloom-filter "
     "support and recover small item sets. epsilon={eps} covers only the randomized-response "
     "bits, not the report. Use it to reproduce [PS] only; for a private protocol use "
-    "ldpfast.privsketch.SafeParams (no ordering matrix).")
+    "ldpfast.protocols.privsketch_ldp.SafeParams (no ordering matrix).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,15 +375,3 @@ register_protocol(Protocol(
                                   "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
     audit=AuditHooks(lambda e, **kw: NoSmpParams.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
                      sketch_epsilon)))
-# The LDP-safe variant lives in its own module; its names stay importable here (imported
-# after the registrations above, so the registration order stays privsketch, -nosmp, -ldp).
-from .privsketch_ldp import SafeClient, SafeParams, SafeReports, SafeServer  # noqa: E402,F401
-
-# The baselines live in their own modules (one per family); their names stay importable here.
-from . import _svim_run, multi_pcms as _multi_pcms, ps_olh as _ps_olh, svim as _svim  # noqa: E402
-from .multi_pcms import *  # noqa: E402,F401,F403
-from .ps_olh import *  # noqa: E402,F401,F403
-from .svim import *  # noqa: E402,F401,F403
-from ._svim_run import *  # noqa: E402,F401,F403
-
-__all__ += _multi_pcms.__all__ + _ps_olh.__all__ + _svim.__all__ + _svim_run.__all__

@@ -3,8 +3,6 @@
 ``amplify=False`` (``amplify=True`` is **not** eps-LDP, see :class:`PSOLHParams`). OLH is
 the CMS+RR estimator with ``m = g`` and per-user pairwise-independent hashes over the prime
 field ([PAN] section 4.4), on the OCMS kernels.
-
-Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_baselines`).
 """
 
 from __future__ import annotations
@@ -27,7 +25,8 @@ from ..kernels.field import PRIME
 from ..theory.hadamard import olh_g
 from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
-from ._sets import PrivacyWarning, TrackedServer, as_sets
+from ..errors import PrivacyWarning
+from ._sets import TrackedServer, as_sets
 from .._base import AuditHooks
 from ..audit import set_inputs
 from ..estimates import PLUG_IN
@@ -62,7 +61,7 @@ class PSOLHParams(_ParamsBase):
     not, because all ``pad_len`` items of a set (or the dummy of an empty one) can hash to
     the reported ``z`` (then ``P(z | S) = p`` while a set none of whose items hashes to
     ``z`` gives ``q``: ratio ``e^eps'``, tight). Its client emits a
-    :class:`~ldpfast.privsketch.PrivacyWarning`.
+    :class:`~ldpfast.errors.PrivacyWarning`.
     """
 
     protocol: ClassVar[str] = "ps-olh"
@@ -116,7 +115,7 @@ class PSOLHReports(OLHReportColumns):
 class PSOLHClient(ClientBase):
     """PS-OLH user side: padding and sampling to one item (or the dummy ``d``), then OLH
     with a fresh pairwise-independent hash per user. ``rng``: None = OS entropy; seeds are
-    for simulation only. Emits :class:`~ldpfast.privsketch.PrivacyWarning` with
+    for simulation only. Emits :class:`~ldpfast.errors.PrivacyWarning` with
     ``amplify=True`` (only eps'-LDP, see :class:`PSOLHParams`)."""
 
     def __init__(self, params: PSOLHParams, rng: RngLike = None, threads: int = 0):
@@ -128,7 +127,7 @@ class PSOLHClient(ClientBase):
                           PrivacyWarning, stacklevel=2)
 
     def perturb(self, sets) -> PSOLHReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
         values = _core.privsketch_padding_sample(self._keys.key(), offsets, items, p.pad_len, p.d, self.threads)

@@ -65,7 +65,7 @@ class Params(_base.Params):
         m: hash range = report length in bits, ``2 <= m <= 65536``.
         variant: ``"symmetric"`` (sRP) or ``"asymmetric"`` (aRP).
         field_size: an odd prime ``>= max(d+1, m+1)``; ``0`` (default) picks
-            :func:`ldpfast.ocms.finite_field_size` (the paper's ``2^64 - 59``).
+            :func:`ldpfast.protocols.ocms.finite_field_size` (the paper's ``2^64 - 59``).
     """
 
     protocol: ClassVar[str] = "cms-rappor"
@@ -158,7 +158,7 @@ class Reports(_base.Reports):
     def wire_fields(cls, params):
         """The hash function ``(a0, a1)`` (``ceil(log2 field_size)`` bits each) and the ``m``
         perturbed bits."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("a0", bits_for(params.field_size)), WireField("a1", bits_for(params.field_size)),
                 WireField("bits", 1, dtype="uint8", shape=(params.m,))]
@@ -360,7 +360,7 @@ def _audit_plan(params):
 
 
 def _compare(epsilon, d, n, f_star, **_):
-    from ..commands.params import affine_l2
+    from ..theory.ocms import affine_l2
 
     rows = []
     for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):

@@ -1,16 +1,16 @@
 """Recursive Hadamard Response (RHR), the comparison algorithm of [PAN] section 6 in the
-layout of [PAN]'s reference code R1 (``RecursiveHadamardResponse``); also exported by
-:mod:`ldpfast.hadamard`. The original layout of the RHR paper is
-:mod:`ldpfast.hadamard_variants`.
+layout of [PAN]'s reference code R1 (``RecursiveHadamardResponse``). The original layout
+of the RHR paper is
+:mod:`ldpfast.protocols.hadamard_variants`.
 
 A user holding ``x`` reports a Hadamard row ``r`` and one of ``2^b`` symbols ``z``: randomized
 response over the symbols applied to ``y = 2 (x mod base) + H01[r, x // base + 1]``
 (``b = ceil(eps log2 e)``, ``base = 2^(b-1)``). The server keeps one integer vector per residue
 block ``x mod base`` and decodes them with one 2-D FWHT::
 
-    params = lf.rhr.RHRParams(epsilon=2.0, d=2**16)
-    reports = lf.rhr.RHRClient(params, rng=None).perturb(values)
-    freq = lf.rhr.RHRServer(params).update(reports).estimate()
+    params = lf.protocols.rhr.RHRParams(epsilon=2.0, d=2**16)
+    reports = lf.protocols.rhr.RHRClient(params, rng=None).perturb(values)
+    freq = lf.protocols.rhr.RHRServer(params).update(reports).estimate()
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .._validate import as_values, check_array, check_epsilon, check_threads, op
 from ..audit import Plan, support_events, value_inputs
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._hadamard_layout import _check_d
 from ._registration import counter_cost, parity_sign, rr_epsilon, theory, zipf_values
 
@@ -108,7 +108,7 @@ class RHRReports(Reports):
 
 
 class RHRClient(ClientBase):
-    """RHR client (R1 layout). ``rng``: see :class:`ldpfast.hadamard.HRRClient`."""
+    """RHR client (R1 layout). ``rng``: see :class:`ldpfast.protocols.hadamard.HRRClient`."""
 
     def perturb(self, values: Any, rows: Any = None) -> RHRReports:
         """Privatize ``values`` in ``[0, d)``; ``rows`` optionally server-assigned."""

@@ -125,7 +125,7 @@ class Reports(_base.Reports):
     @classmethod
     def wire_fields(cls, params):
         """The ``k`` values of the subset, ``ceil(log2 d)`` bits each."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("items", bits_for(params.d), shape=(params.k,))]
 
@@ -263,7 +263,7 @@ def _audit_plan(params):
 
 
 def _compare(epsilon, d, n, f_star, **_):
-    from ..commands.params import affine_l2
+    from ..theory.ocms import affine_l2
 
     if d > MAX_D:
         return []

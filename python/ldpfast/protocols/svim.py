@@ -1,6 +1,6 @@
 """SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``), the set baseline [PS]
 (section 4) compares PrivSketch with on the top-k: three phases over disjoint user groups
-(:func:`ldpfast.privsketch.svim_groups`: G1/G2/G3 = 40%/10%/50%), each with its own
+(:func:`svim_groups`: G1/G2/G3 = 40%/10%/50%), each with its own
 Params/Client/Reports/Server; the parameters of phases 2 and 3 carry what the previous
 phase's server decided, so clients and server agree on it:
 
@@ -15,12 +15,10 @@ phase's server decided, so clients and server agree on it:
   single dummy, which is only ``log(L(e^eps-1)+1)``-LDP (warns).
 
 Each phase is eps-LDP for its users (every user belongs to one group and reports once),
-except ``svim-padded`` with ``reference=True``. :func:`ldpfast.privsketch.svim` runs the
+except ``svim-padded`` with ``reference=True``. :func:`ldpfast.protocols.svim.svim` runs the
 three phases on a :class:`~ldpfast.datasets.SetData` (simulation). OLH here is the CMS+RR estimator with
 ``m = g`` and per-user pairwise-independent hashes over the prime field ([PAN] section
 4.4), on the OCMS kernels, with OLH's ``g = round(e^eps) + 1`` (:func:`ldpfast.theory.olh_g`).
-
-Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_baselines`).
 """
 
 from __future__ import annotations
@@ -40,21 +38,23 @@ from ..errors import ParameterError, ReportError
 from .._validate import candidate_array, check_bool, check_epsilon, check_int, check_real, rr_threshold
 from ..kernels.field import PRIME
 from ._local_hashing import OLHReportColumns, check_field_size, olh_perturb
-from ._sets import PrivacyWarning, as_sets, intersect_candidates
+from ..errors import PrivacyWarning
+from ._sets import as_sets, intersect_candidates
 from .._base import AuditHooks
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
-                    SVIMServerBase, check_candidates, svim_example, svim_g, svim_simulations, uniform_below)
+                    SVIMServerBase, check_candidates, svim_example, svim_g, uniform_below)
+from ._svim_run import SvimResult, svim, svim_groups, svim_simulations
 from ._registration import olh_plan, olh_variance, olh_wire, prime_field_of, rr_epsilon, theory
 
 __all__ = [
     "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
     "SVIMLengthParams", "SVIMLengthReports", "SVIMLengthClient", "SVIMLengthServer",
     "SVIMPaddedParams", "SVIMPaddedReports", "SVIMPaddedClient", "SVIMPaddedServer",
-    "SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L",
+    "SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L", "svim", "svim_groups", "SvimResult",
 ]
 
 
@@ -140,7 +140,7 @@ class SVIMPaddedParams(_ParamsBase):
     with ``|S ∩ C| = 0`` then reports the dummy's GRR with probability ``p`` and one with
     ``L`` candidates with probability ``q``, so the GRR branch is only
     ``eps' = log(L(e^eps - 1) + 1)``-LDP (:attr:`true_epsilon`); its client emits a
-    :class:`~ldpfast.privsketch.PrivacyWarning`.
+    :class:`~ldpfast.errors.PrivacyWarning`.
     """
 
     protocol: ClassVar[str] = "svim-padded"
@@ -236,7 +236,7 @@ class SVIMItemClient(SVIMClientBase):
     params_type: ClassVar[type] = SVIMItemParams
 
     def perturb(self, sets) -> SVIMItemReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         offsets, items = as_sets(sets, self.params.d)
         # Padding and sampling to length 1: a uniform item of a non-empty set, else d.
         picks = _core.privsketch_padding_sample(self._keys.key(), offsets, items, 1, self.params.d, self.threads)
@@ -250,7 +250,7 @@ class SVIMLengthClient(SVIMClientBase):
     params_type: ClassVar[type] = SVIMLengthParams
 
     def perturb(self, sets) -> SVIMLengthReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, _ = intersect_candidates(*as_sets(sets, p.d), p.candidates)
         lengths = np.minimum(np.diff(offsets), p.max_length)
@@ -261,7 +261,7 @@ class SVIMPaddedClient(SVIMClientBase):
     """SVIM phase-3 user side: pad ``S ∩ C`` with distinct dummies to ``L``, sample one slot
     (see :class:`SVIMPaddedParams`), then GRR with eps' or OLH(eps). ``rng``: None = OS
     entropy; seeds are for simulation only. With ``reference=True`` (R3's single dummy) it
-    emits :class:`~ldpfast.privsketch.PrivacyWarning` when the GRR branch is used."""
+    emits :class:`~ldpfast.errors.PrivacyWarning` when the GRR branch is used."""
 
     params_type: ClassVar[type] = SVIMPaddedParams
 
@@ -274,7 +274,7 @@ class SVIMPaddedClient(SVIMClientBase):
                           PrivacyWarning, stacklevel=2)
 
     def perturb(self, sets) -> SVIMPaddedReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, positions = intersect_candidates(*as_sets(sets, p.d), p.candidates)
         size = len(p.candidates)

@@ -1,8 +1,8 @@
 """TreeHist with Count-Sketch level oracles: the heavy-hitter algorithm of Bassily, Nissim,
 Stemmer and Thakurta ("Practical locally private heavy hitters", NeurIPS 2017 / JMLR 2020)
-with its own frequency oracle, Hashtogram (:mod:`ldpfast.hashtogram`), at every level.
+with its own frequency oracle, Hashtogram (:mod:`ldpfast.protocols.hashtogram`), at every level.
 
-:meth:`ldpfast.hadaheavy.Params.treehist` is the same binary prefix search with [WW]'s
+:meth:`ldpfast.protocols.hadaheavy.Params.treehist` is the same binary prefix search with [WW]'s
 HadaOracle as the level oracle (so that only the alphabet differs from HadaHeavy); this
 module is the original, so [WW] Table 1's TreeHist row can be measured as published.
 
@@ -32,10 +32,9 @@ from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, optional_index_array)
 from ..errors import ParameterError, ReportError
 from .hadaheavy import HeavyHitters, surviving_prefixes
-from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
+from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, binary_flip_threshold, gf64_field,
                                hash_coefficients, pow2_at_least)
 from .hashtogram import GroupedSignSketchServer, _uniform
-from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
 from .._base import AuditHooks
 from ._registration import binary_epsilon, count_sketch_plan, heavy_params
@@ -140,7 +139,7 @@ class Reports(GroupBitReports):
     def wire_fields(cls, params):
         """The group, the Hadamard row and one bit (only the bit when the server assigns
         group and row)."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("groups", bits_for(params.L * params.R), dtype="uint32"),
                 WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]

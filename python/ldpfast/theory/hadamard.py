@@ -17,8 +17,10 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from .. import _core
 from .._validate import check_epsilon, check_real
 from ..errors import ParameterError
+from ..kernels.field import gf64_field
 
 
 __all__ = [
@@ -184,8 +186,6 @@ def hadaoracle_group_mse(epsilon: float, n: float, k: int, m: int, c_x: float = 
 def _gf64_low_bits_map(u: int, bits: int):
     """The GF(2)-linear map ``a1 -> low ``bits`` bits of a1 * u`` in GF(2^64) (the library's
     hash field), as its 64 column images (one per bit of ``a1``)."""
-    from .. import _core
-    from ..protocols._hadamard_layout import gf64_field
     basis = np.array([1 << j for j in range(64)], dtype=np.uint64)
     products = _core.field_mul(gf64_field(), basis, np.full(64, u, dtype=np.uint64))
     return [int(v) & ((1 << bits) - 1) for v in products]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from ..errors import ParameterError
 __all__ = [
     "EPSILON_MAX", "rr_variances", "rr_decode_constants", "ocms_variance", "ocms_variance_rr",
     "ocms_variance_imperfect", "ocms_variance_general", "ocms_expectation_general",
-    "ocms_optimal_m", "ocms_worst_case_mse", "ocms_worst_case_variance", "ocms_l2", "ocms_l1_bound",
+    "ocms_optimal_m", "ocms_worst_case_mse", "ocms_worst_case_variance", "ocms_l2", "ocms_l1_bound", "affine_l2",
     "ocms_l2_asymptote", "ocms_l1_asymptote", "ocms_mse_asymptote", "ocms_concentration_bound",
     "ocms_imperfect_variance_ratio", "ocms_min_field_quotient", "worst_case_mse_upper_factor",
     "grr_variance", "he_variance",
@@ -97,7 +97,7 @@ def ocms_variance(epsilon, m=None, n=1, f=0.0):
     * ``ocms_variance(epsilon, m, n, f)``: a pairwise-independent family ([PAN] Cor 3.3,
       Eq. 6): ``m/((m-1)^2 n) [(1-f)(V_eq + (m-1)V_ne + (m-1)/m) + m f V_eq]``. ``m`` may be
       real-valued (the theory's optimum) or an array.
-    * ``ocms_variance(params, n=n, f=f)`` with an ``ldpfast.ocms.Params``: exact for its
+    * ``ocms_variance(params, n=n, f=f)`` with an ``ldpfast.protocols.ocms.Params``: exact for its
       finite field and estimator: Eq. 8 ``MSE(g)`` with ``cbar`` from [PAN] Lemma 3.2 when
       ``params.use_m_prime`` (the default); with the plain-``m`` estimator (R1) the
       variance of that (then slightly biased) estimator. ``a_range="nonzero"`` is not
@@ -165,7 +165,7 @@ def ocms_optimal_m(epsilon: float, mode: str = "mse", d: Optional[int] = None, f
                    rounded: bool = False):
     """The optimal hash range: real-valued, or with ``rounded=True`` the closest integer
     (exact ``.5`` ties round upward, our choice as the paper does not say; at least 2),
-    which is [PAN]'s ``HashRange`` (also :func:`ldpfast.ocms.hash_range`).
+    which is [PAN]'s ``HashRange`` (also :func:`ldpfast.protocols.ocms.hash_range`).
 
     * ``mode="mse"`` ([PAN] Thm 3.6, Eq. 13): ``1 + e_h`` if ``f_star >= 1/2``, else
       ``1 + Delta_MSE / (f_star e + 1 - f_star)`` with
@@ -246,6 +246,14 @@ def ocms_l2(epsilon: float, d: int, n=1, m=None) -> float:
         return 2 * (delta_l + d * e) / (n * em1**2)
     m = _m(m)
     return _out((d + em1) * m**2 / (n * (m - 1) * em1**2) + (d - 1) * (2 * m + em1) / (n * (m - 1) * em1))
+
+
+def affine_l2(variance: Any, d: int) -> float:
+    """Worst-case l2 loss ``max sum_x Var(fhat(x))`` over distributions on a dictionary of
+    size ``d`` for a ``variance(f)`` affine in ``f`` (``sum f = 1``: the extreme point puts
+    all mass on one value, so ``d Var(0) + max(0, Var(1) - Var(0))``)."""
+    at_zero, at_one = variance(0.0), variance(1.0)
+    return float(d * at_zero + max(0.0, at_one - at_zero))
 
 
 def ocms_l1_bound(epsilon: float, d: int, n=1, m=None) -> float:
