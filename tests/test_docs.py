@@ -53,3 +53,12 @@ def test_formulas_render_without_a_network():
     for latex in formulas:
         html = to_mathml(latex, "block")
         assert html.startswith("<math") and "\\" not in html, latex    # every command was translated
+
+
+def test_readme_example_2_is_the_type_checked_copy():
+    """tests/typing/readme_example_2.py (checked by mypy --strict in CI) is README.md's
+    second Python example, verbatim."""
+    readme = (DOCS.parent / "README.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[1]
+    copy = (DOCS.parent / "tests" / "typing" / "readme_example_2.py").read_text()
+    assert copy.split("\n", 2)[2] == example

@@ -145,6 +145,9 @@ class Aggregator:
     _ingest_validates: ClassVar[bool] = False
 
     _st: _State
+    #: ``estimate(candidates, ...) -> ndarray`` (fractions), defined by each protocol's
+    #: server (declared here for type checkers: code that holds an ``Aggregator`` may call it).
+    estimate: Callable[..., np.ndarray]
 
     def __init__(self, params: Params):
         if not isinstance(params, self.params_type):
@@ -161,7 +164,7 @@ class Aggregator:
         super().__init_subclass__(**kwargs)
         estimate = vars(cls).get("estimate")
         if inspect.isfunction(estimate) and not getattr(estimate, "_ldpfast_labels", False):
-            cls.estimate = _label_candidates(estimate)  # type: ignore[attr-defined]
+            cls.estimate = _label_candidates(estimate)
         for name, value in list(vars(cls).items()):
             if (not name.startswith("_") and name not in ("update", "merge", "to_bytes")
                     and inspect.isfunction(value) and not getattr(value, "_ldpfast_locked", False)):

@@ -50,6 +50,9 @@ class ClientBase:
     params: Any
     threads: int
     _keys: KeySource
+    #: ``perturb(values, ...) -> Reports``, defined by each protocol's client (declared here
+    #: for type checkers: code that holds a ``type[ClientBase]`` may call it).
+    perturb: Callable[..., Reports]
 
     def __init__(self, params: Any, rng: RngLike = None, threads: int = 0):
         expected = self._expected_params()
@@ -66,7 +69,7 @@ class ClientBase:
         super().__init_subclass__(**kwargs)
         perturb = cls.__dict__.get("perturb")
         if callable(perturb) and not getattr(perturb, "_ldpfast_stamps", False):
-            cls.perturb = _stamping(perturb)  # type: ignore[attr-defined]
+            cls.perturb = _stamping(perturb)
 
     @classmethod
     def _expected_params(cls) -> type:
