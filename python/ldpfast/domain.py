@@ -40,7 +40,7 @@ from typing import Any, Dict, Optional, Set, Union
 import numpy as np
 
 from ._labels import (LABEL_HASH_PREFIX, LABEL_HASH_VERSION, _categorical, _factorized, _flat, _label_bytes,
-                      hash_labels, is_labels, label_hash)
+                      _no_missing, hash_labels, is_labels, label_hash)
 from .errors import DTypeError, FormatError, ParameterError
 
 __all__ = ["Domain", "HashedDomain", "PrefixDomain", "DomainRef", "label_hash", "hash_labels",
@@ -136,8 +136,10 @@ class Domain(_DomainBase):
         if not (kinds <= {str, np.str_} or kinds <= {bytes, np.bytes_}):
             raise DTypeError(f"Domain labels must be all str or all bytes, got {sorted(k.__name__ for k in kinds)}")
         text = isinstance(seq[0], str)
+        if kinds - {str, bytes}:            # numpy scalars become plain str / bytes
+            seq = [str(s) for s in seq] if text else [bytes(s) for s in seq]
         self._labels = np.empty(len(seq), dtype=object)
-        self._labels[:] = [str(s) for s in seq] if text else [bytes(s) for s in seq]
+        self._labels[:] = seq
         self._labels.flags.writeable = False
         self._text = text
         self._table: Optional[Dict[Any, int]] = None
@@ -184,7 +186,7 @@ class Domain(_DomainBase):
 
     def _lookup(self) -> Dict[Any, int]:
         if self._table is None:
-            self._table = {label: i for i, label in enumerate(self._labels.tolist())}
+            self._table = dict(zip(self._labels.tolist(), range(len(self))))
         return self._table
 
     def bind(self, d: int) -> "Domain":
@@ -194,21 +196,37 @@ class Domain(_DomainBase):
 
     def encode(self, values: Any) -> np.ndarray:
         """Value ids (int64) of ``values`` (labels; see the module docstring for the forms).
+        One dict lookup per value; a categorical's categories are looked up once each (only
+        those its codes use), and not at all when they are this vocabulary in order.
 
         Raises:
             ParameterError: a label is not in the vocabulary, or is missing (NaN/None).
         """
-        uniques, inverse = _factorized(values)
+        cat = _categorical(values)
+        if cat is None:
+            seq = _flat(values)
+            try:
+                return np.fromiter(map(self._lookup().__getitem__, seq), dtype=np.int64, count=len(seq))
+            except (KeyError, TypeError):
+                table = self._lookup()
+                bad = next(label for label in seq if not isinstance(label, (str, bytes)) or label not in table)
+                raise self._unknown(bad) from None
+        categories, codes = cat
+        _no_missing(codes)
+        if len(categories) == len(self) and np.array_equal(np.asarray(categories, dtype=object), self._labels):
+            return codes
+        used = np.flatnonzero(np.bincount(codes, minlength=len(categories)))
         table = self._lookup()
-        ids = np.fromiter((table.get(label, -1) for label in uniques), dtype=np.int64, count=len(uniques))
-        if ids.size and int(ids.min()) < 0:
-            used = np.zeros(len(uniques), dtype=bool)
-            used[inverse] = True
-            unknown = np.flatnonzero((ids < 0) & used)
-            if unknown.size:
-                raise ParameterError(f"labels must be in the domain ({len(self)} labels), got "
-                                     f"{uniques[int(unknown[0])]!r}")
-        return np.take(ids, inverse)
+        ids = np.full(len(categories), -1, dtype=np.int64)
+        for code in used.tolist():
+            found = table.get(categories[code])
+            if found is None:
+                raise self._unknown(categories[code])
+            ids[code] = found
+        return np.take(ids, codes)
+
+    def _unknown(self, label: Any) -> ParameterError:
+        return ParameterError(f"labels must be in the domain ({len(self)} labels), got {label!r}")
 
     def decode(self, ids: Any) -> np.ndarray:
         """The labels of value ids (object array)."""
