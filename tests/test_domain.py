@@ -206,6 +206,21 @@ def test_prefix_domain_packs_bytes_and_prefix_searches_return_them():
     assert found.labels[:2].tolist() == [b"news.ex", b"sport.e"]
 
 
+def test_hadaheavy_finds_the_heavy_byte_prefixes():
+    """HadaHeavy over 8-byte prefixes (d = 2^64) with its own thresholds (beta = 0.05):
+    the two URLs holding 30% and 20% of 300,000 users are found and labelled; the
+    5,000 others hold 0.01% each."""
+    from ldpfast.protocols import hadaheavy
+
+    rng = np.random.default_rng(SEED)
+    urls = np.array(["news.example/a", "sport.example/b"] + [f"u{i}.example" for i in range(5000)], dtype=object)
+    users = urls[rng.choice(urls.size, size=300_000, p=np.r_[0.3, 0.2, np.full(5000, 0.5 / 5000)])]
+    params = hadaheavy.Params.create(epsilon=4.0, d=2**64, n=users.size, hash_seed=3).with_domain(PrefixDomain())
+    found = hadaheavy.Server(params).update(hadaheavy.Client(params, rng=SEED).perturb(users)).heavy_hitters()
+    assert found.labels.tolist() == [b"news.exa", b"sport.ex"]
+    np.testing.assert_array_equal(found.items, PrefixDomain(8).encode(["news.exa", "sport.ex"]))
+
+
 def test_click_streams_as_strings_give_the_integer_estimates():
     """The bundled Kosarak click-streams with every page id written as a URL string: the
     set protocol's estimates from the strings equal those from the ids."""
