@@ -33,7 +33,7 @@ from typing import Any, Callable, Tuple
 
 import numpy as np
 
-from . import _core
+from . import _budget, _core
 from ._base import protocol, protocols
 from ._random import KeySource, RngLike
 from ._validate import check_int
@@ -125,10 +125,11 @@ def effective_epsilon(params) -> float:
 
 
 def log_ratio(numerator: int, denominator: int) -> float:
-    """``log(numerator/denominator)`` of integers, to 80 digits then rounded once."""
+    """``log(numerator/denominator)`` of integers, to 90 digits, then rounded up to a double
+    (an effective epsilon is never reported below the exact one)."""
     with decimal.localcontext() as ctx:
-        ctx.prec = 80
-        return float((decimal.Decimal(numerator) / decimal.Decimal(denominator)).ln())
+        ctx.prec = _budget.PRECISION
+        return _budget.effective((decimal.Decimal(numerator) / decimal.Decimal(denominator)).ln())
 
 
 @dataclasses.dataclass

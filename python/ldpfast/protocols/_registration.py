@@ -10,6 +10,7 @@ from typing import Any, Callable, List, Set, Tuple
 import numpy as np
 
 from .. import _core
+from .._budget import effective, rr_loss
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, hash_support, set_inputs, support_events, value_inputs
 from ..estimates import PLUG_IN
@@ -104,9 +105,8 @@ def prime_field_of(params: Any) -> Any:
 
 # -- PrivSketch-family sketches --------------------------------------------------------------------
 def sketch_epsilon(params: Any) -> float:
-    """One flip per sent bit: 1, M or K M bits of the sketch."""
-    bits = {"1": 1, "M": params.M, "K*M": params.K * params.M}[params.bit_divisor]
-    return float(bits * rr_effective_epsilon(params.flip_threshold, 2))
+    """One flip per sent bit: 1, M or K M bits of the sketch (their losses add exactly)."""
+    return effective(params.bits_per_report * rr_loss(params.flip_threshold, 2))
 
 
 def sketch_of(params: Any, items: Any) -> np.ndarray:

@@ -18,6 +18,7 @@ from .._base import Aggregator, ClientBase, Params as _ParamsBase, _checked_sum,
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
 from ..datasets import SetData
+from .._budget import split
 from .._validate import candidate_array, check_epsilon, check_int, check_threads, rr_threshold
 from ..errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from ..kernels.field import PRIME, is_prime
@@ -134,10 +135,15 @@ class SketchParams(_ParamsBase):
         return out
 
     @property
+    def bits_per_report(self) -> int:
+        """Randomized bits that depend on the user's set: 1, ``M`` or ``K M``."""
+        return {"1": 1, "M": self.M, "K*M": self.K * self.M}[self.bit_divisor]
+
+    @property
     def bit_epsilon(self) -> float:
-        """Budget of each randomized-response bit."""
-        divisor = {"1": 1, "M": self.M, "K*M": self.K * self.M}[self.bit_divisor]
-        return self.epsilon / divisor
+        """Budget of each randomized-response bit: ``epsilon / bits_per_report`` rounded
+        down (:func:`ldpfast._budget.split`), so the bits together never exceed ``epsilon``."""
+        return split(self.epsilon, self.bits_per_report)
 
     @property
     def flip_threshold(self) -> int:

@@ -153,7 +153,7 @@ class MultiPCMSMeanServer(_TableServer):
         - what_i/M) / (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
         self._require_reports()
         p = self.params
-        c = c_eps(p.epsilon / p.M)
+        c = c_eps(p.bit_epsilon)
         decoded = c / 2.0 * self._sums + self._rows[:, None] / 2.0   # sum over users of (c v + 1)/2
         count = decoded.ravel()[self._cells(candidates)].sum(axis=1)
         if not correction:
@@ -229,7 +229,7 @@ class MultiPCMSMinServer(_TableServer):
         domain)."""
         self._require_reports()
         p = self.params
-        c = c_eps(p.epsilon / (p.K * p.M))
+        c = c_eps(p.bit_epsilon)
         table = c / 2.0 * self._sums + self.n / 2.0
         est = table.ravel()[self._cells(candidates)].min(axis=1)
         return est if counts else est / self.n

@@ -36,7 +36,7 @@ from .._base import Reports as _ReportsBase
 from ._sets import SketchParams, as_sets
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
-from .._validate import rr_effective_epsilon
+from .._budget import effective, rr_loss, split
 from ..audit import Plan, set_inputs, support_events
 from ._registration import sketch_simulation
 
@@ -62,20 +62,26 @@ class Params(SketchParams):
         _ = self.flip_threshold  # the binary sampler's range: raises ParameterError naming epsilon
 
     @property
+    def entry_epsilon(self) -> float:
+        """Budget of every entry: ``eps/(2L)`` rounded down (:func:`ldpfast._budget.split`):
+        the ``2L`` entries in which two inputs differ never spend more than ``epsilon``."""
+        return split(self.epsilon, 2 * self.L)
+
+    @property
     def flip_probability(self) -> float:
         """Per entry: ``1/(1 + e^(eps/(2L)))``."""
-        return 1.0 / (1.0 + math.exp(self.epsilon / (2 * self.L)))
+        return 1.0 / (1.0 + math.exp(self.entry_epsilon))
 
     @property
     def flip_threshold(self) -> int:
         """64-bit flip threshold of every entry (:func:`ldpfast._validate.rr_threshold` with
-        budget ``eps/(2L)``: the effective epsilon never exceeds ``epsilon``)."""
-        return rr_threshold(self.epsilon / (2 * self.L), 2, name="epsilon/(2L) (the per-entry budget)")
+        budget :attr:`entry_epsilon`: the effective epsilon never exceeds ``epsilon``)."""
+        return rr_threshold(self.entry_epsilon, 2, name="epsilon/(2L) (the per-entry budget)")
 
     @property
     def c(self) -> float:
         """Decoding constant ``(e^(eps/(2L)) + 1)/(e^(eps/(2L)) - 1)``."""
-        return c_eps(self.epsilon / (2 * self.L))
+        return c_eps(self.entry_epsilon)
 
     @property
     def communication_bits(self) -> int:
@@ -249,7 +255,7 @@ def _audit_plan(params):
 
 def _effective_epsilon(params):
     # L slots, each a one-hot vector whose two differing entries flip independently
-    return 2 * params.L * rr_effective_epsilon(rr_threshold(params.epsilon / (2 * params.L), 2), 2)
+    return effective(2 * params.L * rr_loss(params.flip_threshold, 2))
 
 
 register_protocol(Protocol(

@@ -321,7 +321,7 @@ class NoSmpServer(Server):
         return self.params.K * self.params.M
 
     def _bit_constant(self) -> float:
-        return c_eps(self.params.epsilon / (self.params.K * self.params.M))
+        return c_eps(self.params.bit_epsilon)
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
@@ -329,7 +329,7 @@ class NoSmpServer(Server):
         ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
         cand = self._query(candidates)
         p = self.params
-        c = c_eps(p.epsilon / (p.K * p.M))
+        c = c_eps(p.bit_epsilon)
         diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
         est = 0.5 * (c * diff / self.n + 1.0)
         return est * self.n if counts else est

@@ -22,6 +22,7 @@ from .._base import register_protocol
 from .._random import RngLike
 from ..datasets import SetData
 from ..errors import ParameterError
+from .._budget import amplified
 from .._validate import check_bool, check_epsilon, check_int, rr_threshold
 from ..kernels.field import PRIME
 from ..theory.hadamard import olh_g
@@ -91,8 +92,10 @@ class PSOLHParams(_ParamsBase):
 
     @property
     def olh_epsilon(self) -> float:
+        """OLH's budget: eps, or with ``amplify=True`` the PSFO budget ``eps'`` rounded
+        down (:func:`ldpfast._budget.amplified`)."""
         if self.amplify:
-            return math.log(self.pad_len * math.expm1(self.epsilon) + 1.0)
+            return amplified(self.epsilon, self.pad_len)
         return self.epsilon
 
     @property

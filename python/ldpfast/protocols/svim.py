@@ -26,6 +26,7 @@ Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_bas
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import warnings
 from typing import ClassVar
@@ -42,6 +43,7 @@ from ..kernels.field import PRIME
 from ._local_hashing import OLHReportColumns, check_field_size, olh_perturb
 from ._sets import PrivacyWarning, as_sets, intersect_candidates
 from .._base import AuditHooks
+from .._budget import PRECISION, amplified, effective, rr_loss
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
@@ -181,8 +183,10 @@ class SVIMPaddedParams(_ParamsBase):
 
     @property
     def grr_epsilon(self) -> float:
-        """The amplified budget ``eps' = log(L(e^eps - 1) + 1)`` of the GRR branch."""
-        return math.log(self.L * math.expm1(self.epsilon) + 1.0)
+        """The amplified budget ``eps' = log(L(e^eps - 1) + 1)`` of the GRR branch, rounded
+        down (:func:`ldpfast._budget.amplified`: sampling one of the ``L`` padded values
+        brings it back to at most ``epsilon``)."""
+        return amplified(self.epsilon, self.L)
 
     @property
     def true_epsilon(self) -> float:
@@ -430,10 +434,12 @@ def _padded_variance(server, candidates):
 def _padded_epsilon(params):
     if not params.uses_grr:
         return rr_effective_epsilon(params.flip_threshold, params.g)
-    grr_eps = rr_effective_epsilon(params.flip_threshold, params.domain)
+    grr_loss = rr_loss(params.flip_threshold, params.domain)
     if params.reference:           # the single dummy: no amplification (class docstring)
-        return grr_eps
-    return math.log1p(math.expm1(grr_eps) / params.L)
+        return effective(grr_loss)
+    with decimal.localcontext() as ctx:
+        ctx.prec = PRECISION
+        return effective((1 + (grr_loss.exp() - 1) / params.L).ln())
 
 
 def _items_plan(params):
