@@ -9,6 +9,7 @@ intersected with a candidate list (:func:`intersect_candidates`) and :class:`Pri
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, ClassVar, Dict, Tuple, Type, TypeVar
 
 import numpy as np
@@ -26,9 +27,21 @@ from ..kernels.field import PRIME, is_prime
 
 class PrivacyWarning(UserWarning):
     """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
-    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
-    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""
+    ordering matrix). Emitted every time such parameters or clients are built (not once per
+    call site as Python's default filter would: ldpfast installs an ``"always"`` filter for
+    this category at import); silencing it takes an explicit filter
+    (``warnings.simplefilter("ignore", PrivacyWarning)``, which takes precedence)."""
 
+
+warnings.filterwarnings("always", category=PrivacyWarning)
+
+
+def warn_not_ldp(params: Any, stacklevel: int = 3) -> None:
+    """Emit a :class:`PrivacyWarning` when ``params.privacy_warning()`` names a leak (the
+    parameters and clients of configurations that are not eps-LDP call it)."""
+    message = params.privacy_warning()
+    if message:
+        warnings.warn(message, PrivacyWarning, stacklevel=stacklevel)
 
 
 def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -103,6 +116,11 @@ class SketchParams(_ParamsBase):
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "d", d)
         object.__setattr__(self, "field_size", p)
+        warn_not_ldp(self, stacklevel=4)
+
+    def privacy_warning(self) -> str:
+        """Why reports under these parameters are not eps-LDP ("" when they are)."""
+        return ""
 
     @classmethod
     def create(cls: Type[_P], epsilon: float, d: int, K: int = 4, M: int = 128, seed: RngLike = None,

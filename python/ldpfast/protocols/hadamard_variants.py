@@ -348,9 +348,15 @@ def _rhr_example():
 
 def _rhr_original_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: p.variance(n, f, location_fraction=1.0)),
-            f"{PLUG_IN} (theory.rhr_original_variance with every user in the candidate's location block: "
-            "an upper bound)")
+    if p.d > 2**24:
+        return ((lambda f: p.variance(n, f, location_fraction=1.0)),
+                f"{PLUG_IN} (theory.rhr_original_variance with every user in the candidate's location block: "
+                "an upper bound)")
+    # the raw estimates of a location block sum to an unbiased estimate of its share
+    per_block = np.bincount(np.arange(p.d) // p.B, weights=server.estimate())
+    share = np.clip(per_block[np.asarray(candidates).astype(np.int64) // p.B], 0.0, 1.0)
+    return ((lambda f: p.variance(n, f, location_fraction=np.maximum(share, f))),
+            f"{PLUG_IN} (theory.rhr_original_variance; the location block's share is plugged in from the estimates)")
 
 
 def _rhr_original_plan(params):

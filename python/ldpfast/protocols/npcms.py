@@ -38,6 +38,8 @@ from ..theory.hadamard import c_eps
 from .._base import AuditHooks
 from .._budget import effective, rr_loss, split
 from ..audit import Plan, set_inputs, support_events
+from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
 from ._registration import sketch_simulation
 
 __all__ = ["Params", "Reports", "Client", "Server"]
@@ -258,8 +260,24 @@ def _effective_epsilon(params):
     return effective(2 * params.L * rr_loss(params.flip_threshold, 2))
 
 
+def _variance(server, candidates):
+    # Per user, sum over its L slots of (c v + 1)/2 at x's cell of the slot's row: each slot
+    # adds RR noise of variance (c^2 - 1)/4 and an indicator of mean pi (its item lands in
+    # x's cell); when no set exceeds L items the indicators are independent, so a user's
+    # variance is L (c^2 - 1)/4 + sum pi (1 - pi) <= L (c^2 - 1)/4 + E[its count], and the
+    # average over users gives [L (c^2 - 1)/4 + mu]/n at the estimate's mean mu (derived here).
+    p, n = server.params, server.n
+    noise = p.L * (p.c * p.c - 1.0) / 4.0
+    return PlugIn(lambda f: (noise + np.asarray(f, dtype=np.float64)) / n, len(candidates),
+                  f"{PLUG_IN} ([L (c^2 - 1)/4 + mu]/n, derived in protocols.npcms._variance: exact up to "
+                  "sum pi^2/n^2 when no set exceeds L items, each larger set adding at most mu/n more)",
+                  "mu: the expected number of a user's L slots that fall in x's cell of their row, averaged "
+                  "over the users (f plus the collisions of the other items when no set exceeds L items; a "
+                  "larger set counts x with probability L/|S|)")
+
+
 register_protocol(Protocol(
-    "npcms", Params, Reports, Server, Client, example=_example, inputs="sets",
+    "npcms", Params, Reports, Server, Client, example=_example, inputs="sets", variance=_variance,
     simulations=sketch_simulation("npcms", "nPCMS",
                                   "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
     audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=1, M=2, seed=1, L=1, **kw), _audit_plan,
