@@ -196,10 +196,16 @@ def svim_padded_target(params: Any, sets: Any, candidates: np.ndarray) -> np.nda
 
 @dataclasses.dataclass
 class Case:
+    """``exact``: the model's intervals have exactly their level (False: a bound, covering
+    at least it); ``linear``: the estimator is unbiased for the target (not a median or a
+    minimum)."""
+
     params: Callable[[], Any]
     data: Callable[[], Any]
     target: Callable[[Any, Any, np.ndarray], np.ndarray]
     threshold: float = THRESHOLD
+    exact: bool = True
+    linear: bool = True
 
 
 _SETS = set_data
@@ -220,33 +226,34 @@ CASES: Dict[str, Case] = {
     "cmshe-apple": Case(lambda: hadamard_variants.AppleCMSHEParams(epsilon=2.0, d=D, k=8, m=16, hash_seed=1),
                         value_data, cmshe_target),
     "hadaoracle": Case(lambda: hadaoracle.Params(epsilon=2.0, d=D, k=9, m=64, hash_seed=3), value_data,
-                       hadaoracle_target),
+                       hadaoracle_target, linear=False),
     "hadaheavy": Case(lambda: hadaheavy.Params.create(epsilon=2.0, d=D, n=N_VALUES, b=3, k=9, m=64, hash_seed=3),
-                      value_data, hadaheavy_target),
+                      value_data, hadaheavy_target, linear=False),
     "hadaoracle/hashed": Case(lambda: hadaoracle.Params(epsilon=2.0, d=D, k=9, m=8, hash_seed=3), value_data,
-                              hadaoracle_target),
+                              hadaoracle_target, exact=False, linear=False),
     "hadaheavy/hashed": Case(lambda: hadaheavy.Params.create(epsilon=2.0, d=D, n=N_VALUES, b=3, k=9, m=8, hash_seed=3),
-                             value_data, hadaheavy_target),
+                             value_data, hadaheavy_target, exact=False, linear=False),
     "hashtogram": Case(lambda: hashtogram.Params(epsilon=2.0, d=D, R=9, T=32, hash_seed=3), value_data,
-                       hashtogram_target),
+                       hashtogram_target, exact=False, linear=False),
     "hashtogram/mean": Case(lambda: hashtogram.Params(epsilon=2.0, d=D, R=9, T=32, combine="mean", hash_seed=3),
                             value_data, hashtogram_target),
     "treehist-cs": Case(lambda: treehist_cs.Params(epsilon=2.0, d=D, R=5, T=64, delta=100.0, tau=400.0,
-                                                   hash_seed=3), value_data, treehist_target),
+                                                   hash_seed=3), value_data, treehist_target, linear=False),
     "treehist-cs/hashed": Case(lambda: treehist_cs.Params(epsilon=2.0, d=D, R=5, T=16, delta=100.0, tau=400.0,
-                                                          hash_seed=3), value_data, treehist_target),
+                                                          hash_seed=3), value_data, treehist_target,
+                               exact=False, linear=False),
     "privsketch-ldp": Case(lambda: privsketch_ldp.SafeParams.create(epsilon=2.0, d=D_SETS, K=2, M=8, seed=1),
-                           _SETS, count_mean, 0.3),
+                           _SETS, count_mean, 0.3, exact=False),
     "multi-pcms-mean": Case(lambda: multi_pcms.MultiPCMSMeanParams.create(epsilon=8.0, d=D_SETS, K=2, M=4, seed=1),
-                            _SETS, count_mean, 0.3),
+                            _SETS, count_mean, 0.3, exact=False),
     "multi-pcms-min": Case(lambda: multi_pcms.MultiPCMSMinParams.create(epsilon=16.0, d=D_SETS, K=2, M=4, seed=1),
-                           _SETS, min_of_rows, 0.3),
+                           _SETS, min_of_rows, 0.3, exact=False, linear=False),
     "privsketch": Case(lambda: privsketch.Params.create(epsilon=2.0, d=D_SETS, K=2, M=8, seed=1), _SETS,
                        count_min, 0.3),
     "privsketch-nosmp": Case(lambda: privsketch.NoSmpParams.create(epsilon=16.0, d=D_SETS, K=2, M=4, seed=1),
                              _SETS, count_min, 0.3),
     "npcms": Case(lambda: npcms.Params.create(epsilon=8.0, d=D_SETS, K=2, M=8, seed=1, L=3), _SETS,
-                  npcms_target, 0.3),
+                  npcms_target, 0.3, exact=False),
     "ps-olh": Case(lambda: ps_olh.PSOLHParams(epsilon=2.0, d=D_SETS, pad_len=3), _SETS, ps_olh_target, 0.1),
     "svim-items": Case(lambda: svim.SVIMItemParams(epsilon=2.0, d=D_SETS), _SETS,
                        sampled_share(lambda size: size), 0.05),
@@ -278,7 +285,8 @@ NULL_PARAMS: Dict[str, Callable[[], Any]] = {
 }
 for _pid, _make in NULL_PARAMS.items():
     CASES[f"{_pid}/null"] = Case(_make, lambda: value_data(freqs=np.full(D_NULL, 1.0 / D_NULL)),
-                                 hadaheavy_target if _pid == "hadaheavy" else frequency, 1.0 / D_NULL)
+                                 hadaheavy_target if _pid == "hadaheavy" else frequency, 1.0 / D_NULL,
+                                 linear=_pid not in ("hadaoracle", "hadaheavy", "treehist-cs"))
 
 
 @dataclasses.dataclass

@@ -367,16 +367,16 @@ PLUG_IN = ("closed form of ldpfast.theory at the estimate (standard error) and a
            "(score intervals and tests)")
 
 
-def _uncertainty_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Uncertainty], str]:
+def _uncertainty_for(server: Any, candidates: np.ndarray, registered: Any = None) -> Tuple[Optional[Uncertainty], str]:
     """The protocol's model for ``candidates`` (``Protocol.variance``: an
     :class:`~ldpfast.uncertainty.Uncertainty`, or ``(f -> Var(fhat), note)`` for a plug-in
     closed form), or ``(None, reason)`` where none fits the default estimator."""
     from ._base import protocol
 
-    hook = protocol(server.protocol).variance
+    hook = (registered or protocol(server.protocol)).variance
     if hook is None:
-        return None, (f"no standard errors for {server.protocol!r}'s estimator (the protocol registers no "
-                      "model); measure its error by simulation (ldpfast.experiments)")
+        return None, (f"no standard errors for {server.protocol!r}'s estimator (the protocol registers none: "
+                      "Protocol.variance); measure its error by simulation (ldpfast.experiments)")
     found = hook(server, candidates)
     if isinstance(found, Uncertainty):
         return found, found.note
@@ -386,12 +386,12 @@ def _uncertainty_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[Unce
     return PlugIn(variance, size=len(candidates), note=note), note
 
 
-def _default_candidates(server: Any) -> np.ndarray:
+def _default_candidates(server: Any, registered: Any = None) -> np.ndarray:
     """What ``server.estimate()`` answers for: the registration's ``default_candidates``
     (when it gives any), else the whole domain ``[0, d)``."""
     from ._base import protocol
 
-    hook = protocol(server.protocol).default_candidates
+    hook = (registered or protocol(server.protocol)).default_candidates
     labels = None if hook is None else hook(server)
     if labels is not None:
         return np.asarray(labels)
@@ -408,11 +408,14 @@ def estimate(server: Any, candidates: Any = None) -> Estimate:
     Raises:
         ReportError: no reports aggregated. ParameterError: invalid candidates.
     """
-    labels = _default_candidates(server) if candidates is None else np.asarray(candidates)
+    from ._base import protocol
+
+    registered = protocol(server.protocol)
+    labels = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)
     if labels.ndim == 0:
         labels = labels.reshape(1)
     values = np.asarray(server.estimate(labels), dtype=np.float64)
-    return _with_model(server, labels, values, *_uncertainty_for(server, labels))
+    return _with_model(server, labels, values, *_uncertainty_for(server, labels, registered))
 
 
 def _with_model(server: Any, labels: np.ndarray, values: np.ndarray, model: Optional[Uncertainty],

@@ -186,9 +186,11 @@ def binomial_sum_sf(m: int, p: float, rest: int, q: float) -> Tuple[int, np.ndar
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PlugIn(Uncertainty):
-    """Closed-form variance ``variance(f)`` (per candidate, broadcasting) of an unbiased,
-    asymptotically normal estimator; see the module docstring for the standard errors,
-    score intervals and tests. ``counts``: exact p-values instead of the normal test."""
+    """Closed-form variance ``variance(f)`` (per candidate, broadcasting; evaluated at
+    ``f = 0, 1/2, 1`` only, so it must be a polynomial of degree at most 2 in ``f``, as every
+    closed form of ldpfast is, to be exact) of an unbiased, asymptotically normal estimator
+    of :attr:`target`, over ``size`` candidates; see the module docstring for the standard
+    errors, score intervals and tests. ``counts``: exact p-values instead of the normal test."""
 
     variance: VarianceFn
     size: int

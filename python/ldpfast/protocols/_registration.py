@@ -236,6 +236,16 @@ def olh_variance(server: Any, candidates: Any) -> PlugIn:
                   f"{PLUG_IN} (theory.olh_variance); exact binomial tests of the match counts", counts=exact)
 
 
+def olh_model(target: str) -> Callable[[Any, Any], PlugIn]:
+    """The ``variance`` hook of an OLH phase whose estimates are unbiased for ``target``
+    (SVIM's phases: no exact count test, the reporting users' probabilities vary)."""
+    def variance(server: Any, candidates: Any) -> PlugIn:
+        p, n = server.params, server.n
+        return PlugIn(lambda f: theory().olh_variance(p.epsilon, n, f, g=p.g), len(candidates),
+                      f"{PLUG_IN} (theory.olh_variance)", target)
+    return variance
+
+
 # -- simulation entries -----------------------------------------------------------------------------
 def draw(gen: np.random.Generator) -> int:
     return int(gen.integers(0, 2**63))

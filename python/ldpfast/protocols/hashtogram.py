@@ -65,7 +65,7 @@ class Params(_ParamsBase):
     """Hashtogram parameters.
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^64``.
         R: number of groups / hash pairs (odd for a well-defined median), ``1 <= R <= 4096``.
         T: bucket range, a power of two in ``[2, 2^24]``.

@@ -50,7 +50,7 @@ from ..uncertainty import PlugIn
 from ..wire import WireField, bits_for
 from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
                     SVIMServerBase, check_candidates, svim_example, svim_g, svim_simulations, uniform_below)
-from ._registration import olh_plan, olh_wire, prime_field_of, rr_epsilon, theory
+from ._registration import olh_model, olh_plan, olh_wire, prime_field_of, rr_epsilon, theory
 
 __all__ = [
     "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
@@ -438,14 +438,6 @@ def _padded_variance(server, candidates):
                   "when no |S & C| exceeds L (R3's estimator)")
 
 
-def _olh_model(target):
-    def variance(server, candidates):
-        p, n = server.params, server.n
-        return PlugIn(lambda f: theory().olh_variance(p.epsilon, n, f, g=p.g), len(candidates),
-                      f"{PLUG_IN} (theory.olh_variance)", target)
-    return variance
-
-
 
 def _padded_epsilon(params):
     if not params.uses_grr:
@@ -484,14 +476,14 @@ def _padded_plan(params):
 register_protocol(Protocol(
     "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
     example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire,
-    variance=_olh_model("the share of users whose sampled item is x (1/|S| for each user holding x, empty sets "
+    variance=olh_model("the share of users whose sampled item is x (1/|S| for each user holding x, empty sets "
                         "sample the dummy d)"),
     simulations=svim_simulations,
     audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
 register_protocol(Protocol(
     "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
     example=svim_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
-    variance=_olh_model("the share of users with min(|S & C|, max_length) = l"),
+    variance=olh_model("the share of users with min(|S & C|, max_length) = l"),
     default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
                      _lengths_plan, rr_epsilon("g"))))

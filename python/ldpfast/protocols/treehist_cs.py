@@ -48,7 +48,7 @@ class Params(_ParamsBase):
     """TreeHist (Count-Sketch) parameters.
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^64``.
         R: Hashtogram groups per level (odd for a well-defined median).
         T: bucket range (power of two); levels with at most ``T`` prefixes are not hashed.
