@@ -13,11 +13,12 @@ estimates of its default estimator; each model states the quantity its intervals
   test, so they keep their level where the plug-in one would not (small counts, where the
   variance changes fast with ``f``). Optionally an exact count test (:class:`BinomialCounts`).
 * :class:`BinomialCounts`: the report count of a candidate is a sum of independent
-  Bernoullis with two success probabilities (GRR): exact p-values from that
+  Bernoullis with two success probabilities (GRR, OLH): exact p-values from that
   Poisson-binomial upper tail, no normal approximation.
 * :class:`MedianOfGroups`: the median of ``k`` independent group estimates (HadaOracle,
   HadaHeavy, Hashtogram, TreeHist-CS), each approximately normal with a closed-form
-  variance: the median's exact distribution under that model.
+  variance: the median's exact distribution under that model when the groups share their
+  expectation (no hashing), bounds valid for any expectations otherwise.
 * :class:`MinimumOfRows`: the minimum of ``K`` sketch rows (Multi-PCMS-Min), each unbiased
   for its own row frequency with a known variance: an interval for the smallest row
   frequency that is valid whatever the rows' differences, and a conservative test.
@@ -125,7 +126,8 @@ class BinomialCounts:
         """The report counts the estimates ``values`` were computed from."""
         exact = self.n * (self.share[0] + self.share[1] * np.asarray(values, dtype=np.float64))
         counts = np.rint(exact)
-        assert np.all(np.abs(exact - counts) < 1e-3 * np.maximum(1.0, counts) + 0.01), "not count estimates"
+        if not np.all(np.abs(exact - counts) < 0.01):
+            raise RuntimeError("BinomialCounts.share does not map these estimates back to integer counts")
         return counts.astype(np.int64)
 
     def p_values(self, values: np.ndarray, threshold: float) -> np.ndarray:
