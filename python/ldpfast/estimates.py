@@ -15,9 +15,9 @@ consistency post-processing.
 The standard errors, intervals and tests come from the protocol's registered model
 (``Protocol.variance``, see :mod:`ldpfast.uncertainty`): a closed-form variance evaluated
 at the estimate (standard errors) and at the frequency under test (score intervals and
-tests), exact count tests where the report count is a small discrete sum (GRR), the exact
-distribution of a median of group estimates (HadaOracle, HadaHeavy, Hashtogram,
-TreeHist-CS) or of a minimum of sketch rows (Multi-PCMS-Min). :attr:`Estimate.target` says
+tests), exact count tests where the estimate is affine in a count of independent reports
+(GRR, OLH), the exact distribution of a median of group estimates (HadaOracle, HadaHeavy,
+Hashtogram, TreeHist-CS) or of a minimum of sketch rows (Multi-PCMS-Min). :attr:`Estimate.target` says
 what they cover: the true frequency ``f`` for unbiased oracles, a sketch frequency (at
 least ``f``: collisions add to it) where the estimator is biased by hash collisions.
 Protocols without a model get ``std = NaN`` and :attr:`Estimate.note` says why; intervals
@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from statistics import NormalDist
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -45,8 +45,6 @@ POSTPROCESSING = ("clip", "norm", "norm-sub", "norm-mul", "norm-cut", "base-cut"
 FDR_METHODS = ("bh", "by", "bonferroni")
 
 _MAX_WHOLE_DOMAIN = 2**24
-#: f (per-candidate true frequencies) -> Var(fhat) per candidate; the theory functions broadcast.
-VarianceFn = Callable[[Any], Any]
 
 
 def _normal_quantile(p: float) -> float:
@@ -141,7 +139,7 @@ class Estimate:
         """One-sided p-values of ``H0: target <= threshold`` against ``target > threshold``
         (:attr:`target` is the true frequency for unbiased oracles): the probability of an
         estimate at least this large at the boundary ``target = threshold``, from the exact
-        count distribution where the protocol registers one (GRR), else from the normal
+        count distribution where the protocol registers one (GRR, OLH), else from the normal
         model with the standard error at ``threshold``."""
         threshold = float(threshold)
         if not 0.0 <= threshold <= 1.0:

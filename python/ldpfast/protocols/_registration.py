@@ -212,11 +212,12 @@ def median_of_groups(server: Any, candidates: Any, groups: int, scale: float, ha
         target = ("theta: the median over the groups of f plus the signed share sum g(x') g(x) f(x') of the other "
                   "values x' that the group's hash maps onto x's bucket (zero on average over the draw of the "
                   "hashes, fixed once they are drawn)")
-    else:
+    elif correction == 1.0:
         target = ("theta: the median over the groups of f plus the share of users holding another value that the "
-                  "group's hash maps onto x's bucket" + (" (collision-corrected: less its expected share 1/m, "
-                                                          "scaled by m/(m - 1))" if correction != 1.0 else
-                                                          " (>= f: collisions add to it)"))
+                  "group's hash maps onto x's bucket (>= f: collisions add to it)")
+    else:
+        target = ("theta: the median over the groups of the collision-corrected (m (f + c) - 1)/(m - 1), c the "
+                  "share of users holding another value that the group's hash maps onto x's bucket")
     return MedianOfGroups(lambda f: correction * (scale * c2 - np.asarray(f, dtype=np.float64)) / n, groups,
                           len(candidates), f"median of {groups} group estimates of variance (scale c_eps^2 - "
                           f"theta)/n, scale = {scale:g} (ldpfast.uncertainty.MedianOfGroups, "
