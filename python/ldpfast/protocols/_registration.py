@@ -237,13 +237,18 @@ def olh_variance(server: Any, candidates: Any) -> PlugIn:
                   f"{PLUG_IN} (theory.olh_variance); exact binomial tests of the match counts", counts=exact)
 
 
-def olh_model(target: str) -> Callable[[Any, Any], PlugIn]:
+def olh_model(target: str, sampled: bool) -> Callable[[Any, Any], PlugIn]:
     """The ``variance`` hook of an OLH phase whose estimates are unbiased for ``target``
-    (SVIM's phases: no exact count test, the reporting users' probabilities vary)."""
+    (SVIM's phases: no exact count test). ``sampled``: each user reports one sampled item,
+    so the sampling adds its variance (:func:`ldpfast.theory.sampled_report_variance`)."""
     def variance(server: Any, candidates: Any) -> PlugIn:
         p, n = server.params, server.n
-        return PlugIn(lambda f: theory().olh_variance(p.epsilon, n, f, g=p.g), len(candidates),
-                      f"{PLUG_IN} (theory.olh_variance)", target)
+        if not sampled:
+            return PlugIn(lambda f: theory().olh_variance(p.epsilon, n, f, g=p.g), len(candidates),
+                          f"{PLUG_IN} (theory.olh_variance)", target)
+        e = math.exp(p.epsilon)
+        return PlugIn(lambda f: theory().sampled_report_variance(e / (e + p.g - 1), 1 / p.g, n, f),
+                      len(candidates), f"{PLUG_IN} (theory.sampled_report_variance of OLH)", target)
     return variance
 
 

@@ -427,14 +427,11 @@ def _padded_wire(p):
 def _padded_variance(server, candidates):
     p, n = server.params, server.n
     scale = p.L / p.coverage
-    if p.uses_grr:
-        def var(f):
-            return scale**2 * theory().grr_variance(p.grr_epsilon, p.domain, n, np.clip(f / scale, 0.0, 1.0))
-    else:
-        def var(f):
-            return scale**2 * theory().olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
-    return PlugIn(var, len(candidates), f"{PLUG_IN} (the GRR/OLH variance of the padded sample, scaled by "
-                  "(L/coverage)^2)", "(L/coverage) times the share of users whose padded sample is x: f/coverage "
+    e = math.exp(p.grr_epsilon if p.uses_grr else p.epsilon)
+    keep, other = (e / (e + p.domain - 1), 1 / (e + p.domain - 1)) if p.uses_grr else (e / (e + p.g - 1), 1 / p.g)
+    return PlugIn(lambda f: scale**2 * theory().sampled_report_variance(keep, other, n, np.asarray(f) / scale),
+                  len(candidates), f"{PLUG_IN} (theory.sampled_report_variance of the padded sample's GRR/OLH, "
+                  "scaled by (L/coverage)^2)", "(L/coverage) times the share of users whose padded sample is x: f/coverage "
                   "when no |S & C| exceeds L (R3's estimator)")
 
 
@@ -477,13 +474,13 @@ register_protocol(Protocol(
     "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
     example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire,
     variance=olh_model("the share of users whose sampled item is x (1/|S| for each user holding x, empty sets "
-                        "sample the dummy d)"),
+                        "sample the dummy d)", sampled=True),
     simulations=svim_simulations,
     audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
 register_protocol(Protocol(
     "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
     example=svim_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
-    variance=olh_model("the share of users with min(|S & C|, max_length) = l"),
+    variance=olh_model("the share of users with min(|S & C|, max_length) = l", sampled=False),
     default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
                      _lengths_plan, rr_epsilon("g"))))
