@@ -431,8 +431,9 @@ def _padded_variance(server, candidates):
     keep, other = (e / (e + p.domain - 1), 1 / (e + p.domain - 1)) if p.uses_grr else (e / (e + p.g - 1), 1 / p.g)
     return PlugIn(lambda f: scale**2 * theory().sampled_report_variance(keep, other, n, np.asarray(f) / scale),
                   len(candidates), f"{PLUG_IN} (theory.sampled_report_variance of the padded sample's GRR/OLH, "
-                  "scaled by (L/coverage)^2)", "(L/coverage) times the share of users whose padded sample is x: f/coverage "
-                  "when no |S & C| exceeds L (R3's estimator)")
+                  "scaled by (L/coverage)^2)",
+                  "(L/coverage) times the share of users whose padded sample is x: f/coverage when no |S & C| "
+                  "exceeds L (R3's estimator)")
 
 
 
