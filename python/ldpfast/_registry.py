@@ -115,9 +115,12 @@ class Protocol:
         wire_fields: ``params -> [(column, bits[, codebook[, dtype[, shape]]])]``: one
             report's fields in the compact wire encoding (:mod:`ldpfast.wire`). A
             ``Reports.wire_fields`` classmethod, when the class defines one, is used instead.
-        variance: ``(server, candidates) -> (f -> Var(fhat) or None, note)``: the
-            closed-form variance of the default estimator that :mod:`ldpfast.estimates`
-            turns into standard errors (``note`` names the formula, or says why there is none).
+        variance: ``(server, candidates) -> model``: how :mod:`ldpfast.estimates` gets the
+            standard errors, intervals and tests of the default estimator, and the quantity
+            they are about: an :class:`ldpfast.uncertainty.Uncertainty` (e.g. a
+            :class:`~ldpfast.uncertainty.PlugIn` closed form with its ``target``), or
+            ``(f -> Var(fhat) or None, note)`` for an unbiased estimator of the true
+            frequency (``note`` names the formula, or says why there is none).
         default_candidates: ``server -> labels or None``: what ``server.estimate()``
             answers for when that is not the whole domain ``[0, d)`` (e.g. the tracked
             candidates; None: the whole domain).
