@@ -100,7 +100,8 @@ def _pgr(params):
 #: protocol id -> params -> the exact likelihood ratio bound R (the client is log(R)-LDP).
 _LOSS = {
     "grr": _own("d"), "ocms": _own("m"), "olh": _own("g"), "ps-olh": _own("g"), "svim-items": _own("g"),
-    "svim-lengths": _own("g"), "blh": _own("g"), "pem": _own("g"), "rhr": _own("symbols"), "rhr-original": _own("symbols"),
+    "svim-lengths": _own("g"), "blh": _own("g"), "pem": _own("g"), "rhr": _own("symbols"),
+    "rhr-original": _own("symbols"),
     "hrr": _binary, "he": _binary, "cmshe": _binary, "cmshe-apple": _binary, "hadaoracle": _binary,
     "hadaheavy": _binary, "hashtogram": _binary, "treehist-cs": _binary,
     "privsketch": _sketch, "privsketch-nosmp": _sketch, "privsketch-ldp": _sketch, "multi-pcms-mean": _sketch,

@@ -24,11 +24,14 @@ import importlib
 import sys
 import warnings
 from importlib import metadata
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
 from ._params import Params, _parse_params_json
 from ._reports import Reports
 from .errors import FormatError, ParameterError
+
+if TYPE_CHECKING:
+    from .uncertainty import Uncertainty
 
 __all__ = ["Protocol", "AuditHooks", "ComparisonRow", "WireField", "bits_for", "register_protocol", "protocols",
            "protocol", "params_from_json", "INPUT_KINDS"]
@@ -142,7 +145,7 @@ class Protocol:
     example: Optional[Callable[[], Tuple[Params, Any]]] = None
     inputs: str = "values"
     wire_fields: Optional[Callable[[Any], Sequence[Tuple[Any, ...]]]] = None
-    variance: Optional[Callable[[Any, Any], Tuple[Optional[VarianceFn], str]]] = None
+    variance: Optional[Callable[[Any, Any], Union["Uncertainty", Tuple[Optional[VarianceFn], str]]]] = None
     default_candidates: Optional[Callable[[Any], Any]] = None
     simulations: Optional[Callable[[], Sequence[Any]]] = None
     audit: Optional[AuditHooks] = None
