@@ -311,8 +311,32 @@ def test_privacy_warning_on_non_ldp_clients_only():
         privsketch_ldp.SafeClient(privsketch_ldp.SafeParams.create(epsilon=1.0, d=10))
         multi_pcms.MultiPCMSMeanClient(multi_pcms.MultiPCMSMeanParams.create(epsilon=1.0, d=10))
     privacy = [w for w in caught if issubclass(w.category, ps.PrivacyWarning)]
-    assert len(privacy) == 2
+    assert len(privacy) == 4          # building the two non-LDP parameters, then their clients
     assert all("NOT eps-LDP" in str(w.message) and "ordering matrix" in str(w.message) for w in privacy)
+
+
+def test_privacy_warning_is_shown_every_time_under_the_default_filters():
+    """Python's default filters show a UserWarning once per call site; ldpfast's "always"
+    filter for PrivacyWarning (installed at import) shows it at every construction, as the
+    README promises, and an explicit "ignore" still silences it. In a fresh interpreter, so
+    that pytest's own filters play no part."""
+    import subprocess
+    import sys
+
+    script = """
+import warnings
+from ldpfast.protocols import privsketch as ps
+with warnings.catch_warnings(record=True) as caught:
+    for _ in range(3):
+        ps.Client(ps.Params.create(epsilon=1.0, d=10, seed=1))
+shown = sum(issubclass(w.category, ps.PrivacyWarning) for w in caught)
+warnings.simplefilter("ignore", ps.PrivacyWarning)
+with warnings.catch_warnings(record=True) as caught:
+    ps.Client(ps.Params.create(epsilon=1.0, d=10, seed=1))
+print(shown, len(caught))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["6", "0"]      # parameters and client, three times; none once ignored
 
 
 def test_protocols_registered():

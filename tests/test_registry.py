@@ -63,7 +63,7 @@ def test_missing_hooks_are_named_by_the_layer_that_needs_them():
     server = toy.ToyServer(params).update(toy.ToyClient(params, rng=1).perturb(values))
     est = server.frequencies(np.arange(4))
     assert np.isnan(est.std).all() and "registers none" in est.note
-    assert estimates._variance_for(server, np.arange(4))[0] is None
+    assert estimates._uncertainty_for(server, np.arange(4))[0] is None
     assert toy.PROTOCOL_ID not in audit.AUDITED
     with pytest.raises(ParameterError, match="registers no audit plan"):
         audit.audit(params, reports=10)

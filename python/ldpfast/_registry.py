@@ -24,11 +24,14 @@ import importlib
 import sys
 import warnings
 from importlib import metadata
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
 from ._params import Params, _parse_params_json, _with_stored_domain
 from ._reports import Reports
 from .errors import FormatError, ParameterError
+
+if TYPE_CHECKING:
+    from .uncertainty import Uncertainty
 
 __all__ = ["Protocol", "AuditHooks", "ComparisonRow", "WireField", "bits_for", "register_protocol", "protocols",
            "protocol", "aliases", "params_from_json", "INPUT_KINDS"]
@@ -126,9 +129,12 @@ class Protocol:
         wire_fields: ``params -> [(column, bits[, codebook[, dtype[, shape]]])]``: one
             report's fields in the compact wire encoding (:mod:`ldpfast.wire`). A
             ``Reports.wire_fields`` classmethod, when the class defines one, is used instead.
-        variance: ``(server, candidates) -> (f -> Var(fhat) or None, note)``: the
-            closed-form variance of the default estimator that :mod:`ldpfast.estimates`
-            turns into standard errors (``note`` names the formula, or says why there is none).
+        variance: ``(server, candidates) -> model``: how :mod:`ldpfast.estimates` gets the
+            standard errors, intervals and tests of the default estimator, and the quantity
+            they are about: an :class:`ldpfast.uncertainty.Uncertainty` (e.g. a
+            :class:`~ldpfast.uncertainty.PlugIn` closed form with its ``target``), or
+            ``(f -> Var(fhat) or None, note)`` for an unbiased estimator of the true
+            frequency (``note`` names the formula, or says why there is none).
         default_candidates: ``server -> labels or None``: what ``server.estimate()``
             answers for when that is not the whole domain ``[0, d)`` (e.g. the tracked
             candidates; None: the whole domain).
@@ -150,7 +156,7 @@ class Protocol:
     example: Optional[Callable[[], Tuple[Params, Any]]] = None
     inputs: str = "values"
     wire_fields: Optional[Callable[[Any], Sequence[Tuple[Any, ...]]]] = None
-    variance: Optional[Callable[[Any, Any], Tuple[Optional[VarianceFn], str]]] = None
+    variance: Optional[Callable[[Any, Any], Union["Uncertainty", Tuple[Optional[VarianceFn], str]]]] = None
     default_candidates: Optional[Callable[[Any], Any]] = None
     simulations: Optional[Callable[[], Sequence[Any]]] = None
     audit: Optional[AuditHooks] = None

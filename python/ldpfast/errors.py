@@ -6,6 +6,8 @@ received, e.g. ``epsilon must be finite and in [9.53674e-07, 66.5], got -1.0``.
 
 from __future__ import annotations
 
+import warnings
+
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
            "DTypeError", "StorageError", "PrivacyWarning", "MissingDependencyError"]
 
@@ -47,5 +49,10 @@ class MissingDependencyError(LdpfastError, ImportError):
 
 class PrivacyWarning(UserWarning):
     """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
-    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
-    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""
+    ordering matrix). Emitted every time such parameters or clients are built (not once per
+    call site as Python's default filter would: ldpfast installs an ``"always"`` filter for
+    this category at import); silencing it takes an explicit filter
+    (``warnings.simplefilter("ignore", PrivacyWarning)``, which takes precedence)."""
+
+
+warnings.filterwarnings("always", category=PrivacyWarning)

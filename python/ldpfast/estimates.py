@@ -4,25 +4,24 @@ consistency post-processing.
 ``server.frequencies(candidates)`` (any aggregator) returns an :class:`Estimate`::
 
     est = server.frequencies(np.arange(1000))
-    est.values, est.std                      # raw unbiased estimates, standard errors
+    est.values, est.std                      # raw estimates, standard errors
+    est.target                               # the quantity the intervals and tests are about
     low, high = est.confidence_interval(0.05)
     est.top_k(10)                            # the 10 largest, best first
-    est.heavy_hitters(0.01, fdr=0.05)        # f > 1% with the false-discovery rate <= 5%
-    est.postprocess("simplex")               # nearest probability vector (Euclidean)
+    est.heavy_hitters(0.01, fdr=0.05)        # target > 1% with the false-discovery rate <= 5%
+    est.postprocess("norm-sub")              # Wang et al.'s consistency methods
     est.to_pandas()
 
-Standard errors come from each protocol's closed-form variance (:mod:`ldpfast.theory`)
-evaluated at the **plug-in** frequency ``clip(fhat, 0, 1)``: the variance depends on the
-unknown true ``f`` only through terms of order ``f/n``, so the plug-in error is small
-next to the leading ``1/n`` term. Protocols whose estimator has no closed-form variance
-(HadaOracle/HadaHeavy's median, Multi-PCMS-Min's minimum, non-default estimators) get
-``std = NaN`` and :attr:`Estimate.note` says why; intervals and tests then raise.
-
-Intervals and tests use the normal approximation: each estimate is an average of ``n``
-independent bounded per-user contributions, so by the central limit theorem
-``(fhat - f)/std`` is approximately standard normal once ``n`` is in the thousands (for
-very small frequencies with large ``n`` the approximation is good as well, since the
-per-user terms are bounded randomized-response noise, not rare indicator events).
+The standard errors, intervals and tests come from the protocol's registered model
+(``Protocol.variance``, see :mod:`ldpfast.uncertainty`): a closed-form variance evaluated
+at the estimate (standard errors) and at the frequency under test (score intervals and
+tests), exact count tests where the estimate is affine in a count of independent reports
+(GRR, OLH), the exact distribution of a median of group estimates (HadaOracle, HadaHeavy,
+Hashtogram, TreeHist-CS) or of a minimum of sketch rows (Multi-PCMS-Min). :attr:`Estimate.target` says
+what they cover: the true frequency ``f`` for unbiased oracles, a sketch frequency (at
+least ``f``: collisions add to it) where the estimator is biased by hash collisions.
+Protocols without a model get ``std = NaN`` and :attr:`Estimate.note` says why; intervals
+and tests then raise.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from statistics import NormalDist
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -38,27 +37,21 @@ from ._aggregator import set_estimator
 from ._optional import require
 from ._registry import protocol
 from .errors import ParameterError
+from .uncertainty import TRUE_FREQUENCY, PlugIn, Uncertainty
 
-__all__ = ["Estimate", "estimate", "project_simplex", "POSTPROCESSING", "FDR_METHODS"]
+__all__ = ["Estimate", "estimate", "project_simplex", "norm", "norm_sub", "norm_mul", "norm_cut", "base_cut",
+           "POSTPROCESSING", "FDR_METHODS"]
 
 #: Consistency post-processing methods of :meth:`Estimate.postprocess`.
-POSTPROCESSING = ("clip", "norm-sub", "norm-mul", "base-cut", "simplex")
+POSTPROCESSING = ("clip", "norm", "norm-sub", "norm-mul", "norm-cut", "base-cut", "simplex")
 #: Multiple-testing corrections of :meth:`Estimate.heavy_hitters`.
 FDR_METHODS = ("bh", "by", "bonferroni")
 
 _MAX_WHOLE_DOMAIN = 2**24
-#: f (per-candidate true frequencies) -> Var(fhat) per candidate; the theory functions broadcast.
-VarianceFn = Callable[[Any], Any]
 
 
 def _normal_quantile(p: float) -> float:
     return NormalDist().inv_cdf(p)
-
-
-def _upper_tail(z: np.ndarray) -> np.ndarray:
-    """``P(Z > z)`` for standard normal Z (erfc keeps small tails accurate)."""
-    scaled = np.asarray(z, dtype=np.float64) / math.sqrt(2.0)
-    return np.array([0.5 * math.erfc(v) for v in scaled.ravel()], dtype=np.float64).reshape(scaled.shape)
 
 
 def _check_alpha(name: str, alpha: float) -> float:
@@ -73,12 +66,17 @@ class Estimate:
 
     Attributes:
         candidates: the values estimated (int64 or uint64).
-        values: the estimates (raw and unbiased unless :attr:`postprocessing` says otherwise).
-        std: plug-in standard errors of the raw estimates (NaN without a closed form).
+        values: the estimates (raw unless :attr:`postprocessing` says otherwise).
+        std: standard errors of the raw estimates (NaN without a registered model).
         n: the number of reports aggregated.
         protocol: the protocol id.
         postprocessing: ``"raw"`` or the :meth:`postprocess` method applied.
         note: how the standard errors were obtained.
+        target: the quantity the intervals cover and the tests are about (``f``, the true
+            frequency, for unbiased oracles; a sketch frequency where collisions bias the
+            estimator; see :mod:`ldpfast.uncertainty`).
+        uncertainty: the protocol's model (:class:`ldpfast.uncertainty.Uncertainty`), or None.
+        rows: the positions of these candidates among those the model was built for.
     """
 
     candidates: np.ndarray
@@ -88,7 +86,9 @@ class Estimate:
     protocol: str
     postprocessing: str = "raw"
     note: str = ""
-    variance: Optional[VarianceFn] = dataclasses.field(default=None, repr=False)
+    target: str = TRUE_FREQUENCY
+    uncertainty: Optional[Uncertainty] = dataclasses.field(default=None, repr=False)
+    rows: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -113,47 +113,53 @@ class Estimate:
         """Standard errors of :attr:`counts`: ``n * std``."""
         return self.std * self.n
 
-    def _require_raw(self, what: str) -> None:
+    def _model(self, what: str) -> Tuple[Uncertainty, np.ndarray]:
         if self.postprocessing != "raw":
             raise ParameterError(f"{what} needs the raw (unbiased) estimates; this Estimate was post-processed "
                                  f"with {self.postprocessing!r}: call it on the Estimate before postprocess()")
-        if self.variance is None or np.isnan(self.std).any():
+        if self.uncertainty is None or self.rows is None:
             raise ParameterError(f"{what} needs standard errors, which {self.protocol!r} does not have: {self.note}")
+        return self.uncertainty, self.rows
 
     def confidence_interval(self, alpha: float = 0.05, counts: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-        """Two-sided ``1 - alpha`` intervals ``values -+ z_{1-alpha/2} std`` (normal
-        approximation, per candidate, not simultaneous; for simultaneous coverage of ``k``
-        candidates pass ``alpha / k``). ``counts=True`` scales them by ``n``.
+        """Two-sided ``1 - alpha`` intervals for :attr:`target`, per candidate (not
+        simultaneous; for simultaneous coverage of ``k`` candidates pass ``alpha / k``).
+        For closed-form variances they are score intervals ``{f : |fhat - f| <= z_{1-alpha/2}
+        sd(f)}`` (the variance at each candidate frequency, not only at the estimate), so
+        they are not always ``values -+ z std``; medians and minima use their exact
+        distributions (:mod:`ldpfast.uncertainty`). ``counts=True`` scales them by ``n``.
 
         Raises:
             ParameterError: alpha not in (0, 1); no standard errors; post-processed values.
         """
         alpha = _check_alpha("alpha", alpha)
-        self._require_raw("confidence_interval")
-        half = _normal_quantile(1.0 - alpha / 2.0) * self.std
+        model, rows = self._model("confidence_interval")
+        low, high = model.interval(np.asarray(self.values, dtype=np.float64), rows, alpha)
         scale = float(self.n) if counts else 1.0
-        return (self.values - half) * scale, (self.values + half) * scale
+        return low * scale, high * scale
 
     def p_values(self, threshold: float) -> np.ndarray:
-        """One-sided p-values of ``H0: f(x) <= threshold`` against ``f(x) > threshold``:
-        ``P(Z > (fhat - threshold)/sd_threshold)`` with ``sd_threshold`` the standard error
-        at ``f = threshold`` (the boundary of the null hypothesis)."""
+        """One-sided p-values of ``H0: target <= threshold`` against ``target > threshold``
+        (:attr:`target` is the true frequency for unbiased oracles): the probability of an
+        estimate at least this large at the boundary ``target = threshold``, from the exact
+        count distribution where the protocol registers one (GRR, OLH), else from the normal
+        model with the standard error at ``threshold``."""
         threshold = float(threshold)
         if not 0.0 <= threshold <= 1.0:
             raise ParameterError(f"threshold must be a frequency in [0, 1], got {threshold!r}")
-        self._require_raw("p_values")
-        return _upper_tail((self.values - threshold) / self._std_at(threshold))
+        model, rows = self._model("p_values")
+        return model.p_values(np.asarray(self.values, dtype=np.float64), rows, threshold)
 
     def _std_at(self, frequency: float) -> np.ndarray:
         """Standard errors of every candidate's estimate if its frequency were ``frequency``."""
-        assert self.variance is not None  # checked by _require_raw
-        variance = self.variance(np.full(len(self), frequency))
-        return np.sqrt(np.broadcast_to(np.asarray(variance, dtype=np.float64), self.values.shape))
+        model, rows = self._model("base-cut")
+        return np.broadcast_to(model.std_at(frequency, rows), self.values.shape)
 
     # -- selections -----------------------------------------------------------------
     def _subset(self, index: np.ndarray) -> "Estimate":
+        rows = None if self.rows is None else self.rows[index]
         return dataclasses.replace(self, candidates=self.candidates[index], values=self.values[index],
-                                   std=self.std[index])
+                                   std=self.std[index], rows=rows)
 
     def sorted(self) -> "Estimate":
         """The candidates by decreasing estimate (ties by candidate order)."""
@@ -167,8 +173,9 @@ class Estimate:
         return self._subset(np.argsort(-self.values, kind="stable")[:int(k)])
 
     def heavy_hitters(self, threshold: float, fdr: float = 0.05, method: str = "bh") -> "Estimate":
-        """The candidates declared to have ``f(x) > threshold``, best first, with the
-        expected share of false declarations controlled.
+        """The candidates declared to have ``target > threshold`` (the true frequency for
+        unbiased oracles, see :attr:`target`), best first, with the expected share of false
+        declarations controlled.
 
         Each candidate gets the one-sided test of :meth:`p_values`; the p-values are then
         corrected for testing all candidates at once:
@@ -182,8 +189,6 @@ class Estimate:
           (level ``fdr / sum_{i<=k} 1/i``).
         * ``"bonferroni"``: reject when ``p < fdr / k``; controls the probability of any
           false declaration (family-wise error), hence also the FDR.
-
-        Validity rests on the normal approximation (see the module docstring).
 
         Raises:
             ParameterError: bad arguments; no standard errors; post-processed values.
@@ -207,19 +212,30 @@ class Estimate:
 
     # -- consistency post-processing --------------------------------------------------
     def postprocess(self, method: str, total: float = 1.0, alpha: float = 0.05) -> "Estimate":
-        """Estimates made consistent (biased, but often more accurate; Wang et al., "Locally
-        Differentially Private Frequency Estimation with Consistency", NDSS 2020):
+        """Estimates made consistent (biased, but often more accurate), the methods of Wang,
+        Lopuhaa-Zwakenberg, Li, Skoric and Li, "Locally Differentially Private Frequency
+        Estimation with Consistency" (NDSS 2020), as the paper defines them (each is also
+        a function of this module):
 
-        * ``"clip"``: clip to ``[0, 1]``.
-        * ``"norm-sub"``: Wang et al.'s Norm-Sub: set negatives to 0 and subtract the same
-          amount from every positive estimate, repeated until all are non-negative and they
+        * ``"base-cut"`` (Base-Cut, :func:`base_cut`): an estimate below the significance
+          threshold ``T = Phi^-1(1 - alpha/k) sd_0`` (``sd_0`` its standard error at
+          frequency 0, Bonferroni over the ``k`` candidates) becomes 0, the others stay.
+        * ``"norm"`` (Norm, :func:`norm`): add the same ``delta`` to every estimate so they
+          sum to ``total`` (may stay negative).
+        * ``"norm-mul"`` (Norm-Mul, :func:`norm_mul`): negatives to 0, the rest scaled to
           sum to ``total``.
-        * ``"simplex"``: the Euclidean projection onto ``{w >= 0, sum w = total}`` (the
-          nearest consistent vector). It coincides with Norm-Sub, computed in one sort.
-        * ``"norm-mul"``: set negatives to 0 and rescale the rest to sum to ``total``.
-        * ``"base-cut"``: set to 0 every estimate below the significance threshold
-          ``z_{1-alpha/k} sd_0`` (``sd_0`` = standard error at ``f = 0``, Bonferroni over the
-          ``k`` candidates) and keep the others; non-negative, not normalized.
+        * ``"norm-cut"`` (Norm-Cut, :func:`norm_cut`): negatives to 0; then, if the rest sum
+          to more than ``total``, every estimate below the smallest ``theta`` with
+          ``sum_{fhat >= theta} fhat <= total`` becomes 0 too (the sum may stay below ``total``).
+        * ``"norm-sub"`` (Norm-Sub, :func:`norm_sub`): negatives to 0, then the same amount
+          subtracted from (or added to) every positive estimate so they sum to ``total``,
+          repeated until none is negative. Before ldpfast 0.2 this name returned the
+          Euclidean projection, which differs whenever the positive estimates sum to less
+          than ``total`` (the projection then lifts small negatives too).
+        * ``"simplex"`` (the constrained least squares of the paper, :func:`project_simplex`):
+          the Euclidean projection onto ``{w >= 0, sum w = total}``, the nearest consistent
+          vector; equal to Norm-Sub when the positive estimates sum to at least ``total``.
+        * ``"clip"``: clip to ``[0, 1]``.
 
         ``total`` is 1 when the candidates are the whole domain; pass the share of users
         they cover otherwise.
@@ -234,27 +250,22 @@ class Estimate:
         if not (math.isfinite(total) and total > 0):
             raise ParameterError(f"total must be a positive number, got {total!r}")
         v = np.asarray(self.values, dtype=np.float64)
-        if method == "clip":
-            out = np.clip(v, 0.0, 1.0)
-        elif method == "simplex":
-            out = project_simplex(v, total)
-        elif method == "norm-sub":
-            out = _norm_sub(v, total)
-        elif method == "norm-mul":
-            out = np.maximum(v, 0.0)
-            mass = out.sum()
-            out = out * (total / mass) if mass > 0 else np.full_like(v, total / max(v.size, 1))
-        else:
+        if method == "base-cut":
             alpha = _check_alpha("alpha", alpha)
-            self._require_raw("base-cut")
             cut = _normal_quantile(1.0 - alpha / max(v.size, 1)) * self._std_at(0.0)
-            out = np.where(v >= cut, v, 0.0)
+            out = base_cut(v, cut)
+        elif method == "clip":
+            out = np.clip(v, 0.0, 1.0)
+        else:
+            out = {"norm": norm, "norm-sub": norm_sub, "norm-mul": norm_mul, "norm-cut": norm_cut,
+                   "simplex": project_simplex}[method](v, total)
         return dataclasses.replace(self, values=out, postprocessing=method)
 
     # -- export ----------------------------------------------------------------------
     def to_pandas(self, alpha: float = 0.05) -> Any:
         """A ``pandas.DataFrame`` with columns ``candidate, estimate, std, count`` and, for
-        raw estimates with standard errors, ``ci_low, ci_high`` (``1 - alpha``).
+        raw estimates with standard errors, ``ci_low, ci_high`` (``1 - alpha``, for
+        :attr:`target`, which ``frame.attrs["target"]`` names).
 
         Raises:
             MissingDependencyError: pandas is not installed (an ImportError).
@@ -262,19 +273,25 @@ class Estimate:
         pd = require("pandas", "Estimate.to_pandas()")
         frame = pd.DataFrame({"candidate": self.candidates, "estimate": self.values, "std": self.std,
                               "count": self.counts})
-        if self.postprocessing == "raw" and self.variance is not None and not np.isnan(self.std).any():
+        if self.postprocessing == "raw" and self.uncertainty is not None:
             frame["ci_low"], frame["ci_high"] = self.confidence_interval(alpha)
-        frame.attrs.update(protocol=self.protocol, n=self.n, postprocessing=self.postprocessing)
+        frame.attrs.update(protocol=self.protocol, n=self.n, postprocessing=self.postprocessing, target=self.target)
         return frame
 
 
-def project_simplex(values: Any, total: float = 1.0) -> np.ndarray:
-    """The Euclidean projection of ``values`` onto ``{w : w >= 0, sum(w) = total}``:
-    ``w = max(v - theta, 0)`` with ``theta`` found from the sorted values (Held, Wolfe and
-    Crowder 1974; Duchi et al. 2008)."""
-    v = np.asarray(values, dtype=np.float64).ravel()
+# -- consistency post-processing (Wang et al., NDSS 2020) ----------------------------------------
+def _vector(values: Any) -> np.ndarray:
+    v = np.array(values, dtype=np.float64).ravel()
     if v.size == 0:
-        raise ParameterError("cannot project an empty vector onto the simplex")
+        raise ParameterError("cannot post-process an empty vector of estimates")
+    return v
+
+
+def project_simplex(values: Any, total: float = 1.0) -> np.ndarray:
+    """The Euclidean projection of ``values`` onto ``{w : w >= 0, sum(w) = total}`` (Wang et
+    al.'s CLS): ``w = max(v - theta, 0)`` with ``theta`` found from the sorted values (Held,
+    Wolfe and Crowder 1974; Duchi et al. 2008)."""
+    v = _vector(values)
     u = np.sort(v)[::-1]
     cumulative = np.cumsum(u) - total
     ranks = np.arange(1, v.size + 1)
@@ -283,42 +300,91 @@ def project_simplex(values: Any, total: float = 1.0) -> np.ndarray:
     return np.asarray(np.maximum(v - theta, 0.0))
 
 
-def _norm_sub(values: np.ndarray, total: float) -> np.ndarray:
-    """Norm-Sub as Wang et al. state it (iterative; at most ``len(values)`` rounds, since
-    each round that changes anything zeroes at least one more estimate)."""
-    if values.size == 0:
-        raise ParameterError("cannot normalize an empty vector")
-    out = values.copy()
-    active = np.ones(out.size, dtype=bool)
+def norm(values: Any, total: float = 1.0) -> np.ndarray:
+    """Norm: ``v + (total - sum v)/k`` for the ``k`` estimates."""
+    v = _vector(values)
+    return np.asarray(v + (total - v.sum()) / v.size)
+
+
+def norm_mul(values: Any, total: float = 1.0) -> np.ndarray:
+    """Norm-Mul: ``max(v, 0) * total / sum max(v, 0)`` (all ``total/k`` when none is positive)."""
+    out = np.maximum(_vector(values), 0.0)
+    mass = out.sum()
+    return out * (total / mass) if mass > 0 else np.full_like(out, total / out.size)
+
+
+def norm_sub(values: Any, total: float = 1.0) -> np.ndarray:
+    """Norm-Sub: set the negative estimates to 0, add ``(total - sum)/#positive`` to every
+    positive one, and repeat until none is negative. Each round that repeats zeroes at
+    least one more estimate, so it ends within ``k`` rounds; when no estimate is positive
+    the ``k`` estimates share ``total`` equally."""
+    out = np.maximum(_vector(values), 0.0)
     for _ in range(out.size + 1):
-        out[~active] = 0.0
-        out[active] -= (out[active].sum() - total) / active.sum()
-        negative = active & (out < 0)
-        if not negative.any():
+        positive = out > 0
+        if not positive.any():
+            return np.full_like(out, total / out.size)
+        out[positive] += (total - out.sum()) / np.count_nonzero(positive)
+        if not (out < 0).any():
             break
-        active &= ~negative
-    return out
+        out = np.maximum(out, 0.0)
+    return np.asarray(out)
 
 
-# -- per-protocol closed-form variances (each protocol's registration) ------------------------
+def norm_cut(values: Any, total: float = 1.0) -> np.ndarray:
+    """Norm-Cut: set the negative estimates to 0; then set to 0 every estimate below the
+    smallest ``theta`` with ``sum_{v >= theta} v <= total`` (nothing more when the positive
+    estimates already sum to at most ``total``)."""
+    out = np.maximum(_vector(values), 0.0)
+    if out.sum() <= total:
+        return np.asarray(out)
+    levels = np.unique(out[out > 0])[::-1]                     # candidate thetas, largest first
+    mass = np.array([out[out >= level].sum() for level in levels]) if levels.size <= 4096 else \
+        _mass_at_or_above(out, levels)
+    fits = np.flatnonzero(mass <= total)
+    theta = levels[fits[-1]] if fits.size else math.inf        # mass only grows as theta falls
+    return np.where(out >= theta, out, 0.0)
+
+
+def _mass_at_or_above(values: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """``sum(values[values >= level])`` for each of the decreasing ``levels``."""
+    order = np.sort(values)[::-1]
+    suffix = np.cumsum(order)
+    return np.asarray(suffix[np.searchsorted(-order, -levels, side="right") - 1])
+
+
+def base_cut(values: Any, threshold: Any) -> np.ndarray:
+    """Base-Cut: the estimates below ``threshold`` (a scalar or one per estimate) set to 0."""
+    v = _vector(values)
+    return np.where(v >= threshold, v, 0.0)
+
+
+# -- each protocol's registered model -------------------------------------------------------------
 #: The note of a standard error from a registered closed form, followed by its source.
-PLUG_IN = "closed form of ldpfast.theory at the plug-in f = clip(estimate, 0, 1)"
+PLUG_IN = ("closed form of ldpfast.theory at the estimate (standard error) and at the frequency under test "
+           "(score intervals and tests)")
 
 
-def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[VarianceFn], str]:
-    """``(f -> Var(fhat) per candidate, note)`` from the protocol's registered closed form
-    (``Protocol.variance``), or ``(None, reason)`` where none fits the default estimator."""
-    hook = protocol(server.protocol).variance
+def _uncertainty_for(server: Any, candidates: np.ndarray, registered: Any = None) -> Tuple[Optional[Uncertainty], str]:
+    """The protocol's model for ``candidates`` (``Protocol.variance``: an
+    :class:`~ldpfast.uncertainty.Uncertainty`, or ``(f -> Var(fhat), note)`` for a plug-in
+    closed form), or ``(None, reason)`` where none fits the default estimator."""
+    hook = (registered or protocol(server.protocol)).variance
     if hook is None:
-        return None, (f"no closed-form variance for {server.protocol!r}'s estimator (the protocol registers "
-                      "none); measure its error by simulation (ldpfast.experiments)")
-    return hook(server, candidates)
+        return None, (f"no standard errors for {server.protocol!r}'s estimator (the protocol registers none: "
+                      "Protocol.variance); measure its error by simulation (ldpfast.experiments)")
+    found = hook(server, candidates)
+    if isinstance(found, Uncertainty):
+        return found, found.note
+    variance, note = found
+    if variance is None:
+        return None, note
+    return PlugIn(variance, size=len(candidates), note=note), note
 
 
-def _default_candidates(server: Any) -> np.ndarray:
+def _default_candidates(server: Any, registered: Any = None) -> np.ndarray:
     """What ``server.estimate()`` answers for: the registration's ``default_candidates``
     (when it gives any), else the whole domain ``[0, d)``."""
-    hook = protocol(server.protocol).default_candidates
+    hook = (registered or protocol(server.protocol)).default_candidates
     labels = None if hook is None else hook(server)
     if labels is not None:
         return np.asarray(labels)
@@ -335,17 +401,25 @@ def estimate(server: Any, candidates: Any = None) -> Estimate:
     Raises:
         ReportError: no reports aggregated. ParameterError: invalid candidates.
     """
-    labels = _default_candidates(server) if candidates is None else np.asarray(candidates)
+    from ._base import protocol
+
+    registered = protocol(server.protocol)
+    labels = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)
     if labels.ndim == 0:
         labels = labels.reshape(1)
     values = np.asarray(server.estimate(labels), dtype=np.float64)
-    variance, note = _variance_for(server, labels)
-    if variance is None:
-        std = np.full(values.shape, np.nan)
-    else:
-        std = np.sqrt(np.broadcast_to(variance(np.clip(values, 0.0, 1.0)), values.shape)).astype(np.float64)
+    return _with_model(server, labels, values, *_uncertainty_for(server, labels, registered))
+
+
+def _with_model(server: Any, labels: np.ndarray, values: np.ndarray, model: Optional[Uncertainty],
+                note: str) -> Estimate:
+    """The :class:`Estimate` of ``values`` with the standard errors of ``model`` (None: NaN)."""
+    rows = np.arange(values.size)
+    std = np.full(values.shape, np.nan) if model is None else \
+        np.broadcast_to(model.std(values, rows), values.shape).astype(np.float64)
     return Estimate(candidates=labels, values=values, std=std, n=int(server.n), protocol=server.protocol,
-                    note=note, variance=variance)
+                    note=note, target=TRUE_FREQUENCY if model is None else model.target, uncertainty=model,
+                    rows=None if model is None else rows)
 
 
 set_estimator(estimate)

@@ -26,6 +26,7 @@ from ..errors import FormatError, ParameterError, ReportError
 from .._base import AuditHooks, ComparisonRow
 from ..audit import Plan, value_inputs
 from ..estimates import PLUG_IN
+from ..uncertainty import BinomialCounts, PlugIn
 from .._base import WireField, bits_for
 from ._registration import counter_cost, rr_epsilon, theory, zipf_values
 
@@ -198,7 +199,11 @@ def _example():
 
 def _variance(server, candidates):
     p, n = server.params, server.n
-    return (lambda f: theory().grr_variance(p.epsilon, p.d, n, f)), f"{PLUG_IN} (theory.grr_variance)"
+    em1 = math.expm1(p.epsilon)                    # decode_counts: C/n = (1 + em1 fhat)/(em1 + d)
+    flip = p.flip_threshold / _U64                 # the sampler's exact probabilities
+    exact = BinomialCounts(n, 1.0 - flip, flip / (p.d - 1), (1.0 / (em1 + p.d), em1 / (em1 + p.d)))
+    return PlugIn(lambda f: theory().grr_variance(p.epsilon, p.d, n, f), len(candidates),
+                  f"{PLUG_IN} (theory.grr_variance); exact binomial tests of the report counts", counts=exact)
 
 
 def _compare(epsilon, d, n, f_star, **_):

@@ -40,7 +40,7 @@ from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ..theory import hadamard as _theory
 from .._base import AuditHooks
 from .._base import WireField, bits_for
-from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, zipf_values
+from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, median_of_groups, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]
 
@@ -297,6 +297,13 @@ class Server(LayoutServer):
         return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
+def _variance(server, candidates):
+    # estimate() answers from the level-t oracle: k subsets of the users' 1/t at that level
+    p = server.params
+    hashed = p.level_rows(p.t) < pow2_at_least(max(2, p.prefix_domain(p.t)))
+    return median_of_groups(server, candidates, p.k, p.k * p.t, hashed, signed=False)
+
+
 def _simulations():
     from ..experiments import HeavyAlgorithm
 
@@ -312,5 +319,5 @@ register_protocol(Protocol(
     # [WW] section 4: the (level, subset) group, the Hadamard row and one bit.
     wire_fields=lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
                            WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
-    simulations=_simulations,  # no closed-form variance: medians over subsets
+    simulations=_simulations, variance=_variance,
     audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))

@@ -138,7 +138,8 @@ class RHROriginalParams(Params):
     """The original RHR layout (see the module docstring).
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, log(2^k - 1) + 22.18] (``2^k``-ary randomized
+            response: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^30``.
         comm: bits per report besides the row (the original's ``comm``), ``>= 1``; ``0``
             (default) means no limit, i.e. ``k = min(ceil(eps log2 e), ceil(log2 d) + 1)``.
@@ -351,10 +352,13 @@ def _rhr_original_variance(server, candidates):
         return ((lambda f: p.variance(n, f, location_fraction=1.0)),
                 f"{PLUG_IN} (theory.rhr_original_variance with every user in the candidate's location block: "
                 "an upper bound)")
-    # the raw estimates of a location block sum to an unbiased estimate of its share
-    per_block = np.bincount(np.arange(p.d) // p.B, weights=server.estimate())
-    share = np.clip(per_block[candidates.astype(np.int64) // p.B], 0.0, 1.0)
-    return ((lambda f: p.variance(n, f, location_fraction=np.maximum(share, f))),
+    # the raw estimates of a location block sum to an unbiased estimate of its share, which
+    # holds the candidate's own share: plugged in once, so the variance stays affine in f
+    estimates = server.estimate()
+    per_block = np.bincount(np.arange(p.d) // p.B, weights=estimates)
+    rows = np.asarray(candidates).astype(np.int64)
+    share = np.clip(np.maximum(per_block[rows // p.B], estimates[rows]), 0.0, 1.0)
+    return ((lambda f: p.variance(n, f, location_fraction=share)),
             f"{PLUG_IN} (theory.rhr_original_variance; the location block's share is plugged in from the estimates)")
 
 

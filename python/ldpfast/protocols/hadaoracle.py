@@ -36,7 +36,7 @@ from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
 from .._base import WireField, bits_for
-from ._registration import SIGN, binary_epsilon, draw, layout_plan, zipf_values
+from ._registration import SIGN, binary_epsilon, draw, layout_plan, median_of_groups, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
 
@@ -280,6 +280,13 @@ class Server(LayoutServer):
         return est if counts else est / self.n
 
 
+def _variance(server, candidates):
+    p = server.params
+    corrected = p.collision_correction and p.hashed
+    return median_of_groups(server, candidates, p.k, p.k, p.hashed, signed=False,
+                            correction=(p.m / (p.m - 1.0)) ** 2 if corrected else 1.0)
+
+
 def _simulations():
     from ..experiments import Algorithm
 
@@ -295,5 +302,5 @@ register_protocol(Protocol(
     # [WW] Alg. 1: the subset j, the Hadamard row r and one bit (only the bit when the server assigns j, r).
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
                            WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
-    simulations=_simulations,  # no closed-form variance: the estimate is a median over the k subsets
+    simulations=_simulations, variance=_variance,
     audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))

@@ -49,7 +49,9 @@ from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, bina
 from ..theory import hadamard as _th
 from ..theory import pan_baselines as _pt
 from .._base import AuditHooks
-from ._registration import binary_epsilon, count_sketch_plan, draw
+from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
+from ._registration import binary_epsilon, count_sketch_plan, draw, median_of_groups
 
 __all__ = ["Params", "Reports", "Client", "Server", "COMBINERS"]
 
@@ -62,7 +64,7 @@ class Params(_ParamsBase):
     """Hashtogram parameters.
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^64``.
         R: number of groups / hash pairs (odd for a well-defined median), ``1 <= R <= 4096``.
         T: bucket range, a power of two in ``[2, 2^24]``.
@@ -302,8 +304,20 @@ def _simulations():
                       None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),)
 
 
+def _variance(server, candidates):
+    p = server.params
+    if p.combine == "median":
+        return median_of_groups(server, candidates, p.R, p.R, hashed=True, signed=True)
+    # the mean: one +-c_eps/n term per user with mean its match (derived in median_of_groups)
+    c2, n = _th.c_eps(p.epsilon) ** 2, server.n
+    return PlugIn(lambda f: (c2 - np.asarray(f, dtype=np.float64)) / n, len(candidates),
+                  f"{PLUG_IN} ((c_eps^2 - f)/n given the run's hashes)",
+                  "f plus the signed collision mass of the run's hashes averaged over the R groups (zero on "
+                  "average over the draw of the hashes, fixed once they are drawn)")
+
+
 register_protocol(Protocol(
-    "hashtogram", Params, Reports, Server, Client, example=_example,
-    simulations=_simulations,  # no closed-form variance: a median over the R groups
+    "hashtogram", Params, Reports, Server, Client, example=_example, variance=_variance,
+    simulations=_simulations,
     audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, hash_seed=1, **kw), count_sketch_plan,
                      binary_epsilon)))

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import warnings
 from typing import ClassVar, Dict, Tuple
 
 import numpy as np
@@ -50,12 +49,13 @@ from .._validate import check_array, check_below, check_bits
 from ..errors import ParameterError, ReportError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
-from ..errors import PrivacyWarning
-from ._sets import SketchClient, SketchParams, TrackedServer, as_sets
+from ..errors import PrivacyWarning  # noqa: F401  (re-exported: ldpfast.protocols.privsketch.PrivacyWarning)
+from ._sets import SketchClient, SketchParams, TrackedServer, as_sets, warn_not_ldp
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
 from .._base import WireField, bits_for
-from ._registration import (SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
+from ._registration import (COUNT_MIN, SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
                             tracked_candidates)
 
 __all__ = [
@@ -74,18 +74,25 @@ _NOT_LDP = (
 
 @dataclasses.dataclass(frozen=True)
 class Params(SketchParams):
-    """PrivSketch with sampling ([PS] section 3.3). **Not eps-LDP** (module doc)."""
+    """PrivSketch with sampling ([PS] section 3.3). **Not eps-LDP** (module doc): building
+    it emits a :class:`PrivacyWarning`."""
 
     protocol: ClassVar[str] = "privsketch"
+
+    def privacy_warning(self) -> str:
+        return _NOT_LDP.format(name="PrivSketch", eps=self.epsilon)
 
 
 @dataclasses.dataclass(frozen=True)
 class NoSmpParams(SketchParams):
     """PrivSketch-noSmp ([PS] Alg. 2-3, section 4.2): every cell flipped with budget eps/(KM).
-    **Not eps-LDP** (module doc)."""
+    **Not eps-LDP** (module doc): building it emits a :class:`PrivacyWarning`."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"
     bit_divisor: ClassVar[str] = "K*M"
+
+    def privacy_warning(self) -> str:
+        return _NOT_LDP.format(name="PrivSketch-noSmp", eps=self.epsilon)
 
 
 @dataclasses.dataclass
@@ -156,7 +163,7 @@ class Client(SketchClient):
 
     def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
-        warnings.warn(_NOT_LDP.format(name="PrivSketch", eps=params.epsilon), PrivacyWarning, stacklevel=2)
+        warn_not_ldp(params)
 
     def perturb(self, sets) -> Reports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
@@ -177,8 +184,7 @@ class NoSmpClient(SketchClient):
 
     def __init__(self, params: NoSmpParams, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
-        warnings.warn(_NOT_LDP.format(name="PrivSketch-noSmp", eps=params.epsilon), PrivacyWarning,
-                      stacklevel=2)
+        warn_not_ldp(params)
 
     def perturb(self, sets) -> NoSmpReports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
@@ -322,7 +328,7 @@ class NoSmpServer(Server):
         return self.params.K * self.params.M
 
     def _bit_constant(self) -> float:
-        return c_eps(self.params.epsilon / (self.params.K * self.params.M))
+        return c_eps(self.params.bit_epsilon)
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
@@ -330,7 +336,7 @@ class NoSmpServer(Server):
         ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
         cand = self._query(candidates)
         p = self.params
-        c = c_eps(p.epsilon / (p.K * p.M))
+        c = c_eps(p.bit_epsilon)
         diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
         est = 0.5 * (c * diff / self.n + 1.0)
         return est * self.n if counts else est
@@ -342,14 +348,14 @@ def _sketch_example(params_type):
 
 def _privsketch_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M)),
-            f"{PLUG_IN} (theory.privsketch_variance, R2 estimator; f is the count-min frequency)")
+    return PlugIn(lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M), len(candidates),
+                  f"{PLUG_IN} (theory.privsketch_variance, R2 estimator)", COUNT_MIN)
 
 
 def _nosmp_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: np.full(np.shape(f), theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M))),
-            "closed form (theory.privsketch_nosmp_variance)")
+    return PlugIn(lambda f: np.full(np.shape(f), theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M)),
+                  len(candidates), "closed form (theory.privsketch_nosmp_variance)", COUNT_MIN)
 
 
 register_protocol(Protocol(

@@ -24,9 +24,10 @@ from .._base import Aggregator, AuditHooks, Protocol, Reports as _ReportsBase, _
 from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
 from ..theory.hadamard import c_eps
 from .._base import WireField, bits_for
-from ._registration import SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
+from ._registration import COUNT_MEAN, SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 from ._sets import SketchClient, SketchParams
 
 __all__ = ["SafeParams", "SafeReports", "SafeClient", "SafeServer"]
@@ -178,9 +179,9 @@ def _example():
 
 def _safe_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
-            f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with mean(fbar_i^2) >= fbar^2: "
-            "an upper bound)")
+    return PlugIn(lambda f: theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K),
+                  len(candidates), f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with "
+                  "mean(fbar_i^2) >= fbar^2: an upper bound)", COUNT_MEAN)
 
 
 register_protocol(Protocol(

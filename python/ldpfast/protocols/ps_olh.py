@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -20,16 +19,17 @@ from .._base import register_protocol
 from .._random import RngLike
 from ..datasets import SetData
 from ..errors import ParameterError
+from .._budget import amplified
 from .._validate import check_bool, check_epsilon, check_int, rr_threshold
 from ..kernels.field import PRIME
 from ..theory.hadamard import olh_g
 from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
-from ..errors import PrivacyWarning
-from ._sets import TrackedServer, as_sets
+from ._sets import TrackedServer, as_sets, warn_not_ldp
 from .._base import AuditHooks
 from ..audit import set_inputs
 from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
 from ._registration import (draw, olh_plan, olh_wire, prime_field_of, random_sets, rr_epsilon, theory,
                             tracked_candidates)
 
@@ -82,6 +82,15 @@ class PSOLHParams(_ParamsBase):
                                 "g = round(e^eps') + 1" if self.amplify else "g = round(e^eps) + 1")
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
+        warn_not_ldp(self, stacklevel=4)
+
+    def privacy_warning(self) -> str:
+        """Why these reports are not eps-LDP ("" with ``amplify=False``)."""
+        if not self.amplify:
+            return ""
+        return (f"PS-OLH with amplify=True is NOT {self.epsilon:g}-LDP: OLH does not amplify under padding and "
+                f"sampling, the reports are only {self.true_epsilon:.6g}-LDP (log(pad_len (e^eps - 1) + 1)). "
+                "Use amplify=False for eps-LDP.")
 
     @property
     def true_epsilon(self) -> float:
@@ -90,8 +99,10 @@ class PSOLHParams(_ParamsBase):
 
     @property
     def olh_epsilon(self) -> float:
+        """OLH's budget: eps, or with ``amplify=True`` the PSFO budget ``eps'`` rounded
+        down (:func:`ldpfast._budget.amplified`)."""
         if self.amplify:
-            return math.log(self.pad_len * math.expm1(self.epsilon) + 1.0)
+            return amplified(self.epsilon, self.pad_len)
         return self.epsilon
 
     @property
@@ -120,11 +131,7 @@ class PSOLHClient(ClientBase):
 
     def __init__(self, params: PSOLHParams, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
-        if params.amplify:
-            warnings.warn(f"PS-OLH with amplify=True is NOT {params.epsilon:g}-LDP: OLH does not amplify under "
-                          f"padding and sampling, the reports are only {params.true_epsilon:.6g}-LDP "
-                          "(log(pad_len (e^eps - 1) + 1)). Use amplify=False for eps-LDP.",
-                          PrivacyWarning, stacklevel=2)
+        warn_not_ldp(params)
 
     def perturb(self, sets) -> PSOLHReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
@@ -170,8 +177,10 @@ class PSOLHServer(TrackedServer):
 
 def _variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: theory().ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g)),
-            f"{PLUG_IN} (theory.ps_olh_variance: exact when no set exceeds pad_len items)")
+    return PlugIn(lambda f: theory().ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g), len(candidates),
+                  f"{PLUG_IN} (theory.ps_olh_variance: exact when no set exceeds pad_len items)",
+                  "pad_len times the share of users whose padded sample is x: f when no set holding x has more "
+                  "than pad_len items")
 
 
 def _audit_plan(params):

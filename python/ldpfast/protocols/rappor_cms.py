@@ -60,7 +60,8 @@ class Params(_base.Params):
     """CMS + RAPPOR parameters.
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]``.
+        epsilon: privacy parameter in [2^-20, 22.18] for aRP (one binary RR at eps), in
+            [2^-20, 44.36] for sRP (binary RR at eps/2 per bit; ``_validate.rr_threshold``).
         d: dictionary size; values are integers in ``[0, d)``.
         m: hash range = report length in bits, ``2 <= m <= 65536``.
         variant: ``"symmetric"`` (sRP) or ``"asymmetric"`` (aRP).

@@ -215,10 +215,13 @@ def _rhr_variance(server, candidates):
     if p.d > 2**24:
         return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=1.0)),
                 f"{PLUG_IN} (theory.rhr_variance with every user in the candidate's residue class: an upper bound)")
-    # the raw estimates of a residue class sum to an unbiased estimate of its share
-    per_class = np.bincount(np.arange(p.d) % p.base, weights=server.estimate(), minlength=p.base)
-    share = np.clip(per_class[candidates.astype(np.int64) % p.base], 0.0, 1.0)
-    return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=np.maximum(share, f))),
+    # the raw estimates of a residue class sum to an unbiased estimate of its share, which
+    # holds the candidate's own share: plugged in once, so the variance stays affine in f
+    estimates = server.estimate()
+    per_class = np.bincount(np.arange(p.d) % p.base, weights=estimates, minlength=p.base)
+    rows = np.asarray(candidates).astype(np.int64)
+    share = np.clip(np.maximum(per_class[rows % p.base], estimates[rows]), 0.0, 1.0)
+    return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=share)),
             f"{PLUG_IN} (theory.rhr_variance; the residue-class share is plugged in from the estimates)")
 
 

@@ -25,7 +25,7 @@ from typing import ClassVar, Dict
 import numpy as np
 
 from .. import _base, _core
-from .._validate import (check_below, check_epsilon, check_int, check_values,
+from .._validate import (MIN_EPSILON, check_below, check_epsilon, check_int, check_values,
                          probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import pan_baselines as _pt
@@ -47,7 +47,8 @@ class Params(_base.Params):
     """Subset Selection parameters.
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]``.
+        epsilon: privacy parameter in [2^-20, log((d-k)/k) + 22.18] (the 64-bit sampler
+            needs the probability of leaving the user's value out to be at least 2^-32).
         d: dictionary size, ``2 <= d <= 2^24``.
         k: subset size in ``[1, d-1]``; ``0`` (default) picks
             :func:`ldpfast.theory.subset_selection_optimal_k`.
@@ -72,7 +73,7 @@ class Params(_base.Params):
         t = self.exclude_threshold
         if not 2**32 <= t <= 2**64 - 2**32:
             # both branches need probability >= 2^-32 for the 64-bit sampler to be faithful
-            low = math.log(d - k) - math.log(k) - math.log(2.0**32 - 1)
+            low = max(MIN_EPSILON, math.log(d - k) - math.log(k) - math.log(2.0**32 - 1))
             high = math.log(d - k) - math.log(k) + math.log(2.0**32 - 1)
             raise ParameterError(f"epsilon must be in [{low:.6g}, {high:.6g}] for Subset Selection with d={d}, "
                                  f"k={k} (the 64-bit sampler needs both branches >= 2^-32), got {eps!r}")

@@ -37,7 +37,7 @@ from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, bina
 from .hashtogram import GroupedSignSketchServer, _uniform
 from ..theory import hadamard as _th
 from .._base import AuditHooks
-from ._registration import binary_epsilon, count_sketch_plan, heavy_params
+from ._registration import binary_epsilon, count_sketch_plan, heavy_params, median_of_groups
 
 __all__ = ["Params", "Reports", "Client", "Server"]
 
@@ -47,7 +47,7 @@ class Params(_ParamsBase):
     """TreeHist (Count-Sketch) parameters.
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^64``.
         R: Hashtogram groups per level (odd for a well-defined median).
         T: bucket range (power of two); levels with at most ``T`` prefixes are not hashed.
@@ -233,7 +233,13 @@ def _simulations():
                            "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),)
 
 
+def _variance(server, candidates):
+    # estimate() answers from the last level: R groups of the users' 1/L there
+    p = server.params
+    return median_of_groups(server, candidates, p.R, p.L * p.R, p.hashed(p.L), signed=True)
+
+
 register_protocol(Protocol(
-    "treehist-cs", Params, Reports, Server, Client, example=_example, simulations=_simulations,
+    "treehist-cs", Params, Reports, Server, Client, example=_example, simulations=_simulations, variance=_variance,
     audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0, hash_seed=1, **kw),
                      count_sketch_plan, binary_epsilon)))

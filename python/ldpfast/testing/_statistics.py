@@ -13,6 +13,7 @@ import numpy as np
 from .. import audit
 from ..errors import PrivacyWarning
 from ..protocols._sets import as_sets
+from ..uncertainty import PlugIn
 from ._case import Case, CheckSkipped, register
 
 #: Two-sided false-alarm probability of the variance check for a correct protocol.
@@ -90,10 +91,10 @@ def variance_matches_simulation(case: Case) -> None:
     for r in range(runs):
         run = type(reports).from_columns({k: v[r * per_run:(r + 1) * per_run] for k, v in columns.items()})
         est = case.server(run).frequencies(candidates)
-        if est.variance is None:
+        if not isinstance(est.uncertainty, PlugIn):  # medians and minima have no closed form
             raise CheckSkipped(f"no closed-form variance for this estimate: {est.note}")
         values.append(np.asarray(est.values, dtype=np.float64))
-        closed_forms.append(est.variance)
+        closed_forms.append(est.uncertainty.variance)
     fhat = np.array(values)
     plug_in = np.clip(fhat.mean(axis=0), 0.0, 1.0)
     variance = np.mean([np.broadcast_to(np.asarray(v(plug_in), dtype=np.float64), plug_in.shape)

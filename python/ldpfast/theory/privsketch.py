@@ -20,7 +20,7 @@ __all__ = [
     "privsketch_flip_probability", "privsketch_nosmp_flip_probability", "multi_pcms_mean_flip_probability",
     "multi_pcms_min_flip_probability", "privsketch_variance", "privsketch_centred_variance",
     "privsketch_nosmp_variance", "privsketch_ldp_variance", "multi_pcms_mean_variance", "ps_olh_variance",
-    "bloom_false_positive_rate",
+    "sampled_report_variance", "bloom_false_positive_rate",
 ]
 
 
@@ -119,6 +119,20 @@ def ps_olh_variance(epsilon: float, n: float, f: RealLike = 0.0, pad_len: int = 
     b = 1.0 / g
     a = b + (p - b) / pad_len
     return pad_len ** 2 * g ** 2 * (f * a * (1 - a) + (1 - f) * b * (1 - b)) / (n * (p * g - 1) ** 2)
+
+
+def sampled_report_variance(p: float, q: float, n: float, share: RealLike = 0.0) -> Real:
+    """Var of ``(C/n - q)/(p - q)`` when user ``i``'s report supports ``x`` with probability
+    ``q + s_i (p - q)``, ``s_i`` the chance that ``x`` is the value it samples (one item of
+    its set, a padded slot) and ``share`` the mean of the ``s_i``:
+    ``P (1 - P)/(n (p - q)^2)`` with ``P = q + share (p - q)`` (derived here). Exact when
+    every ``s_i`` equals ``share``, an upper bound otherwise (``P (1 - P)`` is concave); it
+    exceeds the fixed-population variance (holders report x for sure) by
+    ``share (1 - share)/n``, the sampling's own variance. GRR: ``p = e/(e + m - 1)``,
+    ``q = 1/(e + m - 1)``; OLH: ``p = e/(e + g - 1)``, ``q = 1/g``."""
+    shares = np.asarray(share, dtype=np.float64)
+    support = q + shares * (p - q)
+    return _out(support * (1.0 - support) / (float(n) * (p - q) ** 2))
 
 
 def bloom_false_positive_rate(L: RealLike, K: int = 4, M: int = 128) -> Real:
