@@ -407,7 +407,7 @@ def test_readme_python_blocks_run(index):
 
 def test_unknown_arguments_show_the_subcommands_usage(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["audit", "hrr", "--d", "1000", "--eps", "1"])
+        cli.main(["audit", "hrr", "--d", "1000", "--eps", "1"])    # no abbreviation of --detect either
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
     assert err.startswith("usage: ldpfast audit") and "ldpfast audit: error: unrecognized arguments: --d 1000" in err
@@ -420,7 +420,8 @@ def test_every_command_takes_registry_ids_and_aliases(capsys):
     assert names["cms-he"] == "cmshe" and names["ocms-l"] == "ocms" and names["svim"] == "svim-items"
     assert set(names.values()) <= set(protocols())
     rc, out, _ = run_cli(capsys, "audit", "cms-he", "--eps", "1", "--reports", "2000", "--seed", "1")
-    assert rc == 0 and out.splitlines()[1].split()[0] == "cmshe"     # printed under its registry id
+    # 2,000 reports: passed or inconclusive (exit 0 or 3), printed under the registry id
+    assert rc in (0, 3) and out.splitlines()[1].split()[0] == "cmshe"
     rc, out, _ = run_cli(capsys, "simulate", "-p", "cmshe,ocms", "--n", "300", "--d", "1000", "--eps", "2",
                          "--runs", "1", "--no-plot", "--quiet")
     assert rc == 0 and "CMS+HE" in out and "MSE-OCMS+RR" in out     # the ids run their first entry

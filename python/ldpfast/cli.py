@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == f"ldpfast.commands.{name}":
                 continue
             raise
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+        # no abbreviations: `audit --d 1000` must not silently mean `--detect 1000`
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False))
     return parser
 
 
