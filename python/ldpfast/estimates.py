@@ -29,11 +29,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from statistics import NormalDist
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union, overload
 
 import numpy as np
 
 from ._aggregator import set_estimator
+from ._labels import _flat, is_labels
 from ._optional import require
 from ._registry import protocol
 from .errors import ParameterError
@@ -52,6 +53,24 @@ _MAX_WHOLE_DOMAIN = 2**24
 
 def _normal_quantile(p: float) -> float:
     return NormalDist().inv_cdf(p)
+
+
+def _interval_alpha(alpha: Optional[float], confidence: Optional[float]) -> float:
+    """The miss probability of an interval from ``alpha`` or ``confidence`` (scipy's
+    keyword), refusing ``alpha > 0.5``, which is almost surely a confidence level."""
+    if alpha is not None and confidence is not None:
+        raise ParameterError(f"pass alpha or confidence, not both (got alpha={alpha!r}, confidence={confidence!r})")
+    if confidence is not None:
+        level = _check_alpha("confidence", confidence)
+        if level < 0.5:
+            raise ParameterError(f"confidence must be in [0.5, 1) (e.g. 0.95 for 95% intervals), got {confidence!r}")
+        return 1.0 - level
+    alpha = 0.05 if alpha is None else _check_alpha("alpha", alpha)
+    if alpha > 0.5:
+        raise ParameterError(f"alpha is the probability that an interval misses: alpha={alpha!r} asks for "
+                             f"{1 - alpha:.0%} intervals. For {alpha:.0%} intervals pass confidence={alpha!r} "
+                             f"(or alpha={1 - alpha:.3g})")
+    return alpha
 
 
 def _check_alpha(name: str, alpha: float) -> float:
@@ -77,6 +96,14 @@ class Estimate:
             estimator; see :mod:`ldpfast.uncertainty`).
         uncertainty: the protocol's model (:class:`ldpfast.uncertainty.Uncertainty`), or None.
         rows: the positions of these candidates among those the model was built for.
+        labels: the candidates' labels (object array) when the parameters have a domain
+            (``params.with_domain``, :mod:`ldpfast.domain`) that decodes them, or when the
+            candidates were given as labels; else None.
+
+    An Estimate behaves like its values: ``len(est)``, ``np.asarray(est)``, ``est[3]`` (the
+    fourth estimate, a float), ``est["apple"]`` (a label's estimate), and ``est[1:5]``,
+    ``est[mask]`` or ``est[[0, 2]]`` (an Estimate of those candidates). It pickles (joblib,
+    multiprocessing, Dask), intervals and tests included.
     """
 
     candidates: np.ndarray
@@ -89,6 +116,7 @@ class Estimate:
     target: str = TRUE_FREQUENCY
     uncertainty: Optional[Uncertainty] = dataclasses.field(default=None, repr=False)
     rows: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
+    labels: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -96,8 +124,34 @@ class Estimate:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return np.asarray(self.values, dtype=dtype)
 
+    def __iter__(self) -> Iterator[float]:
+        return iter(self.values.tolist())
+
+    @overload
+    def __getitem__(self, key: Union[int, np.integer, str, bytes]) -> float: ...
+
+    @overload
+    def __getitem__(self, key: Union[slice, List[int], np.ndarray]) -> "Estimate": ...
+
+    def __getitem__(self, key: Any) -> Any:
+        """``est[i]``: the ``i``-th estimate (a float); ``est[label]``: the estimate of that
+        label; a slice, integer array or boolean mask: an Estimate of those candidates."""
+        if isinstance(key, (str, bytes)):
+            if self.labels is None:
+                raise KeyError(f"{key!r}: this Estimate has no labels (its parameters have no domain)")
+            found = np.flatnonzero(self.labels == key)
+            if not found.size:
+                raise KeyError(key)
+            return float(self.values[found[0]])
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            return float(self.values[int(key)])
+        index = np.arange(len(self))[key]
+        return self._subset(np.atleast_1d(index))
+
     def __repr__(self) -> str:
-        shown = ", ".join(f"{int(c)}: {v:.4g}" for c, v in zip(self.candidates[:3], self.values[:3]))
+        names = self.labels if self.labels is not None else [int(c) for c in self.candidates]
+        shown = ", ".join(f"{name!r}: {v:.4g}" if self.labels is not None else f"{name}: {v:.4g}"
+                          for name, v in zip(names[:3], self.values[:3]))
         more = ", ..." if len(self) > 3 else ""
         return (f"Estimate(protocol={self.protocol!r}, n={self.n}, {len(self)} candidates "
                 f"{{{shown}{more}}}, postprocessing={self.postprocessing!r})")
@@ -121,18 +175,23 @@ class Estimate:
             raise ParameterError(f"{what} needs standard errors, which {self.protocol!r} does not have: {self.note}")
         return self.uncertainty, self.rows
 
-    def confidence_interval(self, alpha: float = 0.05, counts: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-        """Two-sided ``1 - alpha`` intervals for :attr:`target`, per candidate (not
-        simultaneous; for simultaneous coverage of ``k`` candidates pass ``alpha / k``).
+    def confidence_interval(self, alpha: Optional[float] = None, counts: bool = False, *,
+                            confidence: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Two-sided intervals for :attr:`target` at ``confidence`` (as scipy: ``0.95``) or,
+        equivalently, ``1 - alpha`` (default 95%), per candidate (not simultaneous; for
+        simultaneous coverage of ``k`` candidates pass ``alpha / k``). ``alpha`` above 0.5
+        is refused: ``confidence_interval(0.95)`` would ask for 5% intervals (pass
+        ``confidence=0.95``).
         For closed-form variances they are score intervals ``{f : |fhat - f| <= z_{1-alpha/2}
         sd(f)}`` (the variance at each candidate frequency, not only at the estimate), so
         they are not always ``values -+ z std``; medians and minima use their exact
         distributions (:mod:`ldpfast.uncertainty`). ``counts=True`` scales them by ``n``.
 
         Raises:
-            ParameterError: alpha not in (0, 1); no standard errors; post-processed values.
+            ParameterError: alpha not in (0, 0.5], confidence not in [0.5, 1), both given;
+                no standard errors; post-processed values.
         """
-        alpha = _check_alpha("alpha", alpha)
+        alpha = _interval_alpha(alpha, confidence)
         model, rows = self._model("confidence_interval")
         low, high = model.interval(np.asarray(self.values, dtype=np.float64), rows, alpha)
         scale = float(self.n) if counts else 1.0
@@ -158,8 +217,9 @@ class Estimate:
     # -- selections -----------------------------------------------------------------
     def _subset(self, index: np.ndarray) -> "Estimate":
         rows = None if self.rows is None else self.rows[index]
+        labels = None if self.labels is None else self.labels[index]
         return dataclasses.replace(self, candidates=self.candidates[index], values=self.values[index],
-                                   std=self.std[index], rows=rows)
+                                   std=self.std[index], rows=rows, labels=labels)
 
     def sorted(self) -> "Estimate":
         """The candidates by decreasing estimate (ties by candidate order)."""
@@ -262,19 +322,22 @@ class Estimate:
         return dataclasses.replace(self, values=out, postprocessing=method)
 
     # -- export ----------------------------------------------------------------------
-    def to_pandas(self, alpha: float = 0.05) -> Any:
-        """A ``pandas.DataFrame`` with columns ``candidate, estimate, std, count`` and, for
-        raw estimates with standard errors, ``ci_low, ci_high`` (``1 - alpha``, for
+    def to_pandas(self, alpha: Optional[float] = None, *, confidence: Optional[float] = None) -> Any:
+        """A ``pandas.DataFrame`` with columns ``candidate`` (and ``label`` when the
+        estimate has labels), ``estimate, std, count`` and, for raw estimates with standard
+        errors, ``ci_low, ci_high`` (at ``confidence``, or ``1 - alpha``; default 95%, for
         :attr:`target`, which ``frame.attrs["target"]`` names).
 
         Raises:
             MissingDependencyError: pandas is not installed (an ImportError).
         """
         pd = require("pandas", "Estimate.to_pandas()")
-        frame = pd.DataFrame({"candidate": self.candidates, "estimate": self.values, "std": self.std,
-                              "count": self.counts})
+        columns: Dict[str, Any] = {"candidate": self.candidates}
+        if self.labels is not None:
+            columns["label"] = self.labels
+        frame = pd.DataFrame({**columns, "estimate": self.values, "std": self.std, "count": self.counts})
         if self.postprocessing == "raw" and self.uncertainty is not None:
-            frame["ci_low"], frame["ci_high"] = self.confidence_interval(alpha)
+            frame["ci_low"], frame["ci_high"] = self.confidence_interval(alpha, confidence=confidence)
         frame.attrs.update(protocol=self.protocol, n=self.n, postprocessing=self.postprocessing, target=self.target)
         return frame
 
@@ -404,11 +467,19 @@ def estimate(server: Any, candidates: Any = None) -> Estimate:
     from ._base import protocol
 
     registered = protocol(server.protocol)
-    labels = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)
-    if labels.ndim == 0:
-        labels = labels.reshape(1)
-    values = np.asarray(server.estimate(labels), dtype=np.float64)
-    return _with_model(server, labels, values, *_uncertainty_for(server, labels, registered))
+    domain = getattr(server.params, "label_domain", None)
+    names = None
+    if candidates is not None and domain is not None and is_labels(candidates):
+        names = np.asarray(_flat(candidates), dtype=object)
+        candidates = domain.encode(names)
+    ids = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)
+    if ids.ndim == 0:
+        ids = ids.reshape(1)
+    if names is None and domain is not None and domain.decodes:
+        names = domain.decode(ids)
+    values = np.asarray(server.estimate(ids), dtype=np.float64)
+    found = _with_model(server, ids, values, *_uncertainty_for(server, ids, registered))
+    return found if names is None else dataclasses.replace(found, labels=names)
 
 
 def _with_model(server: Any, labels: np.ndarray, values: np.ndarray, model: Optional[Uncertainty],
