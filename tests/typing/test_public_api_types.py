@@ -136,3 +136,13 @@ def test_labels_recommend_and_closed_forms() -> None:
     assert_type(lf.theory.ocms_l2(2.0, 1000), Union[float, np.ndarray])
     assert_type(lf.theory.ocms_variance(2.0, 4, n=1000, f=0.1), Union[float, np.ndarray])
     assert_type(lf.theory.grr_variance(2.0, 10, 100), Union[float, np.ndarray])
+
+
+def test_estimates_index_like_data() -> None:
+    params = lf.protocols.grr.Params(epsilon=3.0, d=D)
+    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=9).perturb(VALUES))
+    result = server.frequencies(CANDIDATES)
+    assert_type(result[0], float)
+    assert_type(result[1:3], lf.estimates.Estimate)
+    low, _ = result.confidence_interval(confidence=0.9)
+    assert_type(low, np.ndarray)
