@@ -361,14 +361,16 @@ class Aggregator:
         return ""
 
     @_locked  # several estimate calls on one state
-    def frequencies(self, candidates: Any = None) -> "Estimate":
+    def frequencies(self, candidates: Any = None, method: str = "debiased", **options: Any) -> "Estimate":
         """The frequency estimates of ``candidates`` with standard errors, as an
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
         false-discovery control, consistency post-processing, ``to_pandas``).
-        ``candidates`` as for :meth:`estimate`."""
+        ``candidates`` as for :meth:`estimate`. ``method``: ``"debiased"`` (the unbiased
+        estimates of :meth:`estimate`), ``"ibu"`` or ``"mle"`` (likelihood-based, on the
+        simplex; :mod:`ldpfast.estimation`, whose ``tol``/``max_iter`` pass through ``options``)."""
         from . import estimates
 
-        return estimates.estimate(self, candidates)
+        return estimates.estimate(self, candidates, method=method, **options)
 
 
 def _checked_sum(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -76,6 +76,9 @@ class Estimate:
         protocol: the protocol id.
         postprocessing: ``"raw"`` or the :meth:`postprocess` method applied.
         note: how the standard errors were obtained.
+        method: the estimator: ``"debiased"`` (unbiased), ``"ibu"`` or ``"mle"``
+            (likelihood-based, :mod:`ldpfast.estimation`; on the simplex, so biased near 0,
+            with standard errors from the Fisher information).
     """
 
     candidates: np.ndarray
@@ -86,6 +89,7 @@ class Estimate:
     postprocessing: str = "raw"
     note: str = ""
     variance: Optional[VarianceFn] = dataclasses.field(default=None, repr=False)
+    method: str = "debiased"
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -111,6 +115,9 @@ class Estimate:
         return self.std * self.n
 
     def _require_raw(self, what: str) -> None:
+        if self.method != "debiased":
+            raise ParameterError(f"{what} needs the debiased estimates; this Estimate holds {self.method!r} "
+                                 f"estimates: use server.frequencies(method='debiased')")
         if self.postprocessing != "raw":
             raise ParameterError(f"{what} needs the raw (unbiased) estimates; this Estimate was post-processed "
                                  f"with {self.postprocessing!r}: call it on the Estimate before postprocess()")
@@ -332,17 +339,27 @@ def _default_candidates(server: Any) -> np.ndarray:
     return np.arange(server.params.d, dtype=np.int64)
 
 
-def estimate(server: Any, candidates: Any = None) -> Estimate:
+def estimate(server: Any, candidates: Any = None, method: str = "debiased", **options: Any) -> Estimate:
     """The :class:`Estimate` of ``server`` (any aggregator) for ``candidates`` (``None``:
     what ``server.estimate()`` answers for, e.g. the whole domain or the tracked items).
-    Same as ``server.frequencies(candidates)``.
+    Same as ``server.frequencies(candidates, method, **options)``; ``method`` is one of
+    ``ldpfast.estimation.METHODS`` (``options``: ``tol``, ``max_iter`` of IBU/MLE).
 
     Raises:
-        ReportError: no reports aggregated. ParameterError: invalid candidates.
+        ReportError: no reports aggregated. ParameterError: invalid candidates or method.
+        NotImplementedError: IBU/MLE for a protocol that registers no channel.
     """
+    from .estimation import METHODS
+
+    if method not in METHODS:
+        raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
     labels = _default_candidates(server) if candidates is None else np.asarray(candidates)
     if labels.ndim == 0:
         labels = labels.reshape(1)
+    if method != "debiased":
+        return _likelihood_estimate(server, labels, method, **options)
+    if options:
+        raise ParameterError(f"options {sorted(options)} apply to method='ibu' or 'mle' only")
     values = np.asarray(server.estimate(labels), dtype=np.float64)
     variance, note = _variance_for(server, labels)
     if variance is None:
@@ -351,3 +368,18 @@ def estimate(server: Any, candidates: Any = None) -> Estimate:
         std = np.sqrt(np.broadcast_to(variance(np.clip(values, 0.0, 1.0)), values.shape)).astype(np.float64)
     return Estimate(candidates=labels, values=values, std=std, n=int(server.n), protocol=server.protocol,
                     note=note, variance=variance)
+
+
+def _likelihood_estimate(server: Any, labels: np.ndarray, method: str, **options: Any) -> Estimate:
+    """IBU or MLE through the protocol's registered channel (:mod:`ldpfast.estimation`)."""
+    from . import estimation
+
+    channel = estimation.channel_of(server, labels)
+    fit = estimation.ibu(channel, **options) if method == "ibu" else estimation.mle(channel, **options)
+    std, how = estimation.fisher_std(channel, fit.values)
+    k = labels.size
+    rest = f"; mass outside the candidates {fit.values[k]:.4g}" if channel.rest else ""
+    note = (f"{method}: {channel.note}; {fit.iterations} EM steps, log-likelihood gap per report "
+            f"{fit.gap:.2g}{'' if fit.converged else ' (max_iter reached)'}{rest}; std from the {how}")
+    return Estimate(candidates=labels, values=np.asarray(fit.values[:k]), std=np.asarray(std[:k]), n=int(server.n),
+                    protocol=server.protocol, note=note, method=method)

@@ -22,7 +22,7 @@ import numpy as np
 from .. import _core
 from .._base import Reports
 from .._random import KeySource
-from .._validate import MAX_EPSILON, check_array, check_below, check_derived_range, check_int
+from .._validate import MAX_EPSILON, check_array, check_below, check_derived_range, check_int, check_values
 from ..errors import ParameterError
 from ..kernels import field as _field
 from ..kernels.field import PRIME, is_prime
@@ -170,3 +170,26 @@ def debias_matches(matches: Any, n: int, epsilon: float, m: int,
     mu = float(m) if estimator_m is None else estimator_m
     share = np.asarray(matches, dtype=np.float64) / n
     return mu / (mu - 1) * (((em1 + m) * share - 1.0) / em1) - 1.0 / (mu - 1)
+
+
+def match_channel(server: Any, candidates: Any, epsilon: float, m: int, estimator_m: float) -> Any:
+    """The IBU/MLE channel of per-user-hash reports (OLH, OCMS) from the match counts
+    ``C(x) = #{i : z_i = h_i(x)}``: a report matches its user's value with probability
+    ``s1 = e/(e+m-1)`` and any other value with ``s0 = (1 + (e-1)/mu)/(e+m-1)`` (``mu``:
+    the estimator's ``m'``, whose inverse is the hash family's collision probability).
+    The counts are what both server modes keep (the streamed mode only for its
+    candidates), so this is the composite likelihood; the full likelihood would need the
+    kept reports themselves (``O(n K)`` work per iteration)."""
+    from ..estimation import support_channel
+
+    xs = None if candidates is None else check_values(candidates, server.params.d, "candidates", "values in",
+                                                        distinct=True)
+    matches = server.match_counts(xs)
+    if xs is None:
+        xs_size = server.params.d if server.keeps_reports else matches.size
+    else:
+        xs_size = xs.size
+    em1 = math.expm1(epsilon)
+    s1 = (em1 + 1.0) / (em1 + m)
+    s0 = (1.0 + em1 / estimator_m) / (em1 + m)
+    return support_channel(matches, server.n, s1, s0, rest=xs_size < server.params.d, what="hash-match")
