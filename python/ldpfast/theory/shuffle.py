@@ -364,6 +364,7 @@ def shuffle_epsilon(eps0: float, n: int, delta: float, rounds: int = 1, k: Optio
     from ._pld import composed_bounds
 
     upper, lower = composed_bounds(eps0, n, delta, int(rounds), analysis, kk)
+    lower = max(lower, shuffle_epsilon(eps0, n, delta, 1, k, analysis).lower)   # T rounds leak at least one
     closed_t = _advanced_composition(closed, int(rounds), delta)
     return ShuffleBound(upper, min(lower, upper), closed_t, eps0, n, delta, int(rounds), k, analysis)
 
