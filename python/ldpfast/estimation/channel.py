@@ -209,3 +209,64 @@ def support_channel(support: np.ndarray, n: int, s1: float, s0: float, rest: boo
     return Channel(observed, forward, adjoint, k + int(rest), int(n), rest, float(k), "composite",
                    f"per-candidate {what} counts as independent binomials (s1={s1:.6g}, s0={s0:.6g})",
                    separable, information)
+
+
+def hadamard_channel(z: np.ndarray, group_sizes: np.ndarray, columns: np.ndarray, keep: float,
+                     rest_profile: Optional[np.ndarray] = None, fwht: Optional[Operator] = None) -> Channel:
+    """The channel of Hadamard randomized response in ``G`` groups of equal width ``D``
+    (HRR, HE, CMS+HE): a user in group ``g`` (``group_sizes[g]`` users) draws a row
+    ``r ~ U[0, D)`` and reports ``b = H[r, columns[g, x]] s`` with ``s = -1`` with
+    probability ``1 - keep``. The state keeps ``z[g, r]``, the sum of the bits of row ``r``,
+    but not the number of reports per row: the cells ``(g, r, +-1)`` hold the pseudo-counts
+    ``(n_g/D +- z[g, r])/2`` (clipped at 0), whose expectations are exactly ``n A f``;
+    the likelihood is therefore approximate (exact when every row count equals ``n_g/D``).
+
+    Args:
+        z: ``(G, D)`` row sums of the bits.
+        group_sizes: ``(G,)`` reports per group.
+        columns: ``(G, K)`` Hadamard column of each candidate in each group.
+        keep: probability that the bit is not flipped (``e^eps/(e^eps + 1)``).
+        rest_profile: ``(G, D)`` distribution over columns of a value outside the
+            candidates (None: the candidates are the whole domain).
+        fwht: in-place unnormalized Walsh-Hadamard transform of the rows of a float64
+            ``(G, D)`` array (default: ``ldpfast.kernels.fwht``).
+    """
+    if fwht is None:
+        from ..kernels import fwht as _fwht
+
+        def fwht(a: np.ndarray) -> np.ndarray:
+            _fwht(a)
+            return a
+    zz = np.asarray(z, dtype=np.float64)
+    groups, width = zz.shape
+    sizes = np.asarray(group_sizes, dtype=np.float64).reshape(groups, 1)
+    cols = np.asarray(columns, dtype=np.int64)
+    k = cols.shape[1]
+    n = int(sizes.sum())
+    rest = rest_profile is not None
+    contrast = 2.0 * keep - 1.0
+    weight = sizes / (max(n, 1) * 2.0 * width)         # P(group g, row r) / 2, per cell
+    flat = (cols + np.arange(groups).reshape(groups, 1) * width).ravel()
+    plus = np.maximum((sizes / width + zz) / 2.0, 0.0)
+    minus = np.maximum((sizes / width - zz) / 2.0, 0.0)
+    observed = np.concatenate([plus.ravel(), minus.ravel()])
+    profile = None if rest_profile is None else np.asarray(rest_profile, dtype=np.float64).reshape(groups, width)
+
+    def forward(f: np.ndarray) -> np.ndarray:
+        total = float(f.sum())
+        spread = np.bincount(flat, weights=np.tile(f[:k], groups), minlength=groups * width).reshape(groups, width)
+        u = fwht(np.ascontiguousarray(spread if profile is None else spread + f[k] * profile))
+        return np.concatenate([(weight * (total + contrast * u)).ravel(), (weight * (total - contrast * u)).ravel()])
+
+    def adjoint(w: np.ndarray) -> np.ndarray:
+        wp, wm = w[:groups * width].reshape(groups, width), w[groups * width:].reshape(groups, width)
+        base = float((weight * (wp + wm)).sum())
+        t = fwht(np.ascontiguousarray(weight * (wp - wm)))
+        out = base + contrast * t.ravel()[flat].reshape(groups, k).sum(axis=0)
+        if profile is None:
+            return np.asarray(out)
+        return np.append(out, base + contrast * float((t * profile).sum()))
+
+    return Channel(observed, forward, adjoint, k + int(rest), n, rest, 1.0, "approximate",
+                   f"Hadamard rows of {groups} group(s) x {width}: per-row report counts set to their expectation "
+                   "n_g/D (the state keeps only the rows' bit sums)")
