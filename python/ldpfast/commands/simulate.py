@@ -106,6 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, help="also write the results as JSON to this path")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     parser.add_argument("--list", action="store_true", help="list the protocols and data sets, then exit")
+    from .shuffle import add_shuffle_options
+
+    add_shuffle_options(parser)
 
 
 def setup_threads(threads: int) -> None:
@@ -228,6 +231,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{result.note}\nn={result.n} users, d={result.d}, |X|={result.n_candidates} values of interest, "
           f"{result.runs} runs per eps, seed {result.seed}\n")
     print(result.table("all", markdown=args.markdown))
+    if args.shuffle_delta is not None:
+        from .shuffle import central_rows, format_central
+
+        print("\n" + format_central(central_rows(epsilons, result.n, args.shuffle_delta, args.rounds), result.n,
+                                     args.shuffle_delta, args.rounds))
     bands = [c for c in result.cells if c.within_band is not None]
     if bands:
         inside = sum(bool(c.within_band) for c in bands)
