@@ -154,3 +154,19 @@ def test_bad_input_is_refused():
         sh.shuffle_epsilon(1.0, 10, 1e-6, rounds=0)
     with pytest.raises(ParameterError, match="analysis"):
         sh.shuffle_epsilon(1.0, 10, 1e-6, analysis="blanket")
+
+
+def test_cli_shuffle_params_and_json(capsys):
+    import json
+
+    from ldpfast.cli import main
+
+    assert main(["shuffle", "--eps", "1,4", "--n", "1e6", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["eps0"] for r in rows] == [1.0, 4.0]
+    assert rows[0]["upper"] == pytest.approx(sh.shuffle_epsilon(1.0, 10**6, 1e-6).upper)
+    assert main(["params", "--eps", "2", "--d", "1000", "--n", "1e5", "--shuffle-delta", "1e-6", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["shuffle"]
+    assert shown["eps0"] == 2.0 and shown["lower"] <= shown["upper"] < 2.0
+    assert main(["shuffle", "--eps", "1", "--n", "1"]) == 2
+    assert "n must be" in capsys.readouterr().err

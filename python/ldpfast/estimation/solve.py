@@ -13,8 +13,10 @@ probability simplex (the candidates' frequencies and, when present, the rest col
 
 **Convergence rule.** ``L`` is concave, so with the gradient ``g = A^T(y/(Af))`` at ``f``,
 ``L(f*) - L(f) <= max_x g_x - sum_x f_x g_x = max_x g_x - sum(y)`` (the Frank-Wolfe
-duality gap). Iteration stops when that certified gap per report, ``(max g - sum y)/n``,
-is below ``tol`` (or after ``max_iter`` steps; the result records the gap reached).
+duality gap). Iteration stops when that certified gap per unit of observed weight,
+``(max g - sum y)/sum y`` (per report for a categorical channel, per report and candidate
+for support counts), is below ``tol`` (or after ``max_iter`` steps; the result records
+the gap reached).
 
 **Uncertainty.** :func:`fisher_std` gives standard errors from the expected Fisher
 information at the estimate, restricted to the simplex:
@@ -51,8 +53,8 @@ class Fit:
         values: the frequencies of the channel's columns (the candidates, then the rest
             column when the channel has one); non-negative, summing to 1.
         iterations: EM steps taken (0 for the exact separable solver).
-        gap: the certified log-likelihood gap per report at ``values`` (see the module
-            docstring); ``0`` for the exact solver.
+        gap: the certified log-likelihood gap per unit of observed weight at ``values``
+            (see the module docstring); rounding-level for the exact solver.
         converged: whether ``gap <= tol`` was reached.
         method: ``"ibu"`` or ``"mle"``.
     """
@@ -85,9 +87,10 @@ def _gradient(channel: Channel, f: np.ndarray) -> np.ndarray:
 
 
 def duality_gap(channel: Channel, f: np.ndarray) -> float:
-    """The certified bound ``(max_x g_x - sum y)/n >= (L(f*) - L(f))/n``."""
+    """The certified bound ``(max_x g_x - sum y)/sum y >= (L(f*) - L(f))/sum y``."""
     g = _gradient(channel, f)
-    return max(float(g.max()) - float(channel.observed.sum()), 0.0) / channel.n
+    total = float(channel.observed.sum())
+    return max(float(g.max()) - total, 0.0) / total
 
 
 def _em(channel: Channel, f: np.ndarray, tol: float, max_iter: int, method: str) -> Fit:
@@ -95,7 +98,7 @@ def _em(channel: Channel, f: np.ndarray, tol: float, max_iter: int, method: str)
     gap = math.inf
     for it in range(max_iter + 1):
         g = _gradient(channel, f)
-        gap = max(float(g.max()) - total, 0.0) / channel.n
+        gap = max(float(g.max()) - total, 0.0) / total
         if gap <= tol or it == max_iter:
             return Fit(f, it, gap, gap <= tol, method)
         f = f * g / total
@@ -105,7 +108,7 @@ def _em(channel: Channel, f: np.ndarray, tol: float, max_iter: int, method: str)
 
 def ibu(channel: Channel, tol: float = 1e-7, max_iter: int = 10_000, start: Optional[np.ndarray] = None) -> Fit:
     """Iterative Bayesian update (EM) from ``start`` (default uniform over the columns),
-    until the certified gap per report is ``<= tol`` or ``max_iter`` steps."""
+    until the certified gap per unit of observed weight is ``<= tol`` or ``max_iter`` steps."""
     tol, max_iter = _check_options(tol, max_iter)
     f = np.full(channel.columns, 1.0 / channel.columns) if start is None else np.asarray(start, dtype=np.float64)
     return _em(channel, f.copy(), tol, max_iter, "ibu")
@@ -113,7 +116,7 @@ def ibu(channel: Channel, tol: float = 1e-7, max_iter: int = 10_000, start: Opti
 
 def mle(channel: Channel, tol: float = 1e-10, max_iter: int = 100_000) -> Fit:
     """The maximum-likelihood frequencies: exact for a separable channel, else EM from the
-    uniform vector to a certified gap ``<= tol`` per report."""
+    uniform vector to a certified gap ``<= tol`` per unit of observed weight."""
     tol, max_iter = _check_options(tol, max_iter)
     if channel.separable is not None:
         values = _separable_mle(channel.separable, channel.columns)
@@ -132,7 +135,7 @@ def _squarem(channel: Channel, f: np.ndarray, tol: float, max_iter: int) -> Fit:
     def step(x: np.ndarray) -> Tuple[np.ndarray, float]:
         g = _gradient(channel, x)
         out = x * g / total
-        return out / out.sum(), max(float(g.max()) - total, 0.0) / channel.n
+        return out / out.sum(), max(float(g.max()) - total, 0.0) / total
 
     steps = 0
     while True:
