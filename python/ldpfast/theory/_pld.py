@@ -20,8 +20,8 @@ from . import shuffle as _sh
 
 #: Largest composed grid (bins) before the grid is coarsened.
 _MAX_BINS = 1 << 22
-#: Blocks of values of C (each at its first value) in the upper pair's distribution.
-_PLD_BLOCKS = 128
+#: Fewest blocks of values of C (each at its first value) in the upper pair's distribution.
+_PLD_BLOCKS = 32
 
 
 class _Pld:
@@ -57,7 +57,10 @@ def _clone_pld(eps0: float, n: int, analysis: str, h: float, cap: float) -> _Pld
     first value, losses rounded up, losses above ``cap`` moved to ``+inf``."""
     special = _sh._special()
     pair = _sh._pair(eps0, n, analysis, None)
-    first, _last, mass, below, above = _sh._c_blocks(special, pair, _PLD_BLOCKS)
+    lo, hi, _, _ = _sh._c_range(special, pair)
+    # blocks no wider than 0.1% of their smallest clone count (each is represented by it)
+    blocks = int(np.clip((hi - lo + 1) / (1e-3 * max(lo, 1)), _PLD_BLOCKS, 4 * _PLD_BLOCKS))
+    first, _last, mass, below, above = _sh._c_blocks(special, pair, blocks)
     mass = mass.copy()
     mass[-1] += above                      # larger C is dominated by the last block's first value
     p = pair.p
@@ -119,8 +122,7 @@ def _binary_rr_plds(eps0: float, n: int, h: float, cap: float) -> Tuple[_Pld, _P
 def composed_bounds(eps0: float, n: int, delta: float, rounds: int, analysis: str,
                     k: Optional[int]) -> Tuple[float, float]:
     """``(upper, lower)`` central epsilon of ``rounds`` shuffled collections (see the module docstring)."""
-    one = _sh.shuffle_epsilon(eps0, n, delta / rounds, 1, None, analysis)
-    scale = max(one.upper, 1e-9)
+    scale = max(_sh._smallest_eps(lambda e: _sh.pair_delta(eps0, n, e, analysis)[0], delta / rounds, eps0), 1e-9)
     h = scale / (200.0 * math.sqrt(rounds))
     cap = min(eps0, 20.0 * scale)
     while True:
@@ -136,10 +138,8 @@ def composed_bounds(eps0: float, n: int, delta: float, rounds: int, analysis: st
     high = eps0 * rounds
     upper = _sh._smallest_eps(composed.delta, delta, high)
     if k is not None:
-        lower = _sh.shuffle_epsilon(eps0, n, delta, 1, k, analysis).lower   # one round is a lower bound
-    else:
-        lower = max(_sh._largest_eps(pld.compose(rounds).delta, delta, high)
-                    for pld in _binary_rr_plds(eps0, n, h, cap))
+        return upper, 0.0       # binary RR is not k-RR: the caller keeps k-RR's one-round bound
+    lower = max(_sh._largest_eps(pld.compose(rounds).delta, delta, high) for pld in _binary_rr_plds(eps0, n, h, cap))
     return upper, lower
 
 

@@ -195,8 +195,7 @@ def pair_delta(eps0: float, n: int, eps: float, analysis: str = "variation-ratio
     special = _special()
     pair = _pair(eps0, n, analysis, k)
     if pair.w > 0:
-        value = _hidden_c_delta(special, pair, eps)
-        return value, value
+        return _hidden_c_delta(special, pair, eps)
     first, last, mass, below, above = _c_blocks(special, pair)
     upper = float(np.dot(mass, _conditional_delta(special, pair, first, eps))) + below
     lower = float(np.dot(mass, _conditional_delta(special, pair, last, eps)))
@@ -204,7 +203,7 @@ def pair_delta(eps0: float, n: int, eps: float, analysis: str = "variation-ratio
     return min(upper, 1.0), lower
 
 
-def _hidden_c_delta(special: Any, pair: _Pair, eps: float) -> float:
+def _hidden_c_delta(special: Any, pair: _Pair, eps: float) -> Tuple[float, float]:
     """The pair with ``w > 0`` summed over the observed total ``t = N0 + N1`` (``C`` hidden):
     ``P(a, t) = B(t-1) [p alpha bin(t-1, a-1) + alpha bin(t-1, a)] + w B(t) bin(t, a)``."""
     p, alpha, w, rho, trials = pair.p, pair.alpha, pair.w, pair.rho, pair.n - 1
@@ -218,10 +217,11 @@ def _hidden_c_delta(special: Any, pair: _Pair, eps: float) -> float:
     b_prev = _binom_pmf(special, t - 1.0, trials, rho)
     b_here = np.where(t <= trials, _binom_pmf(special, np.minimum(t, trials), trials, rho), 0.0)
     s_prev, s_here = _tail(special, t - 1.0, m - 1.0), _tail(special, t - 1.0, m)
-    s_w = _tail(special, t, m)
+    s_w = 0.5 * (s_prev + s_here)           # P(Bin(t, 1/2) >= m), one more fair coin
     p_tail = b_prev * (p * alpha * s_prev + alpha * s_here) + w * b_here * s_w
     q_tail = b_prev * (alpha * s_prev + p * alpha * s_here) + w * b_here * s_w
-    return min(float(np.maximum(p_tail - e * q_tail, 0.0).sum()) + below + above, 1.0)
+    inside = float(np.maximum(p_tail - e * q_tail, 0.0).sum())
+    return min(inside + below + above, 1.0), inside
 
 
 def _binom_pmf(special: Any, c: np.ndarray, trials: int, rho: float) -> np.ndarray:
@@ -301,6 +301,26 @@ def _largest_eps(delta_at: Callable[[float], float], delta: float, high: float, 
     return lo
 
 
+def _both_bounds(delta_pair: Callable[[float], Tuple[float, float]], delta: float, high: float) -> Tuple[float, float]:
+    """``(lower, upper)`` epsilons from one function giving ``(upper, lower)`` bounds on delta:
+    one bisection on the upper delta; its last ``eps`` above the target is the lower epsilon
+    when the lower delta there still exceeds the target (else a second bisection)."""
+    lo, hi = 0.0, high
+    if delta_pair(0.0)[0] <= delta:
+        return 0.0, 0.0
+    for _ in range(48):
+        mid = 0.5 * (lo + hi)
+        if delta_pair(mid)[0] <= delta:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-7 * hi:
+            break
+    if lo > 0.0 and delta_pair(lo)[1] <= delta:
+        lo = _largest_eps(lambda e: delta_pair(e)[1], delta, lo)
+    return lo, hi
+
+
 @dataclasses.dataclass(frozen=True)
 class ShuffleBound:
     """The central privacy of ``rounds`` shuffled collections of ``n`` ``eps0``-LDP reports.
@@ -352,19 +372,19 @@ def shuffle_epsilon(eps0: float, n: int, delta: float, rounds: int = 1, k: Optio
         raise ParameterError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
     kk = None if k is None or k == 2 else int(k)
     closed = shuffle_closed_form(eps0, n, delta)
+    generic = _smallest_eps(lambda e: pair_delta(eps0, n, e, analysis)[0], delta, eps0)
+    if kk is not None:          # k-RR's own pair: exact for k-RR (upper and lower)
+        lower, upper = _both_bounds(lambda e: pair_delta(eps0, n, e, analysis, kk), delta, eps0)
+    else:                       # any randomizer: binary RR's exact epsilon is the lower bound
+        lower = _largest_eps(lambda e: binary_rr_shuffle_delta(eps0, n, e), delta, eps0)
+        upper = generic
     if rounds == 1:
-        upper = _smallest_eps(lambda e: pair_delta(eps0, n, e, analysis, kk)[0], delta, eps0)
-        if kk is not None:
-            upper = min(upper, _smallest_eps(lambda e: pair_delta(eps0, n, e, analysis)[0], delta, eps0))
-            lower = _largest_eps(lambda e: pair_delta(eps0, n, e, analysis, kk)[1], delta, eps0)
-        else:
-            lower = 0.0
-        lower = max(lower, _largest_eps(lambda e: binary_rr_shuffle_delta(eps0, n, e), delta, eps0))
+        upper = min(upper, generic)
         return ShuffleBound(upper, min(lower, upper), closed, eps0, n, delta, 1, k, analysis)
     from ._pld import composed_bounds
 
-    upper, lower = composed_bounds(eps0, n, delta, int(rounds), analysis, kk)
-    lower = max(lower, shuffle_epsilon(eps0, n, delta, 1, k, analysis).lower)   # T rounds leak at least one
+    upper, lower_t = composed_bounds(eps0, n, delta, int(rounds), analysis, kk)
+    lower = max(lower, lower_t)                 # T rounds leak at least what one does
     closed_t = _advanced_composition(closed, int(rounds), delta)
     return ShuffleBound(upper, min(lower, upper), closed_t, eps0, n, delta, int(rounds), k, analysis)
 
