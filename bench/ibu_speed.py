@@ -23,11 +23,11 @@ from ldpfast import estimation
 from ldpfast.protocols import grr
 
 
-def cpu(fn, repeat: int = 3):
+def cpu(fn, *args, repeat: int = 3, **kwargs):
     times, out = [], None
     for _ in range(repeat):
         start = time.process_time()
-        out = fn()
+        out = fn(*args, **kwargs)
         times.append(time.process_time() - start)
     return out, statistics.median(times)
 
@@ -49,7 +49,8 @@ def main() -> None:
         values = np.minimum(rng.zipf(1.3, size=args.n) - 1, d - 1)
         server = grr.Server(params).update(grr.Client(params, rng=1).perturb(values))
         channel = estimation.channel_of(server)
-        ours, ours_s = cpu(lambda: estimation.ibu(channel, tol=1e-300, max_iter=args.iterations).values)
+        fit, ours_s = cpu(estimation.ibu, channel, tol=1e-300, max_iter=args.iterations)
+        ours = fit.values
         if peer_ibu is None:
             print(f"| {d} | {ours_s:.4f} | (not installed) | | |")
             continue
@@ -57,7 +58,7 @@ def main() -> None:
         dense = np.full((d, d), q) + (p - q) * np.eye(d)
         observed = server.counts / server.n
         peer_ibu(d, dense, observed, 2, 1e-300, "max_abs")          # numba warm-up
-        theirs, theirs_s = cpu(lambda: peer_ibu(d, dense, observed, args.iterations, 1e-300, "max_abs"))
+        theirs, theirs_s = cpu(peer_ibu, d, dense, observed, args.iterations, 1e-300, "max_abs")
         print(f"| {d} | {ours_s:.4f} | {theirs_s:.4f} | {theirs_s / ours_s:.1f}x | "
               f"{float(np.abs(ours - theirs).max()):.1e} |", flush=True)
 
