@@ -194,3 +194,41 @@ def test_methods_and_errors():
                                                              .perturb(inputs))
     with pytest.raises(NotImplementedError, match="registers no report channel"):
         other.frequencies(method="mle")
+
+
+@pytest.mark.parametrize("protocol_id", ["olh", "ocms"])
+def test_full_report_likelihood_matches_dense_reference(protocol_id):
+    """likelihood="full": one cell per kept report, probability e/(e+m-1) under a candidate
+    whose hash matches the report and 1/(e+m-1) otherwise; 1/m under the rest."""
+    if protocol_id == "olh":
+        params = olh.OLHParams(epsilon=1.0, d=30)
+        server = _server(params, olh.OLHServer, olh.OLHClient, n=400)
+        inner, m = server._reports, params.g
+    else:
+        params = ocms.Params.optimal(epsilon=2.0, d=30, field="compact")
+        server = _server(params, ocms.Server, ocms.Client, n=400)
+        inner, m = server, params.m
+    z, a0, a1 = inner.reports().z, inner.reports().a0, inner.reports().a1
+    e = math.exp(params.epsilon)
+    for candidates in (None, np.array([4, 0, 11])):
+        xs = np.arange(params.d) if candidates is None else candidates
+        hashed = np.stack([lf._core.ocms_hash(inner.params.field, a0, a1, np.full(z.size, x, dtype=np.uint64), m)
+                           for x in xs.astype(np.uint64)], axis=1)
+        a = np.where(hashed == z[:, None], e / (e + m - 1), 1 / (e + m - 1))
+        if candidates is not None:
+            a = np.column_stack([a, np.full(z.size, 1 / m)])
+        channel = est.channel_of(server, candidates, likelihood="full")
+        assert channel.column_sum is None and channel.likelihood == "full"
+        rng = np.random.default_rng(1)
+        f = rng.random(a.shape[1])
+        # channel cells follow the kept reports' canonical order; compare order-free sums
+        np.testing.assert_allclose(np.sort(channel.forward(f)), np.sort(a @ f), rtol=0, atol=1e-12)
+        order_free = channel.adjoint(np.ones(z.size))
+        np.testing.assert_allclose(order_free, a.sum(axis=0), rtol=0, atol=1e-9)
+        fit = est.ibu(channel, tol=1e-15, max_iter=10)
+        ref = np.full(a.shape[1], 1 / a.shape[1])
+        for _ in range(10):
+            ref = ref * (a.T @ (1 / (a @ ref))) / z.size
+        np.testing.assert_allclose(fit.values, ref, rtol=0, atol=1e-10)
+    with pytest.raises(ParameterError, match="likelihood"):
+        server.frequencies(method="mle", likelihood="exact")

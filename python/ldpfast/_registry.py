@@ -96,7 +96,7 @@ class Protocol:
             protocol configured for a dictionary of size ``d`` and ``n`` users, with its
             closed-form errors, for ``ldpfast params`` (``modes`` and ``field`` are the
             command's OCMS options); an empty list where it does not apply to ``d``.
-        channel: ``(server, candidates or None) -> ldpfast.estimation.Channel``: the
+        channel: ``(server, candidates or None, **options) -> ldpfast.estimation.Channel``: the
             report channel of the aggregated state over ``candidates`` (None: the whole
             domain), for the IBU and maximum-likelihood estimates
             (``server.frequencies(method="ibu" | "mle")``); it raises ParameterError for

@@ -343,7 +343,8 @@ def estimate(server: Any, candidates: Any = None, method: str = "debiased", **op
     """The :class:`Estimate` of ``server`` (any aggregator) for ``candidates`` (``None``:
     what ``server.estimate()`` answers for, e.g. the whole domain or the tracked items).
     Same as ``server.frequencies(candidates, method, **options)``; ``method`` is one of
-    ``ldpfast.estimation.METHODS`` (``options``: ``tol``, ``max_iter`` of IBU/MLE).
+    ``ldpfast.estimation.METHODS`` (``options``: ``tol``, ``max_iter`` of IBU/MLE, and
+    ``likelihood="full"`` for OLH/OCMS's kept reports).
 
     Raises:
         ReportError: no reports aggregated. ParameterError: invalid candidates or method.
@@ -374,7 +375,8 @@ def _likelihood_estimate(server: Any, labels: np.ndarray, method: str, **options
     """IBU or MLE through the protocol's registered channel (:mod:`ldpfast.estimation`)."""
     from . import estimation
 
-    channel = estimation.channel_of(server, labels)
+    hook_options = {key: options.pop(key) for key in ("likelihood",) if key in options}
+    channel = estimation.channel_of(server, labels, **hook_options)
     fit = estimation.ibu(channel, **options) if method == "ibu" else estimation.mle(channel, **options)
     std, how = estimation.fisher_std(channel, fit.values)
     k = labels.size

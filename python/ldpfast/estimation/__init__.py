@@ -13,20 +13,23 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .channel import LIKELIHOODS, Channel, Separable, support_channel, symbol_channel
+from .channel import (LIKELIHOODS, Channel, Separable, hadamard_channel, report_channel, support_channel,
+                      symbol_channel)
 from .solve import Fit, duality_gap, fisher_std, ibu, log_likelihood, mle
 
-__all__ = ["Channel", "Separable", "Fit", "LIKELIHOODS", "symbol_channel", "support_channel", "ibu", "mle",
+__all__ = ["Channel", "Separable", "Fit", "LIKELIHOODS", "symbol_channel", "support_channel", "report_channel",
+           "hadamard_channel", "ibu", "mle",
            "fisher_std", "log_likelihood", "duality_gap", "channel_of", "METHODS"]
 
 #: The estimators of ``server.frequencies(method=...)``.
 METHODS = ("debiased", "ibu", "mle")
 
 
-def channel_of(server: Any, candidates: Optional[np.ndarray] = None) -> Channel:
+def channel_of(server: Any, candidates: Optional[np.ndarray] = None, **options: Any) -> Channel:
     """The report channel of ``server``'s state for ``candidates`` (None: the whole
     domain, or what the server answers for by default), from the protocol's registered
-    ``channel`` hook.
+    ``channel`` hook; ``options`` go to the hook (OLH and OCMS: ``likelihood="full"``
+    for the kept reports' full likelihood instead of the match counts' composite one).
 
     Raises:
         NotImplementedError: the protocol registers no channel (the message says which).
@@ -37,7 +40,7 @@ def channel_of(server: Any, candidates: Optional[np.ndarray] = None) -> Channel:
     if hook is None:
         raise NotImplementedError(f"{server.protocol!r} registers no report channel, so it has no IBU/MLE "
                                   f"estimates; use method='debiased'")
-    channel = hook(server, candidates)
+    channel = hook(server, candidates, **options)
     if not isinstance(channel, Channel):
         raise TypeError(f"{server.protocol!r}'s channel hook returned {type(channel).__name__}, not a Channel")
     return channel

@@ -20,6 +20,9 @@ usually built with one of the constructors below:
 * :func:`symbol_channel`: one reported symbol per user, ``P(y = x) = p`` and
   ``P(y = v) = q`` for each ``v != x`` (GRR). The state (the histogram) is sufficient:
   this is the full likelihood.
+* :func:`report_channel`: one cell per kept report, whose likelihood under each
+  candidate is one of two values (the candidate's hash matches the report or not):
+  the full likelihood of per-user-hash reports (OLH, OCMS in report-keeping mode).
 * :func:`support_channel`: per candidate ``v``, the number of reports that "support" ``v``,
   with ``P(report supports v | x = v) = s1`` and ``P(... | x != v) = s0`` (Subset
   Selection, unary encodings, RAPPOR bits, OLH/OCMS match counts). The likelihood used is
@@ -42,7 +45,8 @@ import numpy as np
 
 from ..errors import ParameterError, ReportError
 
-__all__ = ["Channel", "Separable", "symbol_channel", "support_channel", "LIKELIHOODS"]
+__all__ = ["Channel", "Separable", "symbol_channel", "support_channel", "report_channel", "hadamard_channel",
+           "LIKELIHOODS"]
 
 #: What a channel's log-likelihood is: the full likelihood of the reports, a composite
 #: likelihood (product of per-candidate marginals), or an approximation (stated in ``note``).
@@ -77,7 +81,9 @@ class Channel:
         columns: number of columns: the candidates, plus one when ``rest``.
         n: the number of reports aggregated.
         rest: the last column is the mass of every value outside the candidates.
-        column_sum: every column of ``A`` sums to this over the cells.
+        column_sum: every column of ``A`` sums to this over the cells; None when the cells
+            are the observed reports themselves (each column is then a probability
+            distribution over all possible reports, of which only the observed are cells).
         likelihood: ``"full"``, ``"composite"`` or ``"approximate"`` (:data:`LIKELIHOODS`).
         note: what the cells are and what the likelihood assumes.
         separable: the likelihood in :class:`Separable` form when it has one (exact MLE).
@@ -92,7 +98,7 @@ class Channel:
     columns: int
     n: int
     rest: bool
-    column_sum: float
+    column_sum: Optional[float]
     likelihood: str
     note: str
     separable: Optional[Separable] = None
@@ -270,3 +276,39 @@ def hadamard_channel(z: np.ndarray, group_sizes: np.ndarray, columns: np.ndarray
     return Channel(observed, forward, adjoint, k + int(rest), n, rest, 1.0, "approximate",
                    f"Hadamard rows of {groups} group(s) x {width}: per-row report counts set to their expectation "
                    "n_g/D (the state keeps only the rows' bit sums)")
+
+
+def report_channel(indptr: np.ndarray, reports: np.ndarray, n: int, hit: float, miss: float,
+                   rest_value: Optional[float]) -> Channel:
+    """The full likelihood of ``n`` kept reports over ``K`` candidates: report ``i`` has
+    probability ``hit`` under candidate ``x`` when ``i`` is among
+    ``reports[indptr[x]:indptr[x+1]]`` (the reports whose hash of ``x`` matches), ``miss``
+    otherwise, and ``rest_value`` under a value outside the candidates (None: the
+    candidates are the whole domain). These are the reports' probabilities given their
+    public hash functions; the hash draw itself does not depend on the value, so it
+    cancels from the EM update. Each step costs ``O(n + number of matches)``."""
+    starts = np.asarray(indptr, dtype=np.int64)
+    rows = np.asarray(reports, dtype=np.int64)
+    k = starts.size - 1
+    lengths = np.diff(starts)
+    nonempty = lengths > 0
+    rest = rest_value is not None
+    gap = hit - miss
+    observed = np.ones(int(n))
+
+    def forward(f: np.ndarray) -> np.ndarray:
+        inside = f[:k]
+        matched = np.bincount(rows, weights=np.repeat(inside, lengths), minlength=int(n))
+        out = miss * float(inside.sum()) + gap * matched
+        return np.asarray(out + rest_value * float(f[k]) if rest_value is not None else out)
+
+    def adjoint(w: np.ndarray) -> np.ndarray:
+        sums = np.zeros(k)
+        if rows.size:
+            sums[nonempty] = np.add.reduceat(w[rows], starts[:-1][nonempty])
+        out = miss * float(w.sum()) + gap * sums
+        return np.append(out, rest_value * float(w.sum())) if rest_value is not None else np.asarray(out)
+
+    return Channel(observed, forward, adjoint, k + int(rest), int(n), rest, None, "full",
+                   f"each kept report's probability under each candidate ({hit:.6g} if its hash of the candidate "
+                   f"matches, else {miss:.6g})")

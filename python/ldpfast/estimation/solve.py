@@ -219,6 +219,7 @@ def _separable_mle(s: Separable, columns: int) -> Optional[np.ndarray]:
 
 # -- standard errors --------------------------------------------------------------------------
 _DENSE_COLUMNS = 4096
+_DENSE_CELLS = 1 << 24
 
 
 def fisher_std(channel: Channel, f: np.ndarray) -> Tuple[np.ndarray, str]:
@@ -248,11 +249,16 @@ def _fisher_population_std(channel: Channel, f: np.ndarray) -> Tuple[np.ndarray,
         else:                       # a column the likelihood leaves free absorbs the constraint
             var = np.where(finite, inv, np.nan)
         return np.sqrt(np.maximum(var, 0.0) / n), "expected Fisher information at the estimate (diagonal)"
-    if channel.columns > _DENSE_COLUMNS:
+    if channel.columns > _DENSE_COLUMNS or channel.observed.size * channel.columns > _DENSE_CELLS:
         return (np.full(channel.columns, np.nan),
-                f"no standard errors: the information matrix is dense and there are more than {_DENSE_COLUMNS} columns")
+                f"no standard errors: the information matrix is dense and the channel has more than "
+                f"{_DENSE_COLUMNS} columns or {_DENSE_CELLS} cells x columns")
     a = channel.dense()
-    info = (a.T / np.maximum(a @ f, _TINY)) @ a     # E[y] = n A f: per report, A' diag(1/(Af)) A
+    if channel.column_sum is None:      # cells are reports: the observed information per report
+        pi = np.maximum(a @ f, _TINY)
+        info = (a.T / (pi * pi)) @ a / n
+    else:
+        info = (a.T / np.maximum(a @ f, _TINY)) @ a     # E[y] = n A f: per report, A' diag(1/(Af)) A
     # tangent space of the simplex: the columns' deviations from their mean
     k = channel.columns
     basis = np.eye(k)[:, :-1] - np.eye(k)[:, -1:]

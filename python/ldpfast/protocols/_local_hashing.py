@@ -172,24 +172,60 @@ def debias_matches(matches: Any, n: int, epsilon: float, m: int,
     return mu / (mu - 1) * (((em1 + m) * share - 1.0) / em1) - 1.0 / (mu - 1)
 
 
-def match_channel(server: Any, candidates: Any, epsilon: float, m: int, estimator_m: float) -> Any:
-    """The IBU/MLE channel of per-user-hash reports (OLH, OCMS) from the match counts
-    ``C(x) = #{i : z_i = h_i(x)}``: a report matches its user's value with probability
-    ``s1 = e/(e+m-1)`` and any other value with ``s0 = (1 + (e-1)/mu)/(e+m-1)`` (``mu``:
-    the estimator's ``m'``, whose inverse is the hash family's collision probability).
-    The counts are what both server modes keep (the streamed mode only for its
-    candidates), so this is the composite likelihood; the full likelihood would need the
-    kept reports themselves (``O(n K)`` work per iteration)."""
-    from ..estimation import support_channel
+#: Largest reports x candidates for which match_channel builds the full likelihood
+#: (the per-candidate match lists cost one hash per pair, once).
+FULL_LIKELIHOOD_PAIRS = 500_000_000
 
-    xs = None if candidates is None else check_values(candidates, server.params.d, "candidates", "values in",
-                                                        distinct=True)
+
+def match_channel(server: Any, candidates: Any, epsilon: float, m: int, estimator_m: float,
+                  likelihood: str = "composite") -> Any:
+    """The IBU/MLE channel of per-user-hash reports (OLH, OCMS; ``server`` is the
+    report-keeping or match-counting OCMS-type server).
+
+    * ``likelihood="full"``, reports kept and ``n K <= FULL_LIKELIHOOD_PAIRS``: the **full likelihood**
+      (:func:`ldpfast.estimation.channel.report_channel`): report ``i`` has probability
+      ``e/(e+m-1)`` under a candidate its hash maps to ``z_i`` and ``1/(e+m-1)`` under any
+      other, and ``1/m`` under a value outside the candidates (a random hash). The match
+      lists cost ``n K`` hash evaluations once, and each EM step ``O(n K / m)``.
+    * ``likelihood="composite"`` (default), or match counts streamed: the **composite** likelihood of
+      the match counts ``C(x) = #{i : z_i = h_i(x)}``, each binomial with
+      ``s1 = e/(e+m-1)`` for the user's own value and ``s0 = (1 + (e-1)/mu)/(e+m-1)`` for
+      others (``mu``: the estimator's ``m'``, whose inverse is the hash family's
+      collision probability).
+    """
+    from .._memory import check_allocation
+    from ..estimation import report_channel, support_channel
+
+    params = server.params
+    if likelihood not in ("full", "composite"):
+        raise ParameterError(f"likelihood must be 'full' or 'composite', got {likelihood!r}")
+    xs = None if candidates is None else check_values(candidates, params.d, "candidates", "values in", distinct=True)
+    em1 = math.expm1(epsilon)
+    if likelihood == "full":
+        if not server.keeps_reports:
+            raise ParameterError("likelihood='full' needs the kept reports; this server streams match counts")
+        size = params.d if xs is None else xs.size
+        n = server.n
+        if n * size > FULL_LIKELIHOOD_PAIRS:
+            raise ParameterError(f"likelihood='full' would hash {n} reports x {size} candidates, more than "
+                                 f"{FULL_LIKELIHOOD_PAIRS}: pass fewer candidates")
+        if n:
+            values = np.arange(params.d, dtype=np.uint64) if xs is None else xs
+            check_allocation(16 * n * size // max(m, 1) + 16 * n, f"the match lists of {n} reports x {size} candidates")
+            z, a0, a1 = server._columns(canonical=False)
+            lists, starts = [], [0]
+            for x in values:
+                hashed = _core.ocms_hash(params.field, a0, a1, np.full(n, x, dtype=np.uint64), m, server.threads)
+                lists.append(np.flatnonzero(hashed == z))
+                starts.append(starts[-1] + lists[-1].size)
+            reports = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+            return report_channel(np.array(starts), reports, n, (em1 + 1.0) / (em1 + m), 1.0 / (em1 + m),
+                                  1.0 / m if size < params.d else None)
     matches = server.match_counts(xs)
     if xs is None:
-        xs_size = server.params.d if server.keeps_reports else matches.size
+        xs_size = params.d if server.keeps_reports else matches.size
     else:
         xs_size = xs.size
-    em1 = math.expm1(epsilon)
     s1 = (em1 + 1.0) / (em1 + m)
     s0 = (1.0 + em1 / estimator_m) / (em1 + m)
-    return support_channel(matches, server.n, s1, s0, rest=xs_size < server.params.d, what="hash-match")
+    return support_channel(matches, server.n, s1, s0, rest=xs_size < params.d, what="hash-match")

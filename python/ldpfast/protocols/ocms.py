@@ -348,9 +348,9 @@ def _variance(server, candidates):
     return (lambda f: theory().ocms_variance(p, n=n, f=f)), f"{PLUG_IN} (theory.ocms_variance)"
 
 
-def _channel(server, candidates):
+def _channel(server, candidates, likelihood="composite"):
     p = server.params
-    return match_channel(server, candidates, p.epsilon, p.m, p.estimator_m)
+    return match_channel(server, candidates, p.epsilon, p.m, p.estimator_m, likelihood)
 
 
 def _field_name(params) -> str:
