@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="OCMS field: paper (2^64-59, 128-bit hash description), compact (smallest "
                              "prime >= max(d+1, 5m)) or binary (GF(2^l)); default paper")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    from .shuffle import add_shuffle_options
+
+    add_shuffle_options(parser)
 
 
 def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes=("mse", "l"),
@@ -90,9 +93,16 @@ def format_rows(rows: List[Dict[str, object]]) -> str:
 def run(args: argparse.Namespace) -> int:
     modes = ("mse", "l") if args.mode == "both" else (args.mode,)
     rows = compare(args.eps, args.d, args.n, args.f_star, modes, args.field)
+    central = None
+    if args.shuffle_delta is not None:
+        from .shuffle import central_rows, format_central
+
+        central = central_rows([args.eps], args.n, args.shuffle_delta, args.rounds)
     if args.json:
+        extra = {} if central is None else {"shuffle": {"delta": args.shuffle_delta, "rounds": args.rounds,
+                                                        **central[0]}}
         print(json.dumps({"epsilon": args.eps, "d": args.d, "n": args.n, "f_star": args.f_star,
-                          "field": args.field, "protocols": rows}, indent=1))
+                          "field": args.field, "protocols": rows, **extra}, indent=1))
         return 0
     print(f"eps = {args.eps:g}, d = {args.d:,}, n = {args.n:,}, f* = {args.f_star:g}\n")
     print(format_rows(rows))
@@ -102,4 +112,6 @@ def run(args: argparse.Namespace) -> int:
           f"lowest l2: {best_l2['protocol']} ({best_l2['bits']} bits/report)")
     print("MSE: worst case over values with f <= f*; l2/l1: worst case over distributions on the whole "
           "dictionary (PAN Eq. 20, 22, Thm 3.8). Multiply by n for counts (MSE by n^2).")
+    if central is not None:
+        print("\n" + format_central(central, args.n, args.shuffle_delta, args.rounds))
     return 0
