@@ -71,3 +71,11 @@ def test_simulate_plot_without_matplotlib_is_one_line(without, capsys):
     rc = cli.main(["simulate", "-p", "grr", "--runs", "1", "--eps", "1", "--n", "300"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "pip install 'ldpfast[plot]'" in err and "--no-plot" in err
+
+
+def test_shuffle_without_scipy_is_one_line(without, capsys):
+    without("scipy")
+    rc = cli.main(["shuffle", "--eps", "1", "--n", "1e5"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("ldpfast shuffle: error: the shuffle accountant (binomial tails) needs scipy, which is "
+                               "not installed: pip install 'ldpfast[shuffle]'\n")

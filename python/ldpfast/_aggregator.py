@@ -35,10 +35,10 @@ A = TypeVar("A", bound="Aggregator")
 #: ``(server, candidates) -> Estimate``, the function behind :meth:`Aggregator.frequencies`:
 #: :mod:`ldpfast.estimates`, a layer above this one, plugs it in when it is imported (the
 #: ``ldpfast`` package imports it first thing, so it is always there).
-_estimator: Optional[Callable[["Aggregator", Any], "Estimate"]] = None
+_estimator: Optional[Callable[..., "Estimate"]] = None
 
 
-def set_estimator(estimate: Callable[["Aggregator", Any], "Estimate"]) -> None:
+def set_estimator(estimate: Callable[..., "Estimate"]) -> None:
     """Make ``estimate`` the function behind :meth:`Aggregator.frequencies`."""
     global _estimator
     _estimator = estimate
@@ -417,14 +417,16 @@ class Aggregator:
         return ""
 
     @_locked  # several estimate calls on one state
-    def frequencies(self, candidates: Any = None) -> "Estimate":
+    def frequencies(self, candidates: Any = None, method: str = "debiased", **options: Any) -> "Estimate":
         """The frequency estimates of ``candidates`` with standard errors, as an
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
         false-discovery control, consistency post-processing, ``to_pandas``).
-        ``candidates`` as for :meth:`estimate`."""
+        ``candidates`` as for :meth:`estimate`. ``method``: ``"debiased"`` (the unbiased
+        estimates of :meth:`estimate`), ``"ibu"`` or ``"mle"`` (likelihood-based, on the
+        simplex; :mod:`ldpfast.estimation`, whose ``tol``/``max_iter`` pass through ``options``)."""
         if _estimator is None:
             raise RuntimeError("ldpfast.estimates is not loaded (import ldpfast first)")
-        return _estimator(self, candidates)
+        return _estimator(self, candidates, method=method, **options)
 
 
 _declare_base("aggregator", Aggregator)

@@ -10,7 +10,8 @@ from types import ModuleType
 from .errors import MissingDependencyError
 
 #: The extra of pyproject.toml that installs each optional package.
-EXTRAS = {"pyarrow": "arrow", "matplotlib": "plot", "dask": "dask", "distributed": "dask", "pandas": "pandas"}
+EXTRAS = {"pyarrow": "arrow", "matplotlib": "plot", "dask": "dask", "distributed": "dask", "pandas": "pandas",
+          "scipy": "shuffle"}
 
 
 def require(module: str, what: str) -> ModuleType:

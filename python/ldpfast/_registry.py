@@ -6,7 +6,8 @@ generic layer reads the registration, never a table keyed by protocol id: the by
 container and :func:`params_from_json` (the classes), :mod:`ldpfast.wire` (``wire_fields``),
 Arrow, Parquet and Dask (the Reports class), :mod:`ldpfast.estimates` (``variance``,
 ``default_candidates``), :mod:`ldpfast.audit` (``audit``), :mod:`ldpfast.experiments` and
-``ldpfast simulate`` (``simulations``), ``ldpfast params`` (``compare``), and the contract
+``ldpfast simulate`` (``simulations``), ``ldpfast params`` (``compare``),
+:mod:`ldpfast.estimation` (``channel``: IBU and maximum-likelihood estimates), and the contract
 and golden-file tests (``example``, ``inputs``).
 
 Where protocols come from (:func:`protocols` loads them all): the modules of
@@ -146,6 +147,11 @@ class Protocol:
             protocol configured for a dictionary of size ``d`` and ``n`` users, with its
             closed-form errors, for ``ldpfast params`` (``modes`` and ``field`` are the
             command's OCMS options); an empty list where it does not apply to ``d``.
+        channel: ``(server, candidates or None, **options) -> ldpfast.estimation.Channel``: the
+            report channel of the aggregated state over ``candidates`` (None: the whole
+            domain), for the IBU and maximum-likelihood estimates
+            (``server.frequencies(method="ibu" | "mle")``); it raises ParameterError for
+            candidates or a state it cannot serve.
     """
 
     id: str
@@ -161,6 +167,7 @@ class Protocol:
     simulations: Optional[Callable[[], Sequence[Any]]] = None
     audit: Optional[AuditHooks] = None
     compare: Optional[Callable[..., Sequence[ComparisonRow]]] = None
+    channel: Optional[Callable[[Any, Any], Any]] = None
 
     @property
     def module(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any, List, Optional
 
 from .errors import LdpfastError
 
-COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "audit")
+COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "audit", "shuffle")
 
 
 def _load(name: str) -> Any:

@@ -44,7 +44,8 @@ class StorageError(LdpfastError, OSError):
 class MissingDependencyError(LdpfastError, ImportError):
     """An optional package a feature needs is not installed; the message names the
     ``ldpfast[extra]`` that installs it (``ldpfast.arrow``: ``arrow``, plots: ``plot``,
-    ``ldpfast.dask``: ``dask``, ``Estimate.to_pandas``: ``pandas``)."""
+    ``ldpfast.dask``: ``dask``, ``Estimate.to_pandas``: ``pandas``, the shuffle accountant:
+    ``shuffle``)."""
 
 
 class PrivacyWarning(UserWarning):

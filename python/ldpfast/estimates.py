@@ -99,6 +99,9 @@ class Estimate:
         labels: the candidates' labels (object array) when the parameters have a domain
             (``params.with_domain``, :mod:`ldpfast.domain`) that decodes them, or when the
             candidates were given as labels; else None.
+        method: the estimator: ``"debiased"`` (unbiased), ``"ibu"`` or ``"mle"``
+            (likelihood-based, :mod:`ldpfast.estimation`; on the simplex, so biased near 0,
+            with standard errors from the Fisher information).
 
     An Estimate behaves like its values: ``len(est)``, ``np.asarray(est)``, ``est[3]`` (the
     fourth estimate, a float), ``est["apple"]`` (a label's estimate), and ``est[1:5]``,
@@ -117,6 +120,7 @@ class Estimate:
     uncertainty: Optional[Uncertainty] = dataclasses.field(default=None, repr=False)
     rows: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
     labels: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
+    method: str = "debiased"
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -168,6 +172,9 @@ class Estimate:
         return self.std * self.n
 
     def _model(self, what: str) -> Tuple[Uncertainty, np.ndarray]:
+        if self.method != "debiased":
+            raise ParameterError(f"{what} needs the debiased estimates; this Estimate holds {self.method!r} "
+                                 f"estimates: use server.frequencies(method='debiased')")
         if self.postprocessing != "raw":
             raise ParameterError(f"{what} needs the raw (unbiased) estimates; this Estimate was post-processed "
                                  f"with {self.postprocessing!r}: call it on the Estimate before postprocess()")
@@ -456,16 +463,21 @@ def _default_candidates(server: Any, registered: Any = None) -> np.ndarray:
     return np.arange(server.params.d, dtype=np.int64)
 
 
-def estimate(server: Any, candidates: Any = None) -> Estimate:
+def estimate(server: Any, candidates: Any = None, method: str = "debiased", **options: Any) -> Estimate:
     """The :class:`Estimate` of ``server`` (any aggregator) for ``candidates`` (``None``:
     what ``server.estimate()`` answers for, e.g. the whole domain or the tracked items).
-    Same as ``server.frequencies(candidates)``.
+    Same as ``server.frequencies(candidates, method, **options)``; ``method`` is one of
+    ``ldpfast.estimation.METHODS`` (``options``: ``tol``, ``max_iter`` of IBU/MLE, and
+    ``likelihood="full"`` for OLH/OCMS's kept reports).
 
     Raises:
-        ReportError: no reports aggregated. ParameterError: invalid candidates.
+        ReportError: no reports aggregated. ParameterError: invalid candidates or method.
+        NotImplementedError: IBU/MLE for a protocol that registers no channel.
     """
-    from ._base import protocol
+    from .estimation import METHODS
 
+    if method not in METHODS:
+        raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
     registered = protocol(server.protocol)
     domain = getattr(server.params, "label_domain", None)
     names = None
@@ -477,8 +489,13 @@ def estimate(server: Any, candidates: Any = None) -> Estimate:
         ids = ids.reshape(1)
     if names is None and domain is not None and domain.decodes:
         names = domain.decode(ids)
-    values = np.asarray(server.estimate(ids), dtype=np.float64)
-    found = _with_model(server, ids, values, *_uncertainty_for(server, ids, registered))
+    if method != "debiased":
+        found = _likelihood_estimate(server, ids, method, **options)
+    else:
+        if options:
+            raise ParameterError(f"options {sorted(options)} apply to method='ibu' or 'mle' only")
+        values = np.asarray(server.estimate(ids), dtype=np.float64)
+        found = _with_model(server, ids, values, *_uncertainty_for(server, ids, registered))
     return found if names is None else dataclasses.replace(found, labels=names)
 
 
@@ -491,6 +508,22 @@ def _with_model(server: Any, labels: np.ndarray, values: np.ndarray, model: Opti
     return Estimate(candidates=labels, values=values, std=std, n=int(server.n), protocol=server.protocol,
                     note=note, target=TRUE_FREQUENCY if model is None else model.target, uncertainty=model,
                     rows=None if model is None else rows)
+
+
+def _likelihood_estimate(server: Any, labels: np.ndarray, method: str, **options: Any) -> Estimate:
+    """IBU or MLE through the protocol's registered channel (:mod:`ldpfast.estimation`)."""
+    from . import estimation
+
+    hook_options = {key: options.pop(key) for key in ("likelihood",) if key in options}
+    channel = estimation.channel_of(server, labels, **hook_options)
+    fit = estimation.ibu(channel, **options) if method == "ibu" else estimation.mle(channel, **options)
+    std, how = estimation.fisher_std(channel, fit.values)
+    k = labels.size
+    rest = f"; mass outside the candidates {fit.values[k]:.4g}" if channel.rest else ""
+    note = (f"{method}: {channel.note}; {fit.iterations} EM steps, relative log-likelihood gap "
+            f"{fit.gap:.2g}{'' if fit.converged else ' (max_iter reached)'}{rest}; std from the {how}")
+    return Estimate(candidates=labels, values=np.asarray(fit.values[:k]), std=np.asarray(std[:k]), n=int(server.n),
+                    protocol=server.protocol, note=note, method=method)
 
 
 set_estimator(estimate)

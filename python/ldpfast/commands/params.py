@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="OCMS field: paper (2^64-59, 128-bit hash description), compact (smallest "
                              "prime >= max(d+1, 5m)) or binary (GF(2^l)); default paper")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    from .shuffle import add_shuffle_options
+
+    add_shuffle_options(parser)
 
 
 def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes=("mse", "l"),
@@ -121,7 +124,14 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     by_name = {o.name: i for i, o in enumerate(options)}
     fitting = [o for o in options if o.fits]
+    central = None
+    if args.shuffle_delta is not None:
+        from .shuffle import central_rows, format_central
+
+        central = central_rows([args.eps], args.n, args.shuffle_delta, args.rounds)
     if args.json:
+        extra = {} if central is None else {"shuffle": {"delta": args.shuffle_delta, "rounds": args.rounds,
+                                                        **central[0]}}
         rows: List[Dict[str, Any]] = []
         for row in compare(args.eps, args.d, args.n, args.f_star, ("mse", "l"), args.field):
             if row["protocol"] in by_name:
@@ -132,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"epsilon": args.eps, "d": args.d, "n": args.n, "f_star": args.f_star, "field": args.field,
                           "query": args.query, "max_report_bits": args.max_report_bits,
                           "server_budget": args.server_budget,
-                          "recommended": fitting[0].name if fitting else None, "protocols": rows}, indent=1,
+                          "recommended": fitting[0].name if fitting else None, "protocols": rows, **extra}, indent=1,
                          default=lambda v: None))
         return 0
     metric = "l2 over the dictionary" if args.query == "all" else "worst-case MSE"
@@ -150,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
           "MSE: worst case over values with f <= f*; l2/l1: worst case over distributions on the whole dictionary\n"
           "(PAN Eq. 20, 22, Thm 3.8). Multiply by n for counts (MSE by n^2). Server s: one core at "
           f"{planning.STEPS_PER_SECOND:.0e} steps/s.")
+    if central is not None:
+        print("\n" + format_central(central, args.n, args.shuffle_delta, args.rounds))
     return 0
 
 

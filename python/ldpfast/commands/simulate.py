@@ -27,7 +27,7 @@ import sys
 from typing import List, Optional, Union
 
 from ..errors import ParameterError
-from ._options import integer
+from ._options import integer, parse_floats
 
 #: Synthetic set data: [PS] Table 1 Dataset3's shape (Zipf(1.1) items, lengths drawn around 100
 #: before de-duplication) at a tenth of its users unless --n says otherwise.
@@ -35,17 +35,6 @@ SET_SYNTHETIC = "zipf-sets"
 SET_SYNTHETIC_N, SET_SYNTHETIC_D, SET_SYNTHETIC_LENGTH = 10_000, 20_000, 100
 
 HELP = "simulate protocols on a data set over an eps grid; print error tables and plot them"
-
-
-def parse_floats(text: str, name: str = "--eps") -> List[float]:
-    """``"1,2,3"`` or ``"1:5"`` (integers 1..5) -> list of floats."""
-    try:
-        if ":" in text:
-            lo, hi = (int(v) for v in text.split(":"))
-            return [float(v) for v in range(lo, hi + 1)]
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ParameterError(f"{name} must be a comma-separated list of numbers or A:B, got {text!r}") from None
 
 
 def parse_candidates(text: Optional[str]) -> Union[None, str, int, List[int]]:
@@ -106,6 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, help="also write the results as JSON to this path")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     parser.add_argument("--list", action="store_true", help="list the protocols and data sets, then exit")
+    from .shuffle import add_shuffle_options
+
+    add_shuffle_options(parser)
 
 
 def setup_threads(threads: int) -> None:
@@ -231,6 +223,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{result.note}\nn={result.n} users, d={result.d}, |X|={result.n_candidates} values of interest, "
           f"{result.runs} runs per eps, seed {result.seed}\n")
     print(result.table("all", markdown=args.markdown))
+    if args.shuffle_delta is not None:
+        from .shuffle import central_rows, format_central
+
+        print("\n" + format_central(central_rows(epsilons, result.n, args.shuffle_delta, args.rounds), result.n,
+                                     args.shuffle_delta, args.rounds))
     bands = [c for c in result.cells if c.within_band is not None]
     if bands:
         inside = sum(bool(c.within_band) for c in bands)

@@ -13,6 +13,7 @@ vectors ``z_g[r] += b`` (C++, multithreaded) and decodes each with one exact (in
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 import numpy as np
@@ -21,7 +22,7 @@ from .. import _core
 from .._base import Aggregator, ClientBase, Params, Reports, _describe, _State
 from .._random import KeySource, RngLike
 from .._validate import (as_values, check_array, check_choice, check_int, check_threads,  # noqa: F401
-                         optional_index_array, rr_threshold)
+                         optional_index_array, rr_threshold, check_values)
 from ..errors import FormatError, ParameterError, ReportError
 from ..kernels.field import PRIME, gf64_field  # noqa: F401  (gf64_field: imported from here by the family modules)
 
@@ -396,3 +397,41 @@ def group_sum(layout: Layout, decoded: np.ndarray, xs: np.ndarray, offset: int, 
     return out
 
 
+
+
+def layout_channel(server: Any, candidates: Any) -> Any:
+    """The IBU/MLE channel (:func:`ldpfast.estimation.channel.hadamard_channel`) of a
+    one-level layout whose groups share one Hadamard width (HRR, HE, CMS+HE). A value
+    outside the candidates is spread uniformly over the non-candidate columns of an
+    unhashed group, or over the ``m`` hashed columns of a hashed one."""
+    from .._memory import check_allocation
+    from ..estimation.channel import hadamard_channel
+
+    params = server.params
+    layout = params.layout()
+    table = layout.table
+    width = int(table[0, 4])
+    groups = layout.n_groups
+    if server.n == 0:
+        raise ReportError("cannot estimate frequencies from zero reports")
+    xs = (np.arange(params.d, dtype=np.uint64) if candidates is None
+          else check_values(candidates, params.d, "candidates", "values in", distinct=True))
+    check_allocation(24 * groups * max(xs.size, width),
+                     f"the Hadamard channel of {groups} group(s) x {xs.size} candidates")
+    gids = np.repeat(np.arange(groups, dtype=np.int64), xs.size)
+    offsets = table[:, 3].astype(np.int64).reshape(groups, 1)
+    columns = layout.group_hashes(gids, np.tile(xs, groups)).astype(np.int64).reshape(groups, xs.size) + offsets
+    profile = None
+    if xs.size < params.d:
+        profile = np.zeros((groups, width))
+        for g in range(groups):
+            modulus, offset = int(table[g, 2]), int(table[g, 3])
+            if modulus:
+                profile[g, offset:offset + modulus] = 1.0 / modulus
+            else:
+                outside = np.ones(params.d, dtype=bool)
+                outside[xs.astype(np.intp)] = False
+                profile[g, offset:offset + params.d] = outside / outside.sum()
+    keep = math.exp(params.epsilon) / (math.exp(params.epsilon) + 1.0)
+    z = server.z.reshape(groups, width)
+    return hadamard_channel(z, server.group_sizes, columns, keep, profile)

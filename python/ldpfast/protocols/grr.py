@@ -206,6 +206,16 @@ def _variance(server, candidates):
                   f"{PLUG_IN} (theory.grr_variance); exact binomial tests of the report counts", counts=exact)
 
 
+def _channel(server, candidates):
+    from ..estimation import symbol_channel
+
+    p = server.params
+    counts = server._counts
+    if candidates is not None:
+        counts = counts[check_values(candidates, p.d, "candidates", "values in", distinct=True)]
+    return symbol_channel(counts, server.n, p.keep_probability, p.other_probability, p.d)
+
+
 def _compare(epsilon, d, n, f_star, **_):
     from ..theory import ocms as to
 
@@ -230,7 +240,7 @@ def _simulations():
 _base.register_protocol(_base.Protocol(
     "grr", Params, Reports, Server, Client, example=_example,
     wire_fields=lambda p: [WireField("y", bits_for(p.d))],  # ceil(log2 d)
-    variance=_variance, compare=_compare, simulations=_simulations,
+    variance=_variance, compare=_compare, simulations=_simulations, channel=_channel,
     audit=AuditHooks(lambda e, **kw: Params(e, 4, **kw),
                      lambda params: Plan(value_inputs(0, 1), lambda r: (r.y == 0, r.y == 1), ("y = x0", "y = x1")),
                      rr_epsilon("d"))))

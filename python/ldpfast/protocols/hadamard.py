@@ -34,7 +34,7 @@ from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
 from ._hadamard_layout import (BitReports, GroupBitReports, Layout, LayoutClient, LayoutServer, cached_layout,
                                group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field, _check_d,
-                               _random_seed)
+                               _random_seed, layout_channel)
 from .._base import AuditHooks, ComparisonRow
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
@@ -386,13 +386,13 @@ def _example(params_type, **kw):
 
 register_protocol(Protocol(
     "hrr", HRRParams, HRRReports, HRRServer, HRRClient, example=_example(HRRParams, epsilon=1.0, d=300),
-    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_hrr_compare,
+    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_hrr_compare, channel=layout_channel,
     simulations=_simulation("hrr", "HRR", HRRParams, "Hadamard randomized response (WW Fact 2.1)",
                             lambda params, data, f: theory().hrr_variance(params.epsilon, data.n, f)),
     audit=AuditHooks(lambda e, **kw: HRRParams(e, 4, **kw), layout_plan, binary_epsilon)))
 register_protocol(Protocol(
     "he", HEParams, HEReports, HEServer, HEClient, example=_example(HEParams, epsilon=1.0, d=300),
-    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_he_compare,
+    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_he_compare, channel=layout_channel,
     simulations=_simulation("he", "HE", HEParams, "Hadamard Encoding = CMS+RR with m = 2 (PAN section 6, R1)",
                             lambda params, data, f: theory().he_variance(params.epsilon, data.n, f),
                             lambda params, n, size: theory().ocms_l2(params.epsilon, size, n, 2)),
@@ -402,7 +402,7 @@ register_protocol(Protocol(
     example=_example(CMSHEParams, epsilon=2.0, d=300, k=8, m=32, hash_seed=7),
     # Apple CMS+HE: the hash index, the row and one bit.
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"), *row_bit_wire(p)],
-    variance=cmshe_variance, compare=_cmshe_compare,
+    variance=cmshe_variance, compare=_cmshe_compare, channel=layout_channel,
     simulations=_simulation("cms-he", "CMS+HE", CMSHEParams,
                             "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)",
                             simulated_cmshe_variance, hashed=True),

@@ -57,7 +57,8 @@ from ..errors import ParameterError, ReportError
 from ..kernels import field as _field
 from ..kernels.field import PRIME
 from ..theory import ocms as _theory
-from ._local_hashing import check_hash_field, choose_field, debias_matches, finite_field_size, hash_range
+from ._local_hashing import (check_hash_field, choose_field, debias_matches, finite_field_size, hash_range,
+                             match_channel)
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from ..estimates import PLUG_IN
@@ -376,6 +377,11 @@ def _variance(server, candidates):
     return (lambda f: theory().ocms_variance(p, n=n, f=f)), f"{PLUG_IN} (theory.ocms_variance)"
 
 
+def _channel(server, candidates, likelihood="composite"):
+    p = server.params
+    return match_channel(server, candidates, p.epsilon, p.m, p.estimator_m, likelihood)
+
+
 def _field_name(params) -> str:
     if params.field_kind == "binary":
         return f"GF(2^{params.field_size.bit_length() - 1})"
@@ -420,7 +426,7 @@ _base.register_protocol(_base.Protocol(
     wire_fields=lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
                            WireField("a1", bits_for(p.field_size))],
     variance=_variance, default_candidates=lambda server: None if server.keeps_reports else server.candidates,
-    compare=_compare, simulations=_simulations,
+    compare=_compare, simulations=_simulations, channel=_channel,
     audit=AuditHooks(lambda e, **kw: Params.optimal(e, 16, **kw),
                      lambda p: olh_plan(p.field, p.m, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),

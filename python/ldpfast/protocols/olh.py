@@ -23,7 +23,7 @@ from .._validate import as_values, check_array, check_epsilon, check_int, check_
 from ..errors import FormatError, ReportError
 from ..kernels.field import PRIME
 from ._hadamard_layout import _check_d, prime_field
-from ._local_hashing import debias_matches, default_g
+from ._local_hashing import debias_matches, default_g, match_channel
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from .._base import WireField, bits_for
@@ -199,6 +199,8 @@ register_protocol(Protocol(
     # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_olh_compare, simulations=_olh_simulations,
+    channel=lambda server, candidates, likelihood="composite": match_channel(
+        server._reports, candidates, server.params.epsilon, server.params.g, float(server.params.g), likelihood),
     audit=AuditHooks(lambda e, **kw: OLHParams(e, 16, **kw),
                      lambda p: olh_plan(prime_field(), p.g, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),

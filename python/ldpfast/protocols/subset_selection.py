@@ -263,6 +263,17 @@ def _audit_plan(params):
     return Plan(value_inputs(0, 1), events, ("x0 in S, x1 not", "x1 in S, x0 not"))
 
 
+def _channel(server, candidates):
+    from ..estimation import support_channel
+
+    params = server.params
+    counts = server._counts
+    if candidates is not None:
+        counts = counts[check_values(candidates, params.d, "candidates", "values in", distinct=True)]
+    p, q = params.probabilities
+    return support_channel(counts, server.n, p, q, rest=counts.size < params.d, what="subset membership")
+
+
 def _compare(epsilon, d, n, f_star, **_):
     from ..theory.ocms import affine_l2
 
@@ -284,6 +295,6 @@ def _simulations():
 
 
 _base.register_protocol(_base.Protocol(
-    "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare,
+    "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare, channel=_channel,
     simulations=_simulations, audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=4, **kw), _audit_plan,
                                                _effective_epsilon)))
