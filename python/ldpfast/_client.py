@@ -97,8 +97,6 @@ class ClientBase:
     @classmethod
     def _input_kind(cls) -> str:
         """The registration's ``inputs`` (``"values"`` or ``"sets"``)."""
-        from ._registry import _REGISTRY
-
         for klass in cls.__mro__:
             for proto in _REGISTRY.values():
                 if proto.client is klass:
