@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import warnings
 
-from . import _core, _deprecated, errors
+from . import _aggregator, _core, _deprecated, errors
 from . import estimates as _estimates  # noqa: F401  (plugs server.frequencies() into the aggregators)
 from ._memory import get_memory_limit, set_memory_limit
 from ._progress import set_progress
@@ -28,7 +28,6 @@ from .domain import Domain, HashedDomain, PrefixDomain
 from .planning import recommend
 
 if TYPE_CHECKING:
-    from ._aggregator import Aggregator
     # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
     # imports them at run time, on first use); keep this list equal to _SUBMODULES.
     from . import (
@@ -63,7 +62,7 @@ __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit",
            "Domain", "HashedDomain", "PrefixDomain", "recommend", "errors", *sorted(_SUBMODULES)]
 
 
-def load(blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> "Aggregator":
+def load(blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> "_aggregator.Aggregator":
     """The aggregator (Server) of whichever protocol serialized ``blob`` with
     ``to_bytes()``, e.g. a checkpoint or a worker's partial result. ``key``: the HMAC key
     the bytes were written with (``to_bytes(key=...)``), if any. ``domain``: the

@@ -120,7 +120,7 @@ def test_estimates_with_error_bars_and_generic_loading() -> None:
     assert_type(result.std, np.ndarray)
     restored = lf.load(server.to_bytes())
     assert np.array_equal(restored.estimate(CANDIDATES), server.estimate(CANDIDATES))
-    assert_type(restored, lf._base.Aggregator)
+    assert_type(restored, lf._aggregator.Aggregator)
 
 
 def test_labels_recommend_and_closed_forms() -> None:
