@@ -29,6 +29,7 @@ from ..audit import value_inputs
 from ..kernels.field import PRIME
 from .._base import WireField
 from ._hadamard_layout import _check_d
+from ._local_hashing import match_channel
 from ._registration import olh_plan, olh_variance, rr_epsilon, theory, zipf_values
 from .olh import OLHClient, OLHServer
 
@@ -140,6 +141,8 @@ register_protocol(Protocol(
     example=lambda: (Params(epsilon=1.0, d=300), zipf_values(300, n=1500)),
     wire_fields=lambda p: [WireField("z", 1), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_compare, simulations=_simulations,
+    channel=lambda server, candidates, likelihood="composite": match_channel(
+        server._reports, candidates, server.params.epsilon, 2, 2.0, likelihood),
     audit=AuditHooks(lambda e, **kw: Params(e, 16, **kw),
                      lambda p: olh_plan(_core.Field.prime(PRIME), 2, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),
