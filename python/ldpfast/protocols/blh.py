@@ -136,13 +136,17 @@ def _simulations() -> Tuple[Any, ...]:
                       "Binary Local Hashing: OLH with g = 2 (pairwise hash, one bit)"),)
 
 
+def _channel(server: Server, candidates: Any, likelihood: str = "composite") -> Any:
+    """OLH's hash-match channel with ``g = 2`` (IBU/MLE, :mod:`ldpfast.estimation`)."""
+    return match_channel(server._reports, candidates, server.params.epsilon, 2, 2.0, likelihood)
+
+
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client,
     example=lambda: (Params(epsilon=1.0, d=300), zipf_values(300, n=1500)),
     wire_fields=lambda p: [WireField("z", 1), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_compare, simulations=_simulations,
-    channel=lambda server, candidates, likelihood="composite": match_channel(
-        server._reports, candidates, server.params.epsilon, 2, 2.0, likelihood),
+    channel=_channel,
     audit=AuditHooks(lambda e, **kw: Params(e, 16, **kw),
                      lambda p: olh_plan(_core.Field.prime(PRIME), 2, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),
