@@ -136,7 +136,7 @@ def _simulations() -> Tuple[Any, ...]:
                       "Binary Local Hashing: OLH with g = 2 (pairwise hash, one bit)"),)
 
 
-def _channel(server: Server, candidates: Any, likelihood: str = "composite") -> Any:
+def _channel(server: Any, candidates: Any, likelihood: str = "composite") -> Any:
     """OLH's hash-match channel with ``g = 2`` (IBU/MLE, :mod:`ldpfast.estimation`)."""
     return match_channel(server._reports, candidates, server.params.epsilon, 2, 2.0, likelihood)
 
