@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -255,6 +256,109 @@ py::array_t<std::uint8_t> py_rappor_permanent(int encoding, std::size_t k, std::
   return out;
 }
 
+// A sparse 0/1 design in compressed-column form, copied into library memory and checked
+// (the loops read it many times).
+struct Design {
+  std::vector<std::int64_t> col_ptr;
+  std::vector<std::int32_t> rows;
+  std::size_t C = 0;
+  std::size_t R = 0;
+};
+
+Design checked_design(const py::handle& col_ptr_obj, const py::handle& rows_obj, std::size_t n_rows) {
+  auto col_ptr = checked_array<std::int64_t>(col_ptr_obj, "col_ptr");
+  auto rows = checked_array<std::int32_t>(rows_obj, "rows");
+  if (col_ptr.size() < 1) throw py::value_error("col_ptr must have C + 1 entries");
+  if (n_rows < 1 || n_rows > (std::size_t{1} << 31)) throw py::value_error("n_rows must be in [1, 2^31]");
+  Design d;
+  d.C = static_cast<std::size_t>(col_ptr.size() - 1);
+  d.R = n_rows;
+  const std::int64_t* pc = col_ptr.data();
+  const std::int32_t* pr = rows.data();
+  const std::size_t nnz = static_cast<std::size_t>(rows.size());
+  without_gil([&] {
+    d.col_ptr.assign(pc, pc + d.C + 1);
+    d.rows.assign(pr, pr + nnz);
+    if (d.col_ptr[0] != 0 || static_cast<std::size_t>(d.col_ptr[d.C]) != nnz)
+      throw py::value_error("col_ptr must start at 0 and end at len(rows)");
+    for (std::size_t i = 0; i < d.C; ++i)
+      if (d.col_ptr[i] > d.col_ptr[i + 1]) throw py::value_error("col_ptr must be non-decreasing");
+    for (std::int32_t r : d.rows)
+      if (r < 0 || static_cast<std::size_t>(r) >= n_rows)
+        throw py::value_error("rows must be in [0, n_rows), got " + std::to_string(r));
+    return 0;
+  });
+  return d;
+}
+
+py::array_t<double> f64_of_length(const py::handle& obj, const char* name, std::size_t n, bool writable = false) {
+  auto arr = checked_array<double>(obj, name, 1, writable);
+  check_same_length(static_cast<py::ssize_t>(n), arr.size(), name);
+  return arr;
+}
+
+std::size_t py_sparse_nn_lasso(const py::handle& col_ptr, const py::handle& rows, std::size_t n_rows,
+                               const py::handle& target_obj, const py::handle& weight_obj,
+                               const py::handle& penalty_obj, double tol, std::size_t max_passes,
+                               const py::handle& beta_obj) {
+  const Design d = checked_design(col_ptr, rows, n_rows);
+  auto target = f64_of_length(target_obj, "target", d.R);
+  auto weight = f64_of_length(weight_obj, "weight", d.R);
+  auto penalty = f64_of_length(penalty_obj, "penalty", d.C);
+  auto beta = f64_of_length(beta_obj, "beta", d.C, true);
+  const double* pt = target.data();
+  const double* pw = weight.data();
+  const double* pp = penalty.data();
+  double* pb = beta.mutable_data();
+  return interruptible([&] {
+    // Copies of the inputs the loop reads many times.
+    const std::vector<double> t(pt, pt + d.R), w(pw, pw + d.R), pen(pp, pp + d.C);
+    for (double v : w)
+      if (!(v >= 0.0) || !std::isfinite(v)) throw py::value_error("weight must be finite and >= 0");
+    return sparse_nn_lasso(d.col_ptr.data(), d.rows.data(), d.C, d.R, t.data(), w.data(), pen.data(), tol,
+                           max_passes, pb);
+  });
+}
+
+py::tuple py_sparse_bit_em(const py::handle& col_ptr, const py::handle& rows, std::size_t n_rows,
+                           const py::handle& y_obj, const py::handle& trials_obj, double p_one, double p_zero,
+                           double other_rate, double f_other, double tol, std::size_t max_iter,
+                           const py::handle& f_obj) {
+  const Design d = checked_design(col_ptr, rows, n_rows);
+  auto y = f64_of_length(y_obj, "y", d.R);
+  auto trials = f64_of_length(trials_obj, "trials", d.R);
+  auto f = f64_of_length(f_obj, "f", d.C, true);
+  if (!(p_one >= 0.0 && p_one <= 1.0 && p_zero >= 0.0 && p_zero <= 1.0 && p_one != p_zero))
+    throw py::value_error("p_one and p_zero must be distinct probabilities");
+  const double* py_ = y.data();
+  const double* ptr = trials.data();
+  double* pf = f.mutable_data();
+  const std::size_t iterations = interruptible([&] {
+    const std::vector<double> yy(py_, py_ + d.R), tt(ptr, ptr + d.R);
+    for (std::size_t r = 0; r < d.R; ++r)
+      if (!(yy[r] >= 0.0 && yy[r] <= tt[r]) || !std::isfinite(tt[r]))
+        throw py::value_error("y must be in [0, trials], got row " + std::to_string(r));
+    return sparse_bit_em(d.col_ptr.data(), d.rows.data(), d.C, d.R, yy.data(), tt.data(), p_one, p_zero,
+                         other_rate, tol, max_iter, pf, &f_other);
+  });
+  return py::make_tuple(iterations, f_other);
+}
+
+py::array_t<double> py_sparse_gram(const py::handle& col_ptr, const py::handle& rows, std::size_t n_rows,
+                                   const py::handle& weight_obj) {
+  const Design d = checked_design(col_ptr, rows, n_rows);
+  auto weight = f64_of_length(weight_obj, "weight", d.R);
+  py::array_t<double> gram(
+      std::vector<py::ssize_t>{static_cast<py::ssize_t>(d.C), static_cast<py::ssize_t>(d.C)});
+  const double* pw = weight.data();
+  double* pg = gram.mutable_data();
+  interruptible([&] {
+    const std::vector<double> w(pw, pw + d.R);
+    sparse_gram(d.col_ptr.data(), d.rows.data(), d.C, d.R, w.data(), pg);
+  });
+  return gram;
+}
+
 }  // namespace
 
 void register_bitvec(py::module_& m) {
@@ -296,6 +400,18 @@ void register_bitvec(py::module_& m) {
         py::arg("secrets"), py::arg("encoder_id"), py::arg("bloom"), py::arg("threads") = 0,
         "Permanent randomized response rows of the Bloom rows (HMAC-SHA256 or HMAC-DRBG masks keyed by the "
         "secrets).");
+  m.def("sparse_nn_lasso", &py_sparse_nn_lasso, py::arg("col_ptr"), py::arg("rows"), py::arg("n_rows"),
+        py::arg("target"), py::arg("weight"), py::arg("penalty"), py::arg("tol"), py::arg("max_passes"),
+        py::arg("beta"),
+        "Non-negative weighted lasso over a sparse 0/1 design by coordinate descent; beta (in place) starts "
+        "from its values; returns the full passes run.");
+  m.def("sparse_bit_em", &py_sparse_bit_em, py::arg("col_ptr"), py::arg("rows"), py::arg("n_rows"), py::arg("y"),
+        py::arg("trials"), py::arg("p_one"), py::arg("p_zero"), py::arg("other_rate"), py::arg("f_other"),
+        py::arg("tol"), py::arg("max_iter"), py::arg("f"),
+        "EM of the composite likelihood of bit counts over a sparse 0/1 design; f (in place) starts from its "
+        "values; returns (iterations, f_other).");
+  m.def("sparse_gram", &py_sparse_gram, py::arg("col_ptr"), py::arg("rows"), py::arg("n_rows"), py::arg("weight"),
+        "Dense X^T diag(weight) X of a sparse 0/1 design.");
 }
 
 }  // namespace ldpfast::bind

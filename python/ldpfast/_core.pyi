@@ -17,6 +17,8 @@ _U32 = NDArray[np.uint32]
 _U16 = NDArray[np.uint16]
 _I8 = NDArray[np.int8]
 _U8 = NDArray[np.uint8]
+_I32 = NDArray[np.int32]
+_F64 = NDArray[np.float64]
 
 class Field:
     """A finite field for hashing: F_p (odd prime p < 2^64) or GF(2^l), l <= 64."""
@@ -167,3 +169,29 @@ def rappor_cohorts(encoding: int, secrets: _U8, m: int, threads: int = 0) -> _U3
 def rappor_permanent(
     encoding: int, k: int, f128: int, secrets: _U8, encoder_id: bytes, bloom: _U8, threads: int = 0
 ) -> _U8: ...
+def sparse_nn_lasso(  # in place: beta
+    col_ptr: _I64,
+    rows: _I32,
+    n_rows: int,
+    target: _F64,
+    weight: _F64,
+    penalty: _F64,
+    tol: float,
+    max_passes: int,
+    beta: _F64,
+) -> int: ...
+def sparse_bit_em(  # in place: f
+    col_ptr: _I64,
+    rows: _I32,
+    n_rows: int,
+    y: _F64,
+    trials: _F64,
+    p_one: float,
+    p_zero: float,
+    other_rate: float,
+    f_other: float,
+    tol: float,
+    max_iter: int,
+    f: _F64,
+) -> Tuple[int, float]: ...
+def sparse_gram(col_ptr: _I64, rows: _I32, n_rows: int, weight: _F64) -> _F64: ...

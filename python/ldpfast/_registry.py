@@ -41,11 +41,16 @@ class AuditHooks:
             each "the report supports x0 and not x1" (and the reverse), fixed before sampling.
         effective_epsilon: ``params -> float``: the epsilon implied by the integer flip
             thresholds the client's samplers use (e.g. :func:`ldpfast._validate.rr_effective_epsilon`).
+        permanent_epsilon: memoized (longitudinal) protocols only: ``params -> float``, the
+            effective ``eps_inf`` of the permanent response, which ``audit(...,
+            budget="permanent")`` audits with the same plan on ``client.permanent(...)``
+            (``params.eps_inf`` is the claim).
     """
 
     params: Callable[..., Params]
     plan: Callable[[Any], Any]
     effective_epsilon: Callable[[Any], float]
+    permanent_epsilon: Optional[Callable[[Any], float]] = None
 
 
 @dataclasses.dataclass(frozen=True)

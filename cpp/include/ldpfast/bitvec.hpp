@@ -43,3 +43,36 @@ void rappor_permanent(int encoding, std::size_t k, std::uint32_t f128, const std
                       const std::uint8_t* bloom, std::size_t n, std::uint8_t* out, int threads);
 
 }  // namespace ldpfast
+
+namespace ldpfast {
+
+// Decoding a candidate dictionary from bit counts (RAPPOR's server). The design is a 0/1
+// matrix with R rows (cohort x bit) and C columns (candidates) in compressed-column form:
+// column i holds rows[col_ptr[i] .. col_ptr[i+1]), distinct and < R.
+
+// Non-negative weighted lasso by cyclic coordinate descent: minimizes
+// 1/2 sum_r weight[r] (target[r] - (X beta)_r)^2 + sum_i penalty[i] beta_i over beta >= 0
+// (penalty 0: non-negative least squares). Passes over the columns with a nonzero
+// coefficient alternate with full passes; it stops after a full pass in which no
+// coefficient moves by more than tol / sqrt(sum of its column's weights), or after
+// max_passes full passes. beta (C) starts from its given values; returns the full passes.
+std::size_t sparse_nn_lasso(const std::int64_t* col_ptr, const std::int32_t* rows, std::size_t C, std::size_t R,
+                            const double* target, const double* weight, const double* penalty, double tol,
+                            std::size_t max_passes, double* beta);
+
+// Expectation-maximization of the composite likelihood of bit counts: row r counts y[r]
+// ones among trials[r] reports, each one with probability
+// pi_r = p_zero + (p_one - p_zero) (sum_i f_i X_ri + f_other other_rate), f on the simplex
+// over the candidates and an "other" component (other_rate < 0: none). f (C) and
+// *f_other start from their given values. EM steps are accelerated by SQUAREM; stops when
+// an accepted update changes no f by more than tol, or after max_iter EM steps; returns
+// the EM steps run.
+std::size_t sparse_bit_em(const std::int64_t* col_ptr, const std::int32_t* rows, std::size_t C, std::size_t R,
+                          const double* y, const double* trials, double p_one, double p_zero, double other_rate,
+                          double tol, std::size_t max_iter, double* f, double* f_other);
+
+// gram[i * C + i2] = sum_r weight[r] X_ri X_ri2 (dense C x C).
+void sparse_gram(const std::int64_t* col_ptr, const std::int32_t* rows, std::size_t C, std::size_t R,
+                 const double* weight, double* gram);
+
+}  // namespace ldpfast

@@ -10,6 +10,17 @@
 #include <cstdint>
 #include <cstring>
 
+// The AVX2 and AVX-512 kernel copies also carry a SHA-NI compression (x86 SHA extensions,
+// selected at run time by CPUID); the scalar copy is portable code only, so the ISA tests
+// compare the two.
+#if (defined(__AVX2__) || defined(__AVX512F__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__x86_64__) || defined(_M_X64))
+#define LDPFAST_SHA_NI 1
+#include <cpuid.h>
+
+#include "ldpfast/simd.hpp"
+#endif
+
 namespace ldpfast {
 namespace digest {
 
@@ -69,8 +80,12 @@ static inline void md5(const std::uint8_t* head, std::size_t head_len, const std
   std::uint8_t block[64];
   std::size_t fill = 0;
   auto feed = [&](const std::uint8_t* data, std::size_t len) {
-    for (std::size_t i = 0; i < len; ++i) {
-      block[fill++] = data[i];
+    while (len > 0) {
+      const std::size_t take = len < 64 - fill ? len : 64 - fill;
+      std::memcpy(block + fill, data, take);
+      fill += take;
+      data += take;
+      len -= take;
       if (fill == 64) {
         md5_block(state, block);
         fill = 0;
@@ -80,26 +95,76 @@ static inline void md5(const std::uint8_t* head, std::size_t head_len, const std
   feed(head, head_len);
   feed(tail, tail_len);
   const std::uint64_t bits = static_cast<std::uint64_t>(head_len + tail_len) * 8;
-  const std::uint8_t one = 0x80, zero = 0;
-  feed(&one, 1);
-  while (fill != 56) feed(&zero, 1);
-  std::uint8_t length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<std::uint8_t>(bits >> (8 * i));
-  feed(length, 8);
+  block[fill++] = 0x80;
+  if (fill > 56) {
+    std::memset(block + fill, 0, 64 - fill);
+    md5_block(state, block);
+    fill = 0;
+  }
+  std::memset(block + fill, 0, 56 - fill);
+  for (int i = 0; i < 8; ++i) block[56 + i] = static_cast<std::uint8_t>(bits >> (8 * i));
+  md5_block(state, block);
   for (int i = 0; i < 16; ++i) out[i] = static_cast<std::uint8_t>(state[i / 4] >> (8 * (i % 4)));
 }
 
 // -- SHA-256 (FIPS 180-4) ------------------------------------------------------------------
-static inline void sha256_block(std::uint32_t state[8], const std::uint8_t block[64]) {
-  static const std::uint32_t kRound[64] = {
-      0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-      0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-      0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-      0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-      0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-      0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-      0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-      0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+static const std::uint32_t kSha256Round[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#if defined(LDPFAST_SHA_NI)
+static inline bool cpu_has_sha_ni() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9))) return false;  // SSE4.1, SSSE3
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b >> 29) & 1;  // SHA
+}
+
+// The 64 rounds on the SHA extensions: the state as ABEF / CDGH halves, two rounds per
+// sha256rnds2, the message schedule four words at a time (sha256msg1/msg2).
+__attribute__((target("sha,sse4.1,ssse3"))) static inline void sha256_block_ni(std::uint32_t state[8],
+                                                                               const std::uint8_t block[64]) {
+  // The sha256* instructions have legacy SSE encodings only: clear the upper halves of the
+  // vector registers first, or every one of them pays the SSE/AVX transition penalty.
+  _mm256_zeroupper();
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state)), 0xB1);
+  __m128i cdgh = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4)), 0x1B);
+  __m128i abef = _mm_alignr_epi8(tmp, cdgh, 8);
+  cdgh = _mm_blend_epi16(cdgh, tmp, 0xF0);
+  const __m128i abef_in = abef, cdgh_in = cdgh;
+  __m128i w[4];
+  for (int g = 0; g < 16; ++g) {
+    if (g < 4) {
+      w[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * g)), byte_swap);
+    } else {
+      const __m128i older = _mm_sha256msg1_epu32(w[g % 4], w[(g + 1) % 4]);
+      const __m128i middle = _mm_alignr_epi8(w[(g + 3) % 4], w[(g + 2) % 4], 4);
+      w[g % 4] = _mm_sha256msg2_epu32(_mm_add_epi32(older, middle), w[(g + 3) % 4]);
+    }
+    __m128i msg =
+        _mm_add_epi32(w[g % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kSha256Round + 4 * g)));
+    cdgh = _mm_sha256rnds2_epu32(cdgh, abef, msg);
+    msg = _mm_shuffle_epi32(msg, 0x0E);
+    abef = _mm_sha256rnds2_epu32(abef, cdgh, msg);
+  }
+  abef = _mm_add_epi32(abef, abef_in);
+  cdgh = _mm_add_epi32(cdgh, cdgh_in);
+  tmp = _mm_shuffle_epi32(abef, 0x1B);
+  cdgh = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), _mm_blend_epi16(tmp, cdgh, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), _mm_alignr_epi8(cdgh, tmp, 8));
+}
+#endif
+
+static inline void sha256_block_portable(std::uint32_t state[8], const std::uint8_t block[64]) {
+  const std::uint32_t* kRound = kSha256Round;
   std::uint32_t w[64];
   for (int i = 0; i < 16; ++i)
     w[i] = (std::uint32_t{block[4 * i]} << 24) | (std::uint32_t{block[4 * i + 1]} << 16) |
@@ -134,6 +199,14 @@ static inline void sha256_block(std::uint32_t state[8], const std::uint8_t block
   state[7] += h;
 }
 
+static inline void sha256_block(std::uint32_t state[8], const std::uint8_t block[64]) {
+#if defined(LDPFAST_SHA_NI)
+  static const bool has_ni = cpu_has_sha_ni();
+  if (has_ni) return sha256_block_ni(state, block);
+#endif
+  sha256_block_portable(state, block);
+}
+
 // Incremental SHA-256 over pieces of a message; may start from a state that has already
 // absorbed `absorbed` bytes (a multiple of 64), as HMAC's precomputed key blocks do.
 struct Sha256 {
@@ -166,14 +239,16 @@ struct Sha256 {
   }
   void finish(std::uint8_t out[32]) {
     const std::uint64_t bits = total * 8;
-    const std::uint8_t one = 0x80, zero = 0;
-    const std::uint64_t keep = total;
-    feed(&one, 1);
-    while (fill != 56) feed(&zero, 1);
-    std::uint8_t length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
-    feed(length, 8);
-    total = keep;
+    block[fill++] = 0x80;
+    if (fill > 56) {
+      std::memset(block + fill, 0, 64 - fill);
+      sha256_block(state, block);
+      fill = 0;
+    }
+    std::memset(block + fill, 0, 56 - fill);
+    for (int i = 0; i < 8; ++i) block[56 + i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
+    sha256_block(state, block);
+    fill = 0;
     for (int i = 0; i < 32; ++i) out[i] = static_cast<std::uint8_t>(state[i / 4] >> (24 - 8 * (i % 4)));
   }
 };

@@ -1,0 +1,835 @@
+"""RAPPOR (Erlingsson, Pihur, Korolova, CCS 2014), compatible with its reference clients.
+
+Client (``k`` Bloom bits, ``h`` hashes, ``m`` cohorts, probabilities ``f``, ``p``, ``q``):
+
+1. the value's **Bloom filter** in the user's cohort ``c``: bit ``MD5(BE32(c) || value)[i] mod k``
+   set for ``i < h``;
+2. the **permanent randomized response** (PRR), memoized: bit ``i`` keeps the Bloom bit
+   unless byte ``i`` of ``HMAC-SHA256(secret, BE32(bloom))`` has its high 7 bits below
+   ``128 f`` (probability ``f``), and then takes that byte's low bit (a fair coin), so the PRR
+   is a deterministic function of ``(secret, value)`` and nothing per value is stored;
+3. the **instantaneous randomized response** (IRR), drawn fresh for every report: bit ``i``
+   is 1 with probability ``q`` where the PRR bit is 1 and ``p`` where it is 0.
+
+Encodings (``Params.encoding``), so that reports of existing deployments aggregate here:
+
+* ``"python"`` (default): google/rappor's ``client/python/rappor.py`` exactly as above;
+  ``k <= 32``, ``h <= 16``, ``f``'s threshold is the float ``128 f`` (so ``f_effective =
+  ceil(128 f)/128``);
+* ``"cpp"``: its ``client/cpp/encoder.cc`` with HMAC-SHA256: the PRR message is
+  ``0x01 || encoder_id || BE32(bloom)`` and the threshold ``uint8(float32(f) * 128)``
+  (``floor``); ``k <= 32``;
+* ``"cpp-drbg"``: the same client's byte-vector path, its extension to larger filters
+  (Chrome's RAPPOR used 128 bits): ``k`` a multiple of 8 up to 1024, each Bloom position
+  from ``ceil(ceil(log2 k) / 8)`` little-endian MD5 bytes, and ``k`` mask bytes from its
+  HMAC-DRBG over ``0x01 || encoder_id || bloom`` (``k/8`` bytes, most significant first).
+
+Cohorts: given per report (the Python client takes them as input), or derived from the
+secret as the C++ client does: the first 4 bytes of ``HMAC(secret, "")`` as a
+little-endian word, ``& (m - 1)`` (``m`` a power of two; ``mod m`` otherwise). Values are
+bytes (``str`` is UTF-8 encoded); integer values are their decimal ASCII digits.
+
+Privacy (both computed from the effective ``f``, ``p``, ``q`` the samplers use):
+``eps_inf = 2 h ln((1 - f/2)/(f/2))`` (the PRR: what unboundedly many reports of one
+value reveal) and ``eps_1 = h ln(q* (1 - p*)/(p* (1 - q*)))`` (one report), with
+``q* = P(IRR bit = 1 | Bloom bit 1) = (1 - f/2) q + (f/2) p`` and
+``p* = P(IRR bit = 1 | Bloom bit 0) = (f/2) q + (1 - f/2) p``. See
+:mod:`ldpfast.protocols._memo` for what memoization does not protect.
+
+Server: per-cohort bit counts (the bit-packed C++ column-count kernel, threads), mergeable
+and serializable. Decoding over a candidate dictionary (:meth:`Server.decode`):
+``t[c, j] = (y[c, j]/n_c - p*)/(q* - p*)`` estimates the fraction of cohort ``c``'s reports
+whose Bloom filter sets bit ``j``, and ``t ~ X f`` with ``X`` the candidates' Bloom bits per
+cohort, weighted by ``n_c``:
+
+* ``"ls"``: weighted least squares over every candidate (unbiased when the dictionary
+  holds every reported value; the default estimator up to 500 candidates);
+* ``"lasso"``: the paper's analysis: a non-negative lasso selects candidates (each
+  candidate's penalty is the Bonferroni-corrected noise level of its score at level
+  ``alpha``), then least squares on the selection;
+* ``"nnls"``: non-negative least squares;
+* ``"em"``: EM of the composite likelihood of the bit counts (bits treated as independent
+  Bernoulli draws of the mixture over candidates and an "other" component whose Bloom bits
+  are uniform).
+
+Standard errors are sandwich estimates that account for the correlation of one report's
+bits (through its value): ``Var = A^-1 B A^-1`` with ``A`` the weighted Gram matrix of the
+fitted candidates and ``B`` built from each cohort's bit covariance under the fitted
+frequencies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+from statistics import NormalDist
+from typing import Any, ClassVar, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import _base, _core
+from .._base import AuditHooks
+from .._memory import check_allocation
+from .._validate import check_int, check_values
+from ..errors import FormatError, ParameterError, ReportError
+from ..wire import WireField, bits_for
+from ._bitvec import BitCountServer, bit_rows, row_bytes
+from ._memo import MemoClient, new_secrets
+from ._registration import zipf_values
+
+__all__ = ["Params", "Reports", "Client", "Server", "Decoded", "ENCODINGS", "METHODS", "encode_values",
+           "new_secrets"]
+
+PROTOCOL_ID = "rappor"
+#: The reference clients' encodings (see the module docstring).
+ENCODINGS = ("python", "cpp", "cpp-drbg")
+#: Decoding methods of :meth:`Server.decode`.
+METHODS = ("ls", "lasso", "nnls", "em")
+_ENCODING_CODE = {"python": 0, "cpp": 1, "cpp-drbg": 2}
+_TWO64 = 2**64
+_MAX_LS = 500          # candidates of a dense least-squares fit (and of its standard errors)
+_MAX_D = 2**24
+
+
+def _prob_threshold(prob: float) -> int:
+    """``round(prob 2^64)`` (exact for the double ``prob``), kept below 2^64."""
+    return min(round(Fraction(prob) * _TWO64), _TWO64 - 1)
+
+
+def _check_prob(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(value) <= 1.0:
+        raise ParameterError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Params(_base.Params):
+    """RAPPOR parameters (defaults: the reference Python client's).
+
+    Attributes:
+        k: Bloom filter bits (``num_bloombits``): at most 32 in the ``python`` and ``cpp``
+            encodings, a multiple of 8 up to 1024 in ``cpp-drbg``.
+        h: hash functions (``num_hashes``): at most 16 (MD5 bytes; fewer in ``cpp-drbg``
+            when a position needs two bytes).
+        m: cohorts (``num_cohorts``), 1 to 2^20.
+        p: ``P(IRR bit = 1 | PRR bit = 0)`` (``prob_p``).
+        q: ``P(IRR bit = 1 | PRR bit = 1)`` (``prob_q``).
+        f: the PRR's noise probability (``prob_f``), in (0, 1].
+        encoding: ``"python"``, ``"cpp"`` or ``"cpp-drbg"`` (module docstring).
+        encoder_id: the C++ client's encoder id (metric name), ASCII, in its PRR message.
+        d: size of an integer dictionary ``[0, d)`` (values sent as decimal strings), what
+            :meth:`Server.estimate` decodes over by default; 0 for string values.
+    """
+
+    protocol: ClassVar[str] = PROTOCOL_ID
+
+    k: int = 16
+    h: int = 2
+    m: int = 64
+    p: float = 0.5
+    q: float = 0.75
+    f: float = 0.5
+    encoding: str = "python"
+    encoder_id: str = ""
+    d: int = 0
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ENCODINGS:
+            raise ParameterError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
+        if self.encoding == "cpp-drbg":
+            k = check_int("k", self.k, 8, 1024)
+            if k % 8:
+                raise ParameterError(f"k must be a multiple of 8 in the cpp-drbg encoding, got {k}")
+        else:
+            k = check_int("k", self.k, 1, 32)
+        per_hash = 1 if k <= 256 or self.encoding != "cpp-drbg" else 2
+        h = check_int("h", self.h, 1, 16 // per_hash)
+        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "h", h)
+        object.__setattr__(self, "m", check_int("m", self.m, 1, 2**20))
+        for name in ("p", "q", "f"):
+            object.__setattr__(self, name, _check_prob(name, getattr(self, name)))
+        if self.f == 0.0:
+            raise ParameterError("f must be > 0 (f = 0 makes the PRR the Bloom filter itself: no privacy)")
+        if self.p == self.q:
+            raise ParameterError(f"p and q must differ (p = q makes reports independent of the value), got {self.p}")
+        if not isinstance(self.encoder_id, str) or not self.encoder_id.isascii() or len(self.encoder_id) > 256:
+            raise ParameterError(f"encoder_id must be an ASCII string of at most 256 characters, got "
+                                 f"{self.encoder_id!r:.80}")
+        object.__setattr__(self, "d", check_int("d", self.d, 0, _MAX_D))
+        if self.f128 == 0:
+            raise ParameterError(f"f={self.f!r} rounds to 0/128 in the {self.encoding} encoding (no PRR noise)")
+
+    # -- the samplers' exact probabilities ------------------------------------------------
+    @property
+    def f128(self) -> int:
+        """The PRR threshold: a mask byte's high 7 bits below it mean noise (``f_effective =
+        f128 / 128``): ``#{r < 128: r < 128 f}`` (python), ``floor(float32(f) 128)`` (C++)."""
+        if self.encoding == "python":
+            return sum(1 for r in range(128) if r < self.f * 128)
+        return int(np.float32(self.f) * np.float32(128))
+
+    @property
+    def f_effective(self) -> float:
+        return self.f128 / 128
+
+    def irr_thresholds(self) -> Optional[Tuple[int, int]]:
+        """``(t_q, t_p)`` of the IRR sampler (``P = t / 2^64``), or None when the IRR is the
+        PRR itself (``p = 0``, ``q = 1``)."""
+        if self.p == 0.0 and self.q == 1.0:
+            return None
+        return _prob_threshold(self.q), _prob_threshold(self.p)
+
+    @property
+    def p_irr(self) -> Fraction:
+        t = self.irr_thresholds()
+        return Fraction(0) if t is None else Fraction(t[1], _TWO64)
+
+    @property
+    def q_irr(self) -> Fraction:
+        t = self.irr_thresholds()
+        return Fraction(1) if t is None else Fraction(t[0], _TWO64)
+
+    @property
+    def q_star(self) -> float:
+        """``P(IRR bit = 1 | Bloom bit = 1) = (1 - f/2) q + (f/2) p``."""
+        half = Fraction(self.f128, 256)
+        return float((1 - half) * self.q_irr + half * self.p_irr)
+
+    @property
+    def p_star(self) -> float:
+        """``P(IRR bit = 1 | Bloom bit = 0) = (f/2) q + (1 - f/2) p``."""
+        half = Fraction(self.f128, 256)
+        return float(half * self.q_irr + (1 - half) * self.p_irr)
+
+    @property
+    def eps_inf(self) -> float:
+        """``2 h ln((1 - f/2)/(f/2))``: the PRR's budget (unboundedly many reports of one value)."""
+        half = Fraction(self.f128, 256)
+        return 0.0 if half == Fraction(1, 2) else 2 * self.h * abs(math.log((1 - half) / half))
+
+    @property
+    def eps_1(self) -> float:
+        """``h ln(q* (1 - p*)/(p* (1 - q*)))``: the budget of one report."""
+        half = Fraction(self.f128, 256)
+        qs = (1 - half) * self.q_irr + half * self.p_irr
+        ps = half * self.q_irr + (1 - half) * self.p_irr
+        if qs in (0, 1) or ps in (0, 1):
+            return math.inf
+        return self.h * abs(math.log(qs * (1 - ps) / (ps * (1 - qs))))
+
+    @property
+    def epsilon(self) -> float:
+        """The budget of one report, :attr:`eps_1`."""
+        return self.eps_1
+
+    @property
+    def communication_bits(self) -> int:
+        return self.k
+
+
+# -- values ------------------------------------------------------------------------------------
+def encode_values(values: Any, name: str = "values") -> Tuple[np.ndarray, np.ndarray]:
+    """Values as RAPPOR hashes them: ``(data uint8, offsets int64[n + 1])`` where value ``i``
+    is ``data[offsets[i]:offsets[i+1]]``. Accepts ``bytes``, ``str`` (UTF-8), or
+    non-negative integers (their decimal ASCII digits), alone or in a sequence or array."""
+    if isinstance(values, (bytes, str, int, np.integer)):
+        values = [values]
+    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if arr.dtype.kind in "iu" and arr.ndim == 1:
+        if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
+            raise ParameterError(f"{name} must be non-negative integers, got {int(arr.min())}")
+        return _decimal_digits(arr.astype(np.uint64))
+    else:
+        out: List[bytes] = []
+        for i, v in enumerate(values):
+            if isinstance(v, (bytes, bytearray)):
+                out.append(bytes(v))
+            elif isinstance(v, str):
+                out.append(v.encode("utf-8"))
+            elif isinstance(v, (int, np.integer)) and not isinstance(v, bool) and int(v) >= 0:
+                out.append(str(int(v)).encode())
+            else:
+                raise ParameterError(f"{name} must be bytes, str or non-negative integers, got {v!r:.60} at {i}")
+        items = out
+    lengths = np.fromiter((len(v) for v in items), dtype=np.int64, count=len(items))
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.frombuffer(b"".join(items), dtype=np.uint8).copy()
+    return data, offsets
+
+
+def _decimal_digits(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The decimal ASCII digits of unsigned integers, back to back, and their offsets."""
+    ten = np.uint64(10)
+    digits = np.ones(values.size, dtype=np.int64)
+    rest = values // ten
+    while rest.any():
+        digits += rest > 0
+        rest //= ten
+    offsets = np.zeros(values.size + 1, dtype=np.int64)
+    np.cumsum(digits, out=offsets[1:])
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    position, rest, left = offsets[1:] - 1, values.copy(), digits.copy()
+    while True:
+        live = left > 0
+        if not live.any():
+            break
+        data[position[live]] = (48 + rest[live] % ten).astype(np.uint8)
+        rest //= ten
+        position -= 1
+        left -= 1
+    return data, offsets
+
+
+def _as_labels(candidates: Any) -> np.ndarray:
+    """Candidates as an array of labels (unsigned integers, or strings/bytes as objects)."""
+    if isinstance(candidates, (bytes, str, int, np.integer)):
+        candidates = [candidates]
+    arr = np.asarray(candidates)
+    if arr.dtype.kind in "iu":
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0):
+            raise ParameterError("candidates must be a 1-D sequence of non-negative integers, strings or bytes")
+        return arr.astype(np.uint64)
+    if arr.ndim != 1:
+        raise ParameterError(f"candidates must be 1-D, got shape {arr.shape}")
+    return arr
+
+
+# -- reports -----------------------------------------------------------------------------------
+@dataclasses.dataclass(eq=False)
+class Reports(_base.Reports):
+    """A batch of RAPPOR reports: ``cohort`` (uint32) and ``bits`` (``uint8[n, ceil(k/8)]``,
+    bit ``j`` of the filter is bit ``j % 8`` of byte ``j // 8``: the little-endian bytes of
+    the reference clients' integer reports)."""
+
+    protocol: ClassVar[str] = PROTOCOL_ID
+    column_types: ClassVar = {"cohort": ("uint32", 1), "bits": ("uint8", 2)}
+    cohort: np.ndarray
+    bits: np.ndarray
+
+    def __post_init__(self) -> None:
+        arr = np.asarray(self.bits)
+        if arr.ndim != 2:
+            raise ReportError(f"bits must be a 2-D uint8 array (one row per report), got shape {arr.shape}")
+        self.bits = bit_rows(arr, 8 * arr.shape[1])
+        cohort = np.asarray(self.cohort)
+        if cohort.ndim != 1 or (cohort.size and cohort.dtype.kind not in "iu"):
+            raise ReportError(f"cohort must be a 1-D integer array, got {cohort.dtype} of shape {cohort.shape}")
+        if cohort.size and (int(cohort.min()) < 0 or int(cohort.max()) >= 2**32):
+            raise ReportError("cohort values must be in [0, 2^32)")
+        self.cohort = np.ascontiguousarray(cohort, dtype=np.uint32)
+        self._check_lengths()
+
+    @classmethod
+    def from_integers(cls, cohorts: Any, reports: Any, k: int) -> "Reports":
+        """Reports given as the reference clients' integers (bit ``j`` = ``1 << j``), e.g. the
+        ``irr`` values of google/rappor's Python ``Encoder.encode``."""
+        ints = [int(v) for v in reports]
+        if any(v < 0 or v >> k for v in ints):
+            raise ReportError(f"reports must be integers in [0, 2^{k})")
+        data = b"".join(v.to_bytes(row_bytes(k), "little") for v in ints)
+        rows = np.frombuffer(data, dtype=np.uint8).reshape(len(ints), row_bytes(k)).copy()
+        return cls(cohort=np.asarray(cohorts), bits=rows)
+
+    @classmethod
+    def from_bit_strings(cls, cohorts: Any, reports: Sequence[str]) -> "Reports":
+        """Reports given as strings of ``k`` characters '0'/'1', most significant bit first
+        (the ``irr`` column google/rappor's simulator writes and ``sum_bits.py`` reads)."""
+        if not reports:
+            return cls(cohort=np.asarray(cohorts, dtype=np.uint32), bits=np.zeros((0, 1), np.uint8))
+        k = len(reports[0])
+        if k == 0 or any(len(s) != k or set(s) - {"0", "1"} for s in reports):
+            raise ReportError("reports must be strings of equal length of '0' and '1'")
+        return cls.from_integers(cohorts, [int(s, 2) for s in reports], k)
+
+    def to_integers(self) -> List[int]:
+        """The reports as the reference clients' integers."""
+        return [int.from_bytes(row.tobytes(), "little") for row in self.bits]
+
+
+# -- client ------------------------------------------------------------------------------------
+class Client(MemoClient):
+    """RAPPOR client: ``perturb(values, secrets=None, cohorts=None)`` (the IRR, what is sent),
+    ``permanent(...)`` (the PRR, never sent). ``secrets``: one per value, a ``uint8[n, L]``
+    array or a sequence of bytes (HMAC keys: shorter keys behave as if zero-padded, so
+    variable-length secrets are padded; ``cpp-drbg`` needs equal lengths), the same for a
+    user every round; None draws fresh ones (see :class:`ldpfast.protocols._memo.MemoClient`).
+    ``cohorts``: None derives them from the secrets (the C++ client's rule). ``rng=None``
+    (default) draws the IRR's randomness from the OS; a seed is for simulation only."""
+
+    def _rappor_secrets(self, secrets: Any, n: int) -> np.ndarray:
+        if secrets is None:
+            return self._secrets(None, n)
+        if isinstance(secrets, np.ndarray):
+            arr = secrets
+        else:
+            keys = [bytes(s) for s in secrets]
+            if self.params.encoding == "cpp-drbg" and len({len(s) for s in keys}) > 1:
+                raise ParameterError("secrets must all have one length in the cpp-drbg encoding")
+            width = max([len(s) for s in keys] + [1])
+            arr = np.zeros((len(keys), width), dtype=np.uint8)
+            for i, s in enumerate(keys):
+                arr[i, :len(s)] = np.frombuffer(s, dtype=np.uint8)
+        if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] < 1:
+            raise ParameterError(f"secrets must be {n} byte strings or a uint8 array of shape ({n}, L), got "
+                                 f"{arr.dtype} of shape {arr.shape}")
+        return np.ascontiguousarray(arr)
+
+    def _cohorts(self, cohorts: Any, keys: np.ndarray, n: int) -> np.ndarray:
+        p = self.params
+        if cohorts is None:
+            if p.m == 1:
+                return np.zeros(n, dtype=np.uint32)
+            return _core.rappor_cohorts(_ENCODING_CODE[p.encoding], keys, p.m, self.threads)
+        arr = check_values(cohorts, p.m, "cohorts", "integers in")
+        if arr.size != n:
+            raise ParameterError(f"cohorts must have one entry per value ({n}), got {arr.size}")
+        return arr.astype(np.uint32)
+
+    def bloom(self, values: Any, cohorts: Any) -> Reports:
+        """The Bloom filters of ``values`` in ``cohorts`` (no randomness: never send these)."""
+        p = self.params
+        data, offsets = encode_values(values)
+        n = offsets.size - 1
+        if cohorts is None:
+            raise ParameterError("bloom() needs the cohorts")
+        cohort = self._cohorts(cohorts, np.zeros((n, 1), np.uint8), n)
+        return Reports(cohort=cohort, bits=_bloom_rows(p, data, offsets, cohort, self.threads))
+
+    def _prr(self, values: Any, secrets: Any, cohorts: Any) -> Reports:
+        p = self.params
+        data, offsets = encode_values(values)
+        n = offsets.size - 1
+        if p.d and n:
+            _check_integer_values(values, p.d)
+        check_allocation(n * row_bytes(p.k) * 3, f"{n} RAPPOR reports of {p.k} bits")
+        keys = self._rappor_secrets(secrets, n)
+        cohort = self._cohorts(cohorts, keys, n)
+        bloom = _bloom_rows(p, data, offsets, cohort, self.threads)
+        prr = _core.rappor_permanent(_ENCODING_CODE[p.encoding], p.k, p.f128, keys, p.encoder_id.encode(), bloom,
+                                     self.threads)
+        return Reports(cohort=cohort, bits=prr)
+
+    def permanent(self, values: Any, secrets: Any = None, cohorts: Any = None) -> Reports:
+        """The permanent randomized responses of ``values`` (what unboundedly many reports
+        of each value reveal; never send these)."""
+        return self._prr(values, secrets, cohorts)
+
+    def perturb(self, values: Any, secrets: Any = None, cohorts: Any = None) -> Reports:
+        """One report (the IRR of the memoized PRR) per value."""
+        prr = self._prr(values, secrets, cohorts)
+        thresholds = self.params.irr_thresholds()
+        if thresholds is None or not len(prr):
+            return prr
+        t_q, t_p = thresholds
+        irr = _core.bit_response(self._keys.key(), prr.bits, self.params.k, t_q, t_p, self.threads)
+        return Reports(cohort=prr.cohort, bits=irr)
+
+
+def _check_integer_values(values: Any, d: int) -> None:
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu":
+        check_values(arr, d)
+
+
+def _bloom_positions(p: Params, data: np.ndarray, offsets: np.ndarray, cohort: np.ndarray,
+                     threads: int = 0) -> np.ndarray:
+    return _core.rappor_bloom_positions(_ENCODING_CODE[p.encoding], p.k, p.h, data, offsets, cohort, threads)
+
+
+def _bloom_rows(p: Params, data: np.ndarray, offsets: np.ndarray, cohort: np.ndarray, threads: int) -> np.ndarray:
+    positions = _bloom_positions(p, data, offsets, cohort, threads).astype(np.int64)
+    dense = np.zeros((positions.shape[0], 8 * row_bytes(p.k)), dtype=np.uint8)
+    dense[np.arange(positions.shape[0])[:, None], positions] = 1
+    return np.packbits(dense, axis=1, bitorder="little")
+
+
+# -- decoding ----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class Decoded:
+    """A decode of a candidate dictionary (:meth:`Server.decode`).
+
+    Attributes:
+        candidates: the candidates (labels as given).
+        values: estimated frequencies (fractions of ``n``); 0 for candidates not selected.
+        std: standard errors (sandwich, see the module docstring); NaN where not estimated
+            (candidates left out of the fit, or beyond the 500 largest for ``"em"``).
+        selected: which candidates the fit kept (all for ``"ls"``; positive ones otherwise).
+        method: ``"ls"``, ``"lasso"``, ``"nnls"`` or ``"em"``.
+        n: reports aggregated.
+        iterations: passes (lasso/nnls) or EM iterations; 0 for ``"ls"``.
+        other: the mass not explained by the candidates (EM's "other" component; else
+            ``1 - sum(values)``).
+        note: what was done.
+    """
+
+    candidates: np.ndarray
+    values: np.ndarray
+    std: np.ndarray
+    selected: np.ndarray
+    method: str
+    n: int
+    iterations: int
+    other: float
+    note: str
+
+    def p_values(self) -> np.ndarray:
+        """One-sided p-values of ``H0: f = 0`` (``P(Z > value/std)``; NaN without a std)."""
+        z = self.values / self.std
+        return np.array([0.5 * math.erfc(v / math.sqrt(2.0)) if np.isfinite(v) else math.nan for v in z])
+
+    def significant(self, alpha: float = 0.05) -> np.ndarray:
+        """Candidates whose p-value is below ``alpha / len(candidates)`` (Bonferroni), as the
+        paper reports decoded strings."""
+        if not 0.0 < alpha < 1.0:
+            raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
+        with np.errstate(invalid="ignore"):
+            return np.asarray(self.p_values() < alpha / max(1, len(self.candidates)))
+
+
+@dataclasses.dataclass
+class _Design:
+    """The candidates' Bloom bits: a sparse 0/1 matrix of ``m k`` rows (cohort ``c``, bit
+    ``j`` is row ``c k + j``) in compressed-column form."""
+
+    col_ptr: np.ndarray
+    rows: np.ndarray
+    n_rows: int
+
+    def dense(self, columns: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.n_rows, columns.size), dtype=np.float64)
+        for j, i in enumerate(columns):
+            out[self.rows[self.col_ptr[i]:self.col_ptr[i + 1]], j] = 1.0
+        return out
+
+
+def _design(p: Params, labels: np.ndarray) -> _Design:
+    data, offsets = encode_values(labels, "candidates")
+    C = offsets.size - 1
+    check_allocation(C * p.m * p.h * 16, f"the Bloom bits of {C} candidates in {p.m} cohorts")
+    reps = np.repeat(np.arange(C), p.m)
+    lengths = np.diff(offsets)[reps]
+    starts = offsets[:-1][reps]
+    pair_offsets = np.zeros(C * p.m + 1, dtype=np.int64)
+    np.cumsum(lengths, out=pair_offsets[1:])
+    gather = np.repeat(starts - pair_offsets[:-1], lengths) + np.arange(int(pair_offsets[-1]))
+    cohorts = np.tile(np.arange(p.m, dtype=np.uint32), C)
+    positions = _bloom_positions(p, data[gather], pair_offsets, cohorts).astype(np.int64)
+    rows = (cohorts.astype(np.int64)[:, None] * p.k + positions).reshape(C, p.m * p.h)
+    rows.sort(axis=1)
+    keep = np.ones(rows.shape, dtype=bool)
+    keep[:, 1:] = rows[:, 1:] != rows[:, :-1]   # a repeated position sets one bit
+    col_ptr = np.zeros(C + 1, dtype=np.int64)
+    np.cumsum(keep.sum(axis=1), out=col_ptr[1:])
+    return _Design(col_ptr, rows[keep].astype(np.int32), p.m * p.k)
+
+
+class Server(BitCountServer):
+    """RAPPOR aggregator: per-cohort bit counts (``counts[c, j]``, ``group_reports[c]``).
+    ``threads``: server threads (results do not depend on it). Thread-safe (see
+    :class:`ldpfast._base.Aggregator`)."""
+
+    protocol: ClassVar[str] = PROTOCOL_ID
+    params_type: ClassVar[type] = Params
+    reports_type: ClassVar[Optional[type]] = Reports
+    group_column: ClassVar[Optional[str]] = "cohort"
+    params: Params
+
+    @classmethod
+    def _shape(cls, params: Any) -> Tuple[int, int]:
+        return int(params.m), int(params.k)
+
+    @classmethod
+    def from_counts(cls, params: Params, counts: Any, cohort_reports: Any) -> "Server":
+        """A server holding already aggregated counts, e.g. the per-cohort sums that
+        google/rappor's ``sum_bits.py`` writes: ``counts[c, j]`` reports of cohort ``c``
+        with bit ``j`` set (``uint[m, k]``) and ``cohort_reports[c]`` reports per cohort."""
+        counts_arr = np.asarray(counts)
+        reports_arr = np.asarray(cohort_reports)
+        for name, arr in (("counts", counts_arr), ("cohort_reports", reports_arr)):
+            if arr.size and (arr.dtype.kind not in "iu" or int(arr.min()) < 0):
+                raise ParameterError(f"{name} must hold non-negative integers")
+        server = cls(params)
+        state = {"counts": counts_arr.astype(np.uint64), "reports": reports_arr.astype(np.uint64)}
+        try:
+            server._check_state(state)
+        except FormatError as exc:
+            raise ParameterError(f"counts do not fit the parameters: {exc}") from None
+        server._set_state(state)
+        return server
+
+    def _dictionary(self, candidates: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """(dictionary decoded over, candidates' indices in it): ``[0, d)`` when ``d`` is set."""
+        p = self.params
+        if p.d:
+            dictionary = np.arange(p.d, dtype=np.uint64)
+            wanted = dictionary if candidates is None else check_values(candidates, p.d, "candidates", "values in")
+            return dictionary, wanted.astype(np.intp)
+        if candidates is None:
+            raise ParameterError("RAPPOR with string values (d=0) needs candidates to decode")
+        labels = _as_labels(candidates)
+        if labels.size == 0:
+            raise ParameterError("candidates must not be empty")
+        return labels, np.arange(labels.size)
+
+    def _targets(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(t, weight, pi) per row ``c k + j``: the estimated fraction of cohort ``c``'s
+        reports whose Bloom filter sets bit ``j``, its weight ``n_c``, and the observed
+        one-rate ``y/n_c``."""
+        p = self.params
+        counts = self._st["counts"].astype(np.float64)
+        n_c = self._st["reports"].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(n_c[:, None] > 0, counts / n_c[:, None], 0.0)
+        t = (rate - p.p_star) / (p.q_star - p.p_star)
+        t[n_c == 0] = 0.0
+        weight = np.repeat(n_c, p.k)
+        return t.ravel(), weight, rate.ravel()
+
+    def decode(self, candidates: Any = None, method: str = "lasso", alpha: float = 0.05, tol: float = 1e-9,
+               max_iter: int = 10000) -> Decoded:
+        """Decode the dictionary ``candidates`` (default: ``[0, d)`` when ``d`` is set); see the
+        module docstring for the methods. ``alpha``: the lasso's family-wise selection level;
+        ``tol``, ``max_iter``: the coordinate descent's and EM's stopping rule (no
+        coefficient moves by more than ``tol``, in units of its column's scale for the
+        lasso, absolute for EM)."""
+        if method not in METHODS:
+            raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
+        if not 0.0 < alpha < 1.0:
+            raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
+        n = self.n
+        if n == 0:
+            raise ReportError("cannot decode from zero reports")
+        labels = _as_labels(candidates) if candidates is not None else self._dictionary(None)[0]
+        if labels.size == 0:
+            raise ParameterError("candidates must not be empty")
+        return self._decode(labels, method, alpha, tol, max_iter)
+
+    def _decode(self, labels: np.ndarray, method: str, alpha: float, tol: float, max_iter: int) -> Decoded:
+        p = self.params
+        design = _design(p, labels)
+        C = labels.size
+        t, weight, rate = self._targets()
+        gap = p.q_star - p.p_star
+        values = np.zeros(C)
+        iterations = 0
+        other = math.nan
+        if method == "ls":
+            if C > _MAX_LS:
+                raise ParameterError(f"method='ls' fits at most {_MAX_LS} candidates densely, got {C}: use "
+                                     "method='lasso' or 'em'")
+            selected = np.arange(C)
+            note = "weighted least squares over every candidate"
+        elif method in ("lasso", "nnls"):
+            penalty = np.zeros(C)
+            if method == "lasso":
+                # The noise level of candidate i's score sum_r n_c (t_r - x_r f) at the truth:
+                # Var = sum_r n_c pi_r (1 - pi_r) / gap^2 over its rows (bits independent).
+                noise = np.add.reduceat(np.append(weight * rate * (1 - rate), 0.0)[design.rows], design.col_ptr[:-1])
+                noise[np.diff(design.col_ptr) == 0] = 0.0
+                z = NormalDist().inv_cdf(1.0 - alpha / (2.0 * C))
+                penalty = z * np.sqrt(noise) / abs(gap)
+            beta = np.zeros(C)
+            iterations = _core.sparse_nn_lasso(design.col_ptr, design.rows, design.n_rows, t, weight, penalty,
+                                               float(tol), int(max_iter), beta)
+            selected = np.flatnonzero(beta > 0)
+            if selected.size > _MAX_LS:
+                order = np.argsort(-beta[selected], kind="stable")
+                selected = np.sort(selected[order[:_MAX_LS]])
+            note = (f"non-negative lasso (Bonferroni penalty, alpha={alpha}) selected {selected.size}, then least "
+                    "squares" if method == "lasso" else f"non-negative least squares kept {selected.size}, refit")
+        else:
+            f = np.full(C, 1.0 / (C + 1))
+            other_rate = 1.0 - (1.0 - 1.0 / p.k) ** p.h
+            trials = np.repeat(self._st["reports"].astype(np.float64), p.k)
+            y = self._st["counts"].astype(np.float64).ravel()
+            iterations, other = _core.sparse_bit_em(design.col_ptr, design.rows, design.n_rows, y, trials, p.q_star,
+                                                    p.p_star, other_rate, 1.0 / (C + 1), float(tol), int(max_iter), f)
+            values = f
+            order = np.argsort(-f, kind="stable")[:_MAX_LS]
+            selected = np.sort(order[f[order] > 0.5 / self.n])
+            std = np.full(C, np.nan)
+            if selected.size:
+                fitted = f.copy()
+                std[selected] = np.sqrt(self._em_variance(design, selected, fitted, other, other_rate))
+            return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
+                           n=self.n, iterations=int(iterations), other=float(other),
+                           note=f"EM of the bit counts' composite likelihood, {iterations} iterations; "
+                                f"standard errors for the {selected.size} largest")
+        values, std = self._least_squares(design, selected, t, weight, C)
+        return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
+                       n=self.n, iterations=int(iterations), other=float(1.0 - values.sum()), note=note)
+
+    def _least_squares(self, design: _Design, selected: np.ndarray, t: np.ndarray, weight: np.ndarray,
+                       C: int) -> Tuple[np.ndarray, np.ndarray]:
+        values, std = np.zeros(C), np.full(C, np.nan)
+        if selected.size == 0:
+            return values, std
+        X = design.dense(selected)
+        gram = X.T @ (weight[:, None] * X)
+        try:
+            inverse = np.linalg.inv(gram)
+        except np.linalg.LinAlgError:
+            raise ParameterError("the candidates' Bloom bits are linearly dependent (least squares has no unique "
+                                 "solution): use fewer candidates, more cohorts or bits, or method='lasso'") from None
+        beta = inverse @ (X.T @ (weight * t))
+        values[selected] = beta
+        std[selected] = np.sqrt(self._sandwich(X, inverse, weight, np.clip(beta, 0.0, 1.0), X, 0.0))
+        return values, std
+
+    def _sandwich(self, X: np.ndarray, bread: np.ndarray, weight: np.ndarray, f: np.ndarray, bloom: np.ndarray,
+                  other_rate: float) -> np.ndarray:
+        """Diagonal of ``bread X^T W Cov(t) W X bread``: per cohort, ``Cov(t_c)`` is the bit
+        covariance of one report under frequencies ``f`` over the columns of ``bloom`` (their
+        Bloom bits) and ``1 - sum f`` of values with independent bits at ``other_rate``,
+        divided by ``n_c gap^2``."""
+        p = self.params
+        k, gap = p.k, p.q_star - p.p_star
+        n_c = self._st["reports"].astype(np.float64)
+        rest = max(0.0, 1.0 - float(f.sum()))
+        Z = X @ bread                      # rows x fitted: the estimator's weights are W Z
+        out = np.zeros(X.shape[1])
+        for c in range(p.m):
+            if n_c[c] == 0:
+                continue
+            rows = slice(c * k, (c + 1) * k)
+            B = bloom[rows]                # k x columns: the fitted candidates' Bloom bits
+            mean = B @ f + rest * other_rate
+            second = (B * f) @ B.T + rest * other_rate ** 2
+            cov_bloom = second - np.outer(mean, mean)
+            pi = p.p_star + gap * mean
+            cov_bits = gap ** 2 * cov_bloom
+            np.fill_diagonal(cov_bits, pi * (1.0 - pi))
+            Zc = Z[rows] * weight[rows][:, None]
+            out += np.einsum("ij,ik,kj->j", Zc, cov_bits, Zc) / (n_c[c] * gap ** 2)
+        return np.maximum(out, 0.0)
+
+    def _em_variance(self, design: _Design, selected: np.ndarray, f: np.ndarray, other: float,
+                     other_rate: float) -> np.ndarray:
+        """Sandwich variance of the EM (composite-likelihood) estimate on ``selected``: its
+        score is a weighted least-squares score with design ``x - other_rate`` and weights
+        ``n_c gap^2 / (pi (1 - pi))`` at the fitted ``pi``."""
+        p = self.params
+        gap = p.q_star - p.p_star
+        B = design.dense(selected)
+        pi = p.p_star + gap * (B @ f[selected] + other * other_rate)
+        pi = np.clip(pi, 1e-12, 1 - 1e-12)
+        weight = np.repeat(self._st["reports"].astype(np.float64), p.k) * gap ** 2 / (pi * (1.0 - pi))
+        Xt = B - other_rate
+        try:
+            bread = np.linalg.inv(Xt.T @ (weight[:, None] * Xt))
+        except np.linalg.LinAlgError:
+            return np.full(selected.size, np.nan)
+        # The sandwich's meat uses the rows' covariance of t, scaled back by the weights.
+        rest = max(0.0, 1.0 - float(f[selected].sum()))
+        return self._sandwich(Xt, bread, weight, f[selected], B, other_rate if rest > 0 else 0.0)
+
+    def estimate(self, candidates: Any = None, method: str = "auto") -> np.ndarray:
+        """Estimated frequencies of ``candidates`` (default: ``[0, d)``), decoded over the
+        dictionary ``[0, d)`` when ``d`` is set (else over the candidates themselves).
+        ``method="auto"``: unbiased least squares up to 500 dictionary entries, the lasso
+        beyond; or any of :data:`METHODS`."""
+        dictionary, wanted = self._dictionary(candidates)
+        chosen = self._auto(dictionary.size) if method == "auto" else method
+        return np.asarray(self.decode(dictionary, chosen).values[wanted], dtype=np.float64)
+
+    @staticmethod
+    def _auto(size: int) -> str:
+        return "ls" if size <= _MAX_LS else "lasso"
+
+    def _variance_of_default(self, candidates: Any) -> Tuple[Optional[Any], str]:
+        dictionary, wanted = self._dictionary(candidates)
+        if self._auto(dictionary.size) != "ls":
+            return None, ("no closed-form variance: beyond 500 candidates the default decode selects (lasso); "
+                          "server.decode() gives the refit's sandwich standard errors")
+        p = self.params
+        design = _design(p, dictionary)
+        X = design.dense(np.arange(dictionary.size))
+        _, weight, _ = self._targets()
+        try:
+            bread = np.linalg.inv(X.T @ (weight[:, None] * X))
+        except np.linalg.LinAlgError:
+            return None, "no variance: the dictionary's Bloom bits are linearly dependent"
+
+        def variance(f: Any) -> Any:
+            full = np.zeros(dictionary.size)
+            full[wanted] = np.asarray(f, dtype=np.float64)
+            return self._sandwich(X, bread, weight, full, X, 0.0)[wanted]
+        return variance, ("sandwich variance of the least-squares decode at the plug-in f = clip(estimate, 0, 1) "
+                          "(each cohort's bit covariance under f)")
+
+
+def _mask(C: int, selected: np.ndarray) -> np.ndarray:
+    out = np.zeros(C, dtype=bool)
+    out[selected] = True
+    return out
+
+
+# -- registration ------------------------------------------------------------------------------
+def _example() -> Tuple[Params, np.ndarray]:
+    return Params(k=30, h=2, m=8, p=0.25, q=0.75, f=0.25, d=16), zipf_values(16)  # k % 8: padding to reject
+
+
+def _variance(server: Server, candidates: Any) -> Tuple[Optional[Any], str]:
+    return server._variance_of_default(candidates)
+
+
+def _wire(params: Params) -> Sequence[WireField]:
+    # the cohort, then the k bits as whole bytes (the spare bits of the last byte are 0)
+    return [WireField("cohort", bits_for(params.m), None, "uint32"),
+            WireField("bits", 8, None, "uint8", (row_bytes(params.k),))]
+
+
+def audit_params(epsilon: float, **changes: Any) -> Params:
+    """A small RAPPOR configuration spending at most ``epsilon`` per report and ``2 epsilon``
+    in its PRR: ``k = 8``, ``h = 1``, one cohort (``changes`` replace these), ``f`` from ``eps_inf = 2 epsilon``
+    (rounded up to whole 128ths), ``q = 1 - p`` with the smallest dyadic ``p`` (53 bits)
+    whose ``eps_1`` is at most ``epsilon``."""
+    from ._memo import solve_threshold
+
+    base = dict(k=8, h=1, m=1, d=16)
+    base.update(changes)
+    h = int(base["h"])
+    f = 2.0 / (1.0 + math.exp(epsilon / h))         # eps_inf = 2 h ln((1 - f/2)/(f/2)) = 2 epsilon
+    f = min(1.0, math.ceil(f * 128) / 128)
+
+    def eps_1(step: int) -> float:
+        p = step / 2.0**53
+        return Params(**{**base, "p": p, "q": 1.0 - p, "f": f}).eps_1   # type: ignore[arg-type]
+    step = solve_threshold(eps_1, float(epsilon), 1, 2**52 - 1, "epsilon")
+    p = step / 2.0**53
+    return Params(**{**base, "p": p, "q": 1.0 - p, "f": f})   # type: ignore[arg-type]
+
+
+def _audit_plan(params: Params) -> Any:
+    from ..audit import Plan, value_inputs
+
+    # two values whose Bloom bits (one hash, cohort 0) differ
+    bits = [int(_bloom_positions(params, *encode_values([v]), np.zeros(1, np.uint32))[0, 0]) for v in range(16)]
+    x1 = next(v for v in range(1, 16) if bits[v] != bits[0])
+
+    def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
+        b0 = (reports.bits[:, bits[0] // 8] >> (bits[0] % 8)) & 1
+        b1 = (reports.bits[:, bits[x1] // 8] >> (bits[x1] % 8)) & 1
+        return (b0 == 1) & (b1 == 0), (b1 == 1) & (b0 == 0)
+    return Plan(value_inputs(0, x1), events, ("Bloom bit of x0 = 1, of x1 = 0", "Bloom bit of x1 = 1, of x0 = 0"))
+
+
+def _simulations() -> Tuple[Any, ...]:
+    from ..experiments import Algorithm
+
+    def make(eps: float, data: Any, gen: Any) -> Params:
+        return audit_params(eps, k=32, h=2, m=16, d=data.d) if data.d else audit_params(eps)
+
+    return (Algorithm("rappor", "RAPPOR", "protocols.rappor", make,
+                      summary="RAPPOR (32-bit Bloom filter, h=2, 16 cohorts, eps_inf = 2 eps), decoded over [0, d)"),)
+
+
+_base.register_protocol(_base.Protocol(
+    PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
+    simulations=_simulations,
+    audit=AuditHooks(audit_params, _audit_plan, lambda params: float(params.eps_1),
+                     permanent_epsilon=lambda params: float(params.eps_inf))))
