@@ -49,7 +49,7 @@ from .._random import KeySource, RngLike
 from ..errors import ParameterError
 
 __all__ = ["SECRET_BYTES", "new_secrets", "check_secrets", "MemoClient", "threshold", "probability",
-           "solve_threshold", "unary_epsilon", "rr_epsilon_exact", "two_stage_rr"]
+           "solve_threshold", "unary_epsilon", "binary_epsilon", "rr_epsilon_exact", "two_stage_rr"]
 
 #: Bytes of a user secret.
 SECRET_BYTES = 32
@@ -137,6 +137,15 @@ def unary_epsilon(p_one: Decimal, p_zero: Decimal) -> float:
         if p_zero <= 0 or p_one >= 1 or p_one <= 0 or p_zero >= 1:
             return math.inf
         return abs(_ln(p_one * (1 - p_zero) / (p_zero * (1 - p_one))))
+
+
+def binary_epsilon(p_one: Decimal, p_zero: Decimal) -> float:
+    """The epsilon of one bit that is 1 with probability ``p_one`` from one input and
+    ``p_zero`` from the other: ``max |ln| of the two outcomes' ratios``."""
+    if p_zero <= 0 or p_one <= 0 or p_one >= 1 or p_zero >= 1:
+        return math.inf
+    with decimal.localcontext(_context()):
+        return max(abs(_ln(p_one / p_zero)), abs(_ln((1 - p_one) / (1 - p_zero))))
 
 
 def rr_epsilon_exact(keep: Decimal, other: Decimal) -> float:
