@@ -117,6 +117,101 @@ std::size_t column_counts(const std::uint8_t* rows, std::size_t row_bytes, std::
 }
 
 // -- clients -----------------------------------------------------------------------------------
+// First ChaCha20 blocks (block_no 0 of `stream`) of kChachaLanes lanes, each with its own
+// key and counter, in the word-major layout of chacha20_blocks: memoized clients draw
+// from every user's own secret, so the batch key's vectorized blocks do not apply.
+void first_blocks_per_key(const RngKey* keys, const std::uint64_t* counters, std::size_t lanes,
+                          std::uint64_t stream, std::uint32_t* out) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__AVX512F__)
+  using V = __m512i;
+  auto set1 = [](std::uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); };
+  auto add = [](V a, V b) { return _mm512_add_epi32(a, b); };
+  auto xor_ = [](V a, V b) { return _mm512_xor_si512(a, b); };
+#define LDPFAST_BITVEC_ROTL(v, c) _mm512_rol_epi32(v, c)
+#else
+  using V = __m256i;
+  auto set1 = [](std::uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); };
+  auto add = [](V a, V b) { return _mm256_add_epi32(a, b); };
+  auto xor_ = [](V a, V b) { return _mm256_xor_si256(a, b); };
+#define LDPFAST_BITVEC_ROTL(v, c) _mm256_or_si256(_mm256_slli_epi32(v, c), _mm256_srli_epi32(v, 32 - (c)))
+#endif
+  alignas(64) std::uint32_t lane_words[14][kChachaLanes] = {};  // 8 key words, counter lo/hi
+  for (std::size_t j = 0; j < lanes; ++j) {
+    for (int w = 0; w < 8; ++w) lane_words[w][j] = keys[j].words[w];
+    lane_words[8][j] = static_cast<std::uint32_t>(counters[j]);
+    lane_words[9][j] = static_cast<std::uint32_t>(counters[j] >> 32);
+  }
+  const std::uint64_t nonce = ElementRng::nonce(stream, 0);
+  V input[16];
+  const std::uint32_t constants[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
+  for (int w = 0; w < 4; ++w) input[w] = set1(constants[w]);
+  for (int w = 0; w < 10; ++w) std::memcpy(&input[4 + w], lane_words[w], sizeof(V));
+  input[14] = set1(static_cast<std::uint32_t>(nonce));
+  input[15] = set1(static_cast<std::uint32_t>(nonce >> 32));
+  V st[16];
+  for (int w = 0; w < 16; ++w) st[w] = input[w];
+#define LDPFAST_BITVEC_QR(a, b, c, d)                  \
+  st[a] = add(st[a], st[b]);                           \
+  st[d] = LDPFAST_BITVEC_ROTL(xor_(st[d], st[a]), 16); \
+  st[c] = add(st[c], st[d]);                           \
+  st[b] = LDPFAST_BITVEC_ROTL(xor_(st[b], st[c]), 12); \
+  st[a] = add(st[a], st[b]);                           \
+  st[d] = LDPFAST_BITVEC_ROTL(xor_(st[d], st[a]), 8);  \
+  st[c] = add(st[c], st[d]);                           \
+  st[b] = LDPFAST_BITVEC_ROTL(xor_(st[b], st[c]), 7);
+  for (int round = 0; round < 10; ++round) {
+    LDPFAST_BITVEC_QR(0, 4, 8, 12)
+    LDPFAST_BITVEC_QR(1, 5, 9, 13)
+    LDPFAST_BITVEC_QR(2, 6, 10, 14)
+    LDPFAST_BITVEC_QR(3, 7, 11, 15)
+    LDPFAST_BITVEC_QR(0, 5, 10, 15)
+    LDPFAST_BITVEC_QR(1, 6, 11, 12)
+    LDPFAST_BITVEC_QR(2, 7, 8, 13)
+    LDPFAST_BITVEC_QR(3, 4, 9, 14)
+  }
+#undef LDPFAST_BITVEC_QR
+#undef LDPFAST_BITVEC_ROTL
+  for (int w = 0; w < 16; ++w) {
+    const V word = add(st[w], input[w]);
+    std::memcpy(out + w * kChachaLanes, &word, sizeof(V));
+  }
+#else
+  for (std::size_t j = 0; j < lanes; ++j) {
+    std::uint32_t block[16];
+    chacha20_block(keys[j], counters[j], ElementRng::nonce(stream, 0), block);
+    for (int w = 0; w < 16; ++w) out[w * kChachaLanes + j] = block[w];
+  }
+#endif
+}
+
+// Elements [begin, end) in groups of kChachaLanes: body(i, permanent, fresh) draws from
+// user i's secret at counter counter_of(i) (kStreamMemoPermanent, or `permanent_stream`)
+// and from the batch key at element i (kStreamInstantaneous), exactly as fresh ElementRngs
+// would, with the first blocks of each group computed together.
+template <class Counter, class Body>
+void for_each_memo_element(const RngKey& key, const std::uint8_t* secrets, std::size_t begin, std::size_t end,
+                           std::uint64_t permanent_stream, Counter&& counter_of, Body&& body) {
+  alignas(64) std::uint32_t own[16 * kChachaLanes];
+  alignas(64) std::uint32_t batch[16 * kChachaLanes];
+  RngKey keys[kChachaLanes];
+  std::uint64_t counters[kChachaLanes];
+  for (std::size_t i = begin; i < end; i += kChachaLanes) {
+    const std::size_t count = end - i < kChachaLanes ? end - i : kChachaLanes;
+    for (std::size_t j = 0; j < count; ++j) {
+      keys[j] = secret_key(secrets + 32 * (i + j));
+      counters[j] = counter_of(i + j);
+    }
+    first_blocks_per_key(keys, counters, count, permanent_stream, own);
+    chacha20_blocks(key, i, ElementRng::nonce(kStreamInstantaneous, 0), batch);
+    for (std::size_t j = 0; j < count; ++j) {
+      ElementRng permanent(keys[j], permanent_stream, counters[j], own + j, kChachaLanes);
+      ElementRng fresh(key, kStreamInstantaneous, i + j, batch + j, kChachaLanes);
+      body(i + j, permanent, fresh);
+    }
+  }
+}
+
 inline void store_row_word(std::uint8_t* row, std::size_t row_bytes, std::size_t w, std::uint64_t word) {
   const std::size_t left = row_bytes - 8 * w;
   std::memcpy(row + 8 * w, &word, left < 8 ? left : 8);
@@ -155,17 +250,18 @@ void memo_unary_perturb(const RngKey& key, const std::uint8_t* secrets, const st
                         std::uint64_t t1_cold, bool instantaneous, std::uint64_t t2_one, std::uint64_t t2_zero,
                         std::uint8_t* out) {
   const std::size_t row_bytes = (k + 7) / 8, words = (k + 63) / 64;
-  for (std::size_t i = begin; i < end; ++i) {
-    const std::uint64_t h = hot[i];
-    const RngKey user = secret_key(secrets + 32 * i);
-    ElementRng permanent(user, kStreamMemoPermanent, h);
-    ElementRng fresh(key, kStreamInstantaneous, i);
-    for (std::size_t w = 0; w < words; ++w) {
-      std::uint64_t word = bernoulli_lanes(permanent, hot_lane(h, w), t1_hot, t1_cold) & lane_mask(k, w);
-      if (instantaneous) word = bernoulli_lanes(fresh, word, t2_one, t2_zero) & lane_mask(k, w);
-      store_row_word(out + i * row_bytes, row_bytes, w, word);
-    }
-  }
+  std::uint64_t values[kChachaLanes];
+  for_each_memo_element(
+      key, secrets, begin, end, kStreamMemoPermanent,
+      [&](std::size_t i) { return values[(i - begin) % kChachaLanes] = hot[i]; },
+      [&](std::size_t i, ElementRng& permanent, ElementRng& fresh) {
+        const std::uint64_t h = values[(i - begin) % kChachaLanes];
+        for (std::size_t w = 0; w < words; ++w) {
+          std::uint64_t word = bernoulli_lanes(permanent, hot_lane(h, w), t1_hot, t1_cold) & lane_mask(k, w);
+          if (instantaneous) word = bernoulli_lanes(fresh, word, t2_one, t2_zero) & lane_mask(k, w);
+          store_row_word(out + i * row_bytes, row_bytes, w, word);
+        }
+      });
 }
 
 void bit_response(const RngKey& key, const std::uint8_t* rows, std::size_t row_bytes, std::size_t k,
@@ -184,17 +280,15 @@ void bit_response(const RngKey& key, const std::uint8_t* rows, std::size_t row_b
 void memo_grr(const RngKey& key, const std::uint8_t* secrets, const std::uint64_t* x, std::size_t begin,
               std::size_t end, std::uint64_t m, std::uint64_t t1, bool instantaneous, std::uint64_t t2,
               std::uint64_t* out) {
-  for (std::size_t i = begin; i < end; ++i) {
-    const std::uint64_t v = x[i];
-    const RngKey user = secret_key(secrets + 32 * i);
-    ElementRng permanent(user, kStreamMemoPermanent, v);
-    std::uint64_t y = randomized_response(permanent, v, m, t1);
-    if (instantaneous) {
-      ElementRng fresh(key, kStreamInstantaneous, i);
-      y = randomized_response(fresh, y, m, t2);
-    }
-    out[i] = y;
-  }
+  std::uint64_t values[kChachaLanes];
+  for_each_memo_element(
+      key, secrets, begin, end, kStreamMemoPermanent,
+      [&](std::size_t i) { return values[(i - begin) % kChachaLanes] = x[i]; },
+      [&](std::size_t i, ElementRng& permanent, ElementRng& fresh) {
+        std::uint64_t y = randomized_response(permanent, values[(i - begin) % kChachaLanes], m, t1);
+        if (instantaneous) y = randomized_response(fresh, y, m, t2);
+        out[i] = y;
+      });
 }
 
 // `count` distinct values of [0, b) (Floyd's algorithm), ascending.
@@ -240,11 +334,12 @@ void dbitflip_perturb(const std::uint8_t* secrets, const std::uint64_t* x, std::
 
 void memo_draws(const std::uint8_t* secrets, std::size_t begin, std::size_t end, std::uint64_t purpose,
                 std::uint64_t bound, std::size_t count, std::uint64_t* out) {
-  for (std::size_t i = begin; i < end; ++i) {
-    const RngKey user = secret_key(secrets + 32 * i);
-    ElementRng rng(user, kStreamMemoDerive, 1 + purpose);
-    for (std::size_t c = 0; c < count; ++c) out[i * count + c] = rng.below(bound);
-  }
+  const RngKey unused{};
+  for_each_memo_element(
+      unused, secrets, begin, end, kStreamMemoDerive, [&](std::size_t) { return 1 + purpose; },
+      [&](std::size_t i, ElementRng& own, ElementRng&) {
+        for (std::size_t c = 0; c < count; ++c) out[i * count + c] = own.below(bound);
+      });
 }
 
 }  // namespace

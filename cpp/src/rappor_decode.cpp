@@ -119,11 +119,22 @@ std::size_t sparse_bit_em(const std::int64_t* col_ptr, const std::int32_t* rows,
     }
     double alpha = vv > 0.0 ? -std::sqrt(rr / vv) : -1.0;
     if (alpha > -1.0) alpha = -1.0;
+    // Step back toward alpha = -1 (the plain second EM step, always feasible) until the
+    // extrapolated point keeps every positive coordinate positive: a coordinate projected
+    // to 0 could never come back under the multiplicative EM update.
     double sum = 0.0;
-    for (std::size_t i = 0; i <= C; ++i) {
-      const double r = t1[i] - theta[i], v = t2[i] - 2.0 * t1[i] + theta[i];
-      jump[i] = std::max(0.0, theta[i] - 2.0 * alpha * r + alpha * alpha * v);
-      sum += jump[i];
+    for (int attempt = 0;; ++attempt) {
+      bool feasible = true;
+      sum = 0.0;
+      for (std::size_t i = 0; i <= C; ++i) {
+        const double r = t1[i] - theta[i], v = t2[i] - 2.0 * t1[i] + theta[i];
+        jump[i] = theta[i] - 2.0 * alpha * r + alpha * alpha * v;
+        if (theta[i] > 0.0 && !(jump[i] > 0.0)) feasible = false;
+        jump[i] = std::max(0.0, jump[i]);
+        sum += jump[i];
+      }
+      if (feasible || alpha == -1.0) break;
+      alpha = attempt < 20 ? (alpha - 1.0) / 2.0 : -1.0;
     }
     bool extrapolated = false;
     if (sum > 0.0 && std::isfinite(sum)) {

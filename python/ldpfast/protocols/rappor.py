@@ -61,6 +61,7 @@ frequencies.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from fractions import Fraction
 from statistics import NormalDist
@@ -237,8 +238,10 @@ def encode_values(values: Any, name: str = "values") -> Tuple[np.ndarray, np.nda
     non-negative integers (their decimal ASCII digits), alone or in a sequence or array."""
     if isinstance(values, (bytes, str, int, np.integer)):
         values = [values]
-    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
-    if arr.dtype.kind in "iu" and arr.ndim == 1:
+    arr = values if isinstance(values, np.ndarray) else None
+    if arr is None and len(values) and isinstance(values[0], (int, np.integer)):
+        arr = np.asarray(values)
+    if arr is not None and arr.dtype.kind in "iu" and arr.ndim == 1:
         if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
             raise ParameterError(f"{name} must be non-negative integers, got {int(arr.min())}")
         return _decimal_digits(arr.astype(np.uint64))
@@ -367,8 +370,11 @@ class Client(MemoClient):
             arr = secrets
         else:
             keys = [bytes(s) for s in secrets]
-            if self.params.encoding == "cpp-drbg" and len({len(s) for s in keys}) > 1:
-                raise ParameterError("secrets must all have one length in the cpp-drbg encoding")
+            if self.params.encoding == "cpp-drbg":
+                if len({len(s) for s in keys}) > 1:
+                    raise ParameterError("secrets must all have one length in the cpp-drbg encoding")
+            else:   # HMAC keys: longer than a block are hashed, shorter ones zero-padded (RFC 2104)
+                keys = [hashlib.sha256(s).digest() if len(s) > 64 else s for s in keys]
             width = max([len(s) for s in keys] + [1])
             arr = np.zeros((len(keys), width), dtype=np.uint8)
             for i, s in enumerate(keys):
