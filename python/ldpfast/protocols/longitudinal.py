@@ -15,7 +15,9 @@ drawn fresh for every report, tuned so that one report spends exactly ``eps_1``:
   ``d > 2`` it spends far less than ``eps_1``: 0.166 at ``d = 100`` for ``eps_1 = 1``);
   a report is then distributed as GRR at ``eps_1``, and so is its estimator's variance;
 * ``l-oue``: optimized unary encoding (``p1 = 1/2``, ``q1 = 1/(e^eps_inf + 1)``), then
-  ``p2 = 1/2`` and ``q2`` solving ``eps_1``;
+  ``p2 = 1/2`` and ``q2`` solving ``eps_1`` (with ``p2 = 1/2`` a report spends at most
+  ``ln((2 - q1)/(3 q1))``, at ``q2 = 0``: 0.76 at ``eps_inf = 1``; a larger ``eps_1`` is
+  refused);
 * ``l-osue``: OUE, then a symmetric ``p2 = 1 - q2`` solving ``eps_1``;
 * ``l-sue``: symmetric unary encoding at ``eps_inf`` (basic RAPPOR's PRR), then a
   symmetric ``p2`` solving ``eps_1``;
@@ -156,10 +158,9 @@ class LGRRParams(_Budgets, _base.Params):
         return rr_effective_epsilon(self.thresholds[0], self.d)
 
     def variance(self, n: int, f: Any) -> Any:
-        """``Var(fhat) = pi (1 - pi)/(n (P - Q)^2)``, ``pi = Q + f (P - Q)`` (GRR at ``eps_1``)."""
+        """``Var(fhat) = [f P (1 - P) + (1 - f) Q (1 - Q)]/(n (P - Q)^2)`` (GRR at ``eps_1``)."""
         big_p, big_q = _rr_composite(*self.thresholds, self.d)
-        pi = big_q + np.asarray(f, dtype=np.float64) * (big_p - big_q)
-        return pi * (1.0 - pi) / (n * (big_p - big_q) ** 2)
+        return _unary.unary_variance(big_p, big_q, n, f)
 
 
 @dataclasses.dataclass(eq=False)
@@ -383,6 +384,10 @@ def _ue_stages(first: Tuple[int, int], kind: str, eps_1: float) -> Tuple[int, in
         return unary_epsilon(*_composite(p1, q1, probability(one), probability(zero)))
     # t: the second stage's probability of a 1 from a permanent 0 (q2), up to 1/2
     low = 0 if kind == "half" else 1
+    if spent(low) < eps_1 - 2.0**-40:
+        raise ParameterError(f"eps_1={eps_1!r} is more than this second stage can spend after the permanent "
+                             f"response (at most {spent(low):.6g}, with p2 = 1/2): lower eps_1, raise eps_inf or "
+                             "use l-osue")
     t2 = solve_threshold(spent, eps_1, low, _TWO64 // 2) if spent(low) > eps_1 else low
     return (t1_hot, t1_cold, *second(t2))
 
