@@ -18,10 +18,15 @@ NOT_LDP = {"privsketch", "privsketch-nosmp"}
 LDP = sorted(set(audit.AUDITED) - NOT_LDP)
 EPSILONS = (0.5, 1.0, 4.0)
 REPORTS = 1_000_000
-# Family-wise: len(LDP) * 3 audits, each wrong (eps_lb above the true loss <= eps) with
-# probability <= 1 - FAMILY_CONFIDENCE per audit; union bound: all pass with probability
-# >= 1 - 48 * 2e-5 > 0.999 whatever the seed.
+# Family-wise: (len(LDP) + len(MEMOIZED)) * 3 audits (about 130), each wrong (eps_lb above
+# the true loss <= eps) with probability <= 1 - FAMILY_CONFIDENCE per audit; union bound:
+# all pass with probability >= 1 - 130 * 2e-5 > 0.997 whatever the seed.
 FAMILY_CONFIDENCE = 1 - 2e-5
+# Memoized protocols' permanent responses (eps_inf): fewer reports (their clients hash per
+# user), enough for a bound within a few percent of eps_inf (tests/test_longitudinal.py
+# checks that tightness with a derived margin).
+MEMOIZED = sorted(audit.audited("permanent"))
+PERMANENT_REPORTS = 200_000
 
 
 def test_every_ldpfast_protocol_is_audited():
@@ -44,6 +49,15 @@ def test_ldp_mechanisms_pass_the_audit(pid, eps):
     result = audit.audit_protocol(pid, eps, REPORTS, rng=2026, confidence=FAMILY_CONFIDENCE)
     assert result.reports == REPORTS and result.effective_epsilon <= eps
     assert result.eps_lb <= eps, result
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+@pytest.mark.parametrize("pid", MEMOIZED)
+def test_memoized_mechanisms_pass_the_permanent_audit(pid, eps):
+    result = audit.audit_protocol(pid, eps, PERMANENT_REPORTS, rng=2027, confidence=FAMILY_CONFIDENCE,
+                                  budget="permanent")
+    assert result.budget == "permanent" and result.effective_epsilon <= result.epsilon
+    assert result.eps_lb <= result.epsilon, result
 
 
 @pytest.mark.parametrize("eps", EPSILONS)
