@@ -182,7 +182,8 @@ def test_params_budgets_follow_the_paper():
     assert rappor.Params(p=0.0, q=1.0).irr_thresholds() is None
     for bad, message in [({"k": 33}, "k must be in"), ({"k": 36, "encoding": "cpp-drbg"}, "multiple of 8"),
                          ({"h": 17}, "h must be in"), ({"f": 0.0}, "f must be > 0"), ({"p": 0.5, "q": 0.5}, "differ"),
-                         ({"encoding": "java"}, "encoding must be one of"), ({"f": 0.001, "encoding": "cpp"}, "rounds to 0/128")]:
+                         ({"encoding": "java"}, "encoding must be one of"),
+                         ({"f": 0.001, "encoding": "cpp"}, "rounds to 0/128")]:
         with pytest.raises(ParameterError, match=message):
             rappor.Params(**bad)
 

@@ -100,6 +100,10 @@ class Protocol:
             protocol configured for a dictionary of size ``d`` and ``n`` users, with its
             closed-form errors, for ``ldpfast params`` (``modes`` and ``field`` are the
             command's OCMS options); an empty list where it does not apply to ``d``.
+        rounds: memoized (longitudinal) protocols: ``(eps_inf, eps_1, d) -> Params``, the
+            protocol configured for repeated collection on ``[0, d)`` with a permanent
+            response spending ``eps_inf`` and reports spending ``eps_1``
+            (:mod:`ldpfast.experiments.rounds`, ``ldpfast simulate --rounds``).
     """
 
     id: str
@@ -115,6 +119,7 @@ class Protocol:
     simulations: Optional[Callable[[], Sequence[Any]]] = None
     audit: Optional[AuditHooks] = None
     compare: Optional[Callable[..., Sequence[ComparisonRow]]] = None
+    rounds: Optional[Callable[[float, float, int], Params]] = None
 
     @property
     def module(self) -> str:

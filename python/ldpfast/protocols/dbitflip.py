@@ -411,6 +411,8 @@ _base.register_protocol(_base.Protocol(
     wire_fields=lambda p: [WireField("buckets", bits_for(p.d), None, "uint32", (p.sampled,)),
                            WireField("bits", 1, None, "uint8", (p.sampled,))],
     variance=_own_variance, simulations=_dbitflip_simulations,
+    # no instantaneous noise: a report spends what a memoized response does
+    rounds=lambda eps_inf, eps_1, d: DBitFlipParams(epsilon=eps_1, d=d, sampled=min(d, 16)),
     audit=AuditHooks(lambda e, **kw: DBitFlipParams(**{"epsilon": e, "d": 2, "sampled": 2, **kw}), _dbitflip_plan,
                      lambda p: float(p.effective_epsilon), permanent_epsilon=lambda p: float(p.effective_epsilon))))
 

@@ -560,7 +560,8 @@ _base.register_protocol(_base.Protocol(
     simulations=_simulations("l-grr", "L-GRR", lambda eps, data, gen: LGRRParams(_half(eps), eps, data.d),
                              lambda params, data, f: params.variance(data.n, f),
                              "longitudinal GRR: memoized GRR at 2 eps, then GRR so a report spends eps"),
-    audit=_audit(lambda e, **kw: LGRRParams(**{"eps_inf": 2 * e, "eps_1": e, "d": 4, **kw}), _grr_plan)))
+    audit=_audit(lambda e, **kw: LGRRParams(**{"eps_inf": 2 * e, "eps_1": e, "d": 4, **kw}), _grr_plan),
+    rounds=LGRRParams))
 
 _base.register_protocol(_base.Protocol(
     "l-olh", LOLHParams, LOLHReports, LOLHServer, LOLHClient,
@@ -573,7 +574,8 @@ _base.register_protocol(_base.Protocol(
                              "longitudinal OLH: per-user hash, memoized GRR_g at 2 eps, then GRR_g to eps"),
     audit=_audit(lambda e, **kw: LOLHParams(**{"eps_inf": 2 * e, "eps_1": e, "d": 16, **kw}),
                  lambda p: olh_plan(_core.Field.prime(PRIME), p.g, [0], [1], value_inputs(0, 1),
-                                    ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")))))
+                                    ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)"))),
+    rounds=lambda eps_inf, eps_1, d: LOLHParams(eps_inf, eps_1, d)))
 
 
 def _wire_ue(params: Any) -> Sequence[WireField]:
@@ -604,4 +606,4 @@ for _pid, _params, _reports, _server, _client, _label, _summary in (
         example=_ue_example(_params), wire_fields=_wire_ue, variance=_own_variance,
         simulations=_simulations(_pid, _label, _ue_simulation_params(_params),
                                  lambda params, data, f: params.variance(data.n, f), _summary),
-        audit=_audit(_ue_audit_params(_params), _ue_plan)))
+        audit=_audit(_ue_audit_params(_params), _ue_plan), rounds=_params))

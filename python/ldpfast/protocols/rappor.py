@@ -65,7 +65,7 @@ import hashlib
 import math
 from fractions import Fraction
 from statistics import NormalDist
-from typing import Any, ClassVar, List, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -789,25 +789,31 @@ def _wire(params: Params) -> Sequence[WireField]:
             WireField("bits", 8, None, "uint8", (row_bytes(params.k),))]
 
 
-def audit_params(epsilon: float, **changes: Any) -> Params:
-    """A small RAPPOR configuration spending at most ``epsilon`` per report and ``2 epsilon``
-    in its PRR: ``k = 8``, ``h = 1``, one cohort (``changes`` replace these), ``f`` from ``eps_inf = 2 epsilon``
-    (rounded up to whole 128ths), ``q = 1 - p`` with the smallest dyadic ``p`` (53 bits)
-    whose ``eps_1`` is at most ``epsilon``."""
+def configured(eps_1: float, eps_inf: float, **changes: Any) -> Params:
+    """RAPPOR spending at most ``eps_inf`` in its PRR and ``eps_1`` per report: ``f`` from
+    ``eps_inf = 2 h ln((1 - f/2)/(f/2))`` rounded up to whole 128ths, then ``q = 1 - p``
+    with the smallest dyadic ``p`` (53 bits) whose ``eps_1`` is at most ``eps_1``. Other
+    fields default to ``k = 8``, ``h = 1``, one cohort and ``d = 16`` (``changes`` replace them)."""
     from ._memo import solve_threshold
 
-    base = dict(k=8, h=1, m=1, d=16)
+    base: Dict[str, Any] = dict(k=8, h=1, m=1, d=16)
     base.update(changes)
     h = int(base["h"])
-    f = 2.0 / (1.0 + math.exp(epsilon / h))         # eps_inf = 2 h ln((1 - f/2)/(f/2)) = 2 epsilon
+    f = 2.0 / (1.0 + math.exp(eps_inf / (2 * h)))
     f = min(1.0, math.ceil(f * 128) / 128)
 
-    def eps_1(step: int) -> float:
+    def spent(step: int) -> float:
         p = step / 2.0**53
-        return Params(**{**base, "p": p, "q": 1.0 - p, "f": f}).eps_1   # type: ignore[arg-type]
-    step = solve_threshold(eps_1, float(epsilon), 1, 2**52 - 1, "epsilon")
+        return Params(**{**base, "p": p, "q": 1.0 - p, "f": f}).eps_1
+    step = solve_threshold(spent, float(eps_1), 1, 2**52 - 1, "eps_1")
     p = step / 2.0**53
-    return Params(**{**base, "p": p, "q": 1.0 - p, "f": f})   # type: ignore[arg-type]
+    return Params(**{**base, "p": p, "q": 1.0 - p, "f": f})
+
+
+def audit_params(epsilon: float, **changes: Any) -> Params:
+    """A small configuration for the audit: :func:`configured` with ``eps_1 = epsilon`` and
+    ``eps_inf = 2 epsilon`` (``k = 8``, ``h = 1``, one cohort)."""
+    return configured(epsilon, 2.0 * epsilon, **changes)
 
 
 def _audit_plan(params: Params) -> Any:
@@ -828,7 +834,7 @@ def _simulations() -> Tuple[Any, ...]:
     from ..experiments import Algorithm
 
     def make(eps: float, data: Any, gen: Any) -> Params:
-        return audit_params(eps, k=32, h=2, m=16, d=data.d) if data.d else audit_params(eps)
+        return configured(eps, 2.0 * eps, k=32, h=2, m=16, d=data.d)
 
     return (Algorithm("rappor", "RAPPOR", "protocols.rappor", make,
                       summary="RAPPOR (32-bit Bloom filter, h=2, 16 cohorts, eps_inf = 2 eps), decoded over [0, d)"),)
@@ -837,5 +843,6 @@ def _simulations() -> Tuple[Any, ...]:
 _base.register_protocol(_base.Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
     simulations=_simulations,
+    rounds=lambda eps_inf, eps_1, d: configured(eps_1, eps_inf, k=32, h=2, m=16, d=d),
     audit=AuditHooks(audit_params, _audit_plan, lambda params: float(params.eps_1),
                      permanent_epsilon=lambda params: float(params.eps_inf))))
