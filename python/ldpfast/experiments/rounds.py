@@ -87,7 +87,7 @@ class RoundsData:
 
 def _zipf_weights(d: int, exponent: float) -> np.ndarray:
     weights = 1.0 / np.arange(1, d + 1) ** exponent
-    return weights / weights.sum()
+    return np.asarray(weights / weights.sum(), dtype=np.float64)
 
 
 def churn_rounds(n: int, d: int, rounds: int, churn: float, exponent: float = 1.1, rng: RngLike = 0) -> RoundsData:
