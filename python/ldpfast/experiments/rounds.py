@@ -220,24 +220,31 @@ def simulate_rounds(names: Sequence[str], data: RoundsData, eps_1: float, eps_in
 
 def plot_rounds(result: RoundsResult, path: Optional[str] = None) -> Any:
     """Two panels: per-round MSE (measured, markers; closed form, dashed) and the users'
-    cumulative loss (median and maximum, memoized) against re-randomizing every round."""
+    cumulative loss (maximum solid, median dotted; one curve per distinct pair of budgets,
+    which is all the loss depends on) against re-randomizing every round."""
     from .plots import _finish, _panels
 
     fig, axes = _panels(2)
     ax_err, ax_loss = axes[0]
     rounds = np.arange(1, result.rounds + 1)
+    by_budgets: Dict[Any, List[str]] = {}
     for j, pid in enumerate(result.mse):
         colour = f"C{j}"
         ax_err.plot(rounds, result.mse[pid], "o", ms=3, color=colour, label=pid)
         ax_err.plot(rounds, result.theory_mse[pid], "--", color=colour, lw=1)
-        ax_loss.plot(rounds, result.loss[pid]["1.0"], "-", color=colour, label=f"{pid} (max)")
-        ax_loss.plot(rounds, result.loss[pid]["0.5"], ":", color=colour, label=f"{pid} (median)")
+        spent_1, spent_inf = result.budgets.get(pid, [result.eps_1, result.eps_inf])
+        by_budgets.setdefault((round(spent_1, 3), round(spent_inf, 3)), []).append(pid)
+    for j, ((spent_1, spent_inf), pids) in enumerate(by_budgets.items()):
+        colour = f"C{list(result.mse).index(pids[0])}"
+        label = f"memoized, eps_1={spent_1:g}, eps_inf={spent_inf:g} ({', '.join(pids)})"
+        ax_loss.plot(rounds, result.loss[pids[0]]["1.0"], "-", color=colour, label=f"{label}: max")
+        ax_loss.plot(rounds, result.loss[pids[0]]["0.5"], ":", color=colour, label="median")
     first = next(iter(result.rerandomized.values()), None)
     if first is not None:
-        ax_loss.plot(rounds, first, "k-", lw=2, label="re-randomized")
+        ax_loss.plot(rounds, first, "k-", lw=2, label=f"re-randomized every round at eps_1={result.eps_1:g}")
     ax_err.set(xlabel="round", ylabel="MSE per value (closed form dashed)", yscale="log")
-    ax_loss.set(xlabel="round", ylabel="cumulative privacy loss per user")
+    ax_loss.set(xlabel="round", ylabel="cumulative privacy loss per user (epsilon)")
     ax_err.legend(fontsize=7)
-    ax_loss.legend(fontsize=6, ncol=2)
-    title = (f"{result.data}: n={result.n:,}, d={result.d}, eps_1={result.eps_1:g}, eps_inf={result.eps_inf:g}")
+    ax_loss.legend(fontsize=6)
+    title = f"{result.data}: n={result.n:,}, d={result.d}, eps_1={result.eps_1:g}, eps_inf={result.eps_inf:g}"
     return _finish(fig, title, path)
