@@ -60,11 +60,11 @@ from . import olh as _olh
 from . import unary as _unary
 from ._bitvec import row_bytes
 from ._local_hashing import debias_matches, default_g
-from ._memo import (MemoClient, exp, probability, rr_epsilon_exact, solve_threshold, threshold, two_stage_rr,
-                    unary_epsilon)
+from ._memo import (MemoClient, exp, new_secrets, probability, rr_epsilon_exact, solve_threshold, threshold,
+                    two_stage_rr, unary_epsilon)
 from ._registration import olh_plan, zipf_values
 
-__all__ = ["LGRRParams", "LGRRReports", "LGRRClient", "LGRRServer", "LOUEParams", "LOSUEParams", "LSUEParams",
+__all__ = ["new_secrets", "LGRRParams", "LGRRReports", "LGRRClient", "LGRRServer", "LOUEParams", "LOSUEParams", "LSUEParams",
            "LUEReports", "LUEClient", "LUEServer", "LOLHParams", "LOLHReports", "LOLHClient", "LOLHServer"]
 
 _TWO64 = 2**64
