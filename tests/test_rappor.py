@@ -300,3 +300,11 @@ def test_default_secrets_come_from_the_os():
     assert a != b                       # fresh secrets: fresh users
     secrets = new_secrets(200)
     assert client.permanent(["x"] * 200, secrets) == client.permanent(["x"] * 200, secrets)
+
+
+def test_frequencies_of_string_candidates():
+    params = rappor.Params(k=16, h=2, m=4, p=0.25, q=0.75)
+    reports = rappor.Client(params, rng=1).perturb(["a", "b", "a", "c"] * 500)
+    estimate = rappor.Server(params).update(reports).frequencies(["a", "b", "c"])
+    assert repr(estimate).startswith("Estimate(protocol='rappor', n=2000, 3 candidates {a: ")
+    assert np.isfinite(estimate.std).all() and "sandwich" in estimate.note
