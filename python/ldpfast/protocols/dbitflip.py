@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import _base, _core
-from .._aggregator import _State
+from .._aggregator import _exact_sum, _State
 from .._base import AuditHooks
 from .._validate import check_array, check_epsilon, check_int, check_threads, check_values, rr_threshold
 from ..errors import FormatError, ParameterError, ReportError
@@ -186,7 +186,7 @@ class DBitFlipServer(_base.Aggregator):
         super()._check_state(state)
         if bool((state["ones"] > state["sampled"]).any()):
             raise FormatError("a stored count of ones exceeds its count of reports")
-        if int(state["sampled"].sum(dtype=np.float64)) != self.params.sampled * int(state["n"][0]):
+        if _exact_sum(state["sampled"]) != self.params.sampled * int(state["n"][0]):
             raise FormatError("stored sampled counts do not sum to sampled * n")
 
     def estimate(self, candidates: Any = None) -> np.ndarray:
