@@ -659,8 +659,7 @@ class Server(BitCountServer):
             selected = np.sort(order[f[order] > 0.5 / self.n])
             std = np.full(C, np.nan)
             if selected.size:
-                fitted = f.copy()
-                std[selected] = np.sqrt(self._em_variance(design, selected, fitted, other, other_rate))
+                std[selected] = np.sqrt(self._em_variance(design, selected, f, other, other_rate))
             return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
                            n=self.n, iterations=int(iterations), other=float(other),
                            note=f"EM of the bit counts' composite likelihood, {iterations} iterations; "
@@ -683,7 +682,9 @@ class Server(BitCountServer):
                                  "solution): use fewer candidates, more cohorts or bits, or method='lasso'") from None
         beta = inverse @ (X.T @ (weight * t))
         values[selected] = beta
-        std[selected] = np.sqrt(self._sandwich(X, inverse, weight, np.clip(beta, 0.0, 1.0), X, 0.0))
+        p = self.params
+        other_rate = 1.0 - (1.0 - 1.0 / p.k) ** p.h   # mass outside the fit: uniform Bloom bits
+        std[selected] = np.sqrt(self._sandwich(X, inverse, weight, np.clip(beta, 0.0, 1.0), X, other_rate))
         return values, std
 
     def _sandwich(self, X: np.ndarray, bread: np.ndarray, weight: np.ndarray, f: np.ndarray, bloom: np.ndarray,
@@ -729,9 +730,7 @@ class Server(BitCountServer):
             bread = np.linalg.inv(Xt.T @ (weight[:, None] * Xt))
         except np.linalg.LinAlgError:
             return np.full(selected.size, np.nan)
-        # The sandwich's meat uses the rows' covariance of t, scaled back by the weights.
-        rest = max(0.0, 1.0 - float(f[selected].sum()))
-        return self._sandwich(Xt, bread, weight, f[selected], B, other_rate if rest > 0 else 0.0)
+        return self._sandwich(Xt, bread, weight, f[selected], B, other_rate)
 
     def estimate(self, candidates: Any = None, method: str = "auto") -> np.ndarray:
         """Estimated frequencies of ``candidates`` (default: ``[0, d)``), decoded over the
@@ -763,7 +762,7 @@ class Server(BitCountServer):
         def variance(f: Any) -> Any:
             full = np.zeros(dictionary.size)
             full[wanted] = np.asarray(f, dtype=np.float64)
-            return self._sandwich(X, bread, weight, full, X, 0.0)[wanted]
+            return self._sandwich(X, bread, weight, full, X, 1.0 - (1.0 - 1.0 / p.k) ** p.h)[wanted]
         return variance, ("sandwich variance of the least-squares decode at the plug-in f = clip(estimate, 0, 1) "
                           "(each cohort's bit covariance under f)")
 
