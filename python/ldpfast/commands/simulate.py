@@ -141,6 +141,29 @@ def check_output_path(path: str, flag: str) -> None:
         raise ParameterError(f"{flag} must be a file path in an existing folder, got {path!r}")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse unwritable --plot/--json paths (and a missing matplotlib) before simulating."""
+    from .. import experiments
+
+    if not args.no_plot:
+        experiments.require_matplotlib()
+        check_output_path(args.plot, "--plot")
+    if args.json:
+        check_output_path(args.json, "--json")
+
+
+def write_outputs(args: argparse.Namespace, result, plot) -> int:
+    """Write ``--json`` (``result.to_dict()``) and the ``--plot`` PNG (``plot(result, path)``)."""
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result.to_dict(), fh, indent=1)
+        print(f"wrote {args.json}")
+    if not args.no_plot:
+        plot(result, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
 def progress_enabled(flag: Optional[bool]) -> bool:
     return sys.stderr.isatty() if flag is None else flag
 
@@ -233,12 +256,7 @@ def run(args: argparse.Namespace) -> int:
     names = [p.strip() for p in args.protocol.split(",") if p.strip()]
     kind = protocol_kind(names)
     epsilons = parse_floats(args.eps)
-    # fail before the simulation, not after it
-    if not args.no_plot:
-        experiments.require_matplotlib()
-        check_output_path(args.plot, "--plot")
-    if args.json:
-        check_output_path(args.json, "--json")
+    check_outputs(args)  # fail before the simulation, not after it
     if kind != "values":
         return run_other_kind(args, kind, names, epsilons)
     algorithms = [experiments.get_algorithm(name) for name in names]
@@ -251,14 +269,7 @@ def run(args: argparse.Namespace) -> int:
     if bands:
         inside = sum(bool(c.within_band) for c in bands)
         print(f"\nworst-case MSE between closed form and Appendix K bound: {inside}/{len(bands)} cells")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        print(f"wrote {args.json}")
-    if not args.no_plot:
-        experiments.plot_results(result, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+    return write_outputs(args, result, experiments.plot_results)
 
 
 def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilons: List[float]) -> int:
@@ -281,14 +292,7 @@ def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilo
         print(f"n={result.n} users, d={result.d}, beta={result.beta}, {result.runs} runs per eps, seed "
               f"{result.seed}; heavy hitter: c(x) >= tau (each protocol's own), counts\n")
     print(result.table("all", markdown=args.markdown))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        print(f"wrote {args.json}")
-    if not args.no_plot:
-        experiments.plot_kind_results(result, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+    return write_outputs(args, result, experiments.plot_kind_results)
 
 
 def run_rounds(args: argparse.Namespace) -> int:
@@ -300,11 +304,7 @@ def run_rounds(args: argparse.Namespace) -> int:
         raise ParameterError(f"--rounds takes one --eps (a report's budget eps_1), got {args.eps!r}")
     names = (experiments.rounds_protocols() if args.protocol == DEFAULT_PROTOCOLS
              else [p.strip() for p in args.protocol.split(",") if p.strip()])
-    if not args.no_plot:
-        experiments.require_matplotlib()
-        check_output_path(args.plot, "--plot")
-    if args.json:
-        check_output_path(args.json, "--json")
+    check_outputs(args)
     d = 64 if args.d is None else args.d
     if args.data in (None, "zipf"):
         data = experiments.churn_rounds(10_000 if args.n is None else args.n, d, args.rounds, args.churn,
@@ -317,11 +317,4 @@ def run_rounds(args: argparse.Namespace) -> int:
     print(f"{result.data}\nn={result.n:,} users, d={result.d}, {result.rounds} rounds, seed {result.seed}; "
           "loss: min(t eps_1, distinct values x eps_inf) per user, re-randomized: t eps_1\n")
     print(result.table(markdown=args.markdown))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        print(f"wrote {args.json}")
-    if not args.no_plot:
-        experiments.plot_rounds(result, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+    return write_outputs(args, result, experiments.plot_rounds)

@@ -99,6 +99,22 @@ class MemoClient(ClientBase):
 
 
 # -- exact thresholds ---------------------------------------------------------------------------
+#: The largest epsilon whose randomized-response probability ``1/(e^eps + 1)`` is at least
+#: 2^-32, where the 64-bit samplers represent it to 2^-32 relative (as
+#: :func:`ldpfast._validate.rr_threshold`): ``ln(2^32 - 1) = 22.18``.
+MAX_BIT_EPSILON = math.log(2.0**32 - 1)
+
+
+def check_bit_budget(name: str, value: float, halves: bool = False) -> float:
+    """Refuse a budget whose smallest bit probability, ``1/(e^value + 1)`` (``halves``:
+    ``1/(e^(value/2) + 1)``, symmetric unary encodings), is below 2^-32."""
+    limit = MAX_BIT_EPSILON * (2 if halves else 1)
+    if value > limit:
+        raise ParameterError(f"{name} must be at most {limit:.6g} (the largest epsilon whose bit probabilities stay "
+                             f">= 2^-32, the 64-bit samplers' resolution), got {value!r}")
+    return value
+
+
 def _context() -> decimal.Context:
     return decimal.Context(prec=_PRECISION)
 

@@ -37,11 +37,12 @@ import numpy as np
 from .. import _base, _core
 from .._aggregator import _exact_sum, _State
 from .._base import AuditHooks
-from .._validate import check_array, check_epsilon, check_int, check_threads, check_values, rr_threshold
+from .._validate import check_array, check_epsilon, check_int, check_threads, check_values
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
 from ..wire import WireField, bits_for
-from ._memo import MemoClient, binary_epsilon, exp, probability, solve_threshold, threshold, unary_epsilon
+from ._memo import (MemoClient, binary_epsilon, check_bit_budget, exp, probability, solve_threshold, threshold,
+                    unary_epsilon)
 from ._registration import simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["DBitFlipParams", "DBitFlipReports", "DBitFlipClient", "DBitFlipServer", "OneBitMeanParams",
@@ -69,7 +70,7 @@ class DBitFlipParams(_base.Params):
     sampled: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", check_bit_budget("epsilon", check_epsilon(self.epsilon), halves=True))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**32))
         object.__setattr__(self, "sampled", check_int("sampled", self.sampled, 1, min(self.d, 4096)))
         _ = self.thresholds
@@ -227,7 +228,7 @@ class OneBitMeanParams(_base.Params):
         object.__setattr__(self, "eps_inf", eps_inf)
         object.__setattr__(self, "eps_1", eps_1)
         object.__setattr__(self, "m", check_int("m", self.m, 1, 2**53))
-        rr_threshold(eps_inf, 2, "eps_inf")
+        check_bit_budget("eps_inf (the epsilon of the memoized bits)", eps_inf)
         _ = self.thresholds
 
     @property
@@ -344,6 +345,11 @@ class OneBitMeanServer(_base.Aggregator):
     def _validate(self, reports: OneBitMeanReports) -> None:
         if reports.bit.size and int(reports.bit.max()) > 1:
             raise ReportError(f"bit must be 0 or 1, got {int(reports.bit.max())}")
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        if _exact_sum(state["counts"]) >= 2**63:
+            raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
 
     def _ingest(self, reports: OneBitMeanReports) -> Mapping[str, Any]:
         ones = int(np.count_nonzero(reports.bit))

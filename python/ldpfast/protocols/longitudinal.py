@@ -60,12 +60,13 @@ from . import olh as _olh
 from . import unary as _unary
 from ._bitvec import row_bytes
 from ._local_hashing import debias_matches, default_g
-from ._memo import (MemoClient, exp, new_secrets, probability, rr_epsilon_exact, solve_threshold, threshold,
-                    two_stage_rr, unary_epsilon)
+from ._memo import (MemoClient, check_bit_budget, exp, new_secrets, probability, rr_epsilon_exact, solve_threshold,
+                    threshold, two_stage_rr, unary_epsilon)
 from ._registration import olh_plan, zipf_values
 
-__all__ = ["new_secrets", "LGRRParams", "LGRRReports", "LGRRClient", "LGRRServer", "LOUEParams", "LOSUEParams", "LSUEParams",
-           "LUEReports", "LUEClient", "LUEServer", "LOLHParams", "LOLHReports", "LOLHClient", "LOLHServer"]
+__all__ = ["new_secrets", "LGRRParams", "LGRRReports", "LGRRClient", "LGRRServer", "LOUEParams", "LOSUEParams",
+           "LSUEParams", "LUEReports", "LUEClient", "LUEServer", "LOLHParams", "LOLHReports", "LOLHClient",
+           "LOLHServer"]
 
 _TWO64 = 2**64
 _ocms_variance: Any = _ocms_theory.ocms_variance   # OLH's variance is OCMS's with m = g
@@ -98,7 +99,7 @@ class _Budgets:
 @functools.lru_cache(maxsize=256)  # the bisection costs ~10 ms; Params are rebuilt often (loads, merges)
 def _rr_stages(eps_inf: float, eps_1: float, m: int) -> Tuple[int, int]:
     """Flip thresholds ``(t1, t2)`` of the two randomized responses on ``m`` symbols."""
-    t1 = rr_threshold(eps_inf, m, "eps_inf")
+    t1 = rr_threshold(eps_inf, m, "eps_inf (the epsilon of the permanent response)")
     # The second stage flips to a uniform other symbol; at t2 = (m-1)/m 2^64 the report is
     # uniform (eps 0), at 0 it is the first stage (eps_inf).
     high = (m - 1) * _TWO64 // m
@@ -406,6 +407,7 @@ class LOUEParams(_LUEParams):
     _second: ClassVar[str] = "half"
 
     def _first(self) -> Tuple[int, int]:
+        check_bit_budget("eps_inf", self.eps_inf)
         return _TWO64 // 2, threshold(1 / (exp(self.eps_inf) + 1), up=True)
 
 
@@ -417,6 +419,7 @@ class LOSUEParams(_LUEParams):
     _second: ClassVar[str] = "symmetric"
 
     def _first(self) -> Tuple[int, int]:
+        check_bit_budget("eps_inf", self.eps_inf)
         return _TWO64 // 2, threshold(1 / (exp(self.eps_inf) + 1), up=True)
 
 
@@ -428,6 +431,7 @@ class LSUEParams(_LUEParams):
     _second: ClassVar[str] = "symmetric"
 
     def _first(self) -> Tuple[int, int]:
+        check_bit_budget("eps_inf", self.eps_inf, halves=True)
         half = exp(self.eps_inf / 2)
         return threshold(half / (half + 1), up=False), threshold(1 / (half + 1), up=True)
 

@@ -37,7 +37,7 @@ from ..errors import ReportError
 from ..estimates import PLUG_IN
 from ..wire import WireField
 from ._bitvec import BitCountServer, bit_rows, row_bytes
-from ._memo import exp, probability, threshold, unary_epsilon
+from ._memo import check_bit_budget, exp, probability, threshold, unary_epsilon
 from ._registration import simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["OUEParams", "SUEParams", "OUEReports", "SUEReports", "OUEClient", "SUEClient", "OUEServer",
@@ -60,7 +60,8 @@ class _UnaryParams(_base.Params):
     """Unary encoding of ``[0, d)`` at privacy level ``epsilon`` (see the module docstring).
 
     Attributes:
-        epsilon: the budget of one report, in [2^-20, 66.5].
+        epsilon: the budget of one report, in [2^-20, 22.18] (OUE) or [2^-20, 44.36] (SUE): the
+            smallest bit probability stays >= 2^-32, the samplers' resolution.
         d: dictionary size (bits per report), ``2 <= d <= 2^26``.
     """
 
@@ -68,7 +69,8 @@ class _UnaryParams(_base.Params):
     d: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        epsilon = check_bit_budget("epsilon", check_epsilon(self.epsilon), halves=self.protocol == "sue")
+        object.__setattr__(self, "epsilon", epsilon)
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**26))
 
     def thresholds(self) -> Tuple[int, int]:
