@@ -117,72 +117,18 @@ std::size_t column_counts(const std::uint8_t* rows, std::size_t row_bytes, std::
 }
 
 // -- clients -----------------------------------------------------------------------------------
-// First ChaCha20 blocks (block_no 0 of `stream`) of kChachaLanes lanes, each with its own
-// key and counter, in the word-major layout of chacha20_blocks: memoized clients draw
-// from every user's own secret, so the batch key's vectorized blocks do not apply.
+// First ChaCha20 blocks (block_no 0 of `stream`) of up to kChachaLanes lanes, each with
+// its own key and counter, in the layout of chacha20_lanes: memoized clients draw from
+// every user's own secret, so the batch key's blocks do not apply.
 void first_blocks_per_key(const RngKey* keys, const std::uint64_t* counters, std::size_t lanes,
                           std::uint64_t stream, std::uint32_t* out) {
-#if defined(__AVX512F__) || defined(__AVX2__)
-#if defined(__AVX512F__)
-  using V = __m512i;
-  auto set1 = [](std::uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); };
-  auto add = [](V a, V b) { return _mm512_add_epi32(a, b); };
-  auto xor_ = [](V a, V b) { return _mm512_xor_si512(a, b); };
-#define LDPFAST_BITVEC_ROTL(v, c) _mm512_rol_epi32(v, c)
-#else
-  using V = __m256i;
-  auto set1 = [](std::uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); };
-  auto add = [](V a, V b) { return _mm256_add_epi32(a, b); };
-  auto xor_ = [](V a, V b) { return _mm256_xor_si256(a, b); };
-#define LDPFAST_BITVEC_ROTL(v, c) _mm256_or_si256(_mm256_slli_epi32(v, c), _mm256_srli_epi32(v, 32 - (c)))
-#endif
-  alignas(64) std::uint32_t lane_words[14][kChachaLanes] = {};  // 8 key words, counter lo/hi
+  alignas(64) std::uint32_t words[10][kChachaLanes] = {};
   for (std::size_t j = 0; j < lanes; ++j) {
-    for (int w = 0; w < 8; ++w) lane_words[w][j] = keys[j].words[w];
-    lane_words[8][j] = static_cast<std::uint32_t>(counters[j]);
-    lane_words[9][j] = static_cast<std::uint32_t>(counters[j] >> 32);
+    for (int w = 0; w < 8; ++w) words[w][j] = keys[j].words[w];
+    words[8][j] = static_cast<std::uint32_t>(counters[j]);
+    words[9][j] = static_cast<std::uint32_t>(counters[j] >> 32);
   }
-  const std::uint64_t nonce = ElementRng::nonce(stream, 0);
-  V input[16];
-  const std::uint32_t constants[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
-  for (int w = 0; w < 4; ++w) input[w] = set1(constants[w]);
-  for (int w = 0; w < 10; ++w) std::memcpy(&input[4 + w], lane_words[w], sizeof(V));
-  input[14] = set1(static_cast<std::uint32_t>(nonce));
-  input[15] = set1(static_cast<std::uint32_t>(nonce >> 32));
-  V st[16];
-  for (int w = 0; w < 16; ++w) st[w] = input[w];
-#define LDPFAST_BITVEC_QR(a, b, c, d)                  \
-  st[a] = add(st[a], st[b]);                           \
-  st[d] = LDPFAST_BITVEC_ROTL(xor_(st[d], st[a]), 16); \
-  st[c] = add(st[c], st[d]);                           \
-  st[b] = LDPFAST_BITVEC_ROTL(xor_(st[b], st[c]), 12); \
-  st[a] = add(st[a], st[b]);                           \
-  st[d] = LDPFAST_BITVEC_ROTL(xor_(st[d], st[a]), 8);  \
-  st[c] = add(st[c], st[d]);                           \
-  st[b] = LDPFAST_BITVEC_ROTL(xor_(st[b], st[c]), 7);
-  for (int round = 0; round < 10; ++round) {
-    LDPFAST_BITVEC_QR(0, 4, 8, 12)
-    LDPFAST_BITVEC_QR(1, 5, 9, 13)
-    LDPFAST_BITVEC_QR(2, 6, 10, 14)
-    LDPFAST_BITVEC_QR(3, 7, 11, 15)
-    LDPFAST_BITVEC_QR(0, 5, 10, 15)
-    LDPFAST_BITVEC_QR(1, 6, 11, 12)
-    LDPFAST_BITVEC_QR(2, 7, 8, 13)
-    LDPFAST_BITVEC_QR(3, 4, 9, 14)
-  }
-#undef LDPFAST_BITVEC_QR
-#undef LDPFAST_BITVEC_ROTL
-  for (int w = 0; w < 16; ++w) {
-    const V word = add(st[w], input[w]);
-    std::memcpy(out + w * kChachaLanes, &word, sizeof(V));
-  }
-#else
-  for (std::size_t j = 0; j < lanes; ++j) {
-    std::uint32_t block[16];
-    chacha20_block(keys[j], counters[j], ElementRng::nonce(stream, 0), block);
-    for (int w = 0; w < 16; ++w) out[w * kChachaLanes + j] = block[w];
-  }
-#endif
+  chacha20_lanes(words, ElementRng::nonce(stream, 0), out);
 }
 
 // Elements [begin, end) in groups of kChachaLanes: body(i, permanent, fresh) draws from

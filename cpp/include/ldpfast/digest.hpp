@@ -27,6 +27,41 @@ namespace digest {
 static inline std::uint32_t rotl(std::uint32_t v, int c) { return (v << c) | (v >> (32 - c)); }
 static inline std::uint32_t rotr(std::uint32_t v, int c) { return (v >> c) | (v << (32 - c)); }
 
+// Merkle-Damgard framing shared by MD5 and SHA-256: bytes go into a 64-byte block, each full
+// block is compressed; the end appends 0x80, zeros and the bit length (64 bits, little-
+// endian for MD5, big-endian for SHA-256).
+template <class Compress>
+static inline void absorb(std::uint8_t block[64], std::size_t& fill, const std::uint8_t* data, std::size_t len,
+                          Compress&& compress) {
+  while (len > 0) {
+    const std::size_t take = len < 64 - fill ? len : 64 - fill;
+    std::memcpy(block + fill, data, take);
+    fill += take;
+    data += take;
+    len -= take;
+    if (fill == 64) {
+      compress(block);
+      fill = 0;
+    }
+  }
+}
+
+template <class Compress>
+static inline void pad_and_finish(std::uint8_t block[64], std::size_t fill, std::uint64_t bytes, bool big_endian,
+                                  Compress&& compress) {
+  const std::uint64_t bits = bytes * 8;
+  block[fill++] = 0x80;
+  if (fill > 56) {
+    std::memset(block + fill, 0, 64 - fill);
+    compress(block);
+    fill = 0;
+  }
+  std::memset(block + fill, 0, 56 - fill);
+  for (int i = 0; i < 8; ++i)
+    block[56 + i] = static_cast<std::uint8_t>(bits >> (big_endian ? 56 - 8 * i : 8 * i));
+  compress(block);
+}
+
 // -- MD5 (RFC 1321) ------------------------------------------------------------------------
 static inline void md5_block(std::uint32_t state[4], const std::uint8_t block[64]) {
   static const std::uint32_t kSine[64] = {
@@ -79,31 +114,10 @@ static inline void md5(const std::uint8_t* head, std::size_t head_len, const std
   std::uint32_t state[4] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u};
   std::uint8_t block[64];
   std::size_t fill = 0;
-  auto feed = [&](const std::uint8_t* data, std::size_t len) {
-    while (len > 0) {
-      const std::size_t take = len < 64 - fill ? len : 64 - fill;
-      std::memcpy(block + fill, data, take);
-      fill += take;
-      data += take;
-      len -= take;
-      if (fill == 64) {
-        md5_block(state, block);
-        fill = 0;
-      }
-    }
-  };
-  feed(head, head_len);
-  feed(tail, tail_len);
-  const std::uint64_t bits = static_cast<std::uint64_t>(head_len + tail_len) * 8;
-  block[fill++] = 0x80;
-  if (fill > 56) {
-    std::memset(block + fill, 0, 64 - fill);
-    md5_block(state, block);
-    fill = 0;
-  }
-  std::memset(block + fill, 0, 56 - fill);
-  for (int i = 0; i < 8; ++i) block[56 + i] = static_cast<std::uint8_t>(bits >> (8 * i));
-  md5_block(state, block);
+  auto compress = [&](const std::uint8_t* b) { md5_block(state, b); };
+  absorb(block, fill, head, head_len, compress);
+  absorb(block, fill, tail, tail_len, compress);
+  pad_and_finish(block, fill, head_len + tail_len, false, compress);
   for (int i = 0; i < 16; ++i) out[i] = static_cast<std::uint8_t>(state[i / 4] >> (8 * (i % 4)));
 }
 
@@ -225,29 +239,10 @@ struct Sha256 {
   }
   void feed(const std::uint8_t* data, std::size_t len) {
     total += len;
-    while (len > 0) {
-      const std::size_t take = len < 64 - fill ? len : 64 - fill;
-      std::memcpy(block + fill, data, take);
-      fill += take;
-      data += take;
-      len -= take;
-      if (fill == 64) {
-        sha256_block(state, block);
-        fill = 0;
-      }
-    }
+    absorb(block, fill, data, len, [this](const std::uint8_t* b) { sha256_block(state, b); });
   }
   void finish(std::uint8_t out[32]) {
-    const std::uint64_t bits = total * 8;
-    block[fill++] = 0x80;
-    if (fill > 56) {
-      std::memset(block + fill, 0, 64 - fill);
-      sha256_block(state, block);
-      fill = 0;
-    }
-    std::memset(block + fill, 0, 56 - fill);
-    for (int i = 0; i < 8; ++i) block[56 + i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
-    sha256_block(state, block);
+    pad_and_finish(block, fill, total, true, [this](const std::uint8_t* b) { sha256_block(state, b); });
     fill = 0;
     for (int i = 0; i < 32; ++i) out[i] = static_cast<std::uint8_t>(state[i / 4] >> (24 - 8 * (i % 4)));
   }
