@@ -32,7 +32,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from ldpfast import _core  # noqa: E402
-from ldpfast.protocols import longitudinal, rappor, unary  # noqa: E402
+from ldpfast.protocols import longitudinal, longitudinal_unary, rappor, unary  # noqa: E402
 
 
 def timed(fn, repeat=3):
@@ -81,7 +81,7 @@ def bench_counts(n, table):
     params = rappor.Params(k=k, h=2, m=m, f=0.5, encoding="cpp-drbg")
     reports = rappor.Reports(cohort=cohorts, bits=rows)
     for threads in (1, 0):
-        wall, cpu, _ = timed(lambda: rappor.Server(params, threads=threads).update(reports))
+        wall, cpu, _ = timed(lambda threads=threads: rappor.Server(params, threads=threads).update(reports))
         label = "1 thread" if threads == 1 else f"{_core.get_num_threads()} threads"
         table[f"Server.update {label} reports/s (wall)"] = n / wall
         table[f"Server.update {label} reports/s per core"] = n / cpu
@@ -119,7 +119,7 @@ def bench_decode(candidates, n, table):
     table["candidate Bloom bits s"] = wall
     print(f"  candidates' Bloom bits (MD5 of {candidates * 64:,} pairs): {wall:.2f} s wall, {cpu:.2f} s CPU")
     for method in ("lasso", "em"):
-        wall, cpu, decoded = timed(lambda: server.decode(labels, method=method), repeat=1)
+        wall, cpu, decoded = timed(lambda method=method: server.decode(labels, method=method), repeat=1)
         found = int(decoded.significant().sum()) if method == "lasso" else int((decoded.values > 0.005).sum())
         table[f"decode {method} s"] = wall
         table[f"decode {method} iterations"] = decoded.iterations
@@ -176,9 +176,10 @@ def bench_clients(n, table):
               f"client + server {few / cpu_ours / 1e3:.0f} k ({cpu_p / cpu_ours:.0f} x)")
     d = 100
     x = np.random.default_rng(6).integers(0, d, n)
-    for name, p in (("L-OSUE", longitudinal.LOSUEParams(2.0, 1.0, d)), ("L-GRR", longitudinal.LGRRParams(2.0, 1.0, d))):
-        c = (longitudinal.LOSUEClient if name == "L-OSUE" else longitudinal.LGRRClient)(p, rng=1, threads=1)
-        _, cpu, _ = timed(lambda: c.perturb(x))
+    for name, p in (("L-OSUE", longitudinal_unary.LOSUEParams(2.0, 1.0, d)),
+                    ("L-GRR", longitudinal.LGRRParams(2.0, 1.0, d))):
+        c = (longitudinal_unary.LOSUEClient if name == "L-OSUE" else longitudinal.LGRRClient)(p, rng=1, threads=1)
+        _, cpu, _ = timed(lambda c=c: c.perturb(x))
         table[f"{name} client per core"] = n / cpu
         print(f"{name} client (memoized), d = {d}: {n / cpu / 1e3:.0f} k reports/s per core", end="")
         try:
@@ -190,7 +191,7 @@ def bench_clients(n, table):
         ref = (lambda v: L_OSUE.L_OSUE_Client(int(v), d, 2.0, 1.0)) if name == "L-OSUE" else \
             (lambda v: L_GRR.L_GRR_Client(int(v), d, 2.0, 1.0))
         ref(0)   # numba compilation
-        _, cpu_ref, _ = timed(lambda: [ref(v) for v in x[:few]], repeat=1)
+        _, cpu_ref, _ = timed(lambda ref=ref, few=few: [ref(v) for v in x[:few]], repeat=1)
         table[f"{name} multi-freq-ldpy per core"] = few / cpu_ref
         print(f"; multi-freq-ldpy {few / cpu_ref / 1e3:.1f} k ({(n / cpu) / (few / cpu_ref):.0f} x; it keeps no "
               "memo: every report is a fresh two-stage draw)")

@@ -18,11 +18,11 @@ from _moments import check_mean, check_variance
 
 from ldpfast import audit
 from ldpfast.errors import ParameterError
-from ldpfast.protocols import dbitflip, longitudinal as lg, unary
+from ldpfast.protocols import dbitflip, longitudinal as lg, longitudinal_unary as lu, unary
 from ldpfast.protocols._bitvec import unpack_bits
 from ldpfast.protocols._memo import new_secrets
 
-UE_TYPES = [lg.LOUEParams, lg.LOSUEParams, lg.LSUEParams]
+UE_TYPES = [lu.LOUEParams, lu.LOSUEParams, lu.LSUEParams]
 
 
 @pytest.mark.parametrize("params_type", [lg.LGRRParams, *UE_TYPES])
@@ -64,10 +64,10 @@ def test_parameters_are_checked():
         lg.LGRRParams(eps_inf=1.0, eps_1=2.0, d=10)
     # L-OUE's second stage (p2 = 1/2) spends at most ln((2 - q1)/(3 q1)) = 0.7636 at eps_inf = 1
     with pytest.raises(ParameterError, match=r"at most 0.763\d+, with p2 = 1/2"):
-        lg.LOUEParams(eps_inf=1.0, eps_1=0.9, d=10)
-    assert lg.LOSUEParams(eps_inf=1.0, eps_1=0.9, d=10).effective_eps_1 == pytest.approx(0.9, abs=2.0**-40)
+        lu.LOUEParams(eps_inf=1.0, eps_1=0.9, d=10)
+    assert lu.LOSUEParams(eps_inf=1.0, eps_1=0.9, d=10).effective_eps_1 == pytest.approx(0.9, abs=2.0**-40)
     with pytest.raises(ParameterError, match="d must be"):
-        lg.LOUEParams(eps_inf=2.0, eps_1=1.0, d=1)
+        lu.LOUEParams(eps_inf=2.0, eps_1=1.0, d=1)
     with pytest.raises(ParameterError, match="secrets must be a uint8 array of shape"):
         lg.LGRRClient(lg.LGRRParams(2.0, 1.0, 4)).perturb([1, 2], secrets=np.zeros((3, 32), np.uint8))
     with pytest.raises(ParameterError, match="eps_1 must be <= eps_inf"):
@@ -104,9 +104,9 @@ def _unary_case(params, client, server_type, runs):
 @pytest.mark.parametrize("params, client, server", [
     (unary.OUEParams(1.0, 12), unary.OUEClient, unary.OUEServer),
     (unary.SUEParams(2.0, 12), unary.SUEClient, unary.SUEServer),
-    (lg.LOUEParams(4.0, 1.0, 12), lg.LOUEClient, lg.LOUEServer),
-    (lg.LOSUEParams(3.0, 2.0, 12), lg.LOSUEClient, lg.LOSUEServer),
-    (lg.LSUEParams(2.0, 0.5, 12), lg.LSUEClient, lg.LSUEServer),
+    (lu.LOUEParams(4.0, 1.0, 12), lu.LOUEClient, lu.LOUEServer),
+    (lu.LOSUEParams(3.0, 2.0, 12), lu.LOSUEClient, lu.LOSUEServer),
+    (lu.LSUEParams(2.0, 0.5, 12), lu.LSUEClient, lu.LSUEServer),
 ])
 def test_unary_estimates_are_unbiased_with_the_closed_form_variance(params, client, server):
     _unary_case(params, client, server, runs=3000)

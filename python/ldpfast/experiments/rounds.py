@@ -234,7 +234,7 @@ def plot_rounds(result: RoundsResult, path: Optional[str] = None) -> Any:
         ax_err.plot(rounds, result.theory_mse[pid], "--", color=colour, lw=1)
         spent_1, spent_inf = result.budgets.get(pid, [result.eps_1, result.eps_inf])
         by_budgets.setdefault((round(spent_1, 3), round(spent_inf, 3)), []).append(pid)
-    for j, ((spent_1, spent_inf), pids) in enumerate(by_budgets.items()):
+    for (spent_1, spent_inf), pids in by_budgets.items():
         colour = f"C{list(result.mse).index(pids[0])}"
         label = f"memoized, eps_1={spent_1:g}, eps_inf={spent_inf:g} ({', '.join(pids)})"
         ax_loss.plot(rounds, result.loss[pids[0]]["1.0"], "-", color=colour, label=f"{label}: max")

@@ -45,11 +45,14 @@ from typing import Any, Callable, Tuple
 import numpy as np
 
 from .._client import ClientBase
+from .._params import params_summary
 from .._random import KeySource, RngLike
+from .._validate import check_epsilon
 from ..errors import ParameterError
 
-__all__ = ["SECRET_BYTES", "new_secrets", "check_secrets", "MemoClient", "threshold", "probability",
-           "solve_threshold", "unary_epsilon", "binary_epsilon", "rr_epsilon_exact", "two_stage_rr"]
+__all__ = ["SECRET_BYTES", "new_secrets", "check_secrets", "MemoClient", "MemoServer", "Budgets", "budget_summary",
+           "threshold", "probability", "solve_threshold", "unary_epsilon", "binary_epsilon", "rr_epsilon_exact",
+           "two_stage_rr", "own_variance", "simulations", "audit_hooks", "check_bit_budget"]
 
 #: Bytes of a user secret.
 SECRET_BYTES = 32
@@ -80,6 +83,41 @@ def check_secrets(secrets: Any, n: int, name: str = "secrets") -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
+def budget_summary(params: Any) -> str:
+    """``"epsilon=..., eps_inf=..."``: one report's and the permanent response's budgets."""
+    return f"epsilon={float(params.epsilon):.6g} per report, eps_inf={float(params.eps_inf):.6g}"
+
+
+class Budgets:
+    """Mixin of Params with ``eps_inf`` and ``eps_1`` fields: ``epsilon`` is the budget of one
+    report; :meth:`check_budgets` validates both (``eps_1 <= eps_inf``)."""
+
+    eps_inf: float
+    eps_1: float
+
+    @property
+    def epsilon(self) -> float:
+        """The budget of one report, :attr:`eps_1`."""
+        return self.eps_1
+
+    def check_budgets(self) -> None:
+        eps_inf, eps_1 = check_epsilon(self.eps_inf), check_epsilon(self.eps_1)
+        if eps_1 > eps_inf:
+            raise ParameterError(f"eps_1 (one report) must be <= eps_inf (the permanent response), got "
+                                 f"eps_1={eps_1!r} > eps_inf={eps_inf!r}")
+        object.__setattr__(self, "eps_inf", eps_inf)
+        object.__setattr__(self, "eps_1", eps_1)
+
+
+class MemoServer:
+    """Mixin of the memoized protocols' servers: ``repr`` names both budgets."""
+
+    params: Any
+
+    def _repr_extra(self) -> str:
+        return budget_summary(self.params)
+
+
 class MemoClient(ClientBase):
     """Client of a memoized protocol: ``perturb(values, secrets)`` sends the instantaneous
     response of each value's permanent response, ``permanent(values, secrets)`` returns
@@ -89,6 +127,12 @@ class MemoClient(ClientBase):
     own: the same user passes the same secret every round. ``secrets=None`` draws a fresh
     secret per value (from the OS, or from the seed of a seeded client), i.e. every value
     is a new user: one-shot collection, and what the audits measure."""
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        if "epsilon=" in params_summary(self.params):
+            return text
+        return text.replace(", rng=", f", {budget_summary(self.params)}, rng=", 1)
 
     def _secrets(self, secrets: Any, n: int) -> np.ndarray:
         if secrets is not None:
@@ -204,3 +248,30 @@ def solve_threshold(epsilon_of: Callable[[int], float], target: float, low: int,
             low = mid + 1
     return high
 
+
+
+# -- registration hooks the memoized families share ---------------------------------------------
+def own_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
+    """The composed channel's ``Params.variance(n, f)``."""
+    from ..estimates import PLUG_IN
+
+    p, n = server.params, server.n
+    return (lambda f: p.variance(n, f)), f"{PLUG_IN} (Params.variance of the composed channel)"
+
+
+def simulations(pid: str, label: str, module: str, make: Any, variance: Any, summary: str) -> Any:
+    """The ``Algorithm`` entry of a memoized protocol (``eps``: one report's budget)."""
+    def entries() -> Tuple[Any, ...]:
+        from ..experiments import Algorithm
+
+        return (Algorithm(pid, label, module, make, variance, None, summary),)
+    return entries
+
+
+def audit_hooks(make: Any, plan: Any) -> Any:
+    """Audit hooks of both budgets: ``make(eps)`` builds parameters whose report spends
+    ``eps`` and whose permanent response ``2 eps``; effective budgets from the thresholds."""
+    from .._base import AuditHooks
+
+    return AuditHooks(lambda e, **kw: make(e, **kw), plan, lambda p: float(p.effective_eps_1),
+                      permanent_epsilon=lambda p: float(p.effective_eps_inf))

@@ -41,8 +41,8 @@ from .._validate import check_array, check_epsilon, check_int, check_threads, ch
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
 from ..wire import WireField, bits_for
-from ._memo import (MemoClient, binary_epsilon, check_bit_budget, exp, probability, solve_threshold, threshold,
-                    unary_epsilon)
+from ._memo import (MemoClient, MemoServer, binary_epsilon, check_bit_budget, exp, probability, solve_threshold,
+                    threshold, unary_epsilon)
 from ._registration import simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["DBitFlipParams", "DBitFlipReports", "DBitFlipClient", "DBitFlipServer", "OneBitMeanParams",
@@ -190,9 +190,9 @@ class DBitFlipServer(_base.Aggregator):
         if _exact_sum(state["sampled"]) != self.params.sampled * int(state["n"][0]):
             raise FormatError("stored sampled counts do not sum to sampled * n")
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """``fhat(v) = d/(n s) * (o_v - q s_v)/(p - q)`` for the candidates (default: all of
-        ``[0, d)``), with the samplers' exact ``p`` and ``q``."""
+        ``[0, d)``), with the samplers' exact ``p`` and ``q``; ``counts=True`` gives ``n fhat``."""
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
@@ -202,7 +202,8 @@ class DBitFlipServer(_base.Aggregator):
         if candidates is not None:
             index = check_values(candidates, p.d, "candidates", "values in").astype(np.intp)
             sampled, ones = sampled[index], ones[index]
-        return np.asarray(p.d / (n * p.sampled) * (ones - cold * sampled) / (hot - cold), dtype=np.float64)
+        fhat = p.d / (n * p.sampled) * (ones - cold * sampled) / (hot - cold)
+        return np.asarray(fhat * n if counts else fhat, dtype=np.float64)
 
 
 # -- 1BitMean ----------------------------------------------------------------------------------
@@ -321,7 +322,7 @@ class OneBitMeanClient(MemoClient):
         return self._draw(values, secrets, False)
 
 
-class OneBitMeanServer(_base.Aggregator):
+class OneBitMeanServer(MemoServer, _base.Aggregator):
     """1BitMean aggregator: reports and ones. ``estimate()`` is the mean as a fraction of
     ``m`` (one value), :meth:`mean` in counter units."""
 
@@ -356,15 +357,17 @@ class OneBitMeanServer(_base.Aggregator):
         added = np.array([len(reports) - ones, ones], dtype=np.uint64)
         return {"counts": self._st["counts"] + added}
 
-    def estimate(self, candidates: Any = None) -> np.ndarray:
-        """``[mean / m]``: ``(ones/n - P0)/(P1 - P0)`` (candidates: None or ``[0]``)."""
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """``[mean / m]``: ``(ones/n - P0)/(P1 - P0)`` (candidates: None or ``[0]``);
+        ``counts=True`` gives ``n mean / m``."""
         if candidates is not None and list(np.asarray(candidates).ravel()) != [0]:
             raise ParameterError("1BitMean estimates one value, the mean: candidates must be None or [0]")
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate the mean from zero reports")
         one, zero = self.params._report_probabilities()
-        return np.array([(int(self._st["counts"][1]) / n - zero) / (one - zero)])
+        fraction = (int(self._st["counts"][1]) / n - zero) / (one - zero)
+        return np.array([fraction * n if counts else fraction])
 
     def mean(self) -> float:
         """The estimated mean counter value."""

@@ -1,4 +1,5 @@
-"""Longitudinal frequency oracles with memoization: L-GRR, L-OUE, L-OSUE, L-SUE, L-OLH.
+"""Longitudinal frequency oracles with k-ary randomized responses and memoization: L-GRR
+and L-OLH (the unary ones are in :mod:`ldpfast.protocols.longitudinal_unary`).
 
 Arcolezi, Couchot, Al Bouna, Xiao, "Improving the Utility of Locally Differentially
 Private Protocols for Longitudinal and Multidimensional Frequency Estimates" (Digital
@@ -14,43 +15,29 @@ drawn fresh for every report, tuned so that one report spends exactly ``eps_1``:
   ``ln(P/Q) = eps_1`` (multi-freq-ldpy solves the two-value equation instead, so for
   ``d > 2`` it spends far less than ``eps_1``: 0.166 at ``d = 100`` for ``eps_1 = 1``);
   a report is then distributed as GRR at ``eps_1``, and so is its estimator's variance;
-* ``l-oue``: optimized unary encoding (``p1 = 1/2``, ``q1 = 1/(e^eps_inf + 1)``), then
-  ``p2 = 1/2`` and ``q2`` solving ``eps_1`` (with ``p2 = 1/2`` a report spends at most
-  ``ln((2 - q1)/(3 q1))``, at ``q2 = 0``: 0.76 at ``eps_inf = 1``; a larger ``eps_1`` is
-  refused);
-* ``l-osue``: OUE, then a symmetric ``p2 = 1 - q2`` solving ``eps_1``;
-* ``l-sue``: symmetric unary encoding at ``eps_inf`` (basic RAPPOR's PRR), then a
-  symmetric ``p2`` solving ``eps_1``;
 * ``l-olh``: each user hashes with its own hash, drawn once from its secret, into
   ``[g]`` and memoizes the randomized response of the hashed value; the composition is
   GRR on ``g`` symbols at ``eps_1``, so the OLH rule ``g = round(e^eps_1) + 1`` minimizes
   the per-report variance whatever ``eps_inf`` is.
 
-For unary encodings, a bit that is 1 in the value's encoding is reported 1 with
-``P1 = p1 p2 + (1 - p1) q2``, any other with ``P0 = q1 p2 + (1 - q1) q2``; one report is
-``ln(P1 (1 - P0)/(P0 (1 - P1)))``-LDP, and ``fhat = (C/n - P0)/(P1 - P0)``.
-
-All probabilities are the samplers' integer thresholds ``t / 2^64``: the first stage is
-rounded so that it spends at most ``eps_inf``, and the second stage's threshold is the one
-(found by integer bisection on the exact composition) that spends the largest budget not
-above ``eps_1``. Both budgets are audited (``ldpfast audit --budget permanent``).
+The first stage's flip threshold is rounded so that it spends at most ``eps_inf``; the
+second stage's is the one (integer bisection on the exact composition) that spends the
+largest budget not above ``eps_1``. Both budgets are audited (``ldpfast audit --budget
+permanent``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from decimal import Decimal
-from typing import Any, ClassVar, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Optional, Tuple
 
 import numpy as np
 
 from .. import _base, _core
-from .._base import AuditHooks
-from .._memory import check_allocation
-from .._validate import as_values, check_epsilon, check_int, check_values, rr_effective_epsilon, rr_threshold
-from ..errors import ParameterError, ReportError
+from .._validate import as_values, check_int, check_values, rr_effective_epsilon, rr_threshold
 from ..audit import value_inputs
+from ..errors import ReportError
 from ..estimates import PLUG_IN
 from ..kernels.field import PRIME
 from ..theory import ocms as _ocms_theory
@@ -58,44 +45,19 @@ from ..wire import WireField, bits_for
 from . import grr as _grr
 from . import olh as _olh
 from . import unary as _unary
-from ._bitvec import row_bytes
 from ._local_hashing import debias_matches, default_g
-from ._memo import (MemoClient, check_bit_budget, exp, new_secrets, probability, rr_epsilon_exact, solve_threshold,
-                    threshold, two_stage_rr, unary_epsilon)
+from ._memo import (Budgets, MemoClient, MemoServer, audit_hooks, new_secrets, own_variance, rr_epsilon_exact,
+                    simulations, solve_threshold, two_stage_rr)
 from ._registration import olh_plan, zipf_values
 
-__all__ = ["new_secrets", "LGRRParams", "LGRRReports", "LGRRClient", "LGRRServer", "LOUEParams", "LOSUEParams",
-           "LSUEParams", "LUEReports", "LUEClient", "LUEServer", "LOLHParams", "LOLHReports", "LOLHClient",
-           "LOLHServer"]
+__all__ = ["new_secrets", "LGRRParams", "LGRRReports", "LGRRClient", "LGRRServer", "LOLHParams", "LOLHReports",
+           "LOLHClient", "LOLHServer"]
 
 _TWO64 = 2**64
 _ocms_variance: Any = _ocms_theory.ocms_variance   # OLH's variance is OCMS's with m = g
 _HASH_PURPOSE = 0   # memo_draws purpose of L-OLH's per-user hash
 
 
-def _check_budgets(params: Any) -> None:
-    eps_inf = check_epsilon(params.eps_inf)
-    eps_1 = check_epsilon(params.eps_1)
-    if eps_1 > eps_inf:
-        raise ParameterError(f"eps_1 (one report) must be <= eps_inf (the permanent response), got eps_1={eps_1!r} > "
-                             f"eps_inf={eps_inf!r}")
-    object.__setattr__(params, "eps_inf", eps_inf)
-    object.__setattr__(params, "eps_1", eps_1)
-
-
-class _Budgets:
-    """``eps_inf`` and ``eps_1`` fields with ``epsilon`` (the budget of one report)."""
-
-    eps_inf: float
-    eps_1: float
-
-    @property
-    def epsilon(self) -> float:
-        """The budget of one report, :attr:`eps_1`."""
-        return self.eps_1
-
-
-# -- L-GRR and L-OLH: two k-ary randomized responses ---------------------------------------------
 @functools.lru_cache(maxsize=256)  # the bisection costs ~10 ms; Params are rebuilt often (loads, merges)
 def _rr_stages(eps_inf: float, eps_1: float, m: int) -> Tuple[int, int]:
     """Flip thresholds ``(t1, t2)`` of the two randomized responses on ``m`` symbols."""
@@ -115,7 +77,7 @@ def _rr_composite(t1: int, t2: int, m: int) -> Tuple[float, float]:
 
 
 @dataclasses.dataclass(frozen=True)
-class LGRRParams(_Budgets, _base.Params):
+class LGRRParams(Budgets, _base.Params):
     """L-GRR: memoized k-ary randomized response on ``[0, d)`` at ``eps_inf``, then a fresh
     one such that a report spends ``eps_1`` (module docstring).
 
@@ -131,7 +93,7 @@ class LGRRParams(_Budgets, _base.Params):
     d: int
 
     def __post_init__(self) -> None:
-        _check_budgets(self)
+        self.check_budgets()
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**40))
         _ = self.thresholds
 
@@ -192,7 +154,7 @@ class LGRRClient(MemoClient):
         return self._draw(values, secrets, False)
 
 
-class LGRRServer(_grr.Server):
+class LGRRServer(MemoServer, _grr.Server):
     """L-GRR aggregator: the histogram of reported symbols; ``fhat = (C/n - Q)/(P - Q)``."""
 
     protocol: ClassVar[str] = "l-grr"
@@ -217,7 +179,7 @@ class LGRRServer(_grr.Server):
 
 # -- L-OLH ---------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class LOLHParams(_Budgets, _base.Params):
+class LOLHParams(Budgets, _base.Params):
     """L-OLH: a per-user hash into ``[g]`` drawn once from the user's secret, memoized k-ary
     randomized response of the hashed value at ``eps_inf``, then a fresh one so that a
     report spends ``eps_1``.
@@ -235,7 +197,7 @@ class LOLHParams(_Budgets, _base.Params):
     g: Optional[int] = None
 
     def __post_init__(self) -> None:
-        _check_budgets(self)
+        self.check_budgets()
         object.__setattr__(self, "d", check_int("d", self.d, 2, PRIME))
         g = default_g(self.eps_1, rule="g = round(e^eps_1) + 1") if self.g is None else self.g
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
@@ -286,7 +248,7 @@ class LOLHClient(MemoClient):
         return self._draw(values, secrets, False)
 
 
-class LOLHServer(_olh.OLHServer):
+class LOLHServer(MemoServer, _olh.OLHServer):
     """L-OLH aggregator: keeps the reports (each user has its own hash), as OLH's server,
     and debiases with the composite randomized response."""
 
@@ -309,240 +271,11 @@ class LOLHServer(_olh.OLHServer):
         return np.asarray(est * self.n if counts else est)
 
 
-# -- L-OUE, L-OSUE, L-SUE: two unary encodings --------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _LUEParams(_Budgets, _base.Params):
-    """Two unary encodings of ``[0, d)`` (module docstring).
-
-    Attributes:
-        eps_inf: budget of the permanent response.
-        eps_1: budget of one report, ``<= eps_inf``.
-        d: dictionary size (bits per report), ``2 <= d <= 2^26``.
-    """
-
-    eps_inf: float
-    eps_1: float
-    d: int
-
-    #: second stage: "half" (p2 = 1/2, solve q2) or "symmetric" (p2 = 1 - q2)
-    _second: ClassVar[str] = "half"
-
-    def __post_init__(self) -> None:
-        _check_budgets(self)
-        object.__setattr__(self, "d", check_int("d", self.d, 2, 2**26))
-        _ = self.thresholds
-
-    def _first(self) -> Tuple[int, int]:
-        raise NotImplementedError
-
-    @property
-    def thresholds(self) -> Tuple[int, int, int, int]:
-        """``(t1_hot, t1_cold, t2_one, t2_zero)``: the permanent encoding's probabilities for
-        the value's bit and the others, then the instantaneous response's for a permanent
-        bit 1 and 0."""
-        return _ue_stages(self._first(), self._second, self.eps_1)
-
-    @property
-    def p(self) -> float:
-        """``P1``: probability that the value's own bit is reported 1."""
-        return float(self._composite()[0])
-
-    @property
-    def q(self) -> float:
-        """``P0``: probability that any other bit is reported 1."""
-        return float(self._composite()[1])
-
-    def _composite(self) -> Tuple[Decimal, Decimal]:
-        t1_hot, t1_cold, t2_one, t2_zero = self.thresholds
-        return _composite(probability(t1_hot), probability(t1_cold), probability(t2_one), probability(t2_zero))
-
-    @property
-    def effective_eps_1(self) -> float:
-        return unary_epsilon(*self._composite())
-
-    @property
-    def effective_eps_inf(self) -> float:
-        t1_hot, t1_cold = self.thresholds[:2]
-        return unary_epsilon(probability(t1_hot), probability(t1_cold))
-
-    def variance(self, n: int, f: Any) -> Any:
-        """``Var(fhat) = [f P1 (1-P1) + (1-f) P0 (1-P0)] / (n (P1 - P0)^2)``."""
-        return _unary.unary_variance(self.p, self.q, n, f)
-
-
-@functools.lru_cache(maxsize=256)
-def _ue_stages(first: Tuple[int, int], kind: str, eps_1: float) -> Tuple[int, int, int, int]:
-    """The four thresholds of two unary encodings: the first stage's, then the second's
-    (``kind`` "half": ``p2 = 1/2``; "symmetric": ``p2 = 1 - q2``) spending at most ``eps_1``."""
-    t1_hot, t1_cold = first
-    p1, q1 = probability(t1_hot), probability(t1_cold)
-
-    def second(t: int) -> Tuple[int, int]:
-        return (_TWO64 // 2, t) if kind == "half" else (_TWO64 - t, t)
-
-    def spent(t: int) -> float:
-        one, zero = second(t)
-        return unary_epsilon(*_composite(p1, q1, probability(one), probability(zero)))
-    # t: the second stage's probability of a 1 from a permanent 0 (q2), up to 1/2
-    low = 0 if kind == "half" else 1
-    if spent(low) < eps_1 - 2.0**-40:
-        raise ParameterError(f"eps_1={eps_1!r} is more than this second stage can spend after the permanent "
-                             f"response (at most {spent(low):.6g}, with p2 = 1/2): lower eps_1, raise eps_inf or "
-                             "use l-osue")
-    t2 = solve_threshold(spent, eps_1, low, _TWO64 // 2) if spent(low) > eps_1 else low
-    return (t1_hot, t1_cold, *second(t2))
-
-
-def _composite(p1: Decimal, q1: Decimal, p2: Decimal, q2: Decimal) -> Tuple[Decimal, Decimal]:
-    """``(P1, P0)``: a bit 1 (0) of the encoding is reported 1 with ``p1 p2 + (1-p1) q2``
-    (``q1 p2 + (1-q1) q2``)."""
-    return p1 * p2 + (1 - p1) * q2, q1 * p2 + (1 - q1) * q2
-
-
-@dataclasses.dataclass(frozen=True)
-class LOUEParams(_LUEParams):
-    """L-OUE: OUE at ``eps_inf``, then ``p2 = 1/2`` and ``q2`` solving ``eps_1``."""
-
-    protocol: ClassVar[str] = "l-oue"
-    _second: ClassVar[str] = "half"
-
-    def _first(self) -> Tuple[int, int]:
-        check_bit_budget("eps_inf", self.eps_inf)
-        return _TWO64 // 2, threshold(1 / (exp(self.eps_inf) + 1), up=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class LOSUEParams(_LUEParams):
-    """L-OSUE: OUE at ``eps_inf``, then a symmetric ``p2 = 1 - q2`` solving ``eps_1``."""
-
-    protocol: ClassVar[str] = "l-osue"
-    _second: ClassVar[str] = "symmetric"
-
-    def _first(self) -> Tuple[int, int]:
-        check_bit_budget("eps_inf", self.eps_inf)
-        return _TWO64 // 2, threshold(1 / (exp(self.eps_inf) + 1), up=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class LSUEParams(_LUEParams):
-    """L-SUE (basic RAPPOR): SUE at ``eps_inf``, then a symmetric ``p2`` solving ``eps_1``."""
-
-    protocol: ClassVar[str] = "l-sue"
-    _second: ClassVar[str] = "symmetric"
-
-    def _first(self) -> Tuple[int, int]:
-        check_bit_budget("eps_inf", self.eps_inf, halves=True)
-        half = exp(self.eps_inf / 2)
-        return threshold(half / (half + 1), up=False), threshold(1 / (half + 1), up=True)
-
-
-@dataclasses.dataclass(eq=False)
-class LUEReports(_unary.UnaryReports):
-    """Reports of the longitudinal unary encodings: ``bits``, rows of ``d`` bits."""
-
-
-@dataclasses.dataclass(eq=False)
-class LOUEReports(LUEReports):
-    protocol: ClassVar[str] = "l-oue"
-
-
-@dataclasses.dataclass(eq=False)
-class LOSUEReports(LUEReports):
-    protocol: ClassVar[str] = "l-osue"
-
-
-@dataclasses.dataclass(eq=False)
-class LSUEReports(LUEReports):
-    protocol: ClassVar[str] = "l-sue"
-
-
-_LUE_REPORTS = {"l-oue": LOUEReports, "l-osue": LOSUEReports, "l-sue": LSUEReports}
-
-
-class LUEClient(MemoClient):
-    """Client of the longitudinal unary encodings (see
-    :class:`ldpfast.protocols._memo.MemoClient` for ``secrets``)."""
-
-    def _draw(self, values: Any, secrets: Any, instantaneous: bool) -> LUEReports:
-        p = self.params
-        x = check_values(values, p.d)
-        check_allocation(x.size * row_bytes(p.d), f"{x.size} reports of {p.d} bits")
-        t1_hot, t1_cold, t2_one, t2_zero = p.thresholds
-        rows = _core.memo_unary_perturb(self._keys.key(), self._secrets(secrets, x.size), x, p.d, t1_hot, t1_cold,
-                                        instantaneous, t2_one, t2_zero, self.threads)
-        reports: LUEReports = _LUE_REPORTS[p.protocol](bits=rows)
-        return reports
-
-    def perturb(self, values: Any, secrets: Any = None) -> LUEReports:
-        """One row of ``d`` bits per value; ``secrets``: one per value."""
-        return self._draw(values, secrets, True)
-
-    def permanent(self, values: Any, secrets: Any = None) -> LUEReports:
-        """The permanent rows (never sent)."""
-        return self._draw(values, secrets, False)
-
-
-class LOUEClient(LUEClient):
-    params_type: ClassVar[Optional[type]] = LOUEParams
-
-
-class LOSUEClient(LUEClient):
-    params_type: ClassVar[Optional[type]] = LOSUEParams
-
-
-class LSUEClient(LUEClient):
-    params_type: ClassVar[Optional[type]] = LSUEParams
-
-
-class LUEServer(_unary.UnaryServer):
-    """Aggregator of the longitudinal unary encodings: per-bit counts (bit-packed C++
-    kernel); ``fhat = (C/n - P0)/(P1 - P0)``."""
-
-
-class LOUEServer(LUEServer):
-    protocol: ClassVar[str] = "l-oue"
-    params_type: ClassVar[type] = LOUEParams
-    reports_type: ClassVar[Optional[type]] = LOUEReports
-
-
-class LOSUEServer(LUEServer):
-    protocol: ClassVar[str] = "l-osue"
-    params_type: ClassVar[type] = LOSUEParams
-    reports_type: ClassVar[Optional[type]] = LOSUEReports
-
-
-class LSUEServer(LUEServer):
-    protocol: ClassVar[str] = "l-sue"
-    params_type: ClassVar[type] = LSUEParams
-    reports_type: ClassVar[Optional[type]] = LSUEReports
-
-
 # -- registration ----------------------------------------------------------------------------------
-def _own_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
-    p, n = server.params, server.n
-    return (lambda f: p.variance(n, f)), f"{PLUG_IN} (Params.variance of the composed channel)"
-
-
 def _lolh_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
     p, n = server.params, server.n
     return ((lambda f: _ocms_variance(p.effective_eps_1, p.g, n, f)),
             f"{PLUG_IN} (theory.ocms_variance with m = g at the composite eps_1: OLH)")
-
-
-def _simulations(pid: str, label: str, make: Any, variance: Any, summary: str) -> Any:
-    def entries() -> Tuple[Any, ...]:
-        from ..experiments import Algorithm
-
-        return (Algorithm(pid, label, "protocols.longitudinal", make, variance, None, summary),)
-    return entries
-
-
-def _half(eps: float) -> float:
-    return 2.0 * eps   # simulations and audits: eps is one report's budget, the permanent one twice it
-
-
-def _ue_plan(params: Any) -> Any:
-    return _unary._audit_plan(params)
 
 
 def _grr_plan(params: Any) -> Any:
@@ -551,20 +284,15 @@ def _grr_plan(params: Any) -> Any:
     return Plan(value_inputs(0, 1), lambda r: (r.y == 0, r.y == 1), ("y = x0", "y = x1"))
 
 
-def _audit(make: Any, plan: Any) -> AuditHooks:
-    # eps is the budget of one report; the permanent response gets twice it
-    return AuditHooks(lambda e, **kw: make(e, **kw), plan, lambda p: float(p.effective_eps_1),
-                      permanent_epsilon=lambda p: float(p.effective_eps_inf))
-
-
 _base.register_protocol(_base.Protocol(
     "l-grr", LGRRParams, LGRRReports, LGRRServer, LGRRClient,
     example=lambda: (LGRRParams(eps_inf=3.0, eps_1=1.0, d=64), zipf_values(64)),
-    wire_fields=lambda p: [WireField("y", bits_for(p.d))], variance=_own_variance,
-    simulations=_simulations("l-grr", "L-GRR", lambda eps, data, gen: LGRRParams(_half(eps), eps, data.d),
+    wire_fields=lambda p: [WireField("y", bits_for(p.d))], variance=own_variance,
+    simulations=simulations("l-grr", "L-GRR", "protocols.longitudinal",
+                            lambda eps, data, gen: LGRRParams(2 * eps, eps, data.d),
                              lambda params, data, f: params.variance(data.n, f),
                              "longitudinal GRR: memoized GRR at 2 eps, then GRR so a report spends eps"),
-    audit=_audit(lambda e, **kw: LGRRParams(**{"eps_inf": 2 * e, "eps_1": e, "d": 4, **kw}), _grr_plan),
+    audit=audit_hooks(lambda e, **kw: LGRRParams(**{"eps_inf": 2 * e, "eps_1": e, "d": 4, **kw}), _grr_plan),
     rounds=LGRRParams))
 
 _base.register_protocol(_base.Protocol(
@@ -572,42 +300,12 @@ _base.register_protocol(_base.Protocol(
     example=lambda: (LOLHParams(eps_inf=3.0, eps_1=1.0, d=300), zipf_values(300, n=1500)),
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
     variance=_lolh_variance,
-    simulations=_simulations("l-olh", "L-OLH", lambda eps, data, gen: LOLHParams(_half(eps), eps, data.d),
+    simulations=simulations("l-olh", "L-OLH", "protocols.longitudinal",
+                            lambda eps, data, gen: LOLHParams(2 * eps, eps, data.d),
                              lambda params, data, f: _ocms_variance(params.effective_eps_1, params.g,
                                                                                 data.n, f),
                              "longitudinal OLH: per-user hash, memoized GRR_g at 2 eps, then GRR_g to eps"),
-    audit=_audit(lambda e, **kw: LOLHParams(**{"eps_inf": 2 * e, "eps_1": e, "d": 16, **kw}),
+    audit=audit_hooks(lambda e, **kw: LOLHParams(**{"eps_inf": 2 * e, "eps_1": e, "d": 16, **kw}),
                  lambda p: olh_plan(_core.Field.prime(PRIME), p.g, [0], [1], value_inputs(0, 1),
                                     ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)"))),
     rounds=lambda eps_inf, eps_1, d: LOLHParams(eps_inf, eps_1, d)))
-
-
-def _wire_ue(params: Any) -> Sequence[WireField]:
-    return [WireField("bits", 8, None, "uint8", (row_bytes(params.d),))]
-
-
-def _ue_example(params: Any) -> Any:
-    return lambda: (params(eps_inf=3.0, eps_1=1.0, d=60), zipf_values(60))   # d % 8: padding bits to reject
-
-
-def _ue_simulation_params(params: Any) -> Any:
-    return lambda eps, data, gen: params(_half(eps), eps, data.d)
-
-
-def _ue_audit_params(params: Any) -> Any:
-    return lambda e, **kw: params(**{"eps_inf": 2 * e, "eps_1": e, "d": 4, **kw})
-
-
-for _pid, _params, _reports, _server, _client, _label, _summary in (
-        ("l-oue", LOUEParams, LOUEReports, LOUEServer, LOUEClient, "L-OUE",
-         "longitudinal OUE: memoized OUE at 2 eps, then p2 = 1/2 so a report spends eps"),
-        ("l-osue", LOSUEParams, LOSUEReports, LOSUEServer, LOSUEClient, "L-OSUE",
-         "longitudinal OUE then SUE: memoized OUE at 2 eps, then symmetric RR to eps"),
-        ("l-sue", LSUEParams, LSUEReports, LSUEServer, LSUEClient, "L-SUE",
-         "longitudinal SUE (basic RAPPOR): memoized SUE at 2 eps, then symmetric RR to eps")):
-    _base.register_protocol(_base.Protocol(
-        _pid, _params, _reports, _server, _client,
-        example=_ue_example(_params), wire_fields=_wire_ue, variance=_own_variance,
-        simulations=_simulations(_pid, _label, _ue_simulation_params(_params),
-                                 lambda params, data, f: params.variance(data.n, f), _summary),
-        audit=_audit(_ue_audit_params(_params), _ue_plan), rounds=_params))

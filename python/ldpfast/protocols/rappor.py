@@ -11,23 +11,16 @@ Client (``k`` Bloom bits, ``h`` hashes, ``m`` cohorts, probabilities ``f``, ``p`
 3. the **instantaneous randomized response** (IRR), drawn fresh for every report: bit ``i``
    is 1 with probability ``q`` where the PRR bit is 1 and ``p`` where it is 0.
 
-Encodings (``Params.encoding``), so that reports of existing deployments aggregate here:
-
-* ``"python"`` (default): google/rappor's ``client/python/rappor.py`` exactly as above;
-  ``k <= 32``, ``h <= 16``, ``f``'s threshold is the float ``128 f`` (so ``f_effective =
-  ceil(128 f)/128``);
-* ``"cpp"``: its ``client/cpp/encoder.cc`` with HMAC-SHA256: the PRR message is
-  ``0x01 || encoder_id || BE32(bloom)`` and the threshold ``uint8(float32(f) * 128)``
-  (``floor``); ``k <= 32``;
-* ``"cpp-drbg"``: the same client's byte-vector path, its extension to larger filters
-  (Chrome's RAPPOR used 128 bits): ``k`` a multiple of 8 up to 1024, each Bloom position
-  from ``ceil(ceil(log2 k) / 8)`` little-endian MD5 bytes, and ``k`` mask bytes from its
-  HMAC-DRBG over ``0x01 || encoder_id || bloom`` (``k/8`` bytes, most significant first).
-
-Cohorts: given per report (the Python client takes them as input), or derived from the
-secret as the C++ client does: the first 4 bytes of ``HMAC(secret, "")`` as a
-little-endian word, ``& (m - 1)`` (``m`` a power of two; ``mod m`` otherwise). Values are
-bytes (``str`` is UTF-8 encoded); integer values are their decimal ASCII digits.
+Encodings (``Params.encoding``, so that existing deployments' reports aggregate here;
+details in ``cpp/include/ldpfast/kernels/rappor.hpp``): ``"python"`` (default,
+google/rappor's ``client/python/rappor.py`` as above: ``k <= 32``, ``f``'s threshold the
+float ``128 f``), ``"cpp"`` (its ``client/cpp/encoder.cc``: PRR message ``0x01 || encoder_id
+|| BE32(bloom)``, threshold ``uint8(float32(f) * 128)``) and ``"cpp-drbg"`` (that client's
+extension to larger filters, as Chrome's 128 bits: ``k`` a multiple of 8 up to 1024, masks
+from its HMAC-DRBG). Cohorts are given per report (the Python client's input) or derived
+from the secret as the C++ client does (``HMAC(secret, "")``'s first 4 bytes, little-endian,
+``& (m - 1)``; ``mod m`` when ``m`` is not a power of two). Values are bytes (``str``:
+UTF-8); integer values are their decimal ASCII digits.
 
 Privacy (both computed from the effective ``f``, ``p``, ``q`` the samplers use):
 ``eps_inf = 2 h ln((1 - f/2)/(f/2))`` (the PRR: what unboundedly many reports of one
@@ -37,25 +30,9 @@ value reveal) and ``eps_1 = h ln(q* (1 - p*)/(p* (1 - q*)))`` (one report), with
 :mod:`ldpfast.protocols._memo` for what memoization does not protect.
 
 Server: per-cohort bit counts (the bit-packed C++ column-count kernel, threads), mergeable
-and serializable. Decoding over a candidate dictionary (:meth:`Server.decode`):
-``t[c, j] = (y[c, j]/n_c - p*)/(q* - p*)`` estimates the fraction of cohort ``c``'s reports
-whose Bloom filter sets bit ``j``, and ``t ~ X f`` with ``X`` the candidates' Bloom bits per
-cohort, weighted by ``n_c``:
-
-* ``"ls"``: weighted least squares over every candidate (unbiased when the dictionary
-  holds every reported value; the default estimator up to 500 candidates);
-* ``"lasso"``: the paper's analysis: a non-negative lasso selects candidates (each
-  candidate's penalty is the Bonferroni-corrected noise level of its score at level
-  ``alpha``), then least squares on the selection;
-* ``"nnls"``: non-negative least squares;
-* ``"em"``: EM of the composite likelihood of the bit counts (bits treated as independent
-  Bernoulli draws of the mixture over candidates and an "other" component whose Bloom bits
-  are uniform).
-
-Standard errors are sandwich estimates that account for the correlation of one report's
-bits (through its value): ``Var = A^-1 B A^-1`` with ``A`` the weighted Gram matrix of the
-fitted candidates and ``B`` built from each cohort's bit covariance under the fitted
-frequencies.
+and serializable. :meth:`Server.decode` decodes a candidate dictionary by least squares,
+lasso then least squares (the paper's analysis), NNLS or EM, with sandwich standard errors
+(:mod:`ldpfast.protocols._rappor_decode`).
 """
 
 from __future__ import annotations
@@ -64,7 +41,6 @@ import dataclasses
 import hashlib
 import math
 from fractions import Fraction
-from statistics import NormalDist
 from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -76,7 +52,9 @@ from .._validate import check_int, check_values
 from ..errors import FormatError, ParameterError, ReportError
 from ..wire import WireField, bits_for
 from ._bitvec import BitCountServer, bit_rows, row_bytes
-from ._memo import MemoClient, new_secrets
+from ._memo import MemoClient, MemoServer, new_secrets
+from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_positions,
+                             bloom_rows, encode_values)
 from ._registration import zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "Decoded", "ENCODINGS", "METHODS", "encode_values",
@@ -85,17 +63,8 @@ __all__ = ["Params", "Reports", "Client", "Server", "Decoded", "ENCODINGS", "MET
 PROTOCOL_ID = "rappor"
 #: The reference clients' encodings (see the module docstring).
 ENCODINGS = ("python", "cpp", "cpp-drbg")
-#: Decoding methods of :meth:`Server.decode`.
-METHODS = ("ls", "lasso", "nnls", "em")
-_ENCODING_CODE = {"python": 0, "cpp": 1, "cpp-drbg": 2}
 _TWO64 = 2**64
-_MAX_LS = 500          # candidates of a dense least-squares fit (and of its standard errors)
 _MAX_D = 2**24
-
-
-def _prob_threshold(prob: float) -> int:
-    """``round(prob 2^64)`` (exact for the double ``prob``), kept below 2^64."""
-    return min(round(Fraction(prob) * _TWO64), _TWO64 - 1)
 
 
 def _check_prob(name: str, value: Any) -> float:
@@ -181,29 +150,26 @@ class Params(_base.Params):
         PRR itself (``p = 0``, ``q = 1``)."""
         if self.p == 0.0 and self.q == 1.0:
             return None
-        return _prob_threshold(self.q), _prob_threshold(self.p)
+        # round(prob 2^64), exact for the double prob, kept below 2^64
+        return tuple(min(round(Fraction(v) * _TWO64), _TWO64 - 1) for v in (self.q, self.p))  # type: ignore[return-value]
 
-    @property
-    def p_irr(self) -> Fraction:
+    def _stars(self) -> Tuple[Fraction, Fraction]:
+        """``(q*, p*)`` exactly: ``P(IRR bit = 1 | Bloom bit 1) = (1 - f/2) q + (f/2) p`` and
+        ``P(IRR bit = 1 | Bloom bit 0) = (f/2) q + (1 - f/2) p``."""
         t = self.irr_thresholds()
-        return Fraction(0) if t is None else Fraction(t[1], _TWO64)
-
-    @property
-    def q_irr(self) -> Fraction:
-        t = self.irr_thresholds()
-        return Fraction(1) if t is None else Fraction(t[0], _TWO64)
+        q, p = (Fraction(1), Fraction(0)) if t is None else (Fraction(t[0], _TWO64), Fraction(t[1], _TWO64))
+        half = Fraction(self.f128, 256)
+        return (1 - half) * q + half * p, half * q + (1 - half) * p
 
     @property
     def q_star(self) -> float:
         """``P(IRR bit = 1 | Bloom bit = 1) = (1 - f/2) q + (f/2) p``."""
-        half = Fraction(self.f128, 256)
-        return float((1 - half) * self.q_irr + half * self.p_irr)
+        return float(self._stars()[0])
 
     @property
     def p_star(self) -> float:
         """``P(IRR bit = 1 | Bloom bit = 0) = (f/2) q + (1 - f/2) p``."""
-        half = Fraction(self.f128, 256)
-        return float(half * self.q_irr + (1 - half) * self.p_irr)
+        return float(self._stars()[1])
 
     @property
     def eps_inf(self) -> float:
@@ -214,9 +180,7 @@ class Params(_base.Params):
     @property
     def eps_1(self) -> float:
         """``h ln(q* (1 - p*)/(p* (1 - q*)))``: the budget of one report."""
-        half = Fraction(self.f128, 256)
-        qs = (1 - half) * self.q_irr + half * self.p_irr
-        ps = half * self.q_irr + (1 - half) * self.p_irr
+        qs, ps = self._stars()
         if qs in (0, 1) or ps in (0, 1):
             return math.inf
         return self.h * abs(math.log(qs * (1 - ps) / (ps * (1 - qs))))
@@ -229,76 +193,6 @@ class Params(_base.Params):
     @property
     def communication_bits(self) -> int:
         return self.k
-
-
-# -- values ------------------------------------------------------------------------------------
-def encode_values(values: Any, name: str = "values") -> Tuple[np.ndarray, np.ndarray]:
-    """Values as RAPPOR hashes them: ``(data uint8, offsets int64[n + 1])`` where value ``i``
-    is ``data[offsets[i]:offsets[i+1]]``. Accepts ``bytes``, ``str`` (UTF-8), or
-    non-negative integers (their decimal ASCII digits), alone or in a sequence or array."""
-    if isinstance(values, (bytes, str, int, np.integer)):
-        values = [values]
-    arr = values if isinstance(values, np.ndarray) else None
-    if arr is None and len(values) and isinstance(values[0], (int, np.integer)):
-        arr = np.asarray(values)
-    if arr is not None and arr.dtype.kind in "iu" and arr.ndim == 1:
-        if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
-            raise ParameterError(f"{name} must be non-negative integers, got {int(arr.min())}")
-        return _decimal_digits(arr.astype(np.uint64))
-    else:
-        out: List[bytes] = []
-        for i, v in enumerate(values):
-            if isinstance(v, (bytes, bytearray)):
-                out.append(bytes(v))
-            elif isinstance(v, str):
-                out.append(v.encode("utf-8"))
-            elif isinstance(v, (int, np.integer)) and not isinstance(v, bool) and int(v) >= 0:
-                out.append(str(int(v)).encode())
-            else:
-                raise ParameterError(f"{name} must be bytes, str or non-negative integers, got {v!r:.60} at {i}")
-        items = out
-    lengths = np.fromiter((len(v) for v in items), dtype=np.int64, count=len(items))
-    offsets = np.zeros(len(items) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = np.frombuffer(b"".join(items), dtype=np.uint8).copy()
-    return data, offsets
-
-
-def _decimal_digits(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """The decimal ASCII digits of unsigned integers, back to back, and their offsets."""
-    ten = np.uint64(10)
-    digits = np.ones(values.size, dtype=np.int64)
-    rest = values // ten
-    while rest.any():
-        digits += rest > 0
-        rest //= ten
-    offsets = np.zeros(values.size + 1, dtype=np.int64)
-    np.cumsum(digits, out=offsets[1:])
-    data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    position, rest, left = offsets[1:] - 1, values.copy(), digits.copy()
-    while True:
-        live = left > 0
-        if not live.any():
-            break
-        data[position[live]] = (48 + rest[live] % ten).astype(np.uint8)
-        rest //= ten
-        position -= 1
-        left -= 1
-    return data, offsets
-
-
-def _as_labels(candidates: Any) -> np.ndarray:
-    """Candidates as an array of labels (unsigned integers, or strings/bytes as objects)."""
-    if isinstance(candidates, (bytes, str, int, np.integer)):
-        candidates = [candidates]
-    arr = np.asarray(candidates)
-    if arr.dtype.kind in "iu":
-        if arr.ndim != 1 or (arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0):
-            raise ParameterError("candidates must be a 1-D sequence of non-negative integers, strings or bytes")
-        return arr.astype(np.uint64)
-    if arr.ndim != 1:
-        raise ParameterError(f"candidates must be 1-D, got shape {arr.shape}")
-    return arr
 
 
 # -- reports -----------------------------------------------------------------------------------
@@ -389,7 +283,7 @@ class Client(MemoClient):
         if cohorts is None:
             if p.m == 1:
                 return np.zeros(n, dtype=np.uint32)
-            return _core.rappor_cohorts(_ENCODING_CODE[p.encoding], keys, p.m, self.threads)
+            return _core.rappor_cohorts(ENCODING_CODE[p.encoding], keys, p.m, self.threads)
         arr = check_values(cohorts, p.m, "cohorts", "integers in")
         if arr.size != n:
             raise ParameterError(f"cohorts must have one entry per value ({n}), got {arr.size}")
@@ -403,19 +297,19 @@ class Client(MemoClient):
         if cohorts is None:
             raise ParameterError("bloom() needs the cohorts")
         cohort = self._cohorts(cohorts, np.zeros((n, 1), np.uint8), n)
-        return Reports(cohort=cohort, bits=_bloom_rows(p, data, offsets, cohort, self.threads))
+        return Reports(cohort=cohort, bits=bloom_rows(p, data, offsets, cohort, self.threads))
 
     def _prr(self, values: Any, secrets: Any, cohorts: Any) -> Reports:
         p = self.params
         data, offsets = encode_values(values)
         n = offsets.size - 1
         if p.d and n:
-            _check_integer_values(values, p.d)
+            _check_dictionary_values(values, p.d)
         check_allocation(n * row_bytes(p.k) * 3, f"{n} RAPPOR reports of {p.k} bits")
         keys = self._rappor_secrets(secrets, n)
         cohort = self._cohorts(cohorts, keys, n)
-        bloom = _bloom_rows(p, data, offsets, cohort, self.threads)
-        prr = _core.rappor_permanent(_ENCODING_CODE[p.encoding], p.k, p.f128, keys, p.encoder_id.encode(), bloom,
+        bloom = bloom_rows(p, data, offsets, cohort, self.threads)
+        prr = _core.rappor_permanent(ENCODING_CODE[p.encoding], p.k, p.f128, keys, p.encoder_id.encode(), bloom,
                                      self.threads)
         return Reports(cohort=cohort, bits=prr)
 
@@ -435,105 +329,7 @@ class Client(MemoClient):
         return Reports(cohort=prr.cohort, bits=irr)
 
 
-def _check_integer_values(values: Any, d: int) -> None:
-    arr = np.asarray(values)
-    if arr.dtype.kind in "iu":
-        check_values(arr, d)
-
-
-def _bloom_positions(p: Params, data: np.ndarray, offsets: np.ndarray, cohort: np.ndarray,
-                     threads: int = 0) -> np.ndarray:
-    return _core.rappor_bloom_positions(_ENCODING_CODE[p.encoding], p.k, p.h, data, offsets, cohort, threads)
-
-
-def _bloom_rows(p: Params, data: np.ndarray, offsets: np.ndarray, cohort: np.ndarray, threads: int) -> np.ndarray:
-    positions = _bloom_positions(p, data, offsets, cohort, threads).astype(np.int64)
-    dense = np.zeros((positions.shape[0], 8 * row_bytes(p.k)), dtype=np.uint8)
-    dense[np.arange(positions.shape[0])[:, None], positions] = 1
-    return np.packbits(dense, axis=1, bitorder="little")
-
-
-# -- decoding ----------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True, eq=False)
-class Decoded:
-    """A decode of a candidate dictionary (:meth:`Server.decode`).
-
-    Attributes:
-        candidates: the candidates (labels as given).
-        values: estimated frequencies (fractions of ``n``); 0 for candidates not selected.
-        std: standard errors (sandwich, see the module docstring); NaN where not estimated
-            (candidates left out of the fit, or beyond the 500 largest for ``"em"``).
-        selected: which candidates the fit kept (all for ``"ls"``; positive ones otherwise).
-        method: ``"ls"``, ``"lasso"``, ``"nnls"`` or ``"em"``.
-        n: reports aggregated.
-        iterations: passes (lasso/nnls) or EM iterations; 0 for ``"ls"``.
-        other: the mass not explained by the candidates (EM's "other" component; else
-            ``1 - sum(values)``).
-        note: what was done.
-    """
-
-    candidates: np.ndarray
-    values: np.ndarray
-    std: np.ndarray
-    selected: np.ndarray
-    method: str
-    n: int
-    iterations: int
-    other: float
-    note: str
-
-    def p_values(self) -> np.ndarray:
-        """One-sided p-values of ``H0: f = 0`` (``P(Z > value/std)``; NaN without a std)."""
-        z = self.values / self.std
-        return np.array([0.5 * math.erfc(v / math.sqrt(2.0)) if np.isfinite(v) else math.nan for v in z])
-
-    def significant(self, alpha: float = 0.05) -> np.ndarray:
-        """Candidates whose p-value is below ``alpha / len(candidates)`` (Bonferroni), as the
-        paper reports decoded strings."""
-        if not 0.0 < alpha < 1.0:
-            raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
-        with np.errstate(invalid="ignore"):
-            return np.asarray(self.p_values() < alpha / max(1, len(self.candidates)))
-
-
-@dataclasses.dataclass
-class _Design:
-    """The candidates' Bloom bits: a sparse 0/1 matrix of ``m k`` rows (cohort ``c``, bit
-    ``j`` is row ``c k + j``) in compressed-column form."""
-
-    col_ptr: np.ndarray
-    rows: np.ndarray
-    n_rows: int
-
-    def dense(self, columns: np.ndarray) -> np.ndarray:
-        out = np.zeros((self.n_rows, columns.size), dtype=np.float64)
-        for j, i in enumerate(columns):
-            out[self.rows[self.col_ptr[i]:self.col_ptr[i + 1]], j] = 1.0
-        return out
-
-
-def _design(p: Params, labels: np.ndarray) -> _Design:
-    data, offsets = encode_values(labels, "candidates")
-    C = offsets.size - 1
-    check_allocation(C * p.m * p.h * 16, f"the Bloom bits of {C} candidates in {p.m} cohorts")
-    reps = np.repeat(np.arange(C), p.m)
-    lengths = np.diff(offsets)[reps]
-    starts = offsets[:-1][reps]
-    pair_offsets = np.zeros(C * p.m + 1, dtype=np.int64)
-    np.cumsum(lengths, out=pair_offsets[1:])
-    gather = np.repeat(starts - pair_offsets[:-1], lengths) + np.arange(int(pair_offsets[-1]))
-    cohorts = np.tile(np.arange(p.m, dtype=np.uint32), C)
-    positions = _bloom_positions(p, data[gather], pair_offsets, cohorts).astype(np.int64)
-    rows = (cohorts.astype(np.int64)[:, None] * p.k + positions).reshape(C, p.m * p.h)
-    rows.sort(axis=1)
-    keep = np.ones(rows.shape, dtype=bool)
-    keep[:, 1:] = rows[:, 1:] != rows[:, :-1]   # a repeated position sets one bit
-    col_ptr = np.zeros(C + 1, dtype=np.int64)
-    np.cumsum(keep.sum(axis=1), out=col_ptr[1:])
-    return _Design(col_ptr, rows[keep].astype(np.int32), p.m * p.k)
-
-
-class Server(BitCountServer):
+class Server(MemoServer, BitCountServer):
     """RAPPOR aggregator: per-cohort bit counts (``counts[c, j]``, ``group_reports[c]``).
     ``threads``: server threads (results do not depend on it). Thread-safe (see
     :class:`ldpfast._base.Aggregator`)."""
@@ -576,24 +372,10 @@ class Server(BitCountServer):
             return dictionary, wanted.astype(np.intp)
         if candidates is None:
             raise ParameterError("RAPPOR with string values (d=0) needs candidates to decode")
-        labels = _as_labels(candidates)
+        labels = as_labels(candidates)
         if labels.size == 0:
             raise ParameterError("candidates must not be empty")
         return labels, np.arange(labels.size)
-
-    def _targets(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(t, weight, pi) per row ``c k + j``: the estimated fraction of cohort ``c``'s
-        reports whose Bloom filter sets bit ``j``, its weight ``n_c``, and the observed
-        one-rate ``y/n_c``."""
-        p = self.params
-        counts = self._st["counts"].astype(np.float64)
-        n_c = self._st["reports"].astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(n_c[:, None] > 0, counts / n_c[:, None], 0.0)
-        t = (rate - p.p_star) / (p.q_star - p.p_star)
-        t[n_c == 0] = 0.0
-        weight = np.repeat(n_c, p.k)
-        return t.ravel(), weight, rate.ravel()
 
     def decode(self, candidates: Any = None, method: str = "lasso", alpha: float = 0.05, tol: float = 1e-9,
                max_iter: int = 10000) -> Decoded:
@@ -609,168 +391,37 @@ class Server(BitCountServer):
         n = self.n
         if n == 0:
             raise ReportError("cannot decode from zero reports")
-        labels = _as_labels(candidates) if candidates is not None else self._dictionary(None)[0]
+        labels = as_labels(candidates) if candidates is not None else self._dictionary(None)[0]
         if labels.size == 0:
             raise ParameterError("candidates must not be empty")
-        return self._decode(labels, method, alpha, tol, max_iter)
+        return self._decoder().decode(labels, method, alpha, tol, max_iter)
 
-    def _decode(self, labels: np.ndarray, method: str, alpha: float, tol: float, max_iter: int) -> Decoded:
-        p = self.params
-        design = _design(p, labels)
-        C = labels.size
-        t, weight, rate = self._targets()
-        gap = p.q_star - p.p_star
-        values = np.zeros(C)
-        iterations = 0
-        other = math.nan
-        if method == "ls":
-            if C > _MAX_LS:
-                raise ParameterError(f"method='ls' fits at most {_MAX_LS} candidates densely, got {C}: use "
-                                     "method='lasso' or 'em'")
-            selected = np.arange(C)
-            note = "weighted least squares over every candidate"
-        elif method in ("lasso", "nnls"):
-            penalty = np.zeros(C)
-            if method == "lasso":
-                # The noise level of candidate i's score sum_r n_c (t_r - x_r f) at the truth:
-                # Var = sum_r n_c pi_r (1 - pi_r) / gap^2 over its rows (bits independent).
-                noise = np.add.reduceat(np.append(weight * rate * (1 - rate), 0.0)[design.rows], design.col_ptr[:-1])
-                noise[np.diff(design.col_ptr) == 0] = 0.0
-                z = NormalDist().inv_cdf(1.0 - alpha / (2.0 * C))
-                penalty = z * np.sqrt(noise) / abs(gap)
-            beta = np.zeros(C)
-            iterations = _core.sparse_nn_lasso(design.col_ptr, design.rows, design.n_rows, t, weight, penalty,
-                                               float(tol), int(max_iter), beta)
-            selected = np.flatnonzero(beta > 0)
-            if selected.size > _MAX_LS:
-                order = np.argsort(-beta[selected], kind="stable")
-                selected = np.sort(selected[order[:_MAX_LS]])
-            note = (f"non-negative lasso (Bonferroni penalty, alpha={alpha}) selected {selected.size}, then least "
-                    "squares" if method == "lasso" else f"non-negative least squares kept {selected.size}, refit")
-        else:
-            f = np.full(C, 1.0 / (C + 1))
-            other_rate = 1.0 - (1.0 - 1.0 / p.k) ** p.h
-            trials = np.repeat(self._st["reports"].astype(np.float64), p.k)
-            y = self._st["counts"].astype(np.float64).ravel()
-            iterations, other = _core.sparse_bit_em(design.col_ptr, design.rows, design.n_rows, y, trials, p.q_star,
-                                                    p.p_star, other_rate, 1.0 / (C + 1), float(tol), int(max_iter), f)
-            values = f
-            order = np.argsort(-f, kind="stable")[:_MAX_LS]
-            selected = np.sort(order[f[order] > 0.5 / self.n])
-            std = np.full(C, np.nan)
-            if selected.size:
-                std[selected] = np.sqrt(self._em_variance(design, selected, f, other, other_rate))
-            return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
-                           n=self.n, iterations=int(iterations), other=float(other),
-                           note=f"EM of the bit counts' composite likelihood, {iterations} iterations; "
-                                f"standard errors for the {selected.size} largest")
-        values, std = self._least_squares(design, selected, t, weight, C)
-        return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
-                       n=self.n, iterations=int(iterations), other=float(1.0 - values.sum()), note=note)
+    def _decoder(self) -> Decoder:
+        return Decoder(self.params, self._st["counts"], self._st["reports"])
 
-    def _least_squares(self, design: _Design, selected: np.ndarray, t: np.ndarray, weight: np.ndarray,
-                       C: int) -> Tuple[np.ndarray, np.ndarray]:
-        values, std = np.zeros(C), np.full(C, np.nan)
-        if selected.size == 0:
-            return values, std
-        X = design.dense(selected)
-        gram = X.T @ (weight[:, None] * X)
-        try:
-            inverse = np.linalg.inv(gram)
-        except np.linalg.LinAlgError:
-            raise ParameterError("the candidates' Bloom bits are linearly dependent (least squares has no unique "
-                                 "solution): use fewer candidates, more cohorts or bits, or method='lasso'") from None
-        beta = inverse @ (X.T @ (weight * t))
-        values[selected] = beta
-        p = self.params
-        other_rate = 1.0 - (1.0 - 1.0 / p.k) ** p.h   # mass outside the fit: uniform Bloom bits
-        std[selected] = np.sqrt(self._sandwich(X, inverse, weight, np.clip(beta, 0.0, 1.0), X, other_rate))
-        return values, std
-
-    def _sandwich(self, X: np.ndarray, bread: np.ndarray, weight: np.ndarray, f: np.ndarray, bloom: np.ndarray,
-                  other_rate: float) -> np.ndarray:
-        """Diagonal of ``bread X^T W Cov(t) W X bread``: per cohort, ``Cov(t_c)`` is the bit
-        covariance of one report under frequencies ``f`` over the columns of ``bloom`` (their
-        Bloom bits) and ``1 - sum f`` of values with independent bits at ``other_rate``,
-        divided by ``n_c gap^2``."""
-        p = self.params
-        k, gap = p.k, p.q_star - p.p_star
-        n_c = self._st["reports"].astype(np.float64)
-        rest = max(0.0, 1.0 - float(f.sum()))
-        Z = X @ bread                      # rows x fitted: the estimator's weights are W Z
-        out = np.zeros(X.shape[1])
-        for c in range(p.m):
-            if n_c[c] == 0:
-                continue
-            rows = slice(c * k, (c + 1) * k)
-            B = bloom[rows]                # k x columns: the fitted candidates' Bloom bits
-            mean = B @ f + rest * other_rate
-            second = (B * f) @ B.T + rest * other_rate ** 2
-            cov_bloom = second - np.outer(mean, mean)
-            pi = p.p_star + gap * mean
-            cov_bits = gap ** 2 * cov_bloom
-            np.fill_diagonal(cov_bits, pi * (1.0 - pi))
-            Zc = Z[rows] * weight[rows][:, None]
-            out += np.einsum("ij,ik,kj->j", Zc, cov_bits, Zc) / (n_c[c] * gap ** 2)
-        return np.maximum(out, 0.0)
-
-    def _em_variance(self, design: _Design, selected: np.ndarray, f: np.ndarray, other: float,
-                     other_rate: float) -> np.ndarray:
-        """Sandwich variance of the EM (composite-likelihood) estimate on ``selected``: its
-        score is a weighted least-squares score with design ``x - other_rate`` and weights
-        ``n_c gap^2 / (pi (1 - pi))`` at the fitted ``pi``."""
-        p = self.params
-        gap = p.q_star - p.p_star
-        B = design.dense(selected)
-        pi = p.p_star + gap * (B @ f[selected] + other * other_rate)
-        pi = np.clip(pi, 1e-12, 1 - 1e-12)
-        weight = np.repeat(self._st["reports"].astype(np.float64), p.k) * gap ** 2 / (pi * (1.0 - pi))
-        Xt = B - other_rate
-        try:
-            bread = np.linalg.inv(Xt.T @ (weight[:, None] * Xt))
-        except np.linalg.LinAlgError:
-            return np.full(selected.size, np.nan)
-        return self._sandwich(Xt, bread, weight, f[selected], B, other_rate)
-
-    def estimate(self, candidates: Any = None, method: str = "auto") -> np.ndarray:
-        """Estimated frequencies of ``candidates`` (default: ``[0, d)``), decoded over the
-        dictionary ``[0, d)`` when ``d`` is set (else over the candidates themselves).
-        ``method="auto"``: unbiased least squares up to 500 dictionary entries, the lasso
-        beyond; or any of :data:`METHODS`."""
+    def estimate(self, candidates: Any = None, counts: bool = False, *, method: str = "auto") -> np.ndarray:
+        """Estimated frequencies (``counts=True``: numbers of reports) of ``candidates``
+        (default: ``[0, d)``), decoded over the dictionary ``[0, d)`` when ``d`` is set (else
+        over the candidates themselves). ``method="auto"``: unbiased least squares up to 500
+        dictionary entries, the lasso beyond; or any of :data:`METHODS`."""
         dictionary, wanted = self._dictionary(candidates)
-        chosen = self._auto(dictionary.size) if method == "auto" else method
-        return np.asarray(self.decode(dictionary, chosen).values[wanted], dtype=np.float64)
-
-    @staticmethod
-    def _auto(size: int) -> str:
-        return "ls" if size <= _MAX_LS else "lasso"
+        chosen = auto_method(dictionary.size) if method == "auto" else method
+        values = np.asarray(self.decode(dictionary, chosen).values[wanted], dtype=np.float64)
+        return values * self.n if counts else values
 
     def _variance_of_default(self, candidates: Any) -> Tuple[Optional[Any], str]:
         dictionary, wanted = self._dictionary(candidates)
-        if self._auto(dictionary.size) != "ls":
-            return None, ("no closed-form variance: beyond 500 candidates the default decode selects (lasso); "
-                          "server.decode() gives the refit's sandwich standard errors")
-        p = self.params
-        design = _design(p, dictionary)
-        X = design.dense(np.arange(dictionary.size))
-        _, weight, _ = self._targets()
-        try:
-            bread = np.linalg.inv(X.T @ (weight[:, None] * X))
-        except np.linalg.LinAlgError:
-            return None, "no variance: the dictionary's Bloom bits are linearly dependent"
-
-        def variance(f: Any) -> Any:
-            full = np.zeros(dictionary.size)
-            full[wanted] = np.asarray(f, dtype=np.float64)
-            return self._sandwich(X, bread, weight, full, X, 1.0 - (1.0 - 1.0 / p.k) ** p.h)[wanted]
-        return variance, ("sandwich variance of the least-squares decode at the plug-in f = clip(estimate, 0, 1) "
-                          "(each cohort's bit covariance under f)")
+        return self._decoder().default_variance(dictionary, wanted)
 
 
-def _mask(C: int, selected: np.ndarray) -> np.ndarray:
-    out = np.zeros(C, dtype=bool)
-    out[selected] = True
-    return out
+def _check_dictionary_values(values: Any, d: int) -> None:
+    """Integer values must lie in the dictionary ``[0, d)`` (strings are not checked)."""
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError, UnicodeError):   # mixed str/bytes: not integers
+        return
+    if arr.dtype.kind in "iu":
+        check_values(arr.ravel(), d)
 
 
 # -- registration ------------------------------------------------------------------------------
@@ -819,7 +470,7 @@ def _audit_plan(params: Params) -> Any:
     from ..audit import Plan, value_inputs
 
     # two values whose Bloom bits (one hash, cohort 0) differ
-    bits = [int(_bloom_positions(params, *encode_values([v]), np.zeros(1, np.uint32))[0, 0]) for v in range(16)]
+    bits = [int(bloom_positions(params, *encode_values([v]), np.zeros(1, np.uint32))[0, 0]) for v in range(16)]
     x1 = next(v for v in range(1, 16) if bits[v] != bits[0])
 
     def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
