@@ -47,9 +47,10 @@ def test_params_table(capsys):
     assert rows["l-OCMS+RR"][1] == "8"
     assert float(rows["HE"][3]) == pytest.approx(1.7241e-4, rel=1e-4)  # SPEC 6, HE at n = 10,000
     # Lowest worst-case MSE among the compact protocols. CMS+sRP with m = 310 (438 bits) is
-    # 3.7% lower still: the integer m = 4 costs OCMS+RR more than sRP's 1% from its limit.
+    # 3.7% lower still: the integer m = 4 costs OCMS+RR more than sRP's 1% from its limit;
+    # SUE (symmetric unary encoding, sRP's m -> inf limit with d-bit reports) is lowest of all.
     assert float(rows["MSE-OCMS+RR"][3]) == min(float(r[3]) for r in rows.values())
-    assert "lowest worst-case MSE: CMS+sRP" in out
+    assert "lowest worst-case MSE: SUE (100000 bits/report)" in out
 
 
 def test_params_json_and_compact_field(capsys):

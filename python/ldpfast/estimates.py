@@ -100,7 +100,9 @@ class Estimate:
         return np.asarray(self.values, dtype=dtype)
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{int(c)}: {v:.4g}" for c, v in zip(self.candidates[:3], self.values[:3]))
+        labels = self.candidates[:3]   # integers, or strings (RAPPOR's dictionaries)
+        shown = ", ".join(f"{int(c) if np.asarray(labels).dtype.kind in 'iu' else c!s}: {v:.4g}"
+                          for c, v in zip(labels, self.values[:3]))
         more = ", ..." if len(self) > 3 else ""
         return (f"Estimate(protocol={self.protocol!r}, n={self.n}, {len(self)} candidates "
                 f"{{{shown}{more}}}, postprocessing={self.postprocessing!r})")
