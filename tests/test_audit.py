@@ -21,6 +21,15 @@ from ldpfast.errors import ParameterError
 NOT_LDP = {"privsketch", "privsketch-nosmp"}
 EPSILONS = (0.5, 1.0, 4.0)
 REPORTS = 1_000_000
+# Memoized protocols' permanent responses (eps_inf; each one-report budget is audited by the
+# conformance checks): fewer reports (their clients hash per user), enough for a bound within
+# a few percent of eps_inf (tests/test_longitudinal.py checks that tightness with a derived
+# margin). Family-wise: len(MEMOIZED) * 3 audits (about 30), each wrong (eps_lb above the
+# true loss <= eps_inf) with probability <= 1 - FAMILY_CONFIDENCE; union bound: all pass with
+# probability >= 1 - 30 * 2e-5 > 0.999 whatever the seed.
+FAMILY_CONFIDENCE = 1 - 2e-5
+MEMOIZED = sorted(audit.audited("permanent"))
+PERMANENT_REPORTS = 200_000
 
 
 def test_every_ldpfast_protocol_is_audited():
@@ -35,6 +44,15 @@ def test_clopper_pearson_matches_scipy(hits, n, alpha):
     ref_lo = 0.0 if hits == 0 else stats.beta.ppf(alpha, hits, n - hits + 1)
     ref_hi = 1.0 if hits == n else stats.beta.ppf(1 - alpha, hits + 1, n - hits)
     assert lo == pytest.approx(ref_lo, rel=1e-9, abs=1e-300) and hi == pytest.approx(ref_hi, rel=1e-9)
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+@pytest.mark.parametrize("pid", MEMOIZED)
+def test_memoized_mechanisms_pass_the_permanent_audit(pid, eps):
+    result = audit.audit_protocol(pid, eps, PERMANENT_REPORTS, rng=2027, confidence=FAMILY_CONFIDENCE,
+                                  budget="permanent")
+    assert result.budget == "permanent" and result.effective_epsilon <= result.epsilon
+    assert result.eps_lb <= result.epsilon, result
 
 
 @pytest.mark.parametrize("eps", EPSILONS)

@@ -51,12 +51,12 @@ def test_params_table(capsys):
     assert rows["MSE-OCMS+RR"][2:5] == ["ocms", "4", "130"]       # SPEC 6: m = 4 at eps 2; 128 + 2 bits
     assert rows["l-OCMS+RR"][3] == "8" and rows["CMS+HE"][2] == "cmshe"
     assert float(rows["HE"][5]) == pytest.approx(1.7241e-4, rel=1e-4)  # SPEC 6, HE at n = 10,000
-    # CMS+sRP with m = 310 (438 bits) has the lowest worst-case MSE, 3.7% below MSE-OCMS+RR's
-    # (the integer m = 4 costs OCMS+RR more than sRP's 1% from its limit): within 10%, the
-    # 130-bit report ranks first.
-    assert min(rows.values(), key=lambda r: float(r[5]))[1] == "CMS+sRP"
-    assert rows["MSE-OCMS+RR"][0] == "1" and "recommended: MSE-OCMS+RR (ocms)" in out
-    assert "lowest: CMS+sRP" in out
+    # SUE (sRP's m -> inf limit, a 100,000-bit report) has the lowest worst-case MSE, CMS+sRP
+    # (m = 310, 438 bits) is 1% above it and MSE-OCMS+RR 4.9% (the integer m = 4 costs it
+    # more than sRP's 1% from its limit): within 10%, the 130-bit report ranks first.
+    assert min(rows.values(), key=lambda r: float(r[5]))[1] == "SUE"
+    assert [rows[name][0] for name in ("MSE-OCMS+RR", "CMS+sRP", "SUE")] == ["1", "2", "3"]
+    assert "recommended: MSE-OCMS+RR (ocms)" in out and "lowest: SUE" in out
 
 
 def test_params_constraints_exclude_options(capsys):

@@ -18,7 +18,7 @@ import pytest
 import ldpfast as lf
 from ldpfast import estimation as est
 from ldpfast.errors import ParameterError
-from ldpfast.protocols import grr, hadamard, ocms, olh, subset_selection as ss
+from ldpfast.protocols import blh, grr, hadamard, ocms, olh, subset_selection as ss
 
 
 def _values(d, n, seed=3):
@@ -50,15 +50,15 @@ def _dense_reference(server, candidates):
         a = np.vstack([full[xs][:, xs], full[outside][:, xs].sum(axis=0)])
         rest_col = np.append(full[xs][:, outside[0]], full[outside][:, outside[0]].sum())
         return np.column_stack([a, rest_col]), np.append(counts[xs], counts[outside].sum())
-    if server.protocol in ("ss", "olh", "ocms"):
+    if server.protocol in ("ss", "olh", "blh", "ocms"):
         if server.protocol == "ss":
             s1, s0 = p.probabilities
             support = server.counts[xs].astype(np.float64)
         else:
-            m, mu = (p.g, float(p.g)) if server.protocol == "olh" else (p.m, p.estimator_m)
+            m, mu = (p.g, float(p.g)) if server.protocol in ("olh", "blh") else (p.m, p.estimator_m)
             e = math.exp(p.epsilon)
             s1, s0 = e / (e + m - 1), (1 + (e - 1) / mu) / (e + m - 1)
-            inner = server._reports if server.protocol == "olh" else server
+            inner = server._reports if server.protocol in ("olh", "blh") else server
             support = inner.match_counts(xs.astype(np.uint64)).astype(np.float64)
         hit = np.full((xs.size, xs.size), s0) + (s1 - s0) * np.eye(xs.size)
         if rest:
@@ -98,6 +98,7 @@ def _cases():
         ("grr", lambda: _server(grr.Params(epsilon=1.0, d=40), grr.Server, grr.Client)),
         ("ss", lambda: _server(ss.Params(epsilon=1.0, d=40), ss.Server, ss.Client)),
         ("olh", lambda: _server(olh.OLHParams(epsilon=1.0, d=40), olh.OLHServer, olh.OLHClient, n=1500)),
+        ("blh", lambda: _server(blh.Params(epsilon=1.0, d=40), blh.Server, blh.Client, n=1500)),
         ("ocms", lambda: _server(ocms.Params.optimal(epsilon=2.0, d=40, field="compact"), ocms.Server, ocms.Client,
                                  n=1500)),
         ("hrr", lambda: _server(hadamard.HRRParams(epsilon=1.0, d=40), hadamard.HRRServer, hadamard.HRRClient)),

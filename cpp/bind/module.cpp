@@ -8,4 +8,5 @@ PYBIND11_MODULE(_core, m) {
   ldpfast::bind::register_hadamard(m);
   ldpfast::bind::register_privsketch(m);
   ldpfast::bind::register_pgr(m);
+  ldpfast::bind::register_bitvec(m);
 }

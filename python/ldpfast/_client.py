@@ -53,6 +53,9 @@ class ClientBase:
     #: ``perturb(values, ...) -> Reports``, defined by each protocol's client (declared here
     #: for type checkers: code that holds a ``type[ClientBase]`` may call it).
     perturb: Callable[..., Reports]
+    #: True for clients that take strings themselves (RAPPOR hashes them into its Bloom
+    #: filter): labels without a domain are then theirs, not an error.
+    takes_labels: ClassVar[bool] = False
 
     def __init__(self, params: Any, rng: RngLike = None, threads: int = 0):
         expected = self._expected_params()
@@ -87,6 +90,8 @@ class ClientBase:
         sets = self._input_kind() == "sets"
         if domain is not None:
             return domain.encode_sets(values) if sets else domain.encode_inputs(values)
+        if self.takes_labels:
+            return values
         if (not sets and is_labels(values)) or (sets and isinstance(values, list) and values
                                                   and is_labels(values[0])):
             raise DTypeError("values are labels (strings or categories) and these parameters have no domain: "

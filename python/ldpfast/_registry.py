@@ -79,11 +79,16 @@ class AuditHooks:
             each "the report supports x0 and not x1" (and the reverse), fixed before sampling.
         effective_epsilon: ``params -> float``: the epsilon implied by the integer flip
             thresholds the client's samplers use (e.g. :func:`ldpfast._validate.rr_effective_epsilon`).
+        permanent_epsilon: memoized (longitudinal) protocols only: ``params -> float``, the
+            effective ``eps_inf`` of the permanent response, which ``audit(...,
+            budget="permanent")`` audits with the same plan on ``client.permanent(...)``
+            (``params.eps_inf`` is the claim).
     """
 
     params: Callable[..., Params]
     plan: Callable[[Any], Any]
     effective_epsilon: Callable[[Any], float]
+    permanent_epsilon: Optional[Callable[[Any], float]] = None
 
 
 #: ``(n, q) -> float``: a server's work or memory for ``n`` reports and ``q`` candidates.
@@ -152,6 +157,10 @@ class Protocol:
             domain), for the IBU and maximum-likelihood estimates
             (``server.frequencies(method="ibu" | "mle")``); it raises ParameterError for
             candidates or a state it cannot serve.
+        rounds: memoized (longitudinal) protocols: ``(eps_inf, eps_1, d) -> Params``, the
+            protocol configured for repeated collection on ``[0, d)`` with a permanent
+            response spending ``eps_inf`` and reports spending ``eps_1``
+            (:mod:`ldpfast.experiments.rounds`, ``ldpfast simulate --rounds``).
     """
 
     id: str
@@ -168,6 +177,7 @@ class Protocol:
     audit: Optional[AuditHooks] = None
     compare: Optional[Callable[..., Sequence[ComparisonRow]]] = None
     channel: Optional[Callable[[Any, Any], Any]] = None
+    rounds: Optional[Callable[[float, float, int], Params]] = None
 
     @property
     def module(self) -> str:

@@ -27,6 +27,11 @@ Clopper-Pearson margin), and the estimate itself spreads with standard deviation
 A run whose ``detectable_excess`` exceeds the excess one wants to catch is inconclusive,
 not a pass (``ldpfast audit`` exits 3 then).
 
+Memoized (longitudinal) protocols have two budgets, each audited: ``budget="report"``
+(``eps_1``, one report from a fresh user) and ``budget="permanent"`` (``eps_inf``: the
+permanent randomized response, what unboundedly many reports of one value reveal), the
+latter drawn with ``client.permanent(...)`` and the same events.
+
 Only a lower bound: a mechanism can pass (``eps_lb <= epsilon``) and still leak through an
 event the audit does not test. :func:`effective_epsilon` gives the exact epsilon implied by
 the integer flip thresholds the samplers use.
@@ -51,7 +56,7 @@ from .errors import ParameterError
 
 __all__ = ["AuditResult", "audit", "audit_protocol", "default_params", "effective_epsilon", "clopper_pearson",
            "audited", "Plan", "value_inputs", "set_inputs", "support_events", "hash_support", "log_ratio",
-           "detectable_excess", "CONFIDENCE", "DEFAULT_REPORTS", "POWER"]
+           "detectable_excess", "CONFIDENCE", "DEFAULT_REPORTS", "POWER", "BUDGETS"]
 
 #: Default confidence of :func:`audit` (probability that ``eps_lb`` is a true lower bound).
 CONFIDENCE = 0.99
@@ -59,6 +64,9 @@ CONFIDENCE = 0.99
 DEFAULT_REPORTS = 1_000_000
 #: Probability with which :attr:`AuditResult.detectable_excess` is detected.
 POWER = 0.9
+#: What :func:`audit` measures: one report (``eps_1`` of memoized protocols, the only budget
+#: of the others), or a memoized protocol's permanent response (``eps_inf``).
+BUDGETS = ("report", "permanent")
 _CHUNK = 1 << 17
 #: ``AUDITED`` (a module attribute computed on access): the protocols :func:`default_params`
 #: and the CLI's ``all`` cover, every registered protocol with an audit plan.
@@ -206,9 +214,17 @@ def _canonical(name: str) -> str:
         return name
 
 
-def audited() -> Tuple[str, ...]:
-    """The registered protocols with an audit plan (what the CLI's ``all`` audits)."""
-    return tuple(sorted(pid for pid, proto in protocols().items() if proto.audit is not None))
+def audited(budget: str = "report") -> Tuple[str, ...]:
+    """The registered protocols with an audit plan (what the CLI's ``all`` audits);
+    ``budget="permanent"``: those with a memoized permanent response."""
+    _check_budget(budget)
+    return tuple(sorted(pid for pid, proto in protocols().items() if proto.audit is not None
+                        and (budget == "report" or proto.audit.permanent_epsilon is not None)))
+
+
+def _check_budget(budget: str) -> None:
+    if budget not in BUDGETS:
+        raise ParameterError(f"budget must be one of {BUDGETS}, got {budget!r}")
 
 
 def __getattr__(name: str):
@@ -236,6 +252,7 @@ class AuditResult:
     confidence: float
     effective_epsilon: float
     detectable_excess: float = math.inf
+    budget: str = "report"
 
     @property
     def violation(self) -> bool:
@@ -269,23 +286,32 @@ def detectable_excess(hits: Tuple[int, int], reports: int, confidence: float = C
 
 
 def audit(params, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidence: float = CONFIDENCE,
-          threads: int = 0) -> AuditResult:
+          threads: int = 0, budget: str = "report") -> AuditResult:
     """Audit the client of ``params``' protocol (any registered protocol with a plan, see the
     module docstring): ``reports`` reports per input, events fixed in advance, Clopper-Pearson
-    bounds with a union bound over the four bounds used. Returns :class:`AuditResult`.
+    bounds with a union bound over the four bounds used. ``budget="permanent"`` audits a
+    memoized protocol's permanent response (``eps_inf``, see the module docstring). Returns
+    :class:`AuditResult`.
     ``eps_lb`` is ``-inf`` when no event is more likely under one input than the other bound
     allows (e.g. an event never seen). Clients that warn (not-LDP protocols) warn here too."""
     reports = check_int("reports", reports, 1)
     if isinstance(confidence, bool) or not isinstance(confidence, float) or not 0.5 <= confidence < 1.0:
         raise ParameterError(f"confidence must be a float in [0.5, 1), got {confidence!r}")
-    plan = _hooks(params.protocol).plan(params)
+    _check_budget(budget)
+    hooks = _hooks(params.protocol)
+    permanent = budget == "permanent"
+    if permanent and hooks.permanent_epsilon is None:
+        raise ParameterError(f"protocol {params.protocol!r} has no permanent response to audit (not memoized); "
+                             f"memoized protocols: {list(audited('permanent'))}")
+    plan = hooks.plan(params)
     proto = protocols()[params.protocol]
     gen = KeySource(rng).generator()
     hits = np.zeros((2, 2), dtype=np.int64)          # hits[input, event]
     for i in (0, 1):
         client = proto.client(params, rng=gen, threads=threads)
+        draw = client.permanent if permanent else client.perturb
         for start in range(0, reports, _CHUNK):
-            batch = client.perturb(plan.make(i, min(_CHUNK, reports - start)))
+            batch = draw(plan.make(i, min(_CHUNK, reports - start)))
             favours0, favours1 = plan.events(batch)
             hits[i] += (int(np.count_nonzero(favours0)), int(np.count_nonzero(favours1)))
     alpha = (1.0 - confidence) / 4.0
@@ -301,10 +327,12 @@ def audit(params, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidenc
     # the power of the more informative event (the one an excess would show in first)
     detectable = min(detectable_excess((int(hits[e, e]), int(hits[1 - e, e])), reports, confidence)
                      for e in (0, 1))
-    return AuditResult(protocol=params.protocol, epsilon=float(params.epsilon), eps_lb=best[0], reports=reports,
+    claimed = float(params.eps_inf) if permanent else float(params.epsilon)
+    effective = hooks.permanent_epsilon(params) if permanent else effective_epsilon(params)
+    return AuditResult(protocol=params.protocol, epsilon=claimed, eps_lb=best[0], reports=reports,
                        event=plan.describe[event], hits=(int(hits[event, event]), int(hits[1 - event, event])),
-                       confidence=confidence, effective_epsilon=effective_epsilon(params),
-                       detectable_excess=detectable)
+                       confidence=confidence, effective_epsilon=effective, detectable_excess=detectable,
+                       budget=budget)
 
 
 def default_params(protocol: str, epsilon: float, **changes):
@@ -323,7 +351,8 @@ def default_params(protocol: str, epsilon: float, **changes):
 
 
 def audit_protocol(protocol: str, epsilon: float, reports: int = DEFAULT_REPORTS, rng: RngLike = None,
-                   threads: int = 0, confidence: float = CONFIDENCE, **changes) -> AuditResult:
+                   threads: int = 0, confidence: float = CONFIDENCE, budget: str = "report",
+                   **changes) -> AuditResult:
     """:func:`audit` of :func:`default_params` ``(protocol, epsilon, **changes)``."""
     return audit(default_params(protocol, epsilon, **changes), reports, rng=rng, confidence=confidence,
-                 threads=threads)
+                 threads=threads, budget=budget)

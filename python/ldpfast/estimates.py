@@ -154,9 +154,12 @@ class Estimate:
         return self._subset(np.atleast_1d(index))
 
     def __repr__(self) -> str:
-        names = self.labels if self.labels is not None else [int(c) for c in self.candidates]
-        shown = ", ".join(f"{name!r}: {v:.4g}" if self.labels is not None else f"{name}: {v:.4g}"
-                          for name, v in zip(names[:3], self.values[:3]))
+        if self.labels is not None:
+            shown = ", ".join(f"{name!r}: {v:.4g}" for name, v in zip(self.labels[:3], self.values[:3]))
+        else:
+            labels = self.candidates[:3]   # integers, or strings (RAPPOR's dictionaries)
+            shown = ", ".join(f"{int(c) if np.asarray(labels).dtype.kind in 'iu' else c!s}: {v:.4g}"
+                              for c, v in zip(labels, self.values[:3]))
         more = ", ..." if len(self) > 3 else ""
         return (f"Estimate(protocol={self.protocol!r}, n={self.n}, {len(self)} candidates "
                 f"{{{shown}{more}}}, postprocessing={self.postprocessing!r})")

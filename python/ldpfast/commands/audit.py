@@ -18,6 +18,11 @@ Example::
     ldpfast audit grr --eps 0.5 1 4
     ldpfast audit all --eps 1 --reports 1000000 --seed 7 --json
     ldpfast audit svim-padded --eps 1 --set reference=true     # R3's flawed single dummy
+    ldpfast audit l-grr --eps 1 --budget permanent             # a memoized response: eps_inf
+
+Memoized (longitudinal) protocols are audited per report (``eps_1``, the default) or, with
+``--budget permanent``, on their permanent response (``eps_inf``: what unboundedly many
+reports of one value reveal; the audit configuration uses ``eps_inf = 2 eps``).
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "run that cannot is inconclusive (exit 3). Default 0.1")
     parser.add_argument("--seed", type=integer, default=None,
                         help="seed (reproducible audit); default fresh OS entropy")
+    parser.add_argument("--budget", choices=("report", "permanent"), default="report",
+                        help="report: one report (eps_1 of memoized protocols); permanent: a memoized protocol's "
+                             "permanent response (eps_inf)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a parameter of the audit configuration (VALUE as JSON, "
                              "e.g. reference=true, L=3); repeatable")
@@ -70,14 +78,15 @@ def run(args: argparse.Namespace) -> int:
 
     if not (math.isfinite(args.detect) and args.detect > 0):
         raise ParameterError(f"--detect must be a positive number, got {args.detect!r}")
-    ids = list(audit.AUDITED) if args.protocol == "all" else [args.protocol]
+    ids = list(audit.audited(args.budget)) if args.protocol == "all" else [args.protocol]
     changes = _changes(args.set)
     results = []
     for pid in ids:
         for eps in args.eps:
             with warnings.catch_warnings(record=True) as caught:   # not-LDP clients warn: reported below
                 warnings.simplefilter("always")
-                result = audit.audit_protocol(pid, eps, args.reports, rng=args.seed, **changes)
+                result = audit.audit_protocol(pid, eps, args.reports, rng=args.seed, budget=args.budget,
+                                              **changes)
             verdict = ("violation" if result.violation else
                        "inconclusive" if result.detectable_excess > args.detect else "passed")
             results.append((result, verdict, bool(caught)))

@@ -25,12 +25,14 @@ from ._options import integer, parse_floats
 HELP = "central (eps, delta) of n shuffled eps0-LDP reports: upper and lower bounds, closed form, T rounds"
 
 
-def add_shuffle_options(parser: argparse.ArgumentParser) -> None:
-    """``--shuffle-delta`` and ``--rounds`` for commands that can show the central epsilon."""
+def add_shuffle_options(parser: argparse.ArgumentParser, rounds: bool = True) -> None:
+    """``--shuffle-delta`` (and ``--rounds`` unless the command has its own) for commands
+    that can show the central epsilon."""
     parser.add_argument("--shuffle-delta", type=float, default=None,
                         help="also print the central epsilon of shuffling the n reports at this delta")
-    parser.add_argument("--rounds", type=integer, default=1,
-                        help="with --shuffle-delta: collections composed (default 1)")
+    if rounds:
+        parser.add_argument("--rounds", type=integer, default=1,
+                            help="with --shuffle-delta: collections composed (default 1)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     # Type checkers see the protocol modules as attributes (``ldpfast.protocols.ocms``; the
     # ``__getattr__`` below imports them at run time); tests/test_layout.py keeps this list
     # equal to module_names().
-    from . import (blh, grr, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram, multi_pcms, npcms, ocms,
-                   olh, pem, pgr, privsketch, privsketch_ldp, ps_olh, rappor_cms, rhr, subset_selection, svim,
-                   treehist_cs)
+    from . import (blh, dbitflip, grr, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram, longitudinal,
+                   longitudinal_unary, multi_pcms, npcms, ocms, olh, pem, pgr, privsketch, privsketch_ldp, ps_olh,
+                   rappor, rappor_cms, rhr, subset_selection, svim, treehist_cs, unary)
 
 
 def module_names() -> List[str]:

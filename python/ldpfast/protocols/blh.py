@@ -29,6 +29,7 @@ from ..audit import value_inputs
 from ..kernels.field import PRIME
 from .._base import WireField
 from ._hadamard_layout import _check_d
+from ._local_hashing import match_channel
 from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 from .olh import OLHClient, OLHServer
 
@@ -136,11 +137,17 @@ def _simulations() -> Tuple[Any, ...]:
                       "Binary Local Hashing: OLH with g = 2 (pairwise hash, one bit)"),)
 
 
+def _channel(server: Any, candidates: Any, likelihood: str = "composite") -> Any:
+    """OLH's hash-match channel with ``g = 2`` (IBU/MLE, :mod:`ldpfast.estimation`)."""
+    return match_channel(server._reports, candidates, server.params.epsilon, 2, 2.0, likelihood)
+
+
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client,
     example=lambda: (Params(epsilon=1.0, d=300), zipf_values(300, n=1500)),
     wire_fields=lambda p: [WireField("z", 1), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_compare, simulations=_simulations,
+    channel=_channel,
     audit=AuditHooks(lambda e, **kw: Params(e, 16, **kw),
                      lambda p: olh_plan(_core.Field.prime(PRIME), 2, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),
