@@ -34,7 +34,7 @@ runtime="$runtime $("$cxx" -print-file-name=libstdc++.so.6)"
 # read-only columns (about a minute here).
 tests=(tests/test_kernels_ocms.py tests/test_fwht.py tests/test_hadamard.py tests/test_privsketch*.py
        tests/test_rng.py tests/test_dispatch.py tests/test_interrupt.py tests/test_binding_bounds.py
-       tests/test_read_once.py)
+       tests/test_bitvec.py tests/test_read_once.py)
 shopt -s nullglob
 tests+=(tests/test_fuzz_*.py)
 shopt -u nullglob

@@ -68,7 +68,7 @@ def _measure(job: dict) -> dict:
 
     repeat, kind = job["repeat"], job["kind"]
     if kind == "hrr":
-        from ldpfast import hadamard as H
+        H = _protocol_module("hadamard")
 
         params = H.HRRParams(epsilon=1.0, d=2 ** job["log2d"])
         batch = H.HRRClient(params, rng=1).perturb(np.random.default_rng(1).integers(0, params.d, job["n"]))
@@ -124,9 +124,18 @@ def _measure(job: dict) -> dict:
     raise ValueError(kind)
 
 
-def _one_report_server(protocol: str, log2d: int):
-    from ldpfast import grr, hadamard, rhr
+def _protocol_module(name: str):
+    """``ldpfast.protocols.<name>``, or ``ldpfast.<name>`` on a build that predates that home."""
+    import importlib
 
+    try:
+        return importlib.import_module(f"ldpfast.protocols.{name}")
+    except ImportError:
+        return importlib.import_module(f"ldpfast.{name}")
+
+
+def _one_report_server(protocol: str, log2d: int):
+    grr, hadamard, rhr = (_protocol_module(name) for name in ("grr", "hadamard", "rhr"))
     if protocol == "grr":
         params = grr.Params(epsilon=1.0, d=2**log2d)
         return grr.Server(params), grr.Client(params, rng=1)

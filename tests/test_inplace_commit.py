@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from ldpfast import errors
-from _fuzz_cases import batches, case_params, example, tiled
+from _examples import case_params, example
+from ldpfast.testing._case import batches, tiled
 from test_contract import _estimate
-from ldpfast import grr, hadamard, hashtogram, rhr
+from ldpfast.protocols import grr, hadamard, hashtogram, rhr
 from ldpfast._delta import Delta, sparse_counts
 
 CASES = case_params()

@@ -25,8 +25,9 @@ import warnings
 import numpy as np
 import pytest
 
-from _fuzz_cases import case_params, example, tiled
-from ldpfast import _core
+from _examples import case_params, example
+from ldpfast import _core, arrow
+from ldpfast.testing._case import tiled
 from ldpfast.errors import DTypeError, ReportError
 
 CASES = case_params()
@@ -57,17 +58,23 @@ def _bad_value(column):
     return np.iinfo(column.dtype).max
 
 
-def _invalid_columns(params, batch, make):
-    """The columns whose flipped entries make the batch invalid (update raises)."""
-    out = []
+def _invalid_flips(params, batch, make):
+    """Column name -> the entries of ``_flip_positions`` whose flip alone makes the batch
+    invalid (update raises); the writer flips only those, so that every batch it can
+    produce but the original is refused (in a bit row, a flip of a byte whose bits are all
+    within k is another valid report). Columns with no such entry are left out."""
+    out = {}
     for name, column in batch.columns().items():
-        changed = type(batch).from_columns({**batch.columns(), name: column.copy()})
-        flat = getattr(changed, name).reshape(-1)
-        flat[_flip_positions(column)] = _bad_value(column)
-        try:
-            make(params).update(changed)
-        except ReportError:
-            out.append(name)
+        invalid = []
+        for where in _flip_positions(column):
+            changed = type(batch).from_columns({**batch.columns(), name: column.copy()})
+            getattr(changed, name).reshape(-1)[where] = _bad_value(column)
+            try:
+                make(params).update(changed)
+            except ReportError:
+                invalid.append(where)
+        if invalid:
+            out[name] = np.array(invalid, dtype=np.intp)
     return out
 
 
@@ -99,10 +106,10 @@ def _race(params, make, batch, flip, restore):
     return server, added
 
 
-def _thread_race(params, make, batch, name):
-    """ROUNDS updates while a thread flips entries of column ``name``; restores them."""
+def _thread_race(params, make, batch, name, where):
+    """ROUNDS updates while a thread flips the entries ``where`` of column ``name``;
+    restores them."""
     flat = getattr(batch, name).reshape(-1)
-    where = _flip_positions(flat)
     good, bad = flat[where].copy(), _bad_value(flat)
     stop = threading.Event()
 
@@ -126,8 +133,8 @@ def _thread_race(params, make, batch, name):
 @pytest.mark.parametrize("case_id", CASES)
 def test_a_column_changed_by_another_thread_during_update(case_id):
     params, batch, make = _batch(case_id)
-    for name in _invalid_columns(params, batch, make):
-        server, added = _thread_race(params, make, batch, name)
+    for name, where in _invalid_flips(params, batch, make).items():
+        server, added = _thread_race(params, make, batch, name, where)
         assert server.to_bytes() == _expected(params, make, batch, added), name
 
 
@@ -168,14 +175,16 @@ def _start(script, *args):
 
 
 # One case per kernel family: the Hadamard update (one group, several groups, RHR's
-# blocks), numpy counting (GRR), OCMS candidate counting, the PrivSketch decode, SVIM.
-FAMILIES = ["hrr", "hadaoracle", "rhr", "grr", "ocms-candidates", "privsketch", "svim-items"]
+# blocks), numpy counting (GRR, dBitFlip), OCMS candidate counting, the PrivSketch decode,
+# SVIM, the bit-row column counts (OUE; RAPPOR's cohorts), PGR's point counts.
+FAMILIES = ["hrr", "hadaoracle", "rhr", "grr", "dbitflip", "ocms-candidates", "privsketch", "svim-items", "oue",
+            "rappor", "pgr"]
 
 
 @pytest.mark.parametrize("case_id", FAMILIES)
 def test_a_memory_mapped_file_rewritten_under_the_columns(case_id, tmp_path):
     params, batch, make = _batch(case_id)
-    name = _invalid_columns(params, batch, make)[0]
+    name, flips = next(iter(_invalid_flips(params, batch, make).items()))
     column = getattr(batch, name)
     path = tmp_path / "column.bin"
     column.tofile(path)
@@ -185,7 +194,7 @@ def test_a_memory_mapped_file_rewritten_under_the_columns(case_id, tmp_path):
     proc = []
 
     def start():
-        where = ",".join(str(v) for v in _flip_positions(column))
+        where = ",".join(str(v) for v in flips)
         proc.append(_start(_WRITER, path, column.dtype.str, column.size, where, _bad_value(column), 60))
 
     def restore():
@@ -200,12 +209,12 @@ def test_a_memory_mapped_file_rewritten_under_the_columns(case_id, tmp_path):
 def test_an_arrow_file_rewritten_under_a_memory_mapped_table(case_id, tmp_path):
     pa = pytest.importorskip("pyarrow")
     params, batch, make = _batch(case_id)
-    name = _invalid_columns(params, batch, make)[0]
+    name, flips = next(iter(_invalid_flips(params, batch, make).items()))
     changed = type(batch).from_columns({**batch.columns(), name: getattr(batch, name).copy()})
-    getattr(changed, name).reshape(-1)[_flip_positions(getattr(batch, name))] = _bad_value(getattr(batch, name))
+    getattr(changed, name).reshape(-1)[flips] = _bad_value(getattr(batch, name))
     files = {}
     for label, reports in (("good", batch), ("bad", changed)):
-        table = reports.to_arrow(params)
+        table = arrow.to_arrow(reports, params)
         files[label] = tmp_path / f"{label}.arrow"
         with pa.OSFile(str(files[label]), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
@@ -213,7 +222,7 @@ def test_an_arrow_file_rewritten_under_a_memory_mapped_table(case_id, tmp_path):
     live = tmp_path / "live.arrow"
     live.write_bytes(files["good"].read_bytes())
     source = pa.memory_map(str(live), "r")
-    on_disk = type(batch).from_arrow(pa.ipc.open_file(source).read_all(), params)
+    on_disk = arrow.from_arrow(pa.ipc.open_file(source).read_all(), params, reports_type=type(batch))
     proc = []
 
     def restore():
@@ -309,7 +318,7 @@ def test_the_issue_reproducer_hadaoracle_groups_flipped_while_updating():
 
 
 def _hrr_case(log2d, n, groups=False):
-    from ldpfast import hadaoracle, hadamard
+    from ldpfast.protocols import hadaoracle, hadamard
 
     rng = np.random.default_rng(log2d)
     if groups:
