@@ -115,15 +115,17 @@ class Delta:
         index = np.flatnonzero(values)
         return self.add(name, values[index], index)
 
-    def add_dense(self, name: str, values: np.ndarray) -> "Delta":
-        """``state[name] += values`` (same shape and dtype), written chunk by chunk."""
+    def add_dense(self, name: str, values: np.ndarray, doing: str = "merging") -> "Delta":
+        """``state[name] += values`` (same shape and dtype), written chunk by chunk (a merge,
+        or a batch whose counts cover the whole array; ``doing`` names it in errors)."""
         target = self._target(name)
         values = np.asarray(values).reshape(-1)
         if values.shape != target.shape or values.dtype != target.dtype:
             raise IncompatibleError(f"state array {name!r} is {values.size} {values.dtype} values, expected "
                                     f"{target.size} {target.dtype}")
-        # name, target, values, values added below, chunk in flight (lo, hi, old), undo in flight (lo, hi, now)
-        self._steps.append(["dense", name, target, values, 0, None, None])
+        # name, target, values, values added below, chunk in flight (lo, hi, old), undo in flight
+        # (lo, hi, now), what is being done
+        self._steps.append(["dense", name, target, values, 0, None, None, doing])
         return self
 
     def replace(self, name: str, value: Any) -> "Delta":
@@ -156,7 +158,7 @@ class Delta:
         for lo in range(0, target.size, self._CHUNK):
             hi = min(lo + self._CHUNK, target.size)
             old = target[lo:hi].copy()
-            new = _checked_sum(name, old, values[lo:hi], "merging")
+            new = _checked_sum(name, old, values[lo:hi], step[7])
             step[5] = (lo, hi, old)  # in flight: restored from `old` whether written or not
             target[lo:hi] = new
             step[4] = hi             # chunks below hi are added

@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import _core
-from .._aggregator import Aggregator, _State
+from .._aggregator import Aggregator
+from .._delta import Delta, _State
 from .._validate import check_array, check_threads
 from ..errors import FormatError, ReportError
 
@@ -119,18 +120,22 @@ class BitCountServer(Aggregator):
             at = int(np.argmax(column >= groups))
             raise ReportError(f"{self.group_column} must be < {groups}, got {int(column[at])} at index {at}")
 
-    def _ingest(self, reports: Any) -> Mapping[str, Any]:
+    def _ingest(self, reports: Any) -> Delta:
         groups, k = self._shape(self.params)
         rows = reports.bits
         if rows.ndim != 2 or rows.shape[1] != row_bytes(k):
             self._validate(reports)
         column = self._groups_of(reports)
+        # the kernel's counts cover the whole state, as one report's k bits do
+        self._check_call(8 * groups * (k + 1) + (4 * len(reports) if column is not None else 0),
+                         lambda: f"counting a batch of {len(reports)} bit rows into {groups} x {k} counts")
         counts, per_group, first_bad = _core.bitvec_column_counts(
             rows, k, None if column is None else np.ascontiguousarray(column, dtype=np.uint32), groups, self.threads)
         if first_bad < len(reports):
             self._validate(reports)  # names the bad report
             raise ReportError(f"report {first_bad} changed while it was being added")
-        return {"counts": self._st["counts"] + counts, "reports": self._st["reports"] + per_group}
+        return (self._delta().add_dense("counts", counts, "adding the batch")
+                .add_dense("reports", per_group, "adding the batch"))
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)

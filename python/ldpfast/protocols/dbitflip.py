@@ -35,7 +35,8 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import _base, _core
-from .._aggregator import _exact_sum, _State
+from .._aggregator import _exact_sum
+from .._delta import _State
 from .._base import AuditHooks
 from .._validate import check_array, check_epsilon, check_int, check_threads, check_values
 from ..errors import FormatError, ParameterError, ReportError
@@ -175,13 +176,11 @@ class DBitFlipServer(_base.Aggregator):
                                                            .any()):
             raise ReportError("each report's buckets must be distinct and ascending")
 
-    def _ingest(self, reports: DBitFlipReports) -> Mapping[str, Any]:
-        d = self.params.d
-        buckets = reports.buckets.astype(np.intp).ravel()
-        sampled = np.bincount(buckets, minlength=d).astype(np.uint64)
-        ones = np.bincount(buckets, weights=reports.bits.ravel(), minlength=d).astype(np.uint64)
-        return {"sampled": self._st["sampled"] + sampled, "ones": self._st["ones"] + ones,
-                "n": self._st["n"] + np.uint64(len(reports))}
+    def _ingest(self, reports: DBitFlipReports) -> _base.Delta:
+        # the batch is the library's copy, checked by _validate: each value read once
+        buckets = reports.buckets.ravel()
+        return (self._delta().add_counts("sampled", buckets)
+                .add_counts("ones", buckets[reports.bits.ravel() != 0]).add("n", [len(reports)]))
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
@@ -352,10 +351,9 @@ class OneBitMeanServer(MemoServer, _base.Aggregator):
         if _exact_sum(state["counts"]) >= 2**63:
             raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
 
-    def _ingest(self, reports: OneBitMeanReports) -> Mapping[str, Any]:
+    def _ingest(self, reports: OneBitMeanReports) -> _base.Delta:
         ones = int(np.count_nonzero(reports.bit))
-        added = np.array([len(reports) - ones, ones], dtype=np.uint64)
-        return {"counts": self._st["counts"] + added}
+        return self._delta().add("counts", np.array([len(reports) - ones, ones], dtype=np.uint64))
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """``[mean / m]``: ``(ones/n - P0)/(P1 - P0)`` (candidates: None or ``[0]``);

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import _core
-from .._aggregator import _State
+from .._delta import Delta, _State
 from .._base import (Aggregator, AuditHooks, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase,
                      register_protocol)
 from .._memory import check_allocation
@@ -247,14 +247,21 @@ class Server(Aggregator):
     def _validate(self, reports: Reports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: Reports) -> Dict[str, Any]:
-        chunk = tuple(_frozen(np.array(getattr(reports, name))) for name in _COLUMNS)   # copies, then checked
-        Reports(*chunk).validate(self.params)
-        return {"chunks": self._st["chunks"] + (chunk,), "canonical": False}
+    def _keeps_batch(self) -> bool:
+        return True  # the batch's columns become a chunk of the state: fresh copies
 
-    def _merged(self, theirs: Mapping[str, Any]) -> Dict[str, Any]:
+    def _ingest(self, reports: Reports) -> Delta:
+        # the columns are the library's own copies (see Aggregator._own), checked, then kept
+        chunk = tuple(_frozen(getattr(reports, name)) for name in _COLUMNS)
+        Reports(*chunk).validate(self.params)
+        return (self._delta().replace("chunks", self._st["chunks"] + (chunk,)).replace("canonical", False)
+                .replace("grouped", False))
+
+    def _merged(self, theirs: Mapping[str, Any]) -> Delta:
         mine = self._st
-        return {"chunks": mine["chunks"] + theirs["chunks"], "canonical": mine["canonical"] and not theirs["chunks"]}
+        return (self._delta().replace("chunks", mine["chunks"] + theirs["chunks"])
+                .replace("canonical", mine["canonical"] and not theirs["chunks"])
+                .replace("grouped", mine.get("grouped", False) and not theirs["chunks"]))
 
     def _columns(self, canonical: bool = True) -> Tuple[np.ndarray, ...]:
         """The reports as one set of columns, sorted by group (estimates need no more) or,
@@ -264,7 +271,10 @@ class Server(Aggregator):
         chunks, ordered = st["chunks"], st["canonical"]
         if not chunks:
             return (np.zeros(0, np.uint32),) + tuple(np.zeros(0, np.uint64) for _ in range(3))
-        if len(chunks) > 1 or (canonical and not ordered) or "grouped" not in st:
+        if len(chunks) > 1 or (canonical and not ordered) or not st.get("grouped"):
+            n = sum(int(c[0].size) for c in chunks)
+            # the concatenated columns, the order and the sorted copies
+            self._check_call(2 * 28 * n + 8 * n, lambda: f"compacting the {n} reports a PEM server keeps")
             columns = [np.concatenate([c[i] for c in chunks]) for i in range(4)]
             order = np.lexsort(columns[::-1]) if canonical else np.argsort(columns[0], kind="stable")
             chunks = (tuple(_frozen(column[order]) for column in columns),)

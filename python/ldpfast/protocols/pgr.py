@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import _core
-from .._base import (Aggregator, AuditHooks, ClientBase, ComparisonRow, Params as _ParamsBase, Protocol,
+from .._base import (Aggregator, AuditHooks, ClientBase, ComparisonRow, Delta, Params as _ParamsBase, Protocol,
                      Reports as _ReportsBase, register_protocol)
 from .._validate import check_array, check_below, check_epsilon, check_int, check_values
 from ..errors import FormatError, ParameterError, ReportError
@@ -176,7 +176,11 @@ class Server(Aggregator):
     protocol: ClassVar[str] = PROTOCOL_ID
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    # _ingest reads y once (the kernel checks each value it counts; small batches are
+    # clamped into their own array, as GRR does), so the template neither copies the batch
+    # nor runs _validate first
     _ingest_validates: ClassVar[bool] = True
+    _reads_once: ClassVar[bool] = True
     params: Params
 
     def __init__(self, params: Params, threads: int = 0):
@@ -192,14 +196,24 @@ class Server(Aggregator):
     def _validate(self, reports: Reports) -> None:
         check_below(reports.y, self.params.points, "y", "points in", ReportError)
 
-    def _ingest(self, reports: Reports) -> Dict[str, np.ndarray]:
-        counts = self._st["counts"].copy()
-        n = len(reports.y)
-        first_bad = _core.pgr_update(reports.y, self.params.points, counts, self.threads)
-        if first_bad < n:
-            raise ReportError(f"y must be points in [0, {self.params.points}) (K for q = {self.params.q}, "
-                              f"t = {self.params.t}); report {first_bad} is not")
-        return {"counts": counts}
+    def _ingest(self, reports: Reports) -> Delta:
+        points, n = self.params.points, len(reports.y)
+        if 8 * n < points:  # few reports: sparse counts, no histogram of the state's size
+            self._check_call(8 * n, lambda: f"counting a batch of {n} PGR reports")
+            symbols = np.minimum(reports.y, np.uint32(points))  # the one read of y: values >= K become K
+            delta = self._delta().add_counts("counts", symbols, size=points + 1)
+            if delta.touches("counts", points):
+                first_bad = int(np.argmax(symbols == points))
+            else:
+                return delta
+        else:
+            self._check_call(8 * points, lambda: f"counting a batch of {n} PGR reports into {points} points")
+            counts = np.zeros(points, dtype=np.uint64)
+            first_bad = _core.pgr_update(reports.y, points, counts, self.threads)
+            if first_bad == n:
+                return self._delta().add_dense("counts", counts, "adding the batch")
+        raise ReportError(f"y must be points in [0, {points}) (K for q = {self.params.q}, "
+                          f"t = {self.params.t}); report {first_bad} is not")
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
