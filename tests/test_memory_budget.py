@@ -139,3 +139,43 @@ def test_copying_or_counting_a_batch_larger_than_the_budget_is_refused(limit):
     params = grr.Params(epsilon=1.0, d=16)
     reports = grr.Client(params, rng=1).perturb(np.arange(2**17) % 16)  # GRR reads y once: no copy
     _refused_small(lambda: grr.Server(params).update(reports), r"counting a batch of 131072 GRR reports")
+
+
+# The issue-20/21b servers: OUE's column counts (as large as the state: one report is d
+# bits), PGR's point histogram for batches of at least K/8 reports, PEM's compaction of
+# the reports it keeps; each refused with the state unchanged, smaller calls still pass.
+
+def test_bit_row_counts_beyond_the_budget_are_refused(limit):
+    from ldpfast.protocols import unary
+
+    params = unary.OUEParams(epsilon=1.0, d=2**20)
+    client = unary.OUEClient(params, rng=1)
+    server = unary.OUEServer(params)
+    before = server.to_bytes()
+    limit(12 << 20)  # the 8 MiB state fits; its 8 MiB of batch counts beside it do not
+    _refused_small(lambda: server.update(client.perturb(np.array([3]))),
+                   r"counting a batch of 1 bit rows into 1 x 1048576 counts")
+    assert server.to_bytes() == before
+    limit(None)
+    assert server.update(client.perturb(np.array([3]))).n == 1
+
+
+def test_pgr_histograms_and_pem_compaction_beyond_the_budget_are_refused(limit):
+    from ldpfast._base import protocols
+
+    pgr = protocols()["pgr"]
+    params = pgr.params(epsilon=1.0, d=2**16, q=3)  # K = 88573 points: 692 KiB of state
+    reports = pgr.client(params, rng=1).perturb(np.arange(2**14))
+    server = pgr.aggregator(params)
+    limit(1 << 20)
+    _refused_small(lambda: server.update(reports), r"counting a batch of 16384 PGR reports into 88573 points")
+    assert server.update(pgr.client(params, rng=1).perturb(np.arange(100))).n == 100  # sparse: fits
+    pem = protocols()["pem"]
+    params, values = pem.example()
+    client, server = pem.client(params, rng=1), pem.aggregator(params)
+    for _ in range(4):
+        server.update(client.perturb(values))
+    limit(200 << 10)  # 336 KiB of kept reports to compact: refused; the chunks stay as they were
+    _refused_small(server.to_bytes, r"compacting the 12000 reports a PEM server keeps")
+    limit(None)
+    assert server.n == 12_000 and len(server.to_bytes()) > 12_000 * 28
