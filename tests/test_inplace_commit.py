@@ -20,7 +20,9 @@ from _examples import case_params, example
 from ldpfast.testing._case import batches, tiled
 from test_contract import _estimate
 from ldpfast.protocols import grr, hadamard, hashtogram, rhr
+from ldpfast._base import protocols
 from ldpfast._delta import Delta, sparse_counts
+from test_conformance import SUBJECTS
 
 CASES = case_params()
 _COMMIT_CODE = {Delta.commit.__code__, Delta._add_dense.__code__}
@@ -80,6 +82,21 @@ def test_an_interrupt_at_any_line_of_the_commit_leaves_before_or_after(case_id, 
     outcomes = _interrupted_at_every_line(lambda s: s.merge(other), lambda: make(params).update(first))
     assert outcomes[-1] == after
     assert all(out in (before, after) for out in outcomes)
+
+
+@pytest.mark.parametrize("case_id", [p for p in CASES if protocols()[SUBJECTS[p.values[0]][0]].builtin])
+def test_every_builtin_server_commits_in_place(case_id):
+    """``_ingest`` and ``_merged`` return a Delta (or None: the kernel committed in place),
+    never a whole new state, which would cost time and memory in proportion to the state."""
+    proto, params, reports, make = example(case_id)
+    server, other = make(params), make(params).update(reports)
+    batch = server._accepted(reports)
+    with server._lock:
+        server._own(batch)
+        ingested = server._ingest(batch)
+        merged = server._merged(other._committed())
+    assert ingested is None or isinstance(ingested, Delta), type(ingested)
+    assert isinstance(merged, Delta), type(merged)
 
 
 def _arrays_of(server, proto):
