@@ -48,6 +48,6 @@ from ._registry import (_REGISTRY, INPUT_KINDS, AuditHooks, ComparisonRow, Proto
                         register_protocol)
 from ._reports import Reports
 
-__all__ = ["Params", "Reports", "Aggregator", "ClientBase", "Protocol", "AuditHooks", "ComparisonRow", "WireField",
-           "bits_for", "register_protocol", "protocols", "protocol", "params_from_json", "load_aggregator",
+__all__ = ["Params", "Reports", "Aggregator", "Delta", "ClientBase", "Protocol", "AuditHooks", "ComparisonRow",
+           "WireField", "bits_for", "register_protocol", "protocols", "protocol", "params_from_json", "load_aggregator",
            "read_header", "params_summary", "FORMAT_MAGIC", "FORMAT_VERSION", "INPUT_KINDS"]
