@@ -179,3 +179,18 @@ def test_pgr_histograms_and_pem_compaction_beyond_the_budget_are_refused(limit):
     _refused_small(server.to_bytes, r"compacting the 12000 reports a PEM server keeps")
     limit(None)
     assert server.n == 12_000 and len(server.to_bytes()) > 12_000 * 28
+
+
+def test_new_protocol_queries_beyond_the_budget_are_refused(limit):
+    from ldpfast.protocols import dbitflip, unary
+
+    params = dbitflip.DBitFlipParams(epsilon=1.0, d=2**20, sampled=1)
+    server = dbitflip.DBitFlipServer(params).update(dbitflip.DBitFlipClient(params, rng=1).perturb(np.arange(100)))
+    limit(24 << 20)  # 16 MiB of state; a query over its 2^20 values would take 56 MiB more
+    _refused_small(server.estimate, r"a dBitFlip query over all 1048576 values \(the default\)")
+    assert server.estimate([1, 2, 3]).shape == (3,)
+    params = unary.OUEParams(epsilon=1.0, d=2**18)
+    server = unary.OUEServer(params).update(unary.OUEClient(params, rng=1).perturb(np.arange(10)))
+    limit(4 << 20)
+    _refused_small(server.estimate, r"a 'oue' query over all 262144 values")
+    assert server.estimate([1, 2, 3]).shape == (3,)

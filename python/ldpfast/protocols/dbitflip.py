@@ -192,15 +192,18 @@ class DBitFlipServer(_base.Aggregator):
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """``fhat(v) = d/(n s) * (o_v - q s_v)/(p - q)`` for the candidates (default: all of
         ``[0, d)``), with the samplers' exact ``p`` and ``q``; ``counts=True`` gives ``n fhat``."""
+        # per candidate: its index, the two counts as floats and the intermediates
+        self._check_query(candidates, 56, self.params.d, "a dBitFlip query")
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         p = self.params
         hot, cold = (t / _TWO64 for t in p.thresholds)
-        sampled, ones = self._st["sampled"].astype(np.float64), self._st["ones"].astype(np.float64)
+        sampled, ones = self._st["sampled"], self._st["ones"]
         if candidates is not None:
             index = check_values(candidates, p.d, "candidates", "values in").astype(np.intp)
             sampled, ones = sampled[index], ones[index]
+        sampled, ones = sampled.astype(np.float64), ones.astype(np.float64)
         fhat = p.d / (n * p.sampled) * (ones - cold * sampled) / (hot - cold)
         return np.asarray(fhat * n if counts else fhat, dtype=np.float64)
 

@@ -245,6 +245,9 @@ class Server(Aggregator):
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """``fhat(x) = (C(x)/n - p')/(p - p')`` for ``candidates`` (default: all of ``[0, d)``),
         fractions (counts with ``counts=True``)."""
+        decoded = getattr(self._st, "_hyperplane_counts", None)
+        self._check_query(candidates, 40, self.params.d, "a PGR query",
+                          extra=0 if decoded is not None else 8 * self.params.points)
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")

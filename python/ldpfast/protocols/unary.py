@@ -184,6 +184,7 @@ class UnaryServer(BitCountServer):
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """``fhat(x) = (C(x)/n - q)/(p - q)`` for the candidates (default: all of ``[0, d)``);
         ``counts=True`` gives ``n fhat``."""
+        self._check_query(candidates, 40, self.params.d, f"a {self.protocol!r} query")
         n = self.n
         if n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
