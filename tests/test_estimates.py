@@ -423,7 +423,7 @@ def test_to_pandas(monkeypatch):
     assert frame.attrs["protocol"] == "grr" and isinstance(frame, pd.DataFrame)
     assert "ci_low" not in e.postprocess("clip").to_pandas().columns
     monkeypatch.setitem(sys.modules, "pandas", None)
-    with pytest.raises(ImportError, match="pip install pandas"):
+    with pytest.raises(ImportError, match=r"pip install 'ldpfast\[pandas\]'"):
         e.to_pandas()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from ldpfast import _base, theory
 from ldpfast.protocols import grr, ocms
-from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError
+from ldpfast.errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from ldpfast.kernels.field import PRIME, irreducible_polynomial, poly_low_bits
 
 R1_PRIME = 18361375334787046697  # [PAN] reference code R1's prime (not 2^64 - 59)
@@ -71,11 +71,15 @@ def test_client_output_fits_params(params, reports):
     ([0, 5, 1000], r"values must be integers in \[0, 1000\), got 1000 at index 2"),
     ([3, -1], r"values must be non-negative integers, got -1 at index 1"),
     (np.array([1.0, 2.0]), r"values must hold integers, got dtype float64"),
-    ("abc", r"values must hold integers"),
 ])
 def test_client_rejects_bad_values(params, values, message):
     with pytest.raises(ParameterError, match=message):
         ocms.Client(params, rng=1).perturb(values)
+
+
+def test_client_without_a_domain_refuses_strings(params):
+    with pytest.raises(DTypeError, match=r"no domain: attach one"):
+        ocms.Client(params, rng=1).perturb("abc")
 
 
 def test_client_rejects_bad_arguments(params):

@@ -20,9 +20,12 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import warnings
 
-from . import _core, _deprecated, errors
+from . import _aggregator, _core, _deprecated, errors
 from . import estimates as _estimates  # noqa: F401  (plugs server.frequencies() into the aggregators)
 from ._memory import get_memory_limit, set_memory_limit
+from ._progress import set_progress
+from .domain import Domain, HashedDomain, PrefixDomain
+from .planning import recommend
 
 if TYPE_CHECKING:
     # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
@@ -34,10 +37,12 @@ if TYPE_CHECKING:
         cli,
         dask,
         datasets,
+        domain,
         estimates,
         experiments,
         kernels,
         metrics,
+        planning,
         protocols,
         testing,
         theory,
@@ -48,18 +53,21 @@ __version__ = "0.1.0"
 
 _SUBMODULES = frozenset({
     "protocols", "kernels", "theory", "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow",
-    "estimates", "assignment", "audit", "testing",
+    "estimates", "assignment", "audit", "testing", "domain", "planning",
 })
 _deprecated.install()
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
-           "errors", *sorted(_SUBMODULES)]
+           "set_progress",
+           "Domain", "HashedDomain", "PrefixDomain", "recommend", "errors", *sorted(_SUBMODULES)]
 
 
-def load(blob: bytes, key: Optional[bytes] = None) -> Any:
+def load(blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> "_aggregator.Aggregator":
     """The aggregator (Server) of whichever protocol serialized ``blob`` with
     ``to_bytes()``, e.g. a checkpoint or a worker's partial result. ``key``: the HMAC key
-    the bytes were written with (``to_bytes(key=...)``), if any.
+    the bytes were written with (``to_bytes(key=...)``), if any. ``domain``: the
+    :class:`Domain` (vocabulary) the parameters were made with; bytes record it by its
+    fingerprint only.
 
     Raises:
         ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator (or fail
@@ -67,7 +75,7 @@ def load(blob: bytes, key: Optional[bytes] = None) -> Any:
     """
     from ._base import load_aggregator
 
-    return load_aggregator(blob, key=key)
+    return load_aggregator(blob, key=key, domain=domain)
 
 
 def backend_info() -> Dict[str, Any]:

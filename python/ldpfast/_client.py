@@ -5,18 +5,22 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, ClassVar, Optional
 
+from ._labels import is_labels
 from ._params import params_summary
 from ._random import KeySource, RngLike
 from ._registry import _REGISTRY, _declare_base
 from ._reports import Reports
 from ._validate import check_threads
-from .errors import ParameterError
+from .errors import DTypeError, ParameterError
 
 
 def _stamping(perturb: Callable[..., Any]) -> Callable[..., Any]:
-    """``perturb`` that records the client's parameter fingerprint on the batch it returns."""
+    """``perturb`` that takes labels through the parameters' domain (``params.label_domain``)
+    and records the client's parameter fingerprint on the batch it returns."""
     @functools.wraps(perturb)
     def stamped(self: "ClientBase", *args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (self._value_ids(args[0]),) + args[1:]
         reports = perturb(self, *args, **kwargs)
         if isinstance(reports, Reports):
             reports.params_fingerprint = self.params.fingerprint
@@ -46,6 +50,12 @@ class ClientBase:
     params: Any
     threads: int
     _keys: KeySource
+    #: ``perturb(values, ...) -> Reports``, defined by each protocol's client (declared here
+    #: for type checkers: code that holds a ``type[ClientBase]`` may call it).
+    perturb: Callable[..., Reports]
+    #: True for clients that take strings themselves (RAPPOR hashes them into its Bloom
+    #: filter): labels without a domain are then theirs, not an error.
+    takes_labels: ClassVar[bool] = False
 
     def __init__(self, params: Any, rng: RngLike = None, threads: int = 0):
         expected = self._expected_params()
@@ -62,7 +72,7 @@ class ClientBase:
         super().__init_subclass__(**kwargs)
         perturb = cls.__dict__.get("perturb")
         if callable(perturb) and not getattr(perturb, "_ldpfast_stamps", False):
-            cls.perturb = _stamping(perturb)  # type: ignore[attr-defined]
+            cls.perturb = _stamping(perturb)
 
     @classmethod
     def _expected_params(cls) -> type:
@@ -73,6 +83,30 @@ class ClientBase:
                 if proto.client is klass:
                     return proto.params
         raise TypeError(f"{cls.__name__} is not registered (register_protocol) and sets no params_type")
+
+    def _value_ids(self, values: Any) -> Any:
+        """Client inputs with labels turned into value ids by ``params.label_domain``."""
+        domain = getattr(self.params, "label_domain", None)
+        sets = self._input_kind() == "sets"
+        if domain is not None:
+            return domain.encode_sets(values) if sets else domain.encode_inputs(values)
+        if self.takes_labels:
+            return values
+        if (not sets and is_labels(values)) or (sets and isinstance(values, list) and values
+                                                  and is_labels(values[0])):
+            raise DTypeError("values are labels (strings or categories) and these parameters have no domain: "
+                             "attach one, e.g. params.with_domain(ldpfast.Domain(labels)) for a known vocabulary "
+                             "or ldpfast.HashedDomain() for an open one (see ldpfast.domain)")
+        return values
+
+    @classmethod
+    def _input_kind(cls) -> str:
+        """The registration's ``inputs`` (``"values"`` or ``"sets"``)."""
+        for klass in cls.__mro__:
+            for proto in _REGISTRY.values():
+                if proto.client is klass:
+                    return proto.inputs
+        return "values"
 
     @property
     def seeded(self) -> bool:

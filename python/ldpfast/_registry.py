@@ -27,7 +27,7 @@ import warnings
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
-from ._params import Params, _parse_params_json
+from ._params import Params, _parse_params_json, _with_stored_domain
 from ._reports import Reports
 from .errors import FormatError, ParameterError
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .uncertainty import Uncertainty
 
 __all__ = ["Protocol", "AuditHooks", "ComparisonRow", "WireField", "bits_for", "register_protocol", "protocols",
-           "protocol", "params_from_json", "INPUT_KINDS"]
+           "protocol", "aliases", "params_from_json", "INPUT_KINDS"]
 
 #: What a protocol's client perturbs: one integer value per user, or one set of distinct
 #: integers per user (a list of lists, or ``(offsets, items)`` arrays).
@@ -91,12 +91,21 @@ class AuditHooks:
     permanent_epsilon: Optional[Callable[[Any], float]] = None
 
 
+#: ``(n, q) -> float``: a server's work or memory for ``n`` reports and ``q`` candidates.
+CostFn = Callable[[int, int], float]
+
+
 @dataclasses.dataclass(frozen=True)
 class ComparisonRow:
-    """One row of ``ldpfast params`` (a protocol configured for a deployment): ``name``,
-    ``m`` (hash range or RR symbols), ``bits`` per report, ``variance(f)`` (closed-form
-    ``Var(fhat)`` at true frequency ``f``, affine in ``f``), ``l2`` (worst case over
-    distributions on the whole dictionary) and a ``note``."""
+    """One row of ``ldpfast params`` and :func:`ldpfast.recommend` (a protocol configured
+    for a deployment): ``name``, ``m`` (hash range or RR symbols), ``bits`` per report,
+    ``variance(f)`` (closed-form ``Var(fhat)`` at true frequency ``f``, affine in ``f``),
+    ``l2`` (worst case over distributions on the whole dictionary) and a ``note``.
+
+    The server's cost, where the protocol states it: ``server_ops(n, q)``, the elementary
+    steps to aggregate ``n`` reports and estimate ``q`` candidates (one step: a counter
+    update, a hashed (report, candidate) pair, a butterfly of a transform), and
+    ``state_bytes(n, q)``, the memory the server holds."""
 
     name: str
     m: int
@@ -104,6 +113,8 @@ class ComparisonRow:
     variance: VarianceFn
     l2: float
     note: str = ""
+    server_ops: Optional[CostFn] = None
+    state_bytes: Optional[CostFn] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,18 +272,55 @@ def protocols() -> Dict[str, Protocol]:
 
 
 def protocol(protocol_id: str) -> Protocol:
-    """The registered protocol with id ``protocol_id``.
+    """The registered protocol with id ``protocol_id``, or with that alias (:func:`aliases`):
+    every command and library function that takes a protocol name accepts both.
 
     Raises:
-        ParameterError: no such protocol in this build (the message lists the known ids).
+        ParameterError: no such protocol in this build (the message lists the known ids
+            and aliases).
     """
     found = _REGISTRY.get(protocol_id)
     if found is not None:
         return found
     known = protocols()
-    if protocol_id not in known:
-        raise ParameterError(f"protocol must be one of {sorted(known)}, got {protocol_id!r}")
-    return known[protocol_id]
+    if protocol_id in known:
+        return known[protocol_id]
+    alias = aliases().get(protocol_id) if isinstance(protocol_id, str) else None
+    if alias is None:
+        others = ", ".join(f"{a} ({pid})" for a, pid in sorted(aliases().items()))
+        raise ParameterError(f"protocol must be one of {sorted(known)} or an alias ({others}), got {protocol_id!r}")
+    return known[alias]
+
+
+_ALIASES: Dict[Tuple[int, ...], Dict[str, str]] = {}
+
+
+def aliases() -> Dict[str, str]:
+    """``{alias: protocol id}``: the ``ldpfast simulate`` names of the protocols' simulation
+    entries (``Protocol.simulations``) that are not their protocol's id, such as
+    ``ocms-mse`` and ``ocms-l`` (OCMS+RR in its two modes), ``cms-he`` (``cmshe``) or
+    ``treehist`` (HadaHeavy with B = 2). Each names exactly one protocol.
+
+    Raises:
+        ValueError: a simulation entry is named after another protocol's id, or two
+            protocols declare the same name.
+    """
+    known = protocols()
+    seen = tuple(id(proto) for proto in known.values())
+    cached = _ALIASES.get(seen)
+    if cached is None:
+        cached = {}
+        for pid, proto in known.items():
+            for entry in proto.simulations() if proto.simulations else ():
+                name = entry.name
+                if name == pid:
+                    continue
+                if name in known or cached.get(name, pid) != pid:
+                    raise ValueError(f"simulation entry {name!r} of {pid!r} names another protocol")
+                cached[name] = pid
+        _ALIASES.clear()
+        _ALIASES[seen] = cached
+    return dict(cached)
 
 
 def protocol_or_format_error(protocol_id: str) -> Protocol:
@@ -291,4 +339,4 @@ def params_from_json(text: str) -> Params:
     """
     protocol_id, data = _parse_params_json(text)
     params_type: Type[Params] = protocol_or_format_error(protocol_id).params
-    return params_type.from_dict(data)
+    return _with_stored_domain(params_type.from_dict(data), text)

@@ -34,6 +34,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Type, Union
 import numpy as np
 
 from ._base import Params, Reports, params_from_json, protocol_or_format_error
+from ._optional import require
 from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError
 
 __all__ = ["to_arrow", "from_arrow", "write_parquet", "read_parquet", "iter_parquet",
@@ -47,13 +48,9 @@ _KEY_VERSION = b"ldpfast.reports"
 _KEY_SHAPE = b"ldpfast.shape"  # field metadata of multi-dimensional columns
 
 
-def _pyarrow():
-    try:
-        import pyarrow
-    except ImportError:  # pragma: no cover - exercised only without pyarrow
-        raise ImportError("ldpfast's Arrow/Parquet support needs pyarrow: "
-                          "pip install 'ldpfast[arrow]' (or pip install pyarrow)") from None
-    return pyarrow
+def _pyarrow() -> Any:
+    """pyarrow, or MissingDependencyError naming the ``arrow`` extra."""
+    return require("pyarrow", "ldpfast's Arrow/Parquet support")
 
 
 def _metadata(reports: Reports, params: Optional[Params]) -> Dict[bytes, bytes]:
@@ -225,11 +222,8 @@ def write_parquet(reports: Reports, path: "os.PathLike[str] | str", params: Para
         raise
 
 
-def _parquet():
-    _pyarrow()
-    import pyarrow.parquet as pq
-
-    return pq
+def _parquet() -> Any:
+    return require("pyarrow.parquet", "ldpfast's Arrow/Parquet support")
 
 
 # A Parquet file given by path, or its contents.

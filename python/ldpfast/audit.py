@@ -205,6 +205,15 @@ def _hooks(pid: str):
     return hooks
 
 
+def _canonical(name: str) -> str:
+    """The protocol id of ``name`` (an id or an alias such as ``cms-he``, see
+    :func:`ldpfast._registry.aliases`); an unknown name unchanged."""
+    try:
+        return protocol(name).id
+    except ParameterError:
+        return name
+
+
 def audited(budget: str = "report") -> Tuple[str, ...]:
     """The registered protocols with an audit plan (what the CLI's ``all`` audits);
     ``budget="permanent"``: those with a memoized permanent response."""
@@ -332,6 +341,7 @@ def default_params(protocol: str, epsilon: float, **changes):
     not depend on the size). ``changes`` replace fields (e.g. ``reference=True`` for
     ``svim-padded``, ``amplify=True`` for ``ps-olh``)."""
     known = audited()
+    protocol = _canonical(protocol)
     if protocol not in known:
         raise ParameterError(f"protocol must be one of {sorted(known)}, got {protocol!r}")
     try:

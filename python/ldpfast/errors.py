@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError", "StorageError", "PrivacyWarning"]
+           "DTypeError", "StorageError", "PrivacyWarning", "MissingDependencyError"]
 
 
 class LdpfastError(Exception):
@@ -39,6 +39,13 @@ class DTypeError(LdpfastError, TypeError):
 class StorageError(LdpfastError, OSError):
     """Reading or writing a file failed (missing, no permission, disk full, I/O error); the
     message names the file and the system's reason."""
+
+
+class MissingDependencyError(LdpfastError, ImportError):
+    """An optional package a feature needs is not installed; the message names the
+    ``ldpfast[extra]`` that installs it (``ldpfast.arrow``: ``arrow``, plots: ``plot``,
+    ``ldpfast.dask``: ``dask``, ``Estimate.to_pandas``: ``pandas``, the shuffle accountant:
+    ``shuffle``)."""
 
 
 class PrivacyWarning(UserWarning):

@@ -29,13 +29,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from statistics import NormalDist
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union, overload
 
 import numpy as np
 
 from ._aggregator import set_estimator
+from ._labels import _flat, is_labels
+from ._optional import require
 from ._registry import protocol
 from .errors import ParameterError
+from .postprocessing import base_cut, norm, norm_cut, norm_mul, norm_sub, project_simplex
 from .uncertainty import TRUE_FREQUENCY, PlugIn, Uncertainty
 
 __all__ = ["Estimate", "estimate", "project_simplex", "norm", "norm_sub", "norm_mul", "norm_cut", "base_cut",
@@ -51,6 +54,24 @@ _MAX_WHOLE_DOMAIN = 2**24
 
 def _normal_quantile(p: float) -> float:
     return NormalDist().inv_cdf(p)
+
+
+def _interval_alpha(alpha: Optional[float], confidence: Optional[float]) -> float:
+    """The miss probability of an interval from ``alpha`` or ``confidence`` (scipy's
+    keyword), refusing ``alpha > 0.5``, which is almost surely a confidence level."""
+    if alpha is not None and confidence is not None:
+        raise ParameterError(f"pass alpha or confidence, not both (got alpha={alpha!r}, confidence={confidence!r})")
+    if confidence is not None:
+        level = _check_alpha("confidence", confidence)
+        if level < 0.5:
+            raise ParameterError(f"confidence must be in [0.5, 1) (e.g. 0.95 for 95% intervals), got {confidence!r}")
+        return 1.0 - level
+    alpha = 0.05 if alpha is None else _check_alpha("alpha", alpha)
+    if alpha > 0.5:
+        raise ParameterError(f"alpha is the probability that an interval misses: alpha={alpha!r} asks for "
+                             f"{1 - alpha:.0%} intervals. For {alpha:.0%} intervals pass confidence={alpha!r} "
+                             f"(or alpha={1 - alpha:.3g})")
+    return alpha
 
 
 def _check_alpha(name: str, alpha: float) -> float:
@@ -76,9 +97,17 @@ class Estimate:
             estimator; see :mod:`ldpfast.uncertainty`).
         uncertainty: the protocol's model (:class:`ldpfast.uncertainty.Uncertainty`), or None.
         rows: the positions of these candidates among those the model was built for.
+        labels: the candidates' labels (object array) when the parameters have a domain
+            (``params.with_domain``, :mod:`ldpfast.domain`) that decodes them, or when the
+            candidates were given as labels; else None.
         method: the estimator: ``"debiased"`` (unbiased), ``"ibu"`` or ``"mle"``
             (likelihood-based, :mod:`ldpfast.estimation`; on the simplex, so biased near 0,
             with standard errors from the Fisher information).
+
+    An Estimate behaves like its values: ``len(est)``, ``np.asarray(est)``, ``est[3]`` (the
+    fourth estimate, a float), ``est["apple"]`` (a label's estimate), and ``est[1:5]``,
+    ``est[mask]`` or ``est[[0, 2]]`` (an Estimate of those candidates). It pickles (joblib,
+    multiprocessing, Dask), intervals and tests included.
     """
 
     candidates: np.ndarray
@@ -91,6 +120,7 @@ class Estimate:
     target: str = TRUE_FREQUENCY
     uncertainty: Optional[Uncertainty] = dataclasses.field(default=None, repr=False)
     rows: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
+    labels: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
     method: str = "debiased"
 
     def __len__(self) -> int:
@@ -99,10 +129,37 @@ class Estimate:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return np.asarray(self.values, dtype=dtype)
 
+    def __iter__(self) -> Iterator[float]:
+        return iter(self.values.tolist())
+
+    @overload
+    def __getitem__(self, key: Union[int, np.integer, str, bytes]) -> float: ...
+
+    @overload
+    def __getitem__(self, key: Union[slice, List[int], np.ndarray]) -> "Estimate": ...
+
+    def __getitem__(self, key: Any) -> Any:
+        """``est[i]``: the ``i``-th estimate (a float); ``est[label]``: the estimate of that
+        label; a slice, integer array or boolean mask: an Estimate of those candidates."""
+        if isinstance(key, (str, bytes)):
+            if self.labels is None:
+                raise KeyError(f"{key!r}: this Estimate has no labels (its parameters have no domain)")
+            found = np.flatnonzero(self.labels == key)
+            if not found.size:
+                raise KeyError(key)
+            return float(self.values[found[0]])
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            return float(self.values[int(key)])
+        index = np.arange(len(self))[key]
+        return self._subset(np.atleast_1d(index))
+
     def __repr__(self) -> str:
-        labels = self.candidates[:3]   # integers, or strings (RAPPOR's dictionaries)
-        shown = ", ".join(f"{int(c) if np.asarray(labels).dtype.kind in 'iu' else c!s}: {v:.4g}"
-                          for c, v in zip(labels, self.values[:3]))
+        if self.labels is not None:
+            shown = ", ".join(f"{name!r}: {v:.4g}" for name, v in zip(self.labels[:3], self.values[:3]))
+        else:
+            labels = self.candidates[:3]   # integers, or strings (RAPPOR's dictionaries)
+            shown = ", ".join(f"{int(c) if np.asarray(labels).dtype.kind in 'iu' else c!s}: {v:.4g}"
+                              for c, v in zip(labels, self.values[:3]))
         more = ", ..." if len(self) > 3 else ""
         return (f"Estimate(protocol={self.protocol!r}, n={self.n}, {len(self)} candidates "
                 f"{{{shown}{more}}}, postprocessing={self.postprocessing!r})")
@@ -129,18 +186,23 @@ class Estimate:
             raise ParameterError(f"{what} needs standard errors, which {self.protocol!r} does not have: {self.note}")
         return self.uncertainty, self.rows
 
-    def confidence_interval(self, alpha: float = 0.05, counts: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-        """Two-sided ``1 - alpha`` intervals for :attr:`target`, per candidate (not
-        simultaneous; for simultaneous coverage of ``k`` candidates pass ``alpha / k``).
+    def confidence_interval(self, alpha: Optional[float] = None, counts: bool = False, *,
+                            confidence: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Two-sided intervals for :attr:`target` at ``confidence`` (as scipy: ``0.95``) or,
+        equivalently, ``1 - alpha`` (default 95%), per candidate (not simultaneous; for
+        simultaneous coverage of ``k`` candidates pass ``alpha / k``). ``alpha`` above 0.5
+        is refused: ``confidence_interval(0.95)`` would ask for 5% intervals (pass
+        ``confidence=0.95``).
         For closed-form variances they are score intervals ``{f : |fhat - f| <= z_{1-alpha/2}
         sd(f)}`` (the variance at each candidate frequency, not only at the estimate), so
         they are not always ``values -+ z std``; medians and minima use their exact
         distributions (:mod:`ldpfast.uncertainty`). ``counts=True`` scales them by ``n``.
 
         Raises:
-            ParameterError: alpha not in (0, 1); no standard errors; post-processed values.
+            ParameterError: alpha not in (0, 0.5], confidence not in [0.5, 1), both given;
+                no standard errors; post-processed values.
         """
-        alpha = _check_alpha("alpha", alpha)
+        alpha = _interval_alpha(alpha, confidence)
         model, rows = self._model("confidence_interval")
         low, high = model.interval(np.asarray(self.values, dtype=np.float64), rows, alpha)
         scale = float(self.n) if counts else 1.0
@@ -166,8 +228,9 @@ class Estimate:
     # -- selections -----------------------------------------------------------------
     def _subset(self, index: np.ndarray) -> "Estimate":
         rows = None if self.rows is None else self.rows[index]
+        labels = None if self.labels is None else self.labels[index]
         return dataclasses.replace(self, candidates=self.candidates[index], values=self.values[index],
-                                   std=self.std[index], rows=rows)
+                                   std=self.std[index], rows=rows, labels=labels)
 
     def sorted(self) -> "Estimate":
         """The candidates by decreasing estimate (ties by candidate order)."""
@@ -270,104 +333,24 @@ class Estimate:
         return dataclasses.replace(self, values=out, postprocessing=method)
 
     # -- export ----------------------------------------------------------------------
-    def to_pandas(self, alpha: float = 0.05) -> Any:
-        """A ``pandas.DataFrame`` with columns ``candidate, estimate, std, count`` and, for
-        raw estimates with standard errors, ``ci_low, ci_high`` (``1 - alpha``, for
+    def to_pandas(self, alpha: Optional[float] = None, *, confidence: Optional[float] = None) -> Any:
+        """A ``pandas.DataFrame`` with columns ``candidate`` (and ``label`` when the
+        estimate has labels), ``estimate, std, count`` and, for raw estimates with standard
+        errors, ``ci_low, ci_high`` (at ``confidence``, or ``1 - alpha``; default 95%, for
         :attr:`target`, which ``frame.attrs["target"]`` names).
 
         Raises:
-            ImportError: pandas is not installed.
+            MissingDependencyError: pandas is not installed (an ImportError).
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("Estimate.to_pandas() needs pandas, which is not installed: "
-                              "pip install pandas") from None
-        frame = pd.DataFrame({"candidate": self.candidates, "estimate": self.values, "std": self.std,
-                              "count": self.counts})
+        pd = require("pandas", "Estimate.to_pandas()")
+        columns: Dict[str, Any] = {"candidate": self.candidates}
+        if self.labels is not None:
+            columns["label"] = self.labels
+        frame = pd.DataFrame({**columns, "estimate": self.values, "std": self.std, "count": self.counts})
         if self.postprocessing == "raw" and self.uncertainty is not None:
-            frame["ci_low"], frame["ci_high"] = self.confidence_interval(alpha)
+            frame["ci_low"], frame["ci_high"] = self.confidence_interval(alpha, confidence=confidence)
         frame.attrs.update(protocol=self.protocol, n=self.n, postprocessing=self.postprocessing, target=self.target)
         return frame
-
-
-# -- consistency post-processing (Wang et al., NDSS 2020) ----------------------------------------
-def _vector(values: Any) -> np.ndarray:
-    v = np.array(values, dtype=np.float64).ravel()
-    if v.size == 0:
-        raise ParameterError("cannot post-process an empty vector of estimates")
-    return v
-
-
-def project_simplex(values: Any, total: float = 1.0) -> np.ndarray:
-    """The Euclidean projection of ``values`` onto ``{w : w >= 0, sum(w) = total}`` (Wang et
-    al.'s CLS): ``w = max(v - theta, 0)`` with ``theta`` found from the sorted values (Held,
-    Wolfe and Crowder 1974; Duchi et al. 2008)."""
-    v = _vector(values)
-    u = np.sort(v)[::-1]
-    cumulative = np.cumsum(u) - total
-    ranks = np.arange(1, v.size + 1)
-    rho = int(np.flatnonzero(u - cumulative / ranks > 0)[-1])
-    theta = cumulative[rho] / (rho + 1)
-    return np.asarray(np.maximum(v - theta, 0.0))
-
-
-def norm(values: Any, total: float = 1.0) -> np.ndarray:
-    """Norm: ``v + (total - sum v)/k`` for the ``k`` estimates."""
-    v = _vector(values)
-    return np.asarray(v + (total - v.sum()) / v.size)
-
-
-def norm_mul(values: Any, total: float = 1.0) -> np.ndarray:
-    """Norm-Mul: ``max(v, 0) * total / sum max(v, 0)`` (all ``total/k`` when none is positive)."""
-    out = np.maximum(_vector(values), 0.0)
-    mass = out.sum()
-    return out * (total / mass) if mass > 0 else np.full_like(out, total / out.size)
-
-
-def norm_sub(values: Any, total: float = 1.0) -> np.ndarray:
-    """Norm-Sub: set the negative estimates to 0, add ``(total - sum)/#positive`` to every
-    positive one, and repeat until none is negative. Each round that repeats zeroes at
-    least one more estimate, so it ends within ``k`` rounds; when no estimate is positive
-    the ``k`` estimates share ``total`` equally."""
-    out = np.maximum(_vector(values), 0.0)
-    for _ in range(out.size + 1):
-        positive = out > 0
-        if not positive.any():
-            return np.full_like(out, total / out.size)
-        out[positive] += (total - out.sum()) / np.count_nonzero(positive)
-        if not (out < 0).any():
-            break
-        out = np.maximum(out, 0.0)
-    return np.asarray(out)
-
-
-def norm_cut(values: Any, total: float = 1.0) -> np.ndarray:
-    """Norm-Cut: set the negative estimates to 0; then set to 0 every estimate below the
-    smallest ``theta`` with ``sum_{v >= theta} v <= total`` (nothing more when the positive
-    estimates already sum to at most ``total``)."""
-    out = np.maximum(_vector(values), 0.0)
-    if out.sum() <= total:
-        return np.asarray(out)
-    levels = np.unique(out[out > 0])[::-1]                     # candidate thetas, largest first
-    mass = np.array([out[out >= level].sum() for level in levels]) if levels.size <= 4096 else \
-        _mass_at_or_above(out, levels)
-    fits = np.flatnonzero(mass <= total)
-    theta = levels[fits[-1]] if fits.size else math.inf        # mass only grows as theta falls
-    return np.where(out >= theta, out, 0.0)
-
-
-def _mass_at_or_above(values: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """``sum(values[values >= level])`` for each of the decreasing ``levels``."""
-    order = np.sort(values)[::-1]
-    suffix = np.cumsum(order)
-    return np.asarray(suffix[np.searchsorted(-order, -levels, side="right") - 1])
-
-
-def base_cut(values: Any, threshold: Any) -> np.ndarray:
-    """Base-Cut: the estimates below ``threshold`` (a scalar or one per estimate) set to 0."""
-    v = _vector(values)
-    return np.where(v >= threshold, v, 0.0)
 
 
 # -- each protocol's registered model -------------------------------------------------------------
@@ -421,15 +404,24 @@ def estimate(server: Any, candidates: Any = None, method: str = "debiased", **op
     if method not in METHODS:
         raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
     registered = protocol(server.protocol)
-    labels = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)
-    if labels.ndim == 0:
-        labels = labels.reshape(1)
+    domain = getattr(server.params, "label_domain", None)
+    names = None
+    if candidates is not None and domain is not None and is_labels(candidates):
+        names = np.asarray(_flat(candidates), dtype=object)
+        candidates = domain.encode(names)
+    ids = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)
+    if ids.ndim == 0:
+        ids = ids.reshape(1)
+    if names is None and domain is not None and domain.decodes:
+        names = domain.decode(ids)
     if method != "debiased":
-        return _likelihood_estimate(server, labels, method, **options)
-    if options:
-        raise ParameterError(f"options {sorted(options)} apply to method='ibu' or 'mle' only")
-    values = np.asarray(server.estimate(labels), dtype=np.float64)
-    return _with_model(server, labels, values, *_uncertainty_for(server, labels, registered))
+        found = _likelihood_estimate(server, ids, method, **options)
+    else:
+        if options:
+            raise ParameterError(f"options {sorted(options)} apply to method='ibu' or 'mle' only")
+        values = np.asarray(server.estimate(ids), dtype=np.float64)
+        found = _with_model(server, ids, values, *_uncertainty_for(server, ids, registered))
+    return found if names is None else dataclasses.replace(found, labels=names)
 
 
 def _with_model(server: Any, labels: np.ndarray, values: np.ndarray, model: Optional[Uncertainty],

@@ -34,8 +34,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["Uncertainty", "PlugIn", "BinomialCounts", "MedianOfGroups", "MinimumOfRows", "TRUE_FREQUENCY",
-           "binomial_sum_sf", "normal_sf"]
+__all__ = ["Uncertainty", "PlugIn", "BinomialCounts", "MedianOfGroups", "MinimumOfRows", "QuadraticVariance",
+           "TRUE_FREQUENCY", "binomial_sum_sf", "normal_sf"]
 
 #: The target of an unbiased frequency oracle.
 TRUE_FREQUENCY = "f: the share of the n users holding the value"
@@ -84,9 +84,25 @@ class Uncertainty:
         raise NotImplementedError
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class QuadraticVariance:
+    """``f -> a + b f + c f^2`` per candidate (``coefficients``: ``(3, size)``): a closed form
+    that pickles. A model's variance function (often a closure over the server) becomes one
+    of these when the model is pickled; the models use nothing else of it."""
+
+    coefficients: np.ndarray
+
+    def __call__(self, f: Any) -> np.ndarray:
+        a, b, c = self.coefficients
+        f = np.asarray(f, dtype=np.float64)
+        return np.asarray(a + f * (b + c * f))
+
+
 def _quadratic(variance: VarianceFn, size: int, cache: Dict[str, np.ndarray]) -> np.ndarray:
     """``(3, size)``: ``Var(f) = a + b f + c f^2`` per candidate through ``f = 0, 1/2, 1``
     (exact for the affine and quadratic closed forms, an interpolation otherwise)."""
+    if isinstance(variance, QuadraticVariance):
+        return variance.coefficients
     found = cache.get("quadratic")
     if found is None:
         at = [np.broadcast_to(np.asarray(variance(np.full(size, f)), dtype=np.float64), (size,))
@@ -95,6 +111,16 @@ def _quadratic(variance: VarianceFn, size: int, cache: Dict[str, np.ndarray]) ->
         found = np.stack([at[0], at[2] - at[0] - c, c])
         cache["quadratic"] = found
     return found
+
+
+def _picklable_state(model: Any, field: str) -> Dict[str, Any]:
+    """``model.__dict__`` for pickling, its variance function ``field`` replaced by the
+    :class:`QuadraticVariance` the model evaluates it as (closures over servers and lambdas
+    do not pickle; joblib, multiprocessing and Dask pickle estimates)."""
+    state = dict(model.__dict__)
+    state[field] = QuadraticVariance(_quadratic(state[field], model.size, model._cache))
+    state["_cache"] = {}
+    return state
 
 
 # -- plug-in closed forms ---------------------------------------------------------------------
@@ -200,6 +226,9 @@ class PlugIn(Uncertainty):
     target: str = TRUE_FREQUENCY
     counts: Optional[BinomialCounts] = None
     _cache: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return _picklable_state(self, "variance")
 
     def _variance(self, f: Any, rows: np.ndarray) -> np.ndarray:
         a, b, c = _quadratic(self.variance, self.size, self._cache)[:, rows]
@@ -325,6 +354,9 @@ class MedianOfGroups(Uncertainty):
     homogeneous: bool = True
     _cache: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
+    def __getstate__(self) -> Dict[str, Any]:
+        return _picklable_state(self, "group_variance")
+
     def _sigma(self, f: Any, rows: np.ndarray) -> np.ndarray:
         a, b, c = _quadratic(self.group_variance, self.size, self._cache)[:, rows]
         f = np.clip(f, 0.0, 1.0)
@@ -375,6 +407,9 @@ class MinimumOfRows(Uncertainty):
     note: str = ""
     target: str = TRUE_FREQUENCY
     _cache: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return _picklable_state(self, "row_variance")
 
     def _sigma(self, f: Any, rows: np.ndarray) -> np.ndarray:
         a, b, c = _quadratic(self.row_variance, self.size, self._cache)[:, rows]

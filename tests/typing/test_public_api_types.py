@@ -10,7 +10,7 @@ API (small, seeded simulations: these check types, the statistics are tested els
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, List, Union
 
 import numpy as np
 import pytest
@@ -120,3 +120,29 @@ def test_estimates_with_error_bars_and_generic_loading() -> None:
     assert_type(result.std, np.ndarray)
     restored = lf.load(server.to_bytes())
     assert np.array_equal(restored.estimate(CANDIDATES), server.estimate(CANDIDATES))
+    assert_type(restored, lf._aggregator.Aggregator)
+
+
+def test_labels_recommend_and_closed_forms() -> None:
+    vocabulary = lf.Domain([f"w{i}" for i in range(D)])
+    params = lf.protocols.grr.Params(epsilon=3.0, d=D).with_domain(vocabulary)
+    assert_type(params, lf.protocols.grr.Params)
+    client = lf.protocols.grr.Client(params, rng=4)
+    server = lf.protocols.grr.Server(params).update(client.perturb(["w1", "w2", "w1"]))
+    assert_type(server.estimate(["w1"]), np.ndarray)
+    assert_type(vocabulary.encode(["w3"]), np.ndarray)
+    options = assert_type(lf.recommend(2.0, 10_000, 100_000, max_report_bits=64), List[lf.planning.Option])
+    assert options[0].fits and isinstance(options[0].bits, int)
+    assert_type(lf.theory.ocms_l2(2.0, 1000), Union[float, np.ndarray])
+    assert_type(lf.theory.ocms_variance(2.0, 4, n=1000, f=0.1), Union[float, np.ndarray])
+    assert_type(lf.theory.grr_variance(2.0, 10, 100), Union[float, np.ndarray])
+
+
+def test_estimates_index_like_data() -> None:
+    params = lf.protocols.grr.Params(epsilon=3.0, d=D)
+    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=9).perturb(VALUES))
+    result = server.frequencies(CANDIDATES)
+    assert_type(result[0], float)
+    assert_type(result[1:3], lf.estimates.Estimate)
+    low, _ = result.confidence_interval(confidence=0.9)
+    assert_type(low, np.ndarray)

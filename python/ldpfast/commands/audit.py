@@ -42,7 +42,8 @@ PASSED, VIOLATION, INCONCLUSIVE = 0, 1, 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("protocol", help="registered protocol id (e.g. grr, ocms, svim-padded) or 'all'")
+    parser.add_argument("protocol", help="registered protocol id (e.g. grr, ocms, svim-padded), an alias "
+                                         "(ldpfast simulate --list names them, e.g. cms-he) or 'all'")
     parser.add_argument("--eps", type=float, nargs="+", required=True, help="claimed epsilon(s) to audit")
     parser.add_argument("--reports", type=integer, default=1_000_000, help="reports per input (default 1e6)")
     parser.add_argument("--detect", type=float, default=0.1, metavar="EXCESS",

@@ -168,14 +168,17 @@ KIND_TITLES = {"values": "single-value frequency oracles (metrics: worst-case MS
 
 def list_choices() -> str:
     from .. import datasets
+    from .._registry import aliases
     from ..experiments import KINDS
 
-    lines = []
+    ids = aliases()
+    lines = ["name (protocol id where the name is an alias; every command takes both)"]
     for kind, table in KINDS.items():
         lines.append(f"protocols, {KIND_TITLES[kind]}:")
         for alg in table.values():
             status = "" if alg.available() else "  [not in this build]"
-            lines.append(f"  {alg.name:<16} {alg.label:<16} {alg.summary}{status}")
+            name = f"{alg.name} ({ids[alg.name]})" if alg.name in ids else alg.name
+            lines.append(f"  {name:<27} {alg.label:<16} {alg.summary}{status}")
     lines.append("data sets:")
     lines += [f"  {name}" for name in datasets.SYNTHETIC]
     lines.append(f"  {SET_SYNTHETIC}  (synthetic, set-valued)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from typing import Any, Callable, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 import numpy as np
 
@@ -28,6 +28,7 @@ def zipf_values(d: int, n: int = 4000, seed: int = 1) -> np.ndarray:
     """Zipf-like client values in ``[0, d)``: a few heavy values and a long tail."""
     rng = np.random.default_rng(seed)
     return np.minimum(rng.zipf(1.3, size=n) - 1, d - 1)
+
 
 
 def random_sets(d: int, n: int = 800, seed: int = 2) -> List[List[int]]:
@@ -301,4 +302,20 @@ def heavy_params(module: str, factory: str) -> Callable[..., Any]:
         params_type = importlib.import_module(f"ldpfast.protocols.{module}").Params
         return getattr(params_type, factory)(eps, data.d, data.n, beta, hash_seed=draw(gen))
     return make
+
+
+# -- server costs of ldpfast params / ldpfast.recommend (ComparisonRow) ---------------------------
+
+def per_user_hash_cost() -> Dict[str, Any]:
+    """``ComparisonRow`` costs of a server that keeps per-user-hash reports ``(z, a0, a1)``
+    (OCMS, OLH, BLH): 24 bytes a report, one hashed (report, candidate) pair per report and
+    candidate of a query."""
+    return {"server_ops": lambda n, q: float(n) * q, "state_bytes": lambda n, q: 24.0 * n}
+
+
+def counter_cost(cells: int, transform: float = 0.0) -> Dict[str, Any]:
+    """``ComparisonRow`` costs of a server holding ``cells`` int64 counters: one update per
+    report, ``transform`` steps to decode them (e.g. an FWHT's ``D log2 D``), one step per
+    candidate."""
+    return {"server_ops": lambda n, q: float(n) + transform + q, "state_bytes": lambda n, q: 8.0 * cells}
 

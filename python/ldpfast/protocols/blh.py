@@ -30,7 +30,7 @@ from ..kernels.field import PRIME
 from .._base import WireField
 from ._hadamard_layout import _check_d
 from ._local_hashing import match_channel
-from ._registration import olh_plan, olh_variance, rr_epsilon, theory, zipf_values
+from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 from .olh import OLHClient, OLHServer
 
 __all__ = ["Params", "Reports", "Client", "Server"]
@@ -119,7 +119,8 @@ class Server(OLHServer):
 def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequence[ComparisonRow]:
     to = theory()
     return [ComparisonRow("BLH", 2, 129, lambda f: to.olh_variance(epsilon, n, f, g=2), to.ocms_l2(epsilon, d, n, 2),
-                          "local hashing into one bit; OLH's g = round(e^eps)+1 is better above eps ~ 1")]
+                          "local hashing into one bit; OLH's g = round(e^eps)+1 is better above eps ~ 1",
+                          **per_user_hash_cost())]
 
 
 def _simulations() -> Tuple[Any, ...]:

@@ -28,7 +28,7 @@ from ..audit import Plan, value_inputs
 from ..estimates import PLUG_IN
 from ..uncertainty import BinomialCounts, PlugIn
 from .._base import WireField, bits_for
-from ._registration import rr_epsilon, theory, zipf_values
+from ._registration import counter_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
 
@@ -221,7 +221,8 @@ def _compare(epsilon, d, n, f_star, **_):
 
     def var(f):
         return to.grr_variance(epsilon, d, n, f)
-    return [ComparisonRow("GRR", d, bits_for(d), var, (d - 1) * var(0.0) + var(1.0), "k-ary RR on [d]")]
+    return [ComparisonRow("GRR", d, bits_for(d), var, (d - 1) * var(0.0) + var(1.0), "k-ary RR on [d]",
+                          **counter_cost(d))]
 
 
 def _simulations():

@@ -190,12 +190,16 @@ class Client(hadaoracle.Client):
 @dataclasses.dataclass
 class HeavyHitters:
     """Output of :meth:`Server.heavy_hitters`: ``items`` (uint64) sorted by decreasing
-    estimated ``counts`` (float64), and the number of reports ``n``."""
+    estimated ``counts`` (float64), and the number of reports ``n``. With a domain on the
+    parameters that turns values back into labels (:class:`ldpfast.Domain`, or
+    :class:`ldpfast.PrefixDomain`: the labels' byte prefixes), ``labels`` holds the items'
+    labels (object array), else None."""
 
     items: np.ndarray
     counts: np.ndarray
     n: int
     candidates_examined: int = 0
+    labels: Optional[np.ndarray] = None
 
     @property
     def fractions(self) -> np.ndarray:
@@ -205,10 +209,14 @@ class HeavyHitters:
         return len(self.items)
 
     @classmethod
-    def ranked(cls, items: np.ndarray, counts: np.ndarray, n: int, examined: int) -> "HeavyHitters":
-        """The result with ``items`` sorted by decreasing ``counts`` (ties keep their order)."""
+    def ranked(cls, items: np.ndarray, counts: np.ndarray, n: int, examined: int,
+               domain: Any = None) -> "HeavyHitters":
+        """The result with ``items`` sorted by decreasing ``counts`` (ties keep their order),
+        labelled by ``domain`` when it decodes values (:mod:`ldpfast.domain`)."""
         order = np.argsort(-counts, kind="stable")
-        return cls(items=items[order], counts=counts[order], n=n, candidates_examined=examined)
+        items = items[order]
+        labels = domain.decode(items) if domain is not None and domain.decodes else None
+        return cls(items=items, counts=counts[order], n=n, candidates_examined=examined, labels=labels)
 
 
 def surviving_prefixes(children: np.ndarray, est: np.ndarray, threshold: float,
@@ -286,7 +294,7 @@ class Server(LayoutServer):
             kept, est = surviving_prefixes(children, est, threshold, top)
             if not len(kept):
                 break
-        return HeavyHitters.ranked(kept, est, self.n, examined)
+        return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
 def _variance(server, candidates):

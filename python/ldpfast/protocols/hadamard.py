@@ -38,8 +38,8 @@ from ._hadamard_layout import (BitReports, GroupBitReports, Layout, LayoutClient
 from .._base import AuditHooks, ComparisonRow
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
-from ._registration import (binary_epsilon, cmshe_variance, draw, layout_plan, row_bit_wire, simulated_cmshe_variance,
-                            theory, zipf_values)
+from ._registration import (binary_epsilon, cmshe_variance, counter_cost, draw, layout_plan, row_bit_wire,
+                            simulated_cmshe_variance, theory, zipf_values)
 
 __all__ = [
     "Params", "Client", "Reports", "Server",
@@ -344,7 +344,8 @@ def _he_compare(epsilon, d, n, f_star, **_):
 
     hsize = 1 << d.bit_length()  # 2^ceil(log2(d+1))
     return [ComparisonRow("HE", 2, _ceil_log2(hsize) + 1, lambda f: theory().hadamard.he_variance(epsilon, n, f),
-                          to.ocms_l2(epsilon, d, n, 2), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit")]
+                          to.ocms_l2(epsilon, d, n, 2), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit",
+                          **counter_cost(hsize, hsize * _ceil_log2(hsize)))]
 
 
 def _cmshe_compare(epsilon, d, n, f_star, **_):
@@ -354,7 +355,9 @@ def _cmshe_compare(epsilon, d, n, f_star, **_):
         return theory().cmshe_variance(epsilon, n, f, m=m)
     return [ComparisonRow("CMS+HE", m, _ceil_log2(k) + _ceil_log2(1 << m.bit_length()) + 1, var,
                           (d - 1) * var(0.0) + var(1.0),
-                          "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)")]
+                          "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)",
+                          server_ops=lambda n_, q: n_ + k * m * _ceil_log2(m) + q * k,
+                          state_bytes=lambda n_, q: 8.0 * k * m)]
 
 
 def _hrr_compare(epsilon, d, n, f_star, **_):
@@ -362,7 +365,8 @@ def _hrr_compare(epsilon, d, n, f_star, **_):
         return []
     hd = 1 << _ceil_log2(d)
     return [ComparisonRow("HRR", hd, _ceil_log2(hd) + 1, lambda f: theory().hrr_variance(epsilon, n, f),
-                          (d * theory().c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)")]
+                          (d * theory().c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)",
+                          **counter_cost(hd, hd * _ceil_log2(hd)))]
 
 
 def _simulation(name, label, params_type, summary, variance, l2=None, hashed=False):

@@ -27,7 +27,7 @@ from ._local_hashing import debias_matches, default_g, match_channel
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from .._base import WireField, bits_for
-from ._registration import olh_plan, olh_variance, rr_epsilon, theory, zipf_values
+from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]
 
@@ -161,7 +161,10 @@ class OLHServer(Aggregator):
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
-        all of ``[0, d)``; costs ``n d`` hash evaluations), float64."""
+        all of ``[0, d)``), float64. Costs one hash evaluation per report and candidate
+        (``n d`` for the whole domain); long queries draw a progress line on a terminal's
+        stderr (:func:`ldpfast.set_progress`). Pass the candidates you need, or see
+        OCMS's ``fast_query`` parameters (the same local hashing, solved instead of scanned)."""
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
@@ -176,7 +179,8 @@ def _olh_compare(epsilon, d, n, f_star, **_):
     g = theory().olh_g(epsilon)
     return [ComparisonRow("OLH", g, 128 + bits_for(g), lambda f: to.ocms_variance(epsilon, g, n, f),
                           to.ocms_l2(epsilon, d, n, g),
-                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits")]
+                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits",
+                          **per_user_hash_cost())]
 
 
 def _olh_simulations():

@@ -335,7 +335,7 @@ class Server(Aggregator):
             kept, est = surviving_prefixes(children, est, threshold, top)
             if not len(kept):
                 break
-        return HeavyHitters.ranked(kept, est, self.n, examined)
+        return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
     def top_k(self, k: Optional[int] = None) -> HeavyHitters:
         """The paper's search: the top ``k`` (default ``params.k``) prefixes at every step, and

@@ -42,7 +42,7 @@ from .._validate import check_array, check_below, check_epsilon, check_int, chec
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import projective as _theory
 from .._base import WireField, bits_for
-from ._registration import own_variance, simulated_own_l2, simulated_own_variance, zipf_values
+from ._registration import counter_cost, own_variance, simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server"]
 
@@ -270,7 +270,8 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequenc
     def var(f: Any) -> Any:
         return p.variance(n, f)
     return [ComparisonRow("PGR", p.points, p.communication_bits, var, simulated_own_l2(p, n, d),
-                          f"projective geometry response, q = {p.q}, t = {p.t}")]
+                          f"projective geometry response, q = {p.q}, t = {p.t}",
+                          **counter_cost(p.points, p.points * p.q * p.t))]
 
 
 def _simulations() -> Tuple[Any, ...]:

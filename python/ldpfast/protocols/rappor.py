@@ -265,6 +265,8 @@ class Client(MemoClient):
     ``cohorts``: None derives them from the secrets (the C++ client's rule). ``rng=None``
     (default) draws the IRR's randomness from the OS; a seed is for simulation only."""
 
+    takes_labels = True    # strings are hashed into the Bloom filter (no ldpfast.Domain needed)
+
     def _rappor_secrets(self, secrets: Any, n: int) -> np.ndarray:
         if secrets is None:
             return self._secrets(None, n)

@@ -366,9 +366,13 @@ def _compare(epsilon, d, n, f_star, **_):
     rows = []
     for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):
         rp = Params.optimal(epsilon=epsilon, d=d, variant=variant)
+        p_one, q_one = rp.bit_probabilities
+        ones = p_one + (rp.m - 1) * q_one                  # expected set bits per report, each hashed per candidate
         rows.append(ComparisonRow(name, rp.m, rp.communication_bits, lambda f, rp=rp: rp.variance(n, f),
                                   affine_l2(lambda f, rp=rp: rp.variance(n, f), d),
-                                  "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)"))
+                                  "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)",
+                                  server_ops=lambda n_, q, ones=ones: n_ * ones * q,
+                                  state_bytes=lambda n_, q: 8.0 * q))
     return rows
 
 

@@ -31,7 +31,7 @@ from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from ._hadamard_layout import _check_d
-from ._registration import parity_sign, rr_epsilon, theory, zipf_values
+from ._registration import counter_cost, parity_sign, rr_epsilon, theory, zipf_values
 
 __all__ = ["RHRParams", "RHRClient", "RHRReports", "RHRServer"]
 
@@ -257,7 +257,8 @@ def _rhr_compare(epsilon, d, n, f_star, **_):
     return [ComparisonRow("RHR", sym, (rsize - 1).bit_length() + b,
                           lambda f: theory().rhr_variance(epsilon, n, f, residue_fraction=1.0), l2,
                           f"b = {b}, {base} residue blocks; MSE for values sharing their residue with all users "
-                          "(PAN 6.1's adversarial data)")]
+                          "(PAN 6.1's adversarial data)",
+                          **counter_cost(base * rsize, base * rsize * ((rsize - 1).bit_length())))]
 
 
 def _rhr_simulated_variance(params, data, f):

@@ -282,7 +282,8 @@ def _compare(epsilon, d, n, f_star, **_):
     sp = Params(epsilon=epsilon, d=d)
     return [ComparisonRow("SS", sp.k, sp.communication_bits, lambda f: sp.variance(n, f),
                           affine_l2(lambda f: sp.variance(n, f), d),
-                          f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)")]
+                          f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)",
+                          server_ops=lambda n_, q: float(n_) * sp.k + d + q, state_bytes=lambda n_, q: 8.0 * d)]
 
 
 def _simulations():

@@ -217,7 +217,7 @@ class Server(GroupedSignSketchServer):
             kept, est = surviving_prefixes(children, est, tau - delta, top)
             if not len(kept):
                 break
-        return HeavyHitters.ranked(kept, est, self.n, examined)
+        return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
 def _example():

@@ -91,7 +91,7 @@ class Case:
 
     def estimate(self, agg: Aggregator) -> np.ndarray:
         """``agg.estimate()``, or of the first 64 values when the estimate needs candidates."""
-        method = agg.estimate  # type: ignore[attr-defined]
+        method = agg.estimate
         first = next(iter(inspect.signature(method).parameters.values()), None)
         if first is not None and first.default is inspect.Parameter.empty:
             return np.asarray(method(np.arange(min(self.domain, 64))))

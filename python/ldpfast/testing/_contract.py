@@ -137,7 +137,7 @@ def frequencies_have_standard_errors_or_say_why(case: Case) -> None:
     """``frequencies()`` gives finite positive standard errors from the registered closed form
     (``Protocol.variance``), or NaN with a note saying why there is none."""
     agg = case.server(case.reports)
-    first = next(iter(inspect.signature(agg.estimate).parameters.values()), None)  # type: ignore[attr-defined]
+    first = next(iter(inspect.signature(agg.estimate).parameters.values()), None)
     needs_candidates = first is not None and first.default is inspect.Parameter.empty
     est = agg.frequencies(np.arange(min(case.domain, 16)) if needs_candidates else None)
     assert est.values.shape == est.std.shape == est.candidates.shape and est.note

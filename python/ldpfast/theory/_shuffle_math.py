@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
+from .._optional import require
 from ..errors import ParameterError
 
 #: ``shuffle_epsilon(analysis=...)``: Wang et al.'s variation-ratio reduction (default) or
@@ -24,11 +25,7 @@ _BLOCKS = 512
 
 
 def _special() -> Any:
-    try:
-        import scipy.special as special
-    except ImportError:
-        raise ImportError("the shuffle accountant needs scipy for binomial tails: pip install scipy") from None
-    return special
+    return require("scipy.special", "the shuffle accountant (binomial tails)")
 
 
 def _check(eps0: float, n: int, delta: float) -> Tuple[float, int, float]:

@@ -42,7 +42,7 @@ and of binary RR (lower; rounded down) by FFT (Koskela, Heikkila and Honkela 202
 ``eps <= log(1 + (e^eps0 - 1)/(e^eps0 + 1) (8 sqrt(e^eps0 log(4/delta)) / sqrt(n) + 8 e^eps0 / n))``
 for ``eps0 <= log(n / (16 log(2/delta)))`` (else ``eps0``).
 
-Binomial tails come from :mod:`scipy.special` (``pip install scipy``; the ``test`` extra).
+Binomial tails come from :mod:`scipy.special` (``pip install 'ldpfast[shuffle]'``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def shuffle_epsilon(eps0: float, n: int, delta: float, rounds: int = 1, k: Optio
             McMillan and Talwar 2021, looser).
 
     Raises:
-        ParameterError: a value out of range. ImportError: scipy is not installed.
+        ParameterError: a value out of range. MissingDependencyError (an ImportError): scipy is
+            not installed.
     """
     eps0, n, delta = _check(eps0, n, delta)
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or not 1 <= rounds <= 10**5:
