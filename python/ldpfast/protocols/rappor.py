@@ -48,6 +48,7 @@ import numpy as np
 from .. import _base, _core
 from .._base import AuditHooks
 from .._memory import check_allocation
+from ..audit import log_ratio
 from .._validate import check_int, check_values
 from ..errors import FormatError, ParameterError, ReportError
 from .._base import WireField, bits_for
@@ -173,17 +174,19 @@ class Params(_base.Params):
 
     @property
     def eps_inf(self) -> float:
-        """``2 h ln((1 - f/2)/(f/2))``: the PRR's budget (unboundedly many reports of one value)."""
+        """``2 h ln((1 - f/2)/(f/2))``: the PRR's budget (unboundedly many reports of one
+        value), exact and rounded up to a double."""
         half = Fraction(self.f128, 256)
-        return 0.0 if half == Fraction(1, 2) else 2 * self.h * abs(math.log((1 - half) / half))
+        return _log_ratio(((1 - half) / half) ** (2 * self.h))
 
     @property
     def eps_1(self) -> float:
-        """``h ln(q* (1 - p*)/(p* (1 - q*)))``: the budget of one report."""
+        """``h ln(q* (1 - p*)/(p* (1 - q*)))``: the budget of one report, exact and rounded
+        up to a double."""
         qs, ps = self._stars()
         if qs in (0, 1) or ps in (0, 1):
             return math.inf
-        return self.h * abs(math.log(qs * (1 - ps) / (ps * (1 - qs))))
+        return _log_ratio((qs * (1 - ps) / (ps * (1 - qs))) ** self.h)
 
     @property
     def epsilon(self) -> float:
@@ -193,6 +196,11 @@ class Params(_base.Params):
     @property
     def communication_bits(self) -> int:
         return self.k
+
+
+def _log_ratio(ratio: Fraction) -> float:
+    """``|ln ratio|`` of an exact positive rational, rounded up to a double."""
+    return log_ratio(max(ratio.numerator, ratio.denominator), min(ratio.numerator, ratio.denominator))
 
 
 # -- reports -----------------------------------------------------------------------------------
