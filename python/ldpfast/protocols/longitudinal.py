@@ -287,8 +287,7 @@ def _lgrr_channel(server: Any, candidates: Any) -> Any:
     counts = server._counts
     if candidates is not None:
         counts = counts[check_values(candidates, p.d, "candidates", "values in", distinct=True)]
-    big_p, big_q = _rr_composite(*p.thresholds, p.d)
-    return symbol_channel(counts, server.n, big_p, big_q, p.d)
+    return symbol_channel(counts, server.n, p.keep_probability, p.other_probability, p.d)
 
 
 def _lolh_channel(server: Any, candidates: Any, likelihood: str = "composite") -> Any:

@@ -487,9 +487,7 @@ def _channel(server: Server, candidates: Any) -> Any:
     other = 1.0 - (1.0 - 1.0 / p.k) ** p.h
 
     def forward(f: np.ndarray) -> np.ndarray:
-        mass = np.bincount(hits, weights=f[col], minlength=rows.size)
-        if rest:
-            mass += other * float(f[k])
+        mass = np.bincount(hits, weights=f[col], minlength=rows.size) + (other * float(f[k]) if rest else 0.0)
         one = weight * (p_star * float(f.sum()) + gap * mass)
         return np.concatenate([one, weight * float(f.sum()) - one])
 
