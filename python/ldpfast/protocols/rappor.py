@@ -447,8 +447,9 @@ def _channel(server: Server, candidates: Any) -> Any:
     cohort ``c`` is 1 with probability ``q*`` when the value's Bloom filter in ``c`` sets it
     and ``p*`` otherwise (PRR then IRR), so ``A[(c, j, 1), x] = (n_c/n)(p* + (q* - p*)
     X[c j, x])`` with ``X`` the Bloom bits (:func:`design`), and every column sums to ``k``.
-    The bits of one report are independent given its value but not given the counts alone:
-    the composite likelihood (counts as independent binomials), as ``decode(method="em")``.
+    The bits of one report are independent given its value, but the counts are not sufficient
+    for the mixture over values: this is the composite likelihood (counts as independent
+    binomials), as ``decode(method="em")``.
     A rest column (values outside the candidates, always present for string values) has
     independent Bloom bits set with probability ``1 - (1 - 1/k)^h``."""
     from ..estimation import Channel
