@@ -1,28 +1,22 @@
 """Server-side aggregators: the ``update``/``merge`` template, locks, the byte container
-round trip (see :mod:`ldpfast._base` for the contract)."""
+round trip (see :mod:`ldpfast._base` for the contract; the in-place changes in
+:mod:`ldpfast._delta`, the method wrappers in :mod:`ldpfast._methods`)."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
-import hmac
 import inspect
-import io
 import json
-import struct
 import threading
-import zlib
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple, Type, TypeVar, Union, cast
 
 import numpy as np
 
-from ._container import (_MAC_NAME, FORMAT_MAGIC, FORMAT_VERSION, _check_layout, _checked_key, _describe,
-                         _layout_nbytes, _native, _npy_array, _npy_header, _parse_container)
+from ._container import (_check_layout, _describe, _layout_nbytes, _native, _npy_array, _npy_header,
+                         _parse_container, write_container)
 from ._delta import Delta, _State
-from ._labels import is_labels
+from ._memory import _fits, _length, check_allocation
+from ._methods import _label_candidates, _locked, _locked_pair
 from .domain import domain_from_dict
-from ._memory import check_allocation
 from ._params import _KNOWN_PARAMS, Params, params_summary
 from ._registry import _REGISTRY, _declare_base, protocol_or_format_error
 from ._reports import Reports
@@ -43,64 +37,6 @@ def set_estimator(estimate: Callable[..., "Estimate"]) -> None:
     """Make ``estimate`` the function behind :meth:`Aggregator.frequencies`."""
     global _estimator
     _estimator = estimate
-
-
-def _fits(buffer: Optional[np.ndarray], column: np.ndarray) -> bool:
-    """True when ``buffer`` (a kept copy buffer) can take ``column``: same dtype, large
-    enough and at most 4 times too large (a buffer grown for one huge batch is let go)."""
-    return (buffer is not None and buffer.dtype == column.dtype
-            and column.size <= buffer.size <= 4 * max(column.size, 1 << 12))
-
-
-def _length(values: Any) -> int:
-    """Number of values in an array or sequence (1 for a scalar, 0 when unknown)."""
-    if isinstance(values, np.ndarray):
-        return int(values.size)
-    try:
-        return len(values)
-    except TypeError:
-        return 0 if hasattr(values, "__iter__") else 1
-
-
-def _locked_pair(a: "Aggregator", b: "Aggregator") -> Any:
-    """Both aggregators' locks, taken in a fixed order (no deadlock when two threads lock
-    the same pair in opposite roles)."""
-    first, second = sorted((a, b), key=id)
-    stack = contextlib.ExitStack()
-    stack.enter_context(first._lock)
-    stack.enter_context(second._lock)
-    return stack
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _locked(method: F) -> F:
-    """``method`` run under its aggregator's lock."""
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    call._ldpfast_locked = True  # type: ignore[attr-defined]
-    return cast(F, call)
-
-
-def _label_candidates(estimate: F) -> F:
-    """``estimate(candidates, ...)`` that also takes labels as candidates, turned into
-    value ids by the parameters' domain (:mod:`ldpfast.domain`)."""
-    @functools.wraps(estimate)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        domain = self.params.label_domain
-        if domain is not None:
-            if args and is_labels(args[0]):
-                args = (domain.encode(args[0]),) + args[1:]
-            elif is_labels(kwargs.get("candidates")):
-                kwargs["candidates"] = domain.encode(kwargs["candidates"])
-        return estimate(self, *args, **kwargs)
-
-    call._ldpfast_labels = True  # type: ignore[attr-defined]
-    return cast(F, call)
 
 
 def _aggregator_name(obj: Any) -> str:
@@ -401,29 +337,8 @@ class Aggregator:
         it for aggregators that cross a trust boundary."""
         head = {"protocol": self.protocol, "fingerprint": self.params.fingerprint,
                 **{k: v for k, v in json.loads(self.params.to_json()).items() if k in ("params", "domain")}}
-        if key is not None:
-            head["mac"] = _MAC_NAME
-        header = json.dumps(head, sort_keys=True, separators=(",", ":")).encode()
-        buf = io.BytesIO()
-        buf.write(FORMAT_MAGIC)
-        buf.write(struct.pack("<HI", FORMAT_VERSION, len(header)))
-        buf.write(header)
         with self._lock:  # updates change the arrays in place: written whole, under the lock
-            state = dict(self._state())
-            buf.write(struct.pack("<I", len(state)))
-            for name in sorted(state):
-                raw = io.BytesIO()
-                array = np.asarray(state[name])
-                np.save(raw, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")),
-                        allow_pickle=False)
-                encoded = name.encode()
-                buf.write(struct.pack("<HQ", len(encoded), raw.tell()))
-                buf.write(encoded)
-                buf.write(raw.getvalue())
-        body = buf.getvalue()
-        if key is not None:
-            body += hmac.new(_checked_key(key), body, hashlib.sha256).digest()
-        return body + struct.pack("<I", zlib.crc32(body))
+            return write_container(head, self._state(), key)
 
     @classmethod
     def from_bytes(cls: Type[A], blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> A:

@@ -35,9 +35,11 @@ This module re-exports every name of those modules that other modules import.
 from __future__ import annotations
 
 # Every name below is re-exported: protocol modules and tests import them from here.
-from ._aggregator import Aggregator, _aggregator_name, _exact_sum, _length, _locked, load_aggregator  # noqa: F401
+from ._aggregator import Aggregator, _aggregator_name, _exact_sum, load_aggregator  # noqa: F401
 from ._delta import Delta, _checked_sum, _State, sparse_counts  # noqa: F401
 from ._client import ClientBase  # noqa: F401
+from ._memory import _length  # noqa: F401
+from ._methods import _locked  # noqa: F401
 from ._container import (FORMAT_MAGIC, FORMAT_VERSION, _check_layout, _checked_key, _Cursor,  # noqa: F401
                          _describe, _layout_nbytes, _MAC_NAME, _MAC_SIZE, _MAX_STATE_ARRAYS, _native,
                          _npy_array, _npy_header, _parse_container, _parse_header, read_header)

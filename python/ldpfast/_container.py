@@ -141,6 +141,27 @@ class _Cursor:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))
 
 
+def write_container(head: Dict[str, Any], state: Mapping[str, Any], key: Optional[bytes] = None) -> bytes:
+    """The container of ``head`` (protocol, fingerprint, params, domain) and the ``state``
+    arrays, with an HMAC-SHA256 when ``key`` is given (see the layout above)."""
+    if key is not None:
+        head = {**head, "mac": _MAC_NAME}
+    header = json.dumps(head, sort_keys=True, separators=(",", ":")).encode()
+    buf = io.BytesIO()
+    buf.write(FORMAT_MAGIC + struct.pack("<HI", FORMAT_VERSION, len(header)) + header)
+    buf.write(struct.pack("<I", len(state)))
+    for name in sorted(state):
+        raw = io.BytesIO()
+        array = np.asarray(state[name])
+        np.save(raw, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")), allow_pickle=False)
+        encoded = name.encode()
+        buf.write(struct.pack("<HQ", len(encoded), raw.tell()) + encoded + raw.getvalue())
+    body = buf.getvalue()
+    if key is not None:
+        body += hmac.new(_checked_key(key), body, hashlib.sha256).digest()
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
 def _parse_header(cur: _Cursor) -> Dict[str, Any]:
     (version,) = cur.unpack("<H", "format version")
     if version != FORMAT_VERSION:

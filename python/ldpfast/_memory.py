@@ -10,7 +10,9 @@ The limit is, in order of precedence: :func:`set_memory_limit`, the environment 
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
 
 from .errors import ParameterError
 
@@ -81,3 +83,20 @@ def check_allocation(nbytes: int, what: Union[str, Callable[[], str]], held: int
             f"{what} would need {_human(nbytes)} ({nbytes} bytes){beside}, over the memory limit of "
             f"{_human(limit)}; use smaller parameters or batches, or raise the limit with "
             "ldpfast.set_memory_limit(bytes) or LDPFAST_MEMORY_LIMIT")
+
+
+def _fits(buffer: Optional[np.ndarray], column: np.ndarray) -> bool:
+    """True when ``buffer`` (a kept copy buffer) can take ``column``: same dtype, large
+    enough and at most 4 times too large (a buffer grown for one huge batch is let go)."""
+    return (buffer is not None and buffer.dtype == column.dtype
+            and column.size <= buffer.size <= 4 * max(column.size, 1 << 12))
+
+
+def _length(values: Any) -> int:
+    """Number of values in an array or sequence (1 for a scalar, 0 when unknown)."""
+    if isinstance(values, np.ndarray):
+        return int(values.size)
+    try:
+        return len(values)
+    except TypeError:
+        return 0 if hasattr(values, "__iter__") else 1
