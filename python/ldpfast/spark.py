@@ -43,11 +43,14 @@ registered outside ldpfast must be importable on the executors (e.g. ``addPyFile
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import os
 import re
+import shutil
+import tempfile
 import threading
 import uuid
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type, Union, cast
@@ -68,7 +71,7 @@ _DATA_ERRORS = (ReportError, IncompatibleError, FormatError, DTypeError, Paramet
 # Every stage's output, one row per piece: ``dest`` places the row in the next shuffle,
 # ``part`` names the partial aggregator at its level, ``kind`` says what ``data`` holds.
 _ROWS = "dest long, part long, piece int, pieces int, kind tinyint, data binary"
-_STATE, _ERROR, _FILE = 0, 1, 2
+_STATE, _ERROR, _FILE, _SPILLED = 0, 1, 2, 3  # _SPILLED: data is the path of a partial's bytes
 
 _PIECE_BYTES = 8 << 20      # bytes of one piece of a partial's bytes
 _FETCH_BYTES = 64 << 20     # bytes the driver fetches per Spark job (default driver heap: 1 GiB)
@@ -88,7 +91,7 @@ def _murmur3_mix(h1: int, k1: int) -> int:
     return (_rotl32(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
 
 
-def spark_hash_long(value: int, seed: int = 42) -> int:
+def _spark_hash_long(value: int, seed: int = 42) -> int:
     """Spark SQL's ``hash()`` of a bigint (Murmur3 x86 32-bit, seed 42), which
     ``DataFrame.repartition(n, column)`` reduces modulo ``n`` to choose a partition."""
     value &= 0xFFFFFFFFFFFFFFFF
@@ -107,7 +110,7 @@ def _keys(partitions: int) -> Tuple[int, ...]:
     keys: List[Optional[int]] = [None] * partitions
     missing, key = partitions, 0
     while missing:
-        slot = spark_hash_long(key) % partitions
+        slot = _spark_hash_long(key) % partitions
         if keys[slot] is None:
             keys[slot] = key
             missing -= 1
@@ -153,6 +156,7 @@ class _Job:
     batch_rows: int
     hash_files: bool = False   # files route: record (size, sha256) of each file read
     files: Tuple[Tuple[str, ...], ...] = ()  # files route: the files of each task
+    spill: Optional[str] = None  # a directory every task and the driver reach: partials go there
 
     def empty(self) -> Aggregator:
         if self.zero is not None:
@@ -171,12 +175,15 @@ def _job(params_or_zero: Any, piece_bytes: int, batch_rows: int, **files: Any) -
 
 
 # -- the rows a stage emits -----------------------------------------------------------------
-def _rows(exchange: _Exchange, part: int, kind: int, data: bytes, piece_bytes: int) -> Iterator[Any]:
-    """``data`` as Arrow record batches of one piece each (bounded Arrow and JVM buffers).
+def _rows(job: _Job, exchange: _Exchange, part: int, kind: int, data: bytes) -> Iterator[Any]:
+    """``data`` as Arrow record batches of one piece each (bounded Arrow and JVM buffers),
+    or, for a partial aggregator when the job spills, one row naming the file written.
     Error and file records, a few hundred bytes, always travel as one piece."""
     import pyarrow as pa
 
-    count = max(1, -(-len(data) // piece_bytes)) if kind == _STATE else 1
+    if kind == _STATE and job.spill is not None:
+        kind, data = _SPILLED, _spill(job.spill, data).encode()
+    count = max(1, -(-len(data) // job.piece_bytes)) if kind == _STATE else 1
     size = -(-len(data) // count)
     view = memoryview(data)
     for piece in range(count):
@@ -186,6 +193,31 @@ def _rows(exchange: _Exchange, part: int, kind: int, data: bytes, piece_bytes: i
              pa.array([piece], pa.int32()), pa.array([count], pa.int32()), pa.array([kind], pa.int8()),
              pa.array([chunk.tobytes()], pa.binary())],
             names=["dest", "part", "piece", "pieces", "kind", "data"])
+
+
+def _spill(directory: str, data: bytes) -> str:
+    """Write a partial's bytes to a new file in ``directory`` (a local path or a URI);
+    its path. Files are never changed or removed by tasks (a retried task downstream may
+    read them again); the driver removes the directory at the end."""
+    name = f"{uuid.uuid4().hex}.ldpfagg"
+    if "://" not in directory:
+        path = os.path.join(directory, name)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        return path
+    from pyarrow import fs
+
+    filesystem, inner = fs.FileSystem.from_uri(directory)
+    with filesystem.open_output_stream(f"{inner.rstrip('/')}/{name}") as handle:
+        handle.write(data)
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def _unspill(path: str) -> bytes:
+    if "://" not in path:
+        with open(path, "rb") as handle:
+            return handle.read()
+    return bytes(_read_source(path))
 
 
 def _error_record(exc: BaseException, **where: Any) -> bytes:
@@ -206,8 +238,10 @@ def _report_error(accumulator: Any, record: bytes) -> None:
 # -- locating a bad report ------------------------------------------------------------------
 def _first_bad_row(rows: int, check: Callable[[int, int], None]) -> Optional[Tuple[int, LdpfastError]]:
     """The first row that fails ``check(lo, hi)`` (which raises for rows [lo, hi) when one of
-    them is bad) on its own, and its error; found by halving, so about 2 * rows rows are
-    checked. None if no single row fails alone (an error of the batch as a whole)."""
+    them is bad) on its own, and its error; found by halving, which checks about ``rows``
+    rows again. None if no single row fails alone (an error of the batch as a whole)."""
+    if rows == 0:
+        return None
     lo, hi = 0, rows
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -218,7 +252,7 @@ def _first_bad_row(rows: int, check: Callable[[int, int], None]) -> Optional[Tup
         else:
             lo = mid
     try:
-        check(lo, lo + 1) if rows else None
+        check(lo, lo + 1)
     except _DATA_ERRORS as exc:
         return lo, exc
     return None
@@ -294,11 +328,11 @@ def _files_task(job: _Job, exchange: _Exchange, accumulator: Any, batches: Itera
             except _DATA_ERRORS as exc:
                 record = _error_record(exc, order=[task, 0])
                 _report_error(accumulator, record)
-                yield from _rows(exchange, task, _ERROR, record, job.piece_bytes)
+                yield from _rows(job, exchange, task, _ERROR, record)
                 continue
             for entry in entries:
-                yield from _rows(exchange, task, _FILE, json.dumps(entry).encode(), job.piece_bytes)
-            yield from _rows(exchange, task, _STATE, agg.to_bytes(), job.piece_bytes)
+                yield from _rows(job, exchange, task, _FILE, json.dumps(entry).encode())
+            yield from _rows(job, exchange, task, _STATE, agg.to_bytes())
 
 
 # -- DataFrame route: Spark's Arrow batches, converted back ----------------------------------
@@ -429,22 +463,25 @@ def _dataframe_task(job: _Job, exchange: _Exchange, specs: Sequence[_Column], ac
                 first_row=offset, rows=batch.num_rows, order=[partition, offset + (row or 0)],
                 values=None if row is None else _row_values(batch, row))
             _report_error(accumulator, record)
-            yield from _rows(exchange, partition, _ERROR, record, job.piece_bytes)
+            yield from _rows(job, exchange, partition, _ERROR, record)
             return
         offset += batch.num_rows
     if offset:
-        yield from _rows(exchange, partition, _STATE, agg.to_bytes(), job.piece_bytes)
+        yield from _rows(job, exchange, partition, _STATE, agg.to_bytes())
 
 
 # -- merge stages --------------------------------------------------------------------------------
 class _Pieces:
-    """Reassembles partial aggregators from their pieces, in whatever order rows arrive."""
+    """Reassembles partial aggregators from their pieces (or spilled files), in whatever
+    order rows arrive."""
 
     def __init__(self) -> None:
         self.pending: Dict[int, Dict[int, bytes]] = {}
 
-    def add(self, part: int, piece: int, pieces: int, data: bytes) -> Optional[bytes]:
+    def add(self, part: int, kind: int, piece: int, pieces: int, data: bytes) -> Optional[bytes]:
         """The partial's bytes once its last piece arrived, else None."""
+        if kind == _SPILLED:
+            return _unspill(data.decode())
         if pieces == 1:
             return data
         have = self.pending.setdefault(part, {})
@@ -475,18 +512,18 @@ def _merge_task(job: _Job, exchange: _Exchange, batches: Iterable[Any]) -> Itera
         columns = batch.to_pydict()
         for source, piece, count, kind, data in zip(columns["part"], columns["piece"], columns["pieces"],
                                                     columns["kind"], columns["data"]):
-            if kind != _STATE:
+            if kind in (_ERROR, _FILE):
                 failed = failed or kind == _ERROR
-                yield from _rows(exchange, part, kind, data, job.piece_bytes)
+                yield from _rows(job, exchange, part, kind, data)
                 continue
-            whole = pieces.add(source, piece, count, data)
+            whole = pieces.add(source, kind, piece, count, data)
             if whole is None or failed:
                 continue
             partial = job.kind.from_bytes(whole)
             total = partial if total is None else total.merge(partial)
     pieces.check_done()
     if total is not None and not failed:
-        yield from _rows(exchange, part, _STATE, total.to_bytes(), job.piece_bytes)
+        yield from _rows(job, exchange, part, _STATE, total.to_bytes())
 
 
 def _fetch_rows(rows: Iterable[Any]) -> List[Tuple[int, int, int, int, bytes]]:
@@ -584,7 +621,7 @@ class _Run:
                     files.append(data)
                 else:
                     expected[part] = count
-                    whole = pieces.add(part, piece, count, data)
+                    whole = pieces.add(part, kind, piece, count, data)
                     if whole is not None:
                         partials[part] = whole
             if errors:
@@ -728,6 +765,38 @@ def _absolute(path: str) -> str:
     return os.path.abspath(local)
 
 
+@contextlib.contextmanager
+def _spill_directory(spark: Any, spill: Optional[PathLike]) -> Iterator[Optional[str]]:
+    """A new directory under ``spill`` for one aggregation's partials (None: no spilling;
+    ``"auto"``: the temporary directory when every executor runs on this machine), removed
+    with what it holds at the end."""
+    if spill == "auto":
+        master = str(spark.sparkContext.master)
+        spill = tempfile.gettempdir() if master.startswith(("local[", "local-cluster[")) or master == "local" \
+            else None
+    if spill is None:
+        yield None
+        return
+    root = os.fspath(spill)
+    if "://" not in root:
+        directory = tempfile.mkdtemp(prefix="ldpfast-spark-", dir=root)
+        try:
+            yield directory
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return
+    from pyarrow import fs
+
+    filesystem, inner = fs.FileSystem.from_uri(root)
+    name = f"ldpfast-spark-{uuid.uuid4().hex}"
+    filesystem.create_dir(f"{inner.rstrip('/')}/{name}")
+    try:
+        yield f"{root.rstrip('/')}/{name}"
+    finally:
+        with contextlib.suppress(OSError):
+            filesystem.delete_dir(f"{inner.rstrip('/')}/{name}")
+
+
 def _file_groups(paths: Sequence[str], tasks: int) -> List[Tuple[str, ...]]:
     """``paths`` cut into ``tasks`` runs of consecutive files with about equal bytes."""
     sizes = []
@@ -749,7 +818,7 @@ def _file_groups(paths: Sequence[str], tasks: int) -> List[Tuple[str, ...]]:
 
 def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = None, *, spark: Any = None,
                     tasks: Optional[int] = None, fan_in: int = 8, batch_rows: int = 1 << 20,
-                    piece_bytes: int = _PIECE_BYTES) -> Aggregator:
+                    piece_bytes: int = _PIECE_BYTES, spill: Optional[PathLike] = "auto") -> Aggregator:
     """Aggregate Parquet report files (written by :func:`ldpfast.arrow.write_parquet`).
 
     Args:
@@ -765,6 +834,12 @@ def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = No
         fan_in: partial aggregators merged per task, and the most the driver merges.
         batch_rows: rows read at a time within a file (bounds a task's memory).
         piece_bytes: partial aggregators travel in pieces of at most this many bytes.
+        spill: a directory (local path or URI) that the driver and every executor can read
+            and write: partial aggregators are written there (in a new subdirectory,
+            removed at the end) and only their names go through Spark, which is faster
+            for large states. ``"auto"``: a temporary directory when the master is local
+            (``local[...]``, ``local-cluster[...]``: one machine), else none. None: partial
+            aggregators always travel in pieces through Spark's shuffles.
 
     Returns:
         The aggregator, byte-identical to folding the files in one process.
@@ -782,11 +857,12 @@ def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = No
 
         params = read_parquet_params(_read_source(files[0]), None)
     return _aggregate_paths(files, params, spark=spark, tasks=tasks, fan_in=fan_in, batch_rows=batch_rows,
-                            piece_bytes=piece_bytes)[0]
+                            piece_bytes=piece_bytes, spill=spill)[0]
 
 
 def _aggregate_paths(files: List[str], params: Any, *, spark: Any = None, tasks: Optional[int] = None,
                      fan_in: int = 8, batch_rows: int = 1 << 20, piece_bytes: int = _PIECE_BYTES,
+                     spill: Optional[PathLike] = "auto",
                      hash_files: bool = False) -> Tuple[Aggregator, List[Dict[str, Any]]]:
     """:func:`aggregate_files`, also returning what the tasks recorded of each file, in
     file order (see :func:`_fold_file`)."""
@@ -799,11 +875,12 @@ def _aggregate_paths(files: List[str], params: Any, *, spark: Any = None, tasks:
     if tasks is None:
         tasks = 2 * spark.sparkContext.defaultParallelism
     groups = _file_groups(files, min(_checked_int("tasks", tasks, 1), len(files)))
-    job = dataclasses.replace(job, files=tuple(groups))
-    run = _Run(spark, job, fan_in)
-    level0 = spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(
-        functools.partial(_files_task, job, run.exchange_after(len(groups)), run.errors), _ROWS)
-    total, records = run.run(level0, len(groups))
+    with _spill_directory(spark, spill) as directory:
+        job = dataclasses.replace(job, files=tuple(groups), spill=directory)
+        run = _Run(spark, job, fan_in)
+        level0 = spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(
+            functools.partial(_files_task, job, run.exchange_after(len(groups)), run.errors), _ROWS)
+        total, records = run.run(level0, len(groups))
     order = {path: i for i, path in enumerate(files)}
     entries = sorted((json.loads(r) for r in records), key=lambda e: order[e["path"]])
     return total, entries
@@ -868,7 +945,7 @@ def _planned_partitions(df: Any) -> int:
 
 
 def aggregate_dataframe(df: Any, params: Any, *, fan_in: int = 8, piece_bytes: int = _PIECE_BYTES,
-                        require_page_checksums: bool = True) -> Aggregator:
+                        spill: Optional[PathLike] = "auto", require_page_checksums: bool = True) -> Aggregator:
     """Aggregate a Spark DataFrame of reports: the report columns and the fingerprint
     column ``ldpfast_fingerprint`` (e.g. ``spark.read.parquet`` of files written with
     ``write_parquet(..., fingerprint_column=True)``).
@@ -877,7 +954,7 @@ def aggregate_dataframe(df: Any, params: Any, *, fan_in: int = 8, piece_bytes: i
         df: the DataFrame; other columns are ignored.
         params: the parameters the reports were made with, or an empty aggregator to
             start from (as in :func:`aggregate_files`).
-        fan_in, piece_bytes: as in :func:`aggregate_files`.
+        fan_in, piece_bytes, spill: as in :func:`aggregate_files`.
         require_page_checksums: refuse a DataFrame read from Parquet files unless the
             session verifies page checksums (``spark.hadoop.parquet.page.verify-checksum.enabled
             = true``); pass False only when the reader verifies them otherwise.
@@ -904,14 +981,16 @@ def aggregate_dataframe(df: Any, params: Any, *, fan_in: int = 8, piece_bytes: i
             ".config('spark.hadoop.parquet.page.verify-checksum.enabled', 'true'), or aggregate the files "
             "with ldpfast.spark.aggregate_files (which verifies them)")
     columns = [s.name for s in specs] + [FINGERPRINT_COLUMN]
-    run = _DataFrameRun(spark, job, fan_in, df, columns)
     selected = df.select(*columns)
     parts = _planned_partitions(selected)
     if parts == 0:
         return job.empty()
-    level0 = selected.mapInArrow(
-        functools.partial(_dataframe_task, job, run.exchange_after(parts), tuple(specs), run.errors), _ROWS)
-    return run.run(level0, parts)[0]
+    with _spill_directory(spark, spill) as directory:
+        job = dataclasses.replace(job, spill=directory)
+        run = _DataFrameRun(spark, job, fan_in, df, columns)
+        level0 = selected.mapInArrow(
+            functools.partial(_dataframe_task, job, run.exchange_after(parts), tuple(specs), run.errors), _ROWS)
+        return run.run(level0, parts)[0]
 
 
 def aggregate(source: Any, params: Any = None, **kwargs: Any) -> Aggregator:
