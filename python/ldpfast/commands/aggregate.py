@@ -418,7 +418,7 @@ def _spark_session(master: Optional[str]) -> Any:
 
 def _run_spark(args: argparse.Namespace, files: List[Path], params: Params) -> int:
     """The files not yet checkpointed, in one Spark job; one checkpoint at the end."""
-    from ..spark import _aggregate_paths
+    from ..spark._run import _aggregate_paths
 
     with _exclusive(args.state):
         with contextlib.suppress(FileNotFoundError):
