@@ -30,7 +30,8 @@ runtime=$("$cxx" -print-file-name=libasan.so)
 runtime="$runtime $("$cxx" -print-file-name=libstdc++.so.6)"
 
 tests=(tests/test_kernels_ocms.py tests/test_fwht.py tests/test_hadamard.py tests/test_privsketch*.py
-       tests/test_rng.py tests/test_dispatch.py tests/test_interrupt.py tests/test_binding_bounds.py)
+       tests/test_rng.py tests/test_dispatch.py tests/test_interrupt.py tests/test_binding_bounds.py
+       tests/test_bitvec.py)
 shopt -s nullglob
 tests+=(tests/test_fuzz_*.py)
 shopt -u nullglob

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ldpfast import _core
-from ldpfast import hadaheavy as HH
-from ldpfast import hadamard as H
-from ldpfast import hadaoracle as O
+from ldpfast.protocols import hadaheavy as HH
+from ldpfast.protocols import hadamard as H
+from ldpfast.protocols import hadaoracle as O
 
 N = 2_000_000
 D = 2**20

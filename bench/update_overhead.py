@@ -16,7 +16,7 @@ import numpy as np
 
 import ldpfast
 from ldpfast import _core
-from ldpfast import hadamard as H
+from ldpfast.protocols import hadamard as H
 
 
 def best_of(repeat, fn, inner):

@@ -8,7 +8,8 @@ the empirical ``(1 - beta)`` quantile of ``|chat(x) - c(x)|`` over fixed queries
 (half of them in the data, half absent), pooled over the repetitions.
 
 Part 2, heavy hitters: HadaHeavy (B ~ sqrt n), TreeHist (the binary special case, B = 2,
-HadaOracle levels), Bassily et al.'s Count-Sketch TreeHist (``ldpfast.treehist_cs``) and
+HadaOracle levels), Bassily et al.'s Count-Sketch TreeHist (``ldpfast.protocols.treehist_cs``), Wang et
+al.'s PEM (``ldpfast.protocols.pem``: top-32 prefixes, 4 bits per step, OLH groups) and
 Hashtogram given a candidate dictionary (every item of the data plus as many absent
 ones: it has no search of its own) on planted heavy items plus a Zipf tail over
 ``d = 2^32``. Recall and precision are measured at one common threshold (HadaHeavy's
@@ -39,10 +40,11 @@ import time
 
 import ldpfast
 import numpy as np
-from ldpfast import hadaheavy as HH
-from ldpfast import hadaoracle as HO
-from ldpfast import hashtogram as HT
-from ldpfast import treehist_cs as CS
+from ldpfast.protocols import hadaheavy as HH
+from ldpfast.protocols import hadaoracle as HO
+from ldpfast.protocols import hashtogram as HT
+from ldpfast.protocols import pem as PEM
+from ldpfast.protocols import treehist_cs as CS
 from ldpfast.theory.hadamard import c_eps
 
 D = 2**32
@@ -185,8 +187,11 @@ def heavy_factories():
         keep = est >= reference.tau - reference.delta
         return (candidates[keep], est[keep], server.estimate(planted) * n, t1 - t0, t2 - t1, float("nan"))
 
+    def pem_params(eps, d, n, beta, hash_seed):  # PEM hashes per user: no public seed
+        return PEM.Params.create(eps, d, n, beta)
+
     runs = [("HadaHeavy", prefix_search(HH, HH.Params.create)), ("TreeHist", prefix_search(HH, HH.Params.treehist)),
-            ("TreeHist-CS", prefix_search(CS, CS.Params.create))]
+            ("TreeHist-CS", prefix_search(CS, CS.Params.create)), ("PEM", prefix_search(PEM, pem_params))]
     runs.append(("Hashtogram+dictionary", hashtogram_dictionary))
     return runs
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpfast import hadaheavy, hadamard, hadaoracle, hashtogram, treehist_cs
+from ldpfast.protocols import hadaheavy, hadamard, hadaoracle, hashtogram, treehist_cs
 
 
 def planted(n: int, d: int, seed: int):

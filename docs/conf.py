@@ -2,7 +2,12 @@
 (pip install ".[docs]"). Pages are Markdown (MyST); the API reference is generated from
 the docstrings of the installed (or PYTHONPATH) package."""
 
+import sys
+from pathlib import Path
+
 import ldpfast
+
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "ldpfast"
 author = "The ldpfast developers"
@@ -15,13 +20,19 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
-    "sphinx.ext.mathjax",
+    "mathml_math",  # formulas as MathML at build time: no MathJax from a CDN, pages work offline
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "img"]
+exclude_patterns = ["_build", "img", "_ext"]
+html_math_renderer = "mathml"
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
+
+# Several protocol modules define a class named Params; annotations that name the base class
+# unqualified (the registry's, read as strings since they mention TYPE_CHECKING-only names)
+# are then ambiguous and Sphinx links one of them. Not a broken link: not a build failure.
+suppress_warnings = ["ref.python"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"

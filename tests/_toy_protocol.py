@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 from ldpfast._base import Aggregator, ClientBase, Params, Protocol, Reports, _State, register_protocol
-from ldpfast.errors import ParameterError, ReportError
+from ldpfast.errors import FormatError, ParameterError, ReportError
 
 PROTOCOL_ID = "toy-count"
 
@@ -78,6 +78,11 @@ class ToyServer(Aggregator):
     def _ingest(self, reports: ToyReports):
         return {"counts": self._st["counts"] + np.bincount(reports.y.astype(np.intp), minlength=self.params.m),
                 "signs": self._st["signs"] + np.bincount((reports.s > 0).astype(np.intp), minlength=2)}
+
+    def _check_state(self, state):
+        super()._check_state(state)
+        if any(np.any(array < 0) for array in state.values()):
+            raise FormatError("stored counts must be non-negative")
 
     @property
     def n(self) -> int:

@@ -28,14 +28,14 @@ def _same(a, b):
 
 def test_table_round_trip_and_metadata(batch):
     params, reports = batch
-    table = reports.to_arrow(params)
+    table = arrow.to_arrow(reports, params)
     meta = table.schema.metadata
     assert meta[b"ldpfast.protocol"] == b"toy-count"
     assert meta[b"ldpfast.fingerprint"] == params.fingerprint.encode()
     assert params_from_json(meta[b"ldpfast.params"].decode()) == params
     assert table.column_names == ["y", "s"]
     assert table.schema.field("y").type == pa.uint64() and table.schema.field("s").type == pa.int8()
-    _same(reports, toy.ToyReports.from_arrow(table, params))
+    _same(reports, arrow.from_arrow(table, params, reports_type=toy.ToyReports))
     _same(reports, arrow.from_arrow(table))  # protocol found through the registry
     chunked = pa.concat_tables([table.slice(0, 10), table.slice(10)])
     assert chunked.column("y").num_chunks == 2
@@ -46,7 +46,7 @@ def test_table_round_trip_and_metadata(batch):
 
 def test_reader_validates_what_it_reads(batch):
     params, reports = batch
-    table = reports.to_arrow(params)
+    table = arrow.to_arrow(reports, params)
     with pytest.raises(IncompatibleError, match="different parameters"):
         arrow.from_arrow(table, toy.ToyParams(m=38))
     with pytest.raises(FormatError, match="no ldpfast metadata"):
@@ -76,7 +76,7 @@ def test_reader_validates_what_it_reads(batch):
 
 def test_tables_without_params_still_name_the_protocol(batch):
     params, reports = batch
-    table = reports.to_arrow()
+    table = arrow.to_arrow(reports)
     assert b"ldpfast.params" not in table.schema.metadata
     _same(reports, arrow.from_arrow(table, params))
 
@@ -102,7 +102,7 @@ def test_parquet_round_trip_streaming_and_validation(batch, tmp_path):
     with pytest.raises(FormatError, match="no ldpfast metadata"):
         arrow.read_parquet(plain)
     # Parameters missing from the file.
-    pq.write_table(reports.to_arrow(), tmp_path / "noparams.parquet")
+    pq.write_table(arrow.to_arrow(reports), tmp_path / "noparams.parquet")
     with pytest.raises(FormatError, match="does not record its parameters"):
         arrow.read_parquet(tmp_path / "noparams.parquet")
     garbage = tmp_path / "garbage.parquet"

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfast import _base, grr, theory
+from ldpfast import _base, theory
+from ldpfast.protocols import grr
 from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError
 
 ALPHA = 1e-8

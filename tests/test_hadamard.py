@@ -1,4 +1,4 @@
-"""HRR, HE, CMS+HE, RHR, OLH (ldpfast.hadamard) and the Hadamard C++ kernels.
+"""HRR, HE, CMS+HE, RHR, OLH (ldpfast.protocols.hadamard) and the Hadamard C++ kernels.
 
 Statistical tolerances: Z = 5.0 standard deviations (two-sided normal tail 5.7e-7 per
 assertion); variance checks use the chi-square distribution of the sample variance at
@@ -15,7 +15,10 @@ from scipy import stats
 
 import ldpfast
 from ldpfast import _core
-from ldpfast import hadamard as H
+from ldpfast._validate import probability_threshold
+from ldpfast.protocols import _hadamard_layout, olh, rhr
+from ldpfast.protocols import hadamard as H
+from ldpfast.kernels.field import gf64_field
 from ldpfast.errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from ldpfast.theory import hadamard as th
 
@@ -65,7 +68,7 @@ def test_perturb_hashed_groups_match_field_hash(backend):
     rng = np.random.default_rng(1)
     x = rng.integers(0, 2**64 - 1, 3000, dtype=np.uint64, endpoint=True)
     table = _table(64, 0, groups=5, hash_modulus=64, shift=3)
-    field = H.gf64_field()
+    field = gf64_field()
     g, r, b = _core.hadamard_perturb(KEY, x, table, *_levels(5), field=field, flip_threshold=0)
     assert g.max() < 5
     y = _core.ocms_hash(field, table[g, 0].copy(), table[g, 1].copy(), x >> np.uint64(3), 64)
@@ -98,7 +101,7 @@ class PyElementRng:
 def test_perturb_matches_pure_python_model(backend):
     """Client randomness contract: row = below(D), then flip if the next word < threshold."""
     x = np.random.default_rng(9).integers(0, 1000, 300, dtype=np.uint64)
-    thr = H.probability_threshold(0.3)
+    thr = probability_threshold(0.3)
     for rows_size in (1024, 512):
         _, r, b = _core.hadamard_perturb(KEY, x, _table(rows_size), *_levels(1), flip_threshold=thr)
         for i in range(len(x)):
@@ -114,7 +117,7 @@ def test_flip_rate_matches_probability():
     n = 200_000
     x = np.zeros(n, dtype=np.uint64)
     prob = 0.3
-    _, r, b = _core.hadamard_perturb(KEY, x, _table(2), *_levels(1), flip_threshold=H.probability_threshold(prob))
+    _, r, b = _core.hadamard_perturb(KEY, x, _table(2), *_levels(1), flip_threshold=probability_threshold(prob))
     flips = np.count_nonzero(b == -1)  # column 0: H[r, 0] = +1
     assert abs(flips - n * prob) < Z * math.sqrt(n * prob * (1 - prob))
 
@@ -124,12 +127,12 @@ def test_perturb_backends_and_threads_agree(backend):
     x = rng.integers(0, 2**20, 40_000, dtype=np.uint64)
     table = _table(128, 0, groups=7, hash_modulus=128)
     first, count = np.array([0, 3], np.uint32), np.array([3, 4], np.uint32)
-    thr = H.binary_flip_threshold(1.0)
-    got = _core.hadamard_perturb(KEY, x, table, first, count, field=H.gf64_field(), flip_threshold=thr, threads=3)
+    thr = _hadamard_layout.binary_flip_threshold(1.0)
+    got = _core.hadamard_perturb(KEY, x, table, first, count, field=gf64_field(), flip_threshold=thr, threads=3)
     previous = _core.active_backend()
     _core.set_backend("scalar")
     try:
-        ref = _core.hadamard_perturb(KEY, x, table, first, count, field=H.gf64_field(), flip_threshold=thr, threads=1)
+        ref = _core.hadamard_perturb(KEY, x, table, first, count, field=gf64_field(), flip_threshold=thr, threads=1)
     finally:
         _core.set_backend(previous)
     for a, c in zip(got, ref):
@@ -324,7 +327,7 @@ def test_validated_update_finds_first_invalid(backend, log2_width, groups):
 
 def test_rhr_kernel_backends_and_threads_agree(backend):
     x = np.random.default_rng(5).integers(0, 10**6, 30_000, dtype=np.uint64)
-    thr = H.probability_threshold(0.6)
+    thr = probability_threshold(0.6)
     got = _core.rhr_perturb(KEY, x, 4, 2**16, thr, None, 3)
     previous = _core.active_backend()
     _core.set_backend("scalar")
@@ -367,9 +370,9 @@ def make(name, eps=1.0, d=200):
     if name == "cmshe":
         return H.CMSHEParams(epsilon=eps, d=d, k=64, m=32, hash_seed=11), H.CMSHEClient, H.CMSHEServer
     if name == "rhr":
-        return H.RHRParams(epsilon=eps, d=d), H.RHRClient, H.RHRServer
+        return rhr.RHRParams(epsilon=eps, d=d), rhr.RHRClient, rhr.RHRServer
     if name == "olh":
-        return H.OLHParams(epsilon=eps, d=d), H.OLHClient, H.OLHServer
+        return olh.OLHParams(epsilon=eps, d=d), olh.OLHClient, olh.OLHServer
     raise AssertionError(name)
 
 
@@ -534,8 +537,8 @@ def test_he_and_cmshe_have_the_same_mse_and_rhr_is_worse_on_adversarial_residues
                           lambda p, s: H.HEClient(p, rng=s), xs, counts, runs, 1)
     a_cms = _mean_sq_error(lambda i: (H.CMSHEParams(epsilon=eps, d=d, hash_seed=1000 + i), H.CMSHEServer),
                            lambda p, s: H.CMSHEClient(p, rng=s), xs, counts, runs, 2)
-    a_rhr = _mean_sq_error(lambda i: (H.RHRParams(epsilon=eps, d=d), H.RHRServer),
-                           lambda p, s: H.RHRClient(p, rng=s), xs, counts, runs, 3)
+    a_rhr = _mean_sq_error(lambda i: (rhr.RHRParams(epsilon=eps, d=d), rhr.RHRServer),
+                           lambda p, s: rhr.RHRClient(p, rng=s), xs, counts, runs, 3)
     sd_he, sd_cms, sd_rhr = (_tolerance(v, runs) for v in (v_he, v_cms, v_rhr))
     # each against its closed form
     assert abs(a_he - v_he.mean()) < Z * sd_he
@@ -552,30 +555,30 @@ def test_he_and_cmshe_have_the_same_mse_and_rhr_is_worse_on_adversarial_residues
 
 def test_olh_unbiased_with_stated_variance():
     eps, d, n, runs = 2.0, 50, 800, 600
-    params = H.OLHParams(epsilon=eps, d=d)
+    params = olh.OLHParams(epsilon=eps, d=d)
     assert params.g == 8
     values = np.concatenate([np.full(400, 3), np.arange(400) % d])
     f = np.bincount(values, minlength=d) / n
-    client = H.OLHClient(params, rng=31)
+    client = olh.OLHClient(params, rng=31)
     xs = np.array([3, 0, 49])
-    est = np.array([H.OLHServer(params).update(client.perturb(values)).estimate(xs) for _ in range(runs)])
+    est = np.array([olh.OLHServer(params).update(client.perturb(values)).estimate(xs) for _ in range(runs)])
     lo, hi = chi2_bounds(runs - 1)
     for j, x in enumerate(xs):
         var = th.olh_variance(eps, n, f[x])
         assert abs(est[:, j].mean() - f[x]) < Z * math.sqrt(var / runs)
         assert lo < (runs - 1) * est[:, j].var(ddof=1) / var < hi
-    full = H.OLHServer(params).update(client.perturb(values))
+    full = olh.OLHServer(params).update(client.perturb(values))
     np.testing.assert_allclose(full.estimate()[xs], full.estimate(xs))
 
 
 def test_rhr_unbiased_on_spread_data():
     eps, d, n, runs = 2.0, 1000, 2000, 300
-    params = H.RHRParams(epsilon=eps, d=d)
+    params = rhr.RHRParams(epsilon=eps, d=d)
     values = np.concatenate([np.full(1000, 123), np.arange(1000)])
     f = np.bincount(values, minlength=d) / n
-    client = H.RHRClient(params, rng=41)
+    client = rhr.RHRClient(params, rng=41)
     xs = np.array([123, 124, 0, 999])
-    est = np.array([H.RHRServer(params).update(client.perturb(values)).estimate(xs) for _ in range(runs)])
+    est = np.array([rhr.RHRServer(params).update(client.perturb(values)).estimate(xs) for _ in range(runs)])
     residue = np.bincount(values % params.base, minlength=params.base) / n
     for j, x in enumerate(xs):
         var = th.rhr_variance(eps, n, f[x], residue_fraction=residue[x % params.base])
@@ -584,7 +587,7 @@ def test_rhr_unbiased_on_spread_data():
 
 # -- validation -----------------------------------------------------------------------
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), 701.0, True, "1", None])
-@pytest.mark.parametrize("cls", [H.HRRParams, H.HEParams, H.RHRParams, H.OLHParams])
+@pytest.mark.parametrize("cls", [H.HRRParams, H.HEParams, rhr.RHRParams, olh.OLHParams])
 def test_params_reject_bad_epsilon(cls, bad):
     with pytest.raises(ParameterError, match="epsilon"):
         cls(epsilon=bad, d=10)
@@ -602,9 +605,9 @@ def test_other_param_errors():
     with pytest.raises(ParameterError, match="m must"):
         H.CMSHEParams(epsilon=1.0, d=10, m=1)
     with pytest.raises(ParameterError, match="epsilon must be <= 21"):
-        H.RHRParams(epsilon=25.0, d=10)
+        rhr.RHRParams(epsilon=25.0, d=10)
     with pytest.raises(ParameterError, match="g must"):
-        H.OLHParams(epsilon=1.0, d=10, g=1)
+        olh.OLHParams(epsilon=1.0, d=10, g=1)
     with pytest.raises(ParameterError, match="threads"):
         H.HRRServer(H.HRRParams(epsilon=1.0, d=10), threads=-1)
     with pytest.raises(ParameterError, match="rng"):
@@ -645,13 +648,14 @@ def test_rejected_batch_leaves_state_unchanged():
     with pytest.raises(ReportError, match="reports must be HRRReports"):
         server.update(H.HEClient(H.HEParams(epsilon=1.0, d=100), rng=1).perturb(np.arange(3)))
     assert server.to_bytes() == before
-    rhr = H.RHRServer(H.RHRParams(epsilon=1.0, d=100))
+    rhr_server = rhr.RHRServer(rhr.RHRParams(epsilon=1.0, d=100))
     with pytest.raises(ReportError, match="z = 4"):
-        rhr.update(H.RHRReports(z=np.array([4], np.uint32), rows=np.array([0], np.uint32)))
-    olh = H.OLHServer(H.OLHParams(epsilon=1.0, d=100))
+        rhr_server.update(rhr.RHRReports(z=np.array([4], np.uint32), rows=np.array([0], np.uint32)))
+    olh_server = olh.OLHServer(olh.OLHParams(epsilon=1.0, d=100))
     with pytest.raises(ReportError, match=r"z must be hash values in \[0, 4\), got 9"):
-        olh.update(H.OLHReports(z=np.array([9], np.uint64), a0=np.array([0], np.uint64), a1=np.array([0], np.uint64)))
-    assert rhr.n == 0 and olh.n == 0
+        olh_server.update(olh.OLHReports(z=np.array([9], np.uint64), a0=np.array([0], np.uint64),
+                                         a1=np.array([0], np.uint64)))
+    assert rhr_server.n == 0 and olh_server.n == 0
 
 
 def test_reports_reject_wrong_dtypes_and_lengths():

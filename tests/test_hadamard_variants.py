@@ -1,4 +1,4 @@
-"""The original RHR layout and Apple's HCMS layout (ldpfast.hadamard_variants) against
+"""The original RHR layout and Apple's HCMS layout (ldpfast.protocols.hadamard_variants) against
 their closed forms.
 
 Tolerances are derived as in tests/test_pan_baselines.py: in one run on fixed data (and,
@@ -14,7 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from ldpfast import hadamard, hadamard_variants as hv, theory
+from ldpfast import theory
+from ldpfast.protocols import hadamard, hadamard_variants as hv
 from ldpfast.errors import ParameterError, ReportError
 from _moments import Z, check_mean, check_variance
 

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfast import hashtogram as ht, theory
+from ldpfast import theory
+from ldpfast.protocols import hashtogram as ht
 from ldpfast.errors import ParameterError, ReportError
 
 ALPHA = 5e-9

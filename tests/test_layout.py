@@ -1,8 +1,7 @@
 """The package layout: every module imports on its own (no import cycle), every protocol is
-registered exactly once, the public import paths of moved names keep working, and the
-OLH-style protocols agree on the hash range g."""
+registered exactly once, and the OLH-style protocols agree on the hash range g (the old
+import paths: tests/test_deprecations.py; the import graph: tests/test_layers.py)."""
 
-import importlib
 import math
 import pathlib
 import subprocess
@@ -35,8 +34,7 @@ def _run(code):
 
 def test_module_list_reaches_the_protocols():
     names = _module_names()
-    assert {"ldpfast.protocols.privsketch_baselines", "ldpfast.protocols._hadamard_layout",
-            "ldpfast.privsketch_baselines", "ldpfast.olh"} <= set(names)
+    assert {"ldpfast.protocols._hadamard_layout", "ldpfast.protocols.olh"} <= set(names)
 
 
 @pytest.mark.parametrize("name", _module_names())
@@ -60,44 +58,13 @@ def test_every_protocol_is_registered_exactly_once():
         "    calls[protocol.id] += 1\n"
         "    return real(protocol, *args, **kwargs)\n"
         "b.register_protocol = counting\n"
-        "import ldpfast.privsketch_baselines, ldpfast.hadamard\n"
+        "import ldpfast.protocols.privsketch, ldpfast.protocols.hadamard\n"
         "b.protocols()\n"
         "print(sorted(calls.items()))\n")
     assert result.returncode == 0, result.stderr
     calls = dict(eval(result.stdout))
     assert len(calls) >= 25 and {"olh", "ps-olh", "svim-items", "multi-pcms-min", "hrr"} <= set(calls)
     assert {pid: n for pid, n in calls.items() if n != 1} == {}
-
-
-@pytest.mark.parametrize("old, names", [
-    ("ldpfast.hadamard", ["OLHParams", "OLHClient", "OLHReports", "OLHServer", "HRRServer", "GroupBitReports",
-                          "BitReports", "PRIME", "gf64_field", "probability_threshold", "binary_flip_threshold",
-                          "Layout", "LayoutClient", "LayoutServer", "cached_layout", "as_values", "prime_field"]),
-    ("ldpfast.privsketch", ["PrivacyWarning", "SketchParams", "as_sets", "MultiPCMSMeanParams", "PSOLHServer",
-                            "SVIMPaddedServer", "svim", "svim_groups", "SvimResult", "padding_length", "olh_g",
-                            "PRIME"]),
-    ("ldpfast.privsketch_baselines", ["MultiPCMSMinServer", "PSOLHParams", "SVIMItemParams", "svim", "olh_g",
-                                      "SVIM_SHARES", "padding_length"]),
-    ("ldpfast.ocms", ["hash_range", "finite_field_size", "uint64_column", "decode_matches", "PRIME"]),
-    ("ldpfast.hadamard", ["RHRParams", "RHRClient", "RHRReports", "RHRServer"]),
-    ("ldpfast.privsketch", ["SafeParams", "SafeClient", "SafeReports", "SafeServer"]),
-    ("ldpfast.svim", ["SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L"]),
-])
-def test_moved_names_stay_importable_from_their_public_modules(old, names):
-    module = importlib.import_module(old)
-    missing = [name for name in names if not hasattr(module, name)]
-    assert not missing
-    exported = getattr(module, "__all__", [])
-    assert not [name for name in exported if not hasattr(module, name)]
-
-
-def test_moved_protocols_are_the_same_objects_under_every_path():
-    assert ldpfast.hadamard.OLHServer is ldpfast.olh.OLHServer
-    assert ldpfast.privsketch.PSOLHParams is ldpfast.privsketch_baselines.PSOLHParams is ldpfast.ps_olh.PSOLHParams
-    assert ldpfast.privsketch.SVIMItemServer is ldpfast.svim.SVIMItemServer
-    assert ldpfast.privsketch.MultiPCMSMeanClient is ldpfast.multi_pcms.MultiPCMSMeanClient
-    assert ldpfast.hadamard.RHRServer is ldpfast.rhr.RHRServer
-    assert ldpfast.privsketch.SafeServer is ldpfast.privsketch_ldp.SafeServer
 
 
 def test_he_variance_is_one_function():
@@ -111,15 +78,16 @@ def test_he_variance_is_one_function():
 # -- one OLH hash range ------------------------------------------------------------------------
 def _olh_style_gs(eps):
     """g of every protocol that reports with OLH, at default parameters."""
-    ps = ldpfast.privsketch
+    from ldpfast.protocols import ps_olh, svim
+
     candidates = tuple(range(100))
-    padded = ps.SVIMPaddedParams(epsilon=eps, d=1000, candidates=candidates, L=1)
+    padded = svim.SVIMPaddedParams(epsilon=eps, d=1000, candidates=candidates, L=1)
     assert not padded.uses_grr            # |C| = 100 >= L e^eps (4L - 1) + 1 (eps <= 3): the OLH branch
     return {
-        "olh": ldpfast.olh.OLHParams(epsilon=eps, d=1000).g,
-        "ps-olh": ps.PSOLHParams(epsilon=eps, d=1000, pad_len=3).g,
-        "svim-items": ps.SVIMItemParams(epsilon=eps, d=1000).g,
-        "svim-lengths": ps.SVIMLengthParams(epsilon=eps, d=1000, candidates=candidates).g,
+        "olh": ldpfast.protocols.olh.OLHParams(epsilon=eps, d=1000).g,
+        "ps-olh": ps_olh.PSOLHParams(epsilon=eps, d=1000, pad_len=3).g,
+        "svim-items": svim.SVIMItemParams(epsilon=eps, d=1000).g,
+        "svim-lengths": svim.SVIMLengthParams(epsilon=eps, d=1000, candidates=candidates).g,
         "svim-padded": padded.g,
         "theory.olh_g": theory.olh_g(eps),
     }
@@ -138,10 +106,24 @@ def test_olh_g_agrees_off_ties(eps, g):
 
 def test_amplified_ps_olh_uses_the_same_rule_on_its_budget():
     eps_prime = math.log(3 * math.expm1(1.0) + 1.0)
-    params = ldpfast.privsketch.PSOLHParams(epsilon=1.0, d=100, pad_len=3, amplify=True)
+    params = ldpfast.protocols.ps_olh.PSOLHParams(epsilon=1.0, d=100, pad_len=3, amplify=True)
     assert params.g == theory.olh_g(eps_prime)
 
 
 def test_theory_ps_olh_variance_defaults_to_the_same_g():
     eps = math.log(2.5)
     assert theory.ps_olh_variance(eps, 1e4, 0.1, pad_len=2) == theory.ps_olh_variance(eps, 1e4, 0.1, pad_len=2, g=4)
+
+
+def test_type_checkers_see_every_protocol_module():
+    """``ldpfast.protocols`` imports its modules lazily; its ``TYPE_CHECKING`` block names
+    them all, so that ``ldpfast.protocols.<name>`` is typed for a user's checker."""
+    import ast
+
+    import ldpfast.protocols as package
+
+    tree = ast.parse(pathlib.Path(package.__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body
+                 if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    named = sorted(alias.name for node in block.body for alias in node.names)
+    assert named == package.module_names(), "add the new protocol module to ldpfast/protocols/__init__.py"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ldpfast
-from ldpfast import grr, hadaheavy, hadamard, ocms, privsketch
+from ldpfast.protocols import grr, hadaheavy, hadamard, ocms, privsketch
 from ldpfast.errors import ParameterError
 
 

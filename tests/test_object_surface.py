@@ -11,9 +11,10 @@ import pytest
 import ldpfast as lf
 from ldpfast._base import protocols
 from ldpfast.errors import FormatError
-from test_contract import contract_cases
+from test_conformance import SUBJECTS
 
-EXAMPLES = {case: entry for case, entry in contract_cases().items() if protocols()[entry[0]].builtin}
+EXAMPLES = {subject: (pid, protocols()[pid].example, make_server)
+            for subject, (pid, make_server, _) in SUBJECTS.items() if protocols()[pid].builtin}
 CASES = sorted(EXAMPLES)
 ADDRESS = re.compile(r"object at 0x[0-9a-f]+")
 
@@ -92,12 +93,13 @@ def test_frequencies_and_load(case):
 
 
 def test_old_spellings_still_work():
-    params = lf.ocms.Params.optimal(epsilon=2.0, d=50, field="compact")
-    server = lf.ocms.Server(params).update(lf.ocms.Client(params, rng=1).perturb(np.arange(500) % 50))
+    params = lf.protocols.ocms.Params.optimal(epsilon=2.0, d=50, field="compact")
+    ocms = lf.protocols.ocms
+    server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(500) % 50))
     np.testing.assert_allclose(server.estimate_counts(np.arange(5)), server.estimate(np.arange(5), counts=True))
     np.testing.assert_allclose(server.estimate(np.arange(5), clip=True), np.clip(server.estimate(np.arange(5)), 0, 1))
-    g = lf.grr.Params(epsilon=1.0, d=8)
-    gs = lf.grr.Server(g).update(lf.grr.Client(g, rng=1).perturb(np.arange(80) % 8))
+    g = lf.protocols.grr.Params(epsilon=1.0, d=8)
+    gs = lf.protocols.grr.Server(g).update(lf.protocols.grr.Client(g, rng=1).perturb(np.arange(80) % 8))
     np.testing.assert_allclose(gs.estimate_counts(clip=True), gs.n * gs.estimate(clip=True))
 
 
@@ -107,8 +109,8 @@ def test_load_rejects_garbage():
 
 
 def test_repr_of_a_large_parameter_tuple_is_cut():
-    params = lf.privsketch.SVIMLengthParams(epsilon=1.0, d=1000, candidates=tuple(range(500)))
-    text = repr(lf.privsketch.SVIMLengthServer(params))
+    params = lf.protocols.svim.SVIMLengthParams(epsilon=1.0, d=1000, candidates=tuple(range(500)))
+    text = repr(lf.protocols.svim.SVIMLengthServer(params))
     assert "500 items" in text and len(text) < 400
 
 

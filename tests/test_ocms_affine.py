@@ -5,7 +5,8 @@ backend and thread count, over random and edge parameters."""
 import numpy as np
 import pytest
 
-from ldpfast import _core, ocms
+from ldpfast import _core
+from ldpfast.protocols import ocms
 from ldpfast.kernels import field as kfield
 
 

@@ -20,7 +20,8 @@ import math
 import numpy as np
 import pytest
 
-from ldpfast import _core, ocms, theory
+from ldpfast import _core, theory
+from ldpfast.protocols import ocms
 from ldpfast.kernels.field import PRIME
 from _moments import Z, check_mean, check_variance
 

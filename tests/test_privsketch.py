@@ -10,7 +10,8 @@ import pytest
 
 import ldpfast as lf
 from ldpfast import _core
-from ldpfast import privsketch as ps
+from ldpfast.protocols import multi_pcms, privsketch_ldp, ps_olh, svim
+from ldpfast.protocols import privsketch as ps
 from ldpfast.datasets import SetData
 from ldpfast.errors import DTypeError, IncompatibleError, ParameterError, ReportError
 
@@ -70,8 +71,8 @@ def test_nosmp_and_pcms_clients_send_the_sketch_without_flips():
     sets = random_sets(gen, 80, 40, 6)
     nosmp = noiseless(ps.NoSmpParams.create(epsilon=2.0, d=40, K=2, M=4, seed=5))
     rep = ps.NoSmpClient(nosmp, rng=6).perturb(sets)
-    pcms = noiseless(ps.MultiPCMSMeanParams.create(epsilon=2.0, d=40, K=2, M=4, seed=5))
-    rep_mean = ps.MultiPCMSMeanClient(pcms, rng=6).perturb(sets)
+    pcms = noiseless(multi_pcms.MultiPCMSMeanParams.create(epsilon=2.0, d=40, K=2, M=4, seed=5))
+    rep_mean = multi_pcms.MultiPCMSMeanClient(pcms, rng=6).perturb(sets)
     for i, s in enumerate(sets):
         X = py_sketch(nosmp, s)
         assert np.array_equal(rep.bits[i], 2 * X.astype(np.int8) - 1)
@@ -205,13 +206,13 @@ def test_other_protocols_merge_and_round_trip(kind):
     gen = np.random.default_rng(16)
     sets = random_sets(gen, 300, 30, 6)
     if kind == "psolh":
-        params = ps.PSOLHParams(epsilon=2.0, d=30, pad_len=4)
-        client_cls, server_cls = ps.PSOLHClient, ps.PSOLHServer
+        params = ps_olh.PSOLHParams(epsilon=2.0, d=30, pad_len=4)
+        client_cls, server_cls = ps_olh.PSOLHClient, ps_olh.PSOLHServer
     else:
         pcls, client_cls, server_cls = {
-            "safe": (ps.SafeParams, ps.SafeClient, ps.SafeServer),
-            "mean": (ps.MultiPCMSMeanParams, ps.MultiPCMSMeanClient, ps.MultiPCMSMeanServer),
-            "min": (ps.MultiPCMSMinParams, ps.MultiPCMSMinClient, ps.MultiPCMSMinServer),
+            "safe": (privsketch_ldp.SafeParams, privsketch_ldp.SafeClient, privsketch_ldp.SafeServer),
+            "mean": (multi_pcms.MultiPCMSMeanParams, multi_pcms.MultiPCMSMeanClient, multi_pcms.MultiPCMSMeanServer),
+            "min": (multi_pcms.MultiPCMSMinParams, multi_pcms.MultiPCMSMinClient, multi_pcms.MultiPCMSMinServer),
             "nosmp": (ps.NoSmpParams, ps.NoSmpClient, ps.NoSmpServer)}[kind]
         params = pcls.create(epsilon=2.0, d=30, K=3, M=8, seed=17)
     client = client_cls(params, rng=18)
@@ -237,7 +238,7 @@ def test_rejected_batch_leaves_state_unchanged():
         (ps.Reports(k=good.k, m=good.m, bit=np.where(np.arange(len(good)) == 2, 0, good.bit), order=good.order),
          "bit"),
         (ps.Reports(k=good.k, m=good.m, bit=good.bit, order=np.zeros((len(good), 4, 8), np.uint16)), "order"),
-        (ps.SafeReports(k=good.k, m=good.m, bit=good.bit), "Reports"),
+        (privsketch_ldp.SafeReports(k=good.k, m=good.m, bit=good.bit), "Reports"),
     ]
     for reports, word in cases:
         with pytest.raises(ReportError, match=word):
@@ -288,7 +289,7 @@ def test_client_and_server_input_validation():
     with pytest.raises(ParameterError, match="items"):
         client.perturb([[-1]])
     with pytest.raises(ParameterError, match="params"):
-        ps.Client(ps.SafeParams.create(epsilon=1.0, d=10))
+        ps.Client(privsketch_ldp.SafeParams.create(epsilon=1.0, d=10))
     with pytest.raises(ParameterError, match="candidates"):
         ps.Server(params, candidates=[3, 10])
     server = ps.Server(params, candidates=[1, 2]).update(client.perturb([[1]]))
@@ -307,11 +308,35 @@ def test_privacy_warning_on_non_ldp_clients_only():
         warnings.simplefilter("always")
         ps.Client(ps.Params.create(epsilon=1.0, d=10))
         ps.NoSmpClient(ps.NoSmpParams.create(epsilon=1.0, d=10))
-        ps.SafeClient(ps.SafeParams.create(epsilon=1.0, d=10))
-        ps.MultiPCMSMeanClient(ps.MultiPCMSMeanParams.create(epsilon=1.0, d=10))
+        privsketch_ldp.SafeClient(privsketch_ldp.SafeParams.create(epsilon=1.0, d=10))
+        multi_pcms.MultiPCMSMeanClient(multi_pcms.MultiPCMSMeanParams.create(epsilon=1.0, d=10))
     privacy = [w for w in caught if issubclass(w.category, ps.PrivacyWarning)]
-    assert len(privacy) == 2
+    assert len(privacy) == 4          # building the two non-LDP parameters, then their clients
     assert all("NOT eps-LDP" in str(w.message) and "ordering matrix" in str(w.message) for w in privacy)
+
+
+def test_privacy_warning_is_shown_every_time_under_the_default_filters():
+    """Python's default filters show a UserWarning once per call site; ldpfast's "always"
+    filter for PrivacyWarning (installed at import) shows it at every construction, as the
+    README promises, and an explicit "ignore" still silences it. In a fresh interpreter, so
+    that pytest's own filters play no part."""
+    import subprocess
+    import sys
+
+    script = """
+import warnings
+from ldpfast.protocols import privsketch as ps
+with warnings.catch_warnings(record=True) as caught:
+    for _ in range(3):
+        ps.Client(ps.Params.create(epsilon=1.0, d=10, seed=1))
+shown = sum(issubclass(w.category, ps.PrivacyWarning) for w in caught)
+warnings.simplefilter("ignore", ps.PrivacyWarning)
+with warnings.catch_warnings(record=True) as caught:
+    ps.Client(ps.Params.create(epsilon=1.0, d=10, seed=1))
+print(shown, len(caught))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["6", "0"]      # parameters and client, three times; none once ignored
 
 
 def test_protocols_registered():
@@ -342,10 +367,10 @@ def test_bloom_diagnostics_estimate_the_fill():
 
 def test_padding_length_is_the_nearest_rank_percentile():
     data = SetData.from_lists([list(range(k)) for k in range(1, 11)])     # sizes 1..10
-    assert ps.padding_length(data) == 9
-    assert ps.padding_length(data, 100) == 10
-    assert ps.padding_length(ps.as_sets(data, data.d)) == 9
-    assert ps.olh_g(3.0) == 21 and ps.olh_g(8.0) == 2982                   # SPEC 6
+    assert ps_olh.padding_length(data) == 9
+    assert ps_olh.padding_length(data, 100) == 10
+    assert ps_olh.padding_length(ps.as_sets(data, data.d)) == 9
+    assert ps_olh.olh_g(3.0) == 21 and ps_olh.olh_g(8.0) == 2982                   # SPEC 6
 
 
 def test_svim_finds_the_heavy_items():
@@ -354,7 +379,7 @@ def test_svim_finds_the_heavy_items():
     from ldpfast import metrics
     from ldpfast.datasets import zipf_sets
     data = zipf_sets(20000, 500, length=5, seed=41)
-    result = ps.svim(data, 8.0, k=10, rng=42)
+    result = svim.svim(data, 8.0, k=10, rng=42)
     assert result.top.size == 10 and result.candidates.size == 20 and result.L >= 1
     assert set(result.top.tolist()) == set(metrics.top_k(data.frequencies(), 10).tolist())
 

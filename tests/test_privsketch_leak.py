@@ -6,7 +6,9 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from ldpfast import privsketch as ps
+from ldpfast.protocols import privsketch as ps
+
+from ldpfast.protocols import privsketch_ldp
 
 
 def test_ordering_matrix_reveals_single_items():
@@ -35,6 +37,6 @@ def test_ordering_matrix_reveals_single_items():
 
 
 def test_ldp_safe_variant_sends_no_ordering_matrix():
-    params = ps.SafeParams.create(epsilon=1.0, d=50, seed=1)
-    reports = ps.SafeClient(params, rng=2).perturb([[3], [4]])
+    params = privsketch_ldp.SafeParams.create(epsilon=1.0, d=50, seed=1)
+    reports = privsketch_ldp.SafeClient(params, rng=2).perturb([[3], [4]])
     assert set(reports.columns()) == {"k", "m", "bit"}

@@ -13,7 +13,9 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from ldpfast import privsketch as ps
+from ldpfast.protocols import privsketch as ps
+
+from ldpfast.protocols import multi_pcms, privsketch_ldp, ps_olh
 from ldpfast import theory
 
 R = 400          # replicates
@@ -85,21 +87,21 @@ def test_nosmp_unbiased_for_ftilde_with_thm_3_2_variance():
 
 
 def test_ldp_safe_variant_unbiased_for_count_mean_frequency():
-    params = coeffs(ps.SafeParams, 2.0)
+    params = coeffs(privsketch_ldp.SafeParams, 2.0)
     sets, _, fbar, fbar_sq, _ = population(params)
-    out = replicate(ps.SafeClient, ps.SafeServer, params, sets, {"mean": {}})
+    out = replicate(privsketch_ldp.SafeClient, privsketch_ldp.SafeServer, params, sets, {"mean": {}})
     check(out["mean"], fbar, theory.privsketch_ldp_variance(2.0, N_USERS, fbar, fbar_sq, M=8, K=2))
 
 
 def test_multi_pcms_mean_unbiased_for_count_mean_frequency():
-    params = coeffs(ps.MultiPCMSMeanParams, 16.0)
+    params = coeffs(multi_pcms.MultiPCMSMeanParams, 16.0)
     sets, _, fbar, fbar_sq, _ = population(params)
-    out = replicate(ps.MultiPCMSMeanClient, ps.MultiPCMSMeanServer, params, sets, {"mean": {}})
+    out = replicate(multi_pcms.MultiPCMSMeanClient, multi_pcms.MultiPCMSMeanServer, params, sets, {"mean": {}})
     check(out["mean"], fbar, theory.multi_pcms_mean_variance(16.0, N_USERS, fbar, fbar_sq, M=8, K=2))
 
 
 def test_ps_olh_unbiased_when_sets_fit_the_padding():
-    params = ps.PSOLHParams(epsilon=2.0, d=D, pad_len=6)     # every set has <= 6 items
+    params = ps_olh.PSOLHParams(epsilon=2.0, d=D, pad_len=6)     # every set has <= 6 items
     sets, _, _, _, f = population(coeffs(ps.Params, 2.0))
-    out = replicate(ps.PSOLHClient, ps.PSOLHServer, params, sets, {"e": {}})
+    out = replicate(ps_olh.PSOLHClient, ps_olh.PSOLHServer, params, sets, {"e": {}})
     check(out["e"], f, theory.ps_olh_variance(2.0, N_USERS, f, pad_len=6))

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from ldpfast import _base
-from ldpfast import privsketch as ps
+
+from ldpfast.protocols import ps_olh, svim
+from ldpfast.protocols import privsketch as ps
 from ldpfast.datasets import SetData, zipf_sets
 from ldpfast.errors import IncompatibleError, ParameterError, ReportError
 
@@ -55,11 +57,11 @@ def olh_scale(g, eps):
 
 def test_phase1_estimates_the_item_sampling_frequency():
     data = make_sets(30000, 1)
-    params = ps.SVIMItemParams(epsilon=2.0, d=D, k=4)
+    params = svim.SVIMItemParams(epsilon=2.0, d=D, k=4)
     assert params.g == 8                                        # int(e^2) + 1, R3's truncation
-    reports = ps.SVIMItemClient(params, rng=2).perturb(data)
+    reports = svim.SVIMItemClient(params, rng=2).perturb(data)
     assert np.count_nonzero(data.sizes()) < data.n == len(reports)   # empty sets report too (the dummy d)
-    server = ps.SVIMItemServer(params).update(reports)
+    server = svim.SVIMItemServer(params).update(reports)
     users = [data.user(i) for i in range(data.n)]
     holds = np.zeros((len(users), D))                           # P(sampled item = x) per user
     for i, s in enumerate(users):
@@ -76,10 +78,10 @@ def test_phase1_estimates_the_item_sampling_frequency():
 @pytest.mark.parametrize("max_length", [0, 3])
 def test_phase2_estimates_the_length_histogram(max_length):
     data = make_sets(30000, 3)
-    params = ps.SVIMLengthParams(epsilon=1.5, d=D, candidates=CAND, max_length=max_length)
+    params = svim.SVIMLengthParams(epsilon=1.5, d=D, candidates=CAND, max_length=max_length)
     assert params.max_length == (max_length or len(CAND))      # default |C|: never clips
-    reports = ps.SVIMLengthClient(params, rng=4).perturb(as_lists(data))
-    server = ps.SVIMLengthServer(params).update(reports)
+    reports = svim.SVIMLengthClient(params, rng=4).perturb(as_lists(data))
+    server = svim.SVIMLengthServer(params).update(reports)
     lengths = np.minimum([len(set(s) & set(CAND)) for s in as_lists(data)], params.max_length)
     holds = (lengths[:, None] == np.arange(params.max_length + 1)).astype(float)
     check_unbiased(server.estimate(), holds.mean(axis=0), olh_match_prob(holds, params.g, 1.5), data.n,
@@ -91,7 +93,7 @@ def test_phase2_estimates_the_length_histogram(max_length):
     # max_L only changes the server's choice of L, so the batch is reused as a hand-built
     # one (without the fingerprint of the parameters that made it)
     reports.params_fingerprint = None
-    assert expected > 1 and ps.SVIMLengthServer(dataclass_replace(params, max_L=1)).update(reports).length() == 1
+    assert expected > 1 and svim.SVIMLengthServer(dataclass_replace(params, max_L=1)).update(reports).length() == 1
     padded = server.padded_params()
     assert (padded.L, padded.candidates, padded.epsilon, padded.coverage) == (expected, CAND, 1.5, 0.9)
 
@@ -100,8 +102,8 @@ def test_phase2_length_of_a_clear_histogram():
     # Every user holds exactly 2 candidates: the histogram is (0, 0, 1, 0, ...); each bin's
     # estimate has sd < 0.01 here, so L = 2 unless the 11 bins are off by > 0.1 together (z > 3 sqrt(11)).
     sets = [[CAND[i % 10], CAND[(i + 1) % 10], 4, 6] for i in range(20000)]
-    params = ps.SVIMLengthParams(epsilon=4.0, d=D, candidates=CAND)
-    server = ps.SVIMLengthServer(params).update(ps.SVIMLengthClient(params, rng=5).perturb(sets))
+    params = svim.SVIMLengthParams(epsilon=4.0, d=D, candidates=CAND)
+    server = svim.SVIMLengthServer(params).update(svim.SVIMLengthClient(params, rng=5).perturb(sets))
     assert server.length() == 2
 
 
@@ -111,12 +113,12 @@ def test_phase3_estimates_the_padded_sampling_frequency(L, eps, grr, reference):
     # |C| = 10 < L e^eps (4L-1) + 1 is 39.1 for L = 2 (GRR) and 9.15 for L = 1 (OLH).
     # Small sets, so that padding (L = 2) and sampling (|S ∩ C| > L) both matter.
     data = make_sets(40000, 6, max_size=3)
-    params = ps.SVIMPaddedParams(epsilon=eps, d=D, candidates=CAND, L=L, reference=reference)
+    params = svim.SVIMPaddedParams(epsilon=eps, d=D, candidates=CAND, L=L, reference=reference)
     assert params.uses_grr is grr
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ps.PrivacyWarning)
-        reports = ps.SVIMPaddedClient(params, rng=7).perturb(data)
-    server = ps.SVIMPaddedServer(params).update(reports)
+        reports = svim.SVIMPaddedClient(params, rng=7).perturb(data)
+    server = svim.SVIMPaddedServer(params).update(reports)
     holds = np.zeros((data.n, len(CAND)))                       # P(padded sample = C[j])
     for i, s in enumerate(as_lists(data)):
         inter = [j for j, c in enumerate(CAND) if c in s]
@@ -139,29 +141,29 @@ def test_phase3_estimates_the_padded_sampling_frequency(L, eps, grr, reference):
 
 def test_groups_partition_the_users():
     data = make_sets(1001, 8)
-    groups = ps.svim_groups(data, rng=9)
+    groups = svim.svim_groups(data, rng=9)
     assert [g[0].size - 1 for g in groups] == [400, 100, 501]
     assert sum(g[1].size for g in groups) == data.items.size
     merged = sorted(tuple(sorted(g[1][g[0][i]:g[0][i + 1]].tolist())) for g in groups for i in range(g[0].size - 1))
     assert merged == sorted(tuple(sorted(s)) for s in as_lists(data))
-    again = ps.svim_groups(data, rng=9)
+    again = svim.svim_groups(data, rng=9)
     assert all(np.array_equal(a[1], b[1]) for a, b in zip(groups, again))
-    assert [g[0].size - 1 for g in ps.svim_groups(data, shares=(0.2, 0.3, 0.5), rng=9)] == [200, 300, 501]
+    assert [g[0].size - 1 for g in svim.svim_groups(data, shares=(0.2, 0.3, 0.5), rng=9)] == [200, 300, 501]
     with pytest.raises(ParameterError, match="shares"):
-        ps.svim_groups(data, shares=(0.5, 0.5, 0.5))
+        svim.svim_groups(data, shares=(0.5, 0.5, 0.5))
 
 
 def test_svim_is_the_three_phases_by_hand():
     data = zipf_sets(5000, 300, length=5, seed=10)
-    result = ps.svim(data, 3.0, k=8, rng=11)
+    result = svim.svim(data, 3.0, k=8, rng=11)
     gen = np.random.default_rng(11)
-    g1, g2, g3 = ps.svim_groups(data, rng=gen)
-    p1 = ps.SVIMItemParams(epsilon=3.0, d=data.d, k=8)
-    s1 = ps.SVIMItemServer(p1).update(ps.SVIMItemClient(p1, rng=gen).perturb(g1))
+    g1, g2, g3 = svim.svim_groups(data, rng=gen)
+    p1 = svim.SVIMItemParams(epsilon=3.0, d=data.d, k=8)
+    s1 = svim.SVIMItemServer(p1).update(svim.SVIMItemClient(p1, rng=gen).perturb(g1))
     p2 = s1.length_params()
-    s2 = ps.SVIMLengthServer(p2).update(ps.SVIMLengthClient(p2, rng=gen).perturb(g2))
+    s2 = svim.SVIMLengthServer(p2).update(svim.SVIMLengthClient(p2, rng=gen).perturb(g2))
     p3 = s2.padded_params()
-    s3 = ps.SVIMPaddedServer(p3).update(ps.SVIMPaddedClient(p3, rng=gen).perturb(g3))
+    s3 = svim.SVIMPaddedServer(p3).update(svim.SVIMPaddedClient(p3, rng=gen).perturb(g3))
     top, est = s3.top(8)
     assert np.array_equal(result.candidates, p2.candidates) and result.L == p3.L
     assert np.array_equal(result.top, top) and np.array_equal(result.estimates, est)
@@ -169,19 +171,19 @@ def test_svim_is_the_three_phases_by_hand():
 
 def test_reports_do_not_depend_on_threads():
     data = make_sets(3000, 12)
-    for params, client in [(ps.SVIMItemParams(epsilon=2.0, d=D), ps.SVIMItemClient),
-                           (ps.SVIMLengthParams(epsilon=2.0, d=D, candidates=CAND), ps.SVIMLengthClient),
-                           (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=2), ps.SVIMPaddedClient),
-                           (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1), ps.SVIMPaddedClient)]:
+    for params, client in [(svim.SVIMItemParams(epsilon=2.0, d=D), svim.SVIMItemClient),
+                           (svim.SVIMLengthParams(epsilon=2.0, d=D, candidates=CAND), svim.SVIMLengthClient),
+                           (svim.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=2), svim.SVIMPaddedClient),
+                           (svim.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1), svim.SVIMPaddedClient)]:
         a, b = client(params, rng=13, threads=1).perturb(data), client(params, rng=13, threads=3).perturb(data)
         assert all(np.array_equal(x, y) for x, y in zip(a.columns().values(), b.columns().values()))
 
 
 PHASES = [
-    (ps.SVIMItemParams(epsilon=2.0, d=D, k=3), ps.SVIMItemClient, ps.SVIMItemServer),
-    (ps.SVIMLengthParams(epsilon=2.0, d=D, candidates=CAND), ps.SVIMLengthClient, ps.SVIMLengthServer),
-    (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=2), ps.SVIMPaddedClient, ps.SVIMPaddedServer),
-    (ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1), ps.SVIMPaddedClient, ps.SVIMPaddedServer),
+    (svim.SVIMItemParams(epsilon=2.0, d=D, k=3), svim.SVIMItemClient, svim.SVIMItemServer),
+    (svim.SVIMLengthParams(epsilon=2.0, d=D, candidates=CAND), svim.SVIMLengthClient, svim.SVIMLengthServer),
+    (svim.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=2), svim.SVIMPaddedClient, svim.SVIMPaddedServer),
+    (svim.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1), svim.SVIMPaddedClient, svim.SVIMPaddedServer),
 ]
 
 
@@ -230,7 +232,7 @@ def test_rejected_batch_leaves_the_state_unchanged(params, client_cls, server_cl
         with pytest.raises(ReportError, match="a1 must be <"):
             server.update(bad_a)
     with pytest.raises(ReportError, match="reports must be"):
-        server.update(ps.PSOLHReports(z=good.z, a0=good.a0, a1=good.a1))
+        server.update(ps_olh.PSOLHReports(z=good.z, a0=good.a0, a1=good.a1))
     assert server.to_bytes() == before
     with pytest.raises(ReportError, match="n = 0"):
         server_cls(params).estimate()
@@ -238,29 +240,29 @@ def test_rejected_batch_leaves_the_state_unchanged(params, client_cls, server_cl
 
 def test_parameter_validation():
     with pytest.raises(ParameterError, match="epsilon"):
-        ps.SVIMItemParams(epsilon=0.0, d=D)
+        svim.SVIMItemParams(epsilon=0.0, d=D)
     with pytest.raises(ParameterError, match="k must be"):
-        ps.SVIMItemParams(epsilon=1.0, d=D, k=0)
+        svim.SVIMItemParams(epsilon=1.0, d=D, k=0)
     with pytest.raises(ParameterError, match="not be empty"):
-        ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=())
+        svim.SVIMLengthParams(epsilon=1.0, d=D, candidates=())
     with pytest.raises(ParameterError, match="distinct"):
-        ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=(1, 1))
+        svim.SVIMLengthParams(epsilon=1.0, d=D, candidates=(1, 1))
     with pytest.raises(ParameterError, match="candidates must lie in"):
-        ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=(1, D), L=1)
+        svim.SVIMPaddedParams(epsilon=1.0, d=D, candidates=(1, D), L=1)
     with pytest.raises(ParameterError, match="L must be"):
-        ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=0)
+        svim.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=0)
     with pytest.raises(ParameterError, match="coverage"):
-        ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=CAND, coverage=1.5)
+        svim.SVIMLengthParams(epsilon=1.0, d=D, candidates=CAND, coverage=1.5)
     with pytest.raises(ParameterError, match="params must be SVIMLengthParams"):
-        ps.SVIMLengthClient(ps.SVIMItemParams(epsilon=1.0, d=D))
+        svim.SVIMLengthClient(svim.SVIMItemParams(epsilon=1.0, d=D))
     with pytest.raises(IncompatibleError):
-        ps.SVIMPaddedServer(ps.SVIMItemParams(epsilon=1.0, d=D))
+        svim.SVIMPaddedServer(svim.SVIMItemParams(epsilon=1.0, d=D))
     with pytest.raises(ParameterError, match="items must be in"):
-        ps.SVIMItemClient(ps.SVIMItemParams(epsilon=1.0, d=D), rng=1).perturb([[D]])
+        svim.SVIMItemClient(svim.SVIMItemParams(epsilon=1.0, d=D), rng=1).perturb([[D]])
     with pytest.raises(ParameterError, match="k must be"):
-        ps.SVIMPaddedServer(ps.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1)).top(0)
+        svim.SVIMPaddedServer(svim.SVIMPaddedParams(epsilon=1.0, d=D, candidates=CAND, L=1)).top(0)
     # numpy candidates become a tuple of ints (hashable, JSON-serializable).
-    p = ps.SVIMLengthParams(epsilon=1.0, d=D, candidates=np.array(CAND))
+    p = svim.SVIMLengthParams(epsilon=1.0, d=D, candidates=np.array(CAND))
     assert p.candidates == CAND and isinstance(p.candidates[0], int)
 
 
@@ -269,9 +271,9 @@ def test_phase3_olh_branch_with_dummies_is_unbiased():
     d, cand = 64, tuple(range(5, 45))
     gen = np.random.default_rng(21)
     sets = [gen.choice(d, size=int(gen.integers(0, 4)), replace=False).tolist() for _ in range(40000)]
-    params = ps.SVIMPaddedParams(epsilon=0.5, d=d, candidates=cand, L=2)
+    params = svim.SVIMPaddedParams(epsilon=0.5, d=d, candidates=cand, L=2)
     assert not params.uses_grr and params.domain == 42
-    server = ps.SVIMPaddedServer(params).update(ps.SVIMPaddedClient(params, rng=22).perturb(sets))
+    server = svim.SVIMPaddedServer(params).update(svim.SVIMPaddedClient(params, rng=22).perturb(sets))
     holds = np.zeros((len(sets), len(cand)))
     for i, s in enumerate(sets):
         inter = [j for j, c in enumerate(cand) if c in s]
@@ -281,8 +283,8 @@ def test_phase3_olh_branch_with_dummies_is_unbiased():
 
 
 def test_phase1_reports_every_user():
-    params = ps.SVIMItemParams(epsilon=1.0, d=10)
-    reports = ps.SVIMItemClient(params, rng=1).perturb([[], [3]])
+    params = svim.SVIMItemParams(epsilon=1.0, d=10)
+    reports = svim.SVIMItemClient(params, rng=1).perturb([[], [3]])
     assert len(reports) == 2          # R3 sent one report: its presence revealed the empty set
 
 
@@ -292,12 +294,12 @@ def test_phase3_dummies_are_each_sampled_at_most_one_in_L(reference):
     # one of the L dummies uniformly (reference: always the single dummy), so each dummy's
     # report frequency is q + (p - q)/L (reference: p for the dummy). Counts are binomial:
     # a 6-sigma band fails by chance with probability < 1e-8 per value.
-    params = ps.SVIMPaddedParams(epsilon=1.0, d=1000, candidates=tuple(range(100, 200)), L=5, reference=reference)
+    params = svim.SVIMPaddedParams(epsilon=1.0, d=1000, candidates=tuple(range(100, 200)), L=5, reference=reference)
     assert params.uses_grr
     n = 200000
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        client = ps.SVIMPaddedClient(params, rng=3)
+        client = svim.SVIMPaddedClient(params, rng=3)
     assert [w.category for w in caught] == ([ps.PrivacyWarning] if reference else [])
     z = client.perturb([[]] * n).z.astype(np.int64)
     e, m = math.exp(params.grr_epsilon), params.domain
@@ -315,11 +317,11 @@ def test_phase3_dummies_are_each_sampled_at_most_one_in_L(reference):
 
 
 def test_ps_olh_amplify_warns_with_its_true_epsilon():
-    params = ps.PSOLHParams(epsilon=1.0, d=30, pad_len=4, amplify=True)
+    params = ps_olh.PSOLHParams(epsilon=1.0, d=30, pad_len=4, amplify=True)
     assert params.true_epsilon == pytest.approx(math.log(4 * math.expm1(1.0) + 1))
     with pytest.warns(ps.PrivacyWarning, match="NOT 1-LDP"):
-        ps.PSOLHClient(params)
+        ps_olh.PSOLHClient(params)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ps.PSOLHClient(ps.PSOLHParams(epsilon=1.0, d=30, pad_len=4))
-        assert ps.PSOLHParams(epsilon=1.0, d=30, pad_len=4).true_epsilon == 1.0
+        ps_olh.PSOLHClient(ps_olh.PSOLHParams(epsilon=1.0, d=30, pad_len=4))
+        assert ps_olh.PSOLHParams(epsilon=1.0, d=30, pad_len=4).true_epsilon == 1.0

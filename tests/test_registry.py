@@ -3,7 +3,6 @@ registration must satisfy, what the shared client constructor checks, and how ea
 layer says that a protocol lacks one of its hooks."""
 
 import dataclasses
-import warnings
 
 import numpy as np
 import pytest
@@ -59,22 +58,12 @@ def test_client_base_checks_params_threads_and_rng():
     assert "rng='os-entropy'" in repr(toy.ToyClient(params))
 
 
-def test_every_client_stamps_its_batches():
-    """ClientBase wraps each subclass's own perturb: batches carry the fingerprint."""
-    for pid, proto in sorted(_base.protocols().items()):
-        params, inputs = proto.example()
-        with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
-            warnings.simplefilter("ignore")
-            reports = proto.client(params, rng=1).perturb(inputs)
-        assert reports.params_fingerprint == params.fingerprint, pid
-
-
 def test_missing_hooks_are_named_by_the_layer_that_needs_them():
     params, values = toy._example()
     server = toy.ToyServer(params).update(toy.ToyClient(params, rng=1).perturb(values))
     est = server.frequencies(np.arange(4))
     assert np.isnan(est.std).all() and "registers none" in est.note
-    assert estimates._variance_for(server, np.arange(4))[0] is None
+    assert estimates._uncertainty_for(server, np.arange(4))[0] is None
     assert toy.PROTOCOL_ID not in audit.AUDITED
     with pytest.raises(ParameterError, match="registers no audit plan"):
         audit.audit(params, reports=10)

@@ -38,7 +38,7 @@ def test_files_exist_and_report_lists_every_cell(quick_run):
     assert len(result["oracle"]["eps"]) == n_oracles * len(cfg["eps_grid"])
     assert len(result["oracle"]["beta"]) == n_oracles * len(cfg["beta_grid"])
     names = {c["algorithm"] for c in result["heavy"]}
-    assert names == {"HadaHeavy", "TreeHist", "TreeHist-CS", "Hashtogram+dictionary"}
+    assert names == {"HadaHeavy", "TreeHist", "TreeHist-CS", "PEM", "Hashtogram+dictionary"}
     assert len(result["heavy"]) == len(names) * len(cfg["hh_n"])
 
 

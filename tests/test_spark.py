@@ -24,14 +24,18 @@ from ldpfast import arrow
 from ldpfast._base import protocols
 
 _IN_CI = os.environ.get("CI") == "true"
-pytest.importorskip("pyspark", reason="PySpark is not installed (pip install 'ldpfast[spark]')")
+if _IN_CI:  # CI installs the spark extra: a missing PySpark fails there instead of skipping
+    import pyspark  # noqa: F401
+else:
+    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install 'ldpfast[spark]')")
 
 import _toy_protocol  # noqa: E402,F401  (registers "toy-count": a protocol from outside ldpfast)
 import ldpfast.spark as lspark  # noqa: E402
 from ldpfast.dask import aggregate_files as single_process  # noqa: E402
 from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError  # noqa: E402
 from ldpfast.spark._tasks import _keys, _spark_hash_long  # noqa: E402
-from test_contract import contract_cases, make_case  # noqa: E402
+from ldpfast.testing._case import Case, Options  # noqa: E402
+from test_conformance import SUBJECTS  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
@@ -116,20 +120,22 @@ def _hrr_files(folder, n_files=3, n=20_000, epsilon=1.0, d=4096, seed=0):
 
 
 # -- every protocol, both routes, byte-identical ------------------------------------------------
-CASES = contract_cases()
-
-
-@pytest.mark.parametrize("case_id", sorted(CASES))
+@pytest.mark.filterwarnings("ignore::ldpfast.errors.PrivacyWarning")  # PrivSketch's parameters: not eps-LDP
+@pytest.mark.parametrize("case_id", sorted(SUBJECTS))
 def test_every_protocol_is_byte_identical_through_both_routes(spark, tmp_path, case_id):
-    """The files route (partials spilled to a directory, the default on a local master),
-    and the DataFrame route over the same files (list columns come back from Spark as
-    arrays, uint32 as bigint, uint64 as decimal(20,0); partials in pieces through Spark's
+    """Every registered protocol's example (and the server options of test_conformance),
+    through the files route (partials spilled to a directory, the default on a local
+    master) and the DataFrame route over the same files (list columns come back from Spark
+    as arrays, uint32 as bigint, uint64 as decimal(20,0); partials in pieces through Spark's
     shuffles): both equal one process (ldpfast.dask.aggregate_files), byte for byte."""
-    proto, params, _, parts, _, zero = make_case(*CASES[case_id])
-    paths = _write(tmp_path / "reports", parts, params)
-    empty = zero(params)
+    pid, make_server, _ = SUBJECTS[case_id]
+    proto = protocols()[pid]
+    case = Case(proto, proto.example, make_server, Options())
+    params = case.params
+    paths = _write(tmp_path / "reports", case.parts, params)
+    empty = case.server()
     expected = single_process(type(empty), empty.to_bytes(), paths)
-    start = params if case_id == proto.id else empty
+    start = params if make_server is None else empty
     assert lspark.aggregate_files(paths, start, spark=spark).to_bytes() == expected
     df = spark.read.parquet(str(tmp_path / "reports"))
     assert lspark.aggregate_dataframe(df, start, spill=None).to_bytes() == expected

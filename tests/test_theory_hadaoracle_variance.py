@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ldpfast import _core
-from ldpfast import hadaoracle as O
-from ldpfast.hadamard import gf64_field
+from ldpfast.protocols import hadaoracle as O
+from ldpfast.kernels.field import gf64_field
 from ldpfast.theory import hadamard as th
 
 M = 16

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from ldpfast import ocms, theory as T
+from ldpfast import theory as T
+from ldpfast.protocols import ocms
 from ldpfast.errors import ParameterError
 
 EPS = [1, 2, 3, 4, 5]

@@ -1,4 +1,4 @@
-"""TreeHist with Count-Sketch (Hashtogram) level oracles (ldpfast.treehist_cs)."""
+"""TreeHist with Count-Sketch (Hashtogram) level oracles (ldpfast.protocols.treehist_cs)."""
 
 import math
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfast import theory, treehist_cs as tc
+from ldpfast import theory
+from ldpfast.protocols import treehist_cs as tc
 from ldpfast.errors import ParameterError, ReportError
 
 ALPHA = 5e-9

@@ -98,5 +98,7 @@ void register_fwht(py::module_& m);
 void register_ocms(py::module_& m);
 void register_hadamard(py::module_& m);
 void register_privsketch(py::module_& m);
+void register_pgr(py::module_& m);
+void register_bitvec(py::module_& m);
 
 }  // namespace ldpfast::bind

@@ -7,4 +7,6 @@ PYBIND11_MODULE(_core, m) {
   ldpfast::bind::register_ocms(m);
   ldpfast::bind::register_hadamard(m);
   ldpfast::bind::register_privsketch(m);
+  ldpfast::bind::register_pgr(m);
+  ldpfast::bind::register_bitvec(m);
 }

@@ -1,12 +1,16 @@
 """ldpfast: frequency estimation and heavy hitters under local differential privacy.
 
-Protocol families live in submodules (imported on first use; their code is in
-:mod:`ldpfast.protocols`): :mod:`ldpfast.ocms`, :mod:`ldpfast.grr`, :mod:`ldpfast.olh`,
-:mod:`ldpfast.hadamard`, :mod:`ldpfast.rhr`, :mod:`ldpfast.hadaoracle`, :mod:`ldpfast.hadaheavy`,
-:mod:`ldpfast.privsketch` and :mod:`ldpfast.privsketch_ldp` with their baselines (:mod:`ldpfast.multi_pcms`,
-:mod:`ldpfast.ps_olh`, :mod:`ldpfast.svim`), and [PAN]'s baselines :mod:`ldpfast.rappor_cms` and
-:mod:`ldpfast.subset_selection`; shared pieces in :mod:`ldpfast.kernels`,
-:mod:`ldpfast.theory`, :mod:`ldpfast.metrics`, :mod:`ldpfast.datasets`.
+Every protocol family is one module of :mod:`ldpfast.protocols` (imported on first use),
+its one public home: :mod:`ldpfast.protocols.ocms`, :mod:`~ldpfast.protocols.grr`,
+:mod:`~ldpfast.protocols.olh`, :mod:`~ldpfast.protocols.hadamard`, :mod:`~ldpfast.protocols.rhr`,
+:mod:`~ldpfast.protocols.hadaoracle`, :mod:`~ldpfast.protocols.hadaheavy`,
+:mod:`~ldpfast.protocols.privsketch` and :mod:`~ldpfast.protocols.privsketch_ldp` with their
+baselines (:mod:`~ldpfast.protocols.multi_pcms`, :mod:`~ldpfast.protocols.ps_olh`,
+:mod:`~ldpfast.protocols.svim`), [PAN]'s baselines :mod:`~ldpfast.protocols.rappor_cms` and
+:mod:`~ldpfast.protocols.subset_selection`, and more (``ldpfast.protocols.module_names()``).
+Shared pieces are in :mod:`ldpfast.kernels`, :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`,
+:mod:`ldpfast.datasets`. The old paths ``ldpfast.ocms``, ``ldpfast.grr``, ... still work,
+with a ``DeprecationWarning``, until ldpfast 0.3.0.
 """
 
 from __future__ import annotations
@@ -14,8 +18,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from . import _core, errors
+import warnings
+
+from . import _aggregator, _core, _deprecated, errors
+from . import estimates as _estimates  # noqa: F401  (plugs server.frequencies() into the aggregators)
 from ._memory import get_memory_limit, set_memory_limit
+from ._progress import set_progress
+from .domain import Domain, HashedDomain, PrefixDomain
+from .planning import recommend
 
 if TYPE_CHECKING:
     # Type checkers and IDEs see every lazily imported submodule (the ``__getattr__`` below
@@ -27,52 +37,37 @@ if TYPE_CHECKING:
         cli,
         dask,
         datasets,
+        domain,
         estimates,
         experiments,
-        grr,
-        hadaheavy,
-        hadamard,
-        hadamard_variants,
-        hadaoracle,
-        hashtogram,
         kernels,
         metrics,
-        multi_pcms,
-        npcms,
-        ocms,
-        olh,
-        privsketch,
-        privsketch_baselines,
-        privsketch_ldp,
+        planning,
         protocols,
-        ps_olh,
-        rappor_cms,
-        rhr,
-        subset_selection,
-        svim,
+        testing,
         theory,
-        treehist_cs,
         wire,
     )
 
 __version__ = "0.1.0"
 
 _SUBMODULES = frozenset({
-    "ocms", "grr", "hadamard", "hadaoracle", "hadaheavy", "privsketch", "kernels", "theory",
-    "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow", "privsketch_baselines",
-    "estimates", "rappor_cms", "subset_selection", "assignment", "hadamard_variants", "hashtogram", "treehist_cs",
-    "npcms", "audit", "protocols", "olh", "multi_pcms", "ps_olh", "svim",
-    "rhr", "privsketch_ldp",
+    "protocols", "kernels", "theory", "metrics", "datasets", "experiments", "cli", "dask", "wire", "arrow",
+    "estimates", "assignment", "audit", "testing", "domain", "planning",
 })
+_deprecated.install()
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
-           "errors", *sorted(_SUBMODULES)]
+           "set_progress",
+           "Domain", "HashedDomain", "PrefixDomain", "recommend", "errors", *sorted(_SUBMODULES)]
 
 
-def load(blob: bytes, key: Optional[bytes] = None) -> Any:
+def load(blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> "_aggregator.Aggregator":
     """The aggregator (Server) of whichever protocol serialized ``blob`` with
     ``to_bytes()``, e.g. a checkpoint or a worker's partial result. ``key``: the HMAC key
-    the bytes were written with (``to_bytes(key=...)``), if any.
+    the bytes were written with (``to_bytes(key=...)``), if any. ``domain``: the
+    :class:`Domain` (vocabulary) the parameters were made with; bytes record it by its
+    fingerprint only.
 
     Raises:
         ldpfast.errors.FormatError: the bytes are not a valid ldpfast aggregator (or fail
@@ -80,7 +75,7 @@ def load(blob: bytes, key: Optional[bytes] = None) -> Any:
     """
     from ._base import load_aggregator
 
-    return load_aggregator(blob, key=key)
+    return load_aggregator(blob, key=key, domain=domain)
 
 
 def backend_info() -> Dict[str, Any]:
@@ -121,6 +116,9 @@ def __getattr__(name: str) -> Any:
         module = importlib.import_module(f".{name}", __name__)
         globals()[name] = module
         return module
+    if name in _deprecated.MOVED:
+        warnings.warn(_deprecated.module_message(name), DeprecationWarning, stacklevel=2)
+        return _deprecated.moved_module(name)
     raise AttributeError(f"module 'ldpfast' has no attribute {name!r}")
 
 

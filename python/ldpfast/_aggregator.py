@@ -19,9 +19,11 @@ import numpy as np
 
 from ._container import (_MAC_NAME, FORMAT_MAGIC, FORMAT_VERSION, _check_layout, _checked_key, _describe,
                          _layout_nbytes, _native, _npy_array, _npy_header, _parse_container)
+from ._labels import is_labels
+from .domain import domain_from_dict
 from ._memory import check_allocation
-from ._params import _KNOWN_PARAMS, Params, _public_module, params_summary
-from ._registry import _REGISTRY, protocol_or_format_error
+from ._params import _KNOWN_PARAMS, Params, params_summary
+from ._registry import _REGISTRY, _declare_base, protocol_or_format_error
 from ._reports import Reports
 from .errors import FormatError, IncompatibleError, ParameterError, ReportError
 
@@ -29,6 +31,17 @@ if TYPE_CHECKING:
     from .estimates import Estimate
 
 A = TypeVar("A", bound="Aggregator")
+
+#: ``(server, candidates) -> Estimate``, the function behind :meth:`Aggregator.frequencies`:
+#: :mod:`ldpfast.estimates`, a layer above this one, plugs it in when it is imported (the
+#: ``ldpfast`` package imports it first thing, so it is always there).
+_estimator: Optional[Callable[..., "Estimate"]] = None
+
+
+def set_estimator(estimate: Callable[..., "Estimate"]) -> None:
+    """Make ``estimate`` the function behind :meth:`Aggregator.frequencies`."""
+    global _estimator
+    _estimator = estimate
 
 
 class _State(dict):
@@ -59,11 +72,34 @@ def _locked(method: F) -> F:
     return cast(F, call)
 
 
+def _label_candidates(estimate: F) -> F:
+    """``estimate(candidates, ...)`` that also takes labels as candidates, turned into
+    value ids by the parameters' domain (:mod:`ldpfast.domain`)."""
+    @functools.wraps(estimate)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        domain = self.params.label_domain
+        if domain is not None:
+            if args and is_labels(args[0]):
+                args = (domain.encode(args[0]),) + args[1:]
+            elif is_labels(kwargs.get("candidates")):
+                kwargs["candidates"] = domain.encode(kwargs["candidates"])
+        return estimate(self, *args, **kwargs)
+
+    call._ldpfast_labels = True  # type: ignore[attr-defined]
+    return cast(F, call)
+
+
 def _aggregator_name(obj: Any) -> str:
     cls = type(obj)
     protocol_id = getattr(obj, "protocol", "") if isinstance(obj, Aggregator) else ""
-    where = f"{_public_module(cls)}.{cls.__qualname__}"
+    where = f"{cls.__module__}.{cls.__qualname__}"
     return f"a {protocol_id!r} aggregator ({where})" if protocol_id else f"{where}"
+
+
+def _params_text(params: Params) -> str:
+    """Parameters for error messages, with their domain (part of the fingerprint)."""
+    domain = params.label_domain
+    return _describe(params) + (f" with {domain!r}" if domain is not None else "")
 
 
 class Aggregator:
@@ -109,6 +145,9 @@ class Aggregator:
     _ingest_validates: ClassVar[bool] = False
 
     _st: _State
+    #: ``estimate(candidates, ...) -> ndarray`` (fractions), defined by each protocol's
+    #: server (declared here for type checkers: code that holds an ``Aggregator`` may call it).
+    estimate: Callable[..., np.ndarray]
 
     def __init__(self, params: Params):
         if not isinstance(params, self.params_type):
@@ -123,6 +162,9 @@ class Aggregator:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        estimate = vars(cls).get("estimate")
+        if inspect.isfunction(estimate) and not getattr(estimate, "_ldpfast_labels", False):
+            cls.estimate = _label_candidates(estimate)
         for name, value in list(vars(cls).items()):
             if (not name.startswith("_") and name not in ("update", "merge", "to_bytes")
                     and inspect.isfunction(value) and not getattr(value, "_ldpfast_locked", False)):
@@ -176,17 +218,17 @@ class Aggregator:
         if not isinstance(reports, expected):
             name = expected.__name__
             if name == "Reports":  # the protocol modules' short name: say which module
-                name = f"{_public_module(expected)}.{name}"
+                name = f"{expected.__module__}.{name}"
             raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
         batch = cast(Reports, copy.copy(reports))
         batch._check_columns()
         fingerprint = batch.params_fingerprint
         if fingerprint is not None and fingerprint != self.params.fingerprint:
             made_with = _KNOWN_PARAMS.get(fingerprint)
-            origin = _describe(made_with) if made_with is not None else "unknown parameters"
+            origin = _params_text(made_with) if made_with is not None else "unknown parameters"
             raise IncompatibleError(
                 f"reports were made with other parameters than this server's: reports "
-                f"{origin} (fingerprint {str(fingerprint)[:16]}), server {_describe(self.params)} "
+                f"{origin} (fingerprint {str(fingerprint)[:16]}), server {_params_text(self.params)} "
                 f"(fingerprint {self.params.fingerprint[:16]})")
         return batch
 
@@ -224,10 +266,10 @@ class Aggregator:
         """
         if type(other) is not type(self):
             raise IncompatibleError(f"cannot merge {_aggregator_name(other)} into {_aggregator_name(self)}")
-        if other.params != self.params:
+        if other.params != self.params or other.params.fingerprint != self.params.fingerprint:
             raise IncompatibleError(
-                f"cannot merge aggregators with different parameters: {_describe(self.params)} "
-                f"vs {_describe(other.params)}")
+                f"cannot merge aggregators with different parameters: {_params_text(self.params)} "
+                f"vs {_params_text(other.params)}")
         if other is self:
             raise IncompatibleError(
                 "cannot merge an aggregator into itself (its reports would count twice); "
@@ -248,8 +290,8 @@ class Aggregator:
         it for aggregators that cross a trust boundary."""
         with self._lock:
             state = dict(self._state())
-        head = {"protocol": self.protocol, "params": json.loads(self.params.to_json())["params"],
-                "fingerprint": self.params.fingerprint}
+        head = {"protocol": self.protocol, "fingerprint": self.params.fingerprint,
+                **{k: v for k, v in json.loads(self.params.to_json()).items() if k in ("params", "domain")}}
         if key is not None:
             head["mac"] = _MAC_NAME
         header = json.dumps(head, sort_keys=True, separators=(",", ":")).encode()
@@ -273,9 +315,12 @@ class Aggregator:
         return body + struct.pack("<I", zlib.crc32(body))
 
     @classmethod
-    def from_bytes(cls: Type[A], blob: bytes, key: Optional[bytes] = None) -> A:
+    def from_bytes(cls: Type[A], blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> A:
         """Inverse of :meth:`to_bytes`. On the base class ``Aggregator`` itself, returns an
         aggregator of whichever registered protocol the bytes hold.
+
+        Bytes record a vocabulary (:class:`ldpfast.Domain`) by its fingerprint only: pass
+        it as ``domain`` to have labels again (checked against the fingerprint).
 
         Sizes, shapes and dtypes are checked against the stored parameters before any
         array is allocated, and the state values are checked (e.g. counts consistent with
@@ -294,10 +339,16 @@ class Aggregator:
         target: Type[A] = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
         try:
             params = target.params_type.from_dict(header["params"])
+            if "domain" in header:
+                params = params.with_domain(domain_from_dict(header["domain"]))
         except Exception as exc:  # the stored values are untrusted: any rejection is a format error
             raise FormatError(f"stored parameters are invalid: {_describe(exc)}") from None
         if params.fingerprint != header["fingerprint"]:
             raise FormatError("parameter fingerprint does not match the stored parameters")
+        if domain is not None:
+            params = params.with_domain(domain)
+            if params.fingerprint != header["fingerprint"]:
+                raise ParameterError(f"domain must be the one the bytes were written with, got {domain!r}")
         images: Dict[str, Tuple[memoryview, Tuple[int, ...], np.dtype, bool, int]] = {}
         for name, image in arrays:
             if name in images:
@@ -335,7 +386,11 @@ class Aggregator:
                     f"the parameters need {want.shape} and {want.dtype}")
 
     def __reduce__(self):
-        return (type(self).from_bytes, (self.to_bytes(),))
+        # the domain object travels too: bytes know a vocabulary by its fingerprint only
+        domain = self.params.label_domain
+        if domain is None:
+            return (type(self).from_bytes, (self.to_bytes(),))
+        return (type(self).from_bytes, (self.to_bytes(), None, domain))
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -344,7 +399,8 @@ class Aggregator:
             a = dict(self._state())
         with other._lock:
             b = dict(other._state())
-        return (self.params == other.params and set(a) == set(b)
+        return (self.params == other.params and self.params.fingerprint == other.params.fingerprint
+                and set(a) == set(b)
                 and all(np.array_equal(a[k], b[k]) for k in a))
 
     __hash__ = None  # mutable
@@ -352,7 +408,7 @@ class Aggregator:
     def __repr__(self) -> str:
         n = getattr(self, "n", None)
         extra = self._repr_extra()
-        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={self.protocol!r}, n={n}, {params_summary(self.params)}"
                 f"{', ' + extra if extra else ''})")
 
@@ -361,14 +417,19 @@ class Aggregator:
         return ""
 
     @_locked  # several estimate calls on one state
-    def frequencies(self, candidates: Any = None) -> "Estimate":
+    def frequencies(self, candidates: Any = None, method: str = "debiased", **options: Any) -> "Estimate":
         """The frequency estimates of ``candidates`` with standard errors, as an
         :class:`ldpfast.estimates.Estimate` (intervals, top-k, heavy hitters with
         false-discovery control, consistency post-processing, ``to_pandas``).
-        ``candidates`` as for :meth:`estimate`."""
-        from . import estimates
+        ``candidates`` as for :meth:`estimate`. ``method``: ``"debiased"`` (the unbiased
+        estimates of :meth:`estimate`), ``"ibu"`` or ``"mle"`` (likelihood-based, on the
+        simplex; :mod:`ldpfast.estimation`, whose ``tol``/``max_iter`` pass through ``options``)."""
+        if _estimator is None:
+            raise RuntimeError("ldpfast.estimates is not loaded (import ldpfast first)")
+        return _estimator(self, candidates, method=method, **options)
 
-        return estimates.estimate(self, candidates)
+
+_declare_base("aggregator", Aggregator)
 
 
 def _checked_sum(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -390,7 +451,7 @@ def _exact_sum(counts: np.ndarray) -> int:
     return (high << 32) + low
 
 
-def load_aggregator(blob: bytes, key: Optional[bytes] = None) -> "Aggregator":
+def load_aggregator(blob: bytes, key: Optional[bytes] = None, domain: Any = None) -> "Aggregator":
     """The aggregator of whichever registered protocol ``blob`` holds (see
     :meth:`Aggregator.from_bytes`)."""
-    return Aggregator.from_bytes(blob, key=key)
+    return Aggregator.from_bytes(blob, key=key, domain=domain)

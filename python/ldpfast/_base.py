@@ -39,12 +39,13 @@ from ._client import ClientBase  # noqa: F401
 from ._container import (FORMAT_MAGIC, FORMAT_VERSION, _check_layout, _checked_key, _Cursor,  # noqa: F401
                          _describe, _layout_nbytes, _MAC_NAME, _MAC_SIZE, _MAX_STATE_ARRAYS, _native,
                          _npy_array, _npy_header, _parse_container, _parse_header, read_header)
-from ._params import (_KNOWN_PARAMS, Params, _jsonable, _parse_params_json, _public_module,  # noqa: F401
+from ._params import (_KNOWN_PARAMS, Params, _jsonable, _parse_params_json,  # noqa: F401
                       _short, params_summary)
-from ._registry import (_REGISTRY, INPUT_KINDS, AuditHooks, ComparisonRow, Protocol,  # noqa: F401
-                        params_from_json, protocol, protocol_or_format_error, protocols, register_protocol)
+from ._registry import (_REGISTRY, INPUT_KINDS, AuditHooks, ComparisonRow, Protocol, WireField,  # noqa: F401
+                        bits_for, params_from_json, protocol, protocol_or_format_error, protocols,
+                        register_protocol)
 from ._reports import Reports
 
-__all__ = ["Params", "Reports", "Aggregator", "ClientBase", "Protocol", "AuditHooks", "ComparisonRow",
-           "register_protocol", "protocols", "protocol", "params_from_json", "load_aggregator", "read_header",
-           "params_summary", "FORMAT_MAGIC", "FORMAT_VERSION", "INPUT_KINDS"]
+__all__ = ["Params", "Reports", "Aggregator", "ClientBase", "Protocol", "AuditHooks", "ComparisonRow", "WireField",
+           "bits_for", "register_protocol", "protocols", "protocol", "params_from_json", "load_aggregator",
+           "read_header", "params_summary", "FORMAT_MAGIC", "FORMAT_VERSION", "INPUT_KINDS"]

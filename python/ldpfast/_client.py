@@ -5,17 +5,22 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, ClassVar, Optional
 
-from ._params import _public_module, params_summary
+from ._labels import is_labels
+from ._params import params_summary
 from ._random import KeySource, RngLike
+from ._registry import _REGISTRY, _declare_base
 from ._reports import Reports
 from ._validate import check_threads
-from .errors import ParameterError
+from .errors import DTypeError, ParameterError
 
 
 def _stamping(perturb: Callable[..., Any]) -> Callable[..., Any]:
-    """``perturb`` that records the client's parameter fingerprint on the batch it returns."""
+    """``perturb`` that takes labels through the parameters' domain (``params.label_domain``)
+    and records the client's parameter fingerprint on the batch it returns."""
     @functools.wraps(perturb)
     def stamped(self: "ClientBase", *args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (self._value_ids(args[0]),) + args[1:]
         reports = perturb(self, *args, **kwargs)
         if isinstance(reports, Reports):
             reports.params_fingerprint = self.params.fingerprint
@@ -45,13 +50,19 @@ class ClientBase:
     params: Any
     threads: int
     _keys: KeySource
+    #: ``perturb(values, ...) -> Reports``, defined by each protocol's client (declared here
+    #: for type checkers: code that holds a ``type[ClientBase]`` may call it).
+    perturb: Callable[..., Reports]
+    #: True for clients that take strings themselves (RAPPOR hashes them into its Bloom
+    #: filter): labels without a domain are then theirs, not an error.
+    takes_labels: ClassVar[bool] = False
 
     def __init__(self, params: Any, rng: RngLike = None, threads: int = 0):
         expected = self._expected_params()
         if not isinstance(params, expected):
             name = expected.__name__
             if name == "Params":  # the protocol modules' short name: say which module
-                name = f"{_public_module(expected)}.{name}"
+                name = f"{expected.__module__}.{name}"
             raise ParameterError(f"params must be {name}, got {type(params).__name__}")
         self.params = params
         self.threads = check_threads(threads)
@@ -61,19 +72,41 @@ class ClientBase:
         super().__init_subclass__(**kwargs)
         perturb = cls.__dict__.get("perturb")
         if callable(perturb) and not getattr(perturb, "_ldpfast_stamps", False):
-            cls.perturb = _stamping(perturb)  # type: ignore[attr-defined]
+            cls.perturb = _stamping(perturb)
 
     @classmethod
     def _expected_params(cls) -> type:
         if cls.params_type is not None:
             return cls.params_type
-        from ._registry import _REGISTRY
-
         for klass in cls.__mro__:
             for proto in _REGISTRY.values():
                 if proto.client is klass:
                     return proto.params
         raise TypeError(f"{cls.__name__} is not registered (register_protocol) and sets no params_type")
+
+    def _value_ids(self, values: Any) -> Any:
+        """Client inputs with labels turned into value ids by ``params.label_domain``."""
+        domain = getattr(self.params, "label_domain", None)
+        sets = self._input_kind() == "sets"
+        if domain is not None:
+            return domain.encode_sets(values) if sets else domain.encode_inputs(values)
+        if self.takes_labels:
+            return values
+        if (not sets and is_labels(values)) or (sets and isinstance(values, list) and values
+                                                  and is_labels(values[0])):
+            raise DTypeError("values are labels (strings or categories) and these parameters have no domain: "
+                             "attach one, e.g. params.with_domain(ldpfast.Domain(labels)) for a known vocabulary "
+                             "or ldpfast.HashedDomain() for an open one (see ldpfast.domain)")
+        return values
+
+    @classmethod
+    def _input_kind(cls) -> str:
+        """The registration's ``inputs`` (``"values"`` or ``"sets"``)."""
+        for klass in cls.__mro__:
+            for proto in _REGISTRY.values():
+                if proto.client is klass:
+                    return proto.inputs
+        return "values"
 
     @property
     def seeded(self) -> bool:
@@ -83,6 +116,9 @@ class ClientBase:
     def __repr__(self) -> str:
         keys = getattr(self, "_keys", None)
         rng = "seeded (simulation only)" if keys is not None and keys.seeded else "os-entropy"
-        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={getattr(self.params, 'protocol', '?')!r}, {params_summary(self.params)}, "
                 f"rng={rng!r})")
+
+
+_declare_base("client", ClientBase)

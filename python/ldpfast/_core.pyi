@@ -16,6 +16,9 @@ _I64 = NDArray[np.int64]
 _U32 = NDArray[np.uint32]
 _U16 = NDArray[np.uint16]
 _I8 = NDArray[np.int8]
+_U8 = NDArray[np.uint8]
+_I32 = NDArray[np.int32]
+_F64 = NDArray[np.float64]
 
 class Field:
     """A finite field for hashing: F_p (odd prime p < 2^64) or GF(2^l), l <= 64."""
@@ -133,3 +136,66 @@ def privsketch_decode_full(
 def privsketch_padding_sample(
     key: bytes, offsets: _I64, items: _U64, pad_len: int, dummy: int, threads: int = 0
 ) -> _U64: ...
+
+# Projective Geometry Response.
+def pgr_perturb(key: bytes, x: _U64, q: int, t: int, in_threshold: int, threads: int = 0) -> _U32: ...
+def pgr_update(y: _U32, points: int, counts: _U64, threads: int = 0) -> int: ...  # in place: counts
+def pgr_decode(counts: _U64, q: int, t: int, threads: int = 0) -> _U64: ...
+# Bit-vector protocols (OUE/SUE, RAPPOR, the memoized longitudinal clients, dBitFlip).
+def bitvec_column_counts(
+    rows: _U8, k: int, groups: Optional[_U32], n_groups: int, threads: int = 0
+) -> Tuple[_U64, _U64, int]: ...
+def unary_perturb(key: bytes, hot: _U64, k: int, t_hot: int, t_cold: int, threads: int = 0) -> _U8: ...
+def memo_unary_perturb(
+    key: bytes,
+    secrets: _U8,
+    hot: _U64,
+    k: int,
+    t1_hot: int,
+    t1_cold: int,
+    instantaneous: bool,
+    t2_one: int,
+    t2_zero: int,
+    threads: int = 0,
+) -> _U8: ...
+def bit_response(key: bytes, rows: _U8, k: int, t_one: int, t_zero: int, threads: int = 0) -> _U8: ...
+def memo_grr(
+    key: bytes, secrets: _U8, x: _U64, m: int, t1: int, instantaneous: bool, t2: int, threads: int = 0
+) -> _U64: ...
+def dbitflip_perturb(
+    secrets: _U8, x: _U64, b: int, sampled: int, t_hot: int, t_cold: int, threads: int = 0
+) -> Tuple[_U32, _U8]: ...
+def memo_draws(secrets: _U8, purpose: int, bound: int, count: int, threads: int = 0) -> _U64: ...
+def rappor_bloom_positions(
+    encoding: int, k: int, h: int, data: _U8, offsets: _I64, cohorts: _U32, threads: int = 0
+) -> _U32: ...
+def rappor_cohorts(encoding: int, secrets: _U8, m: int, threads: int = 0) -> _U32: ...
+def rappor_permanent(
+    encoding: int, k: int, f128: int, secrets: _U8, encoder_id: bytes, bloom: _U8, threads: int = 0
+) -> _U8: ...
+def sparse_nn_lasso(  # in place: beta
+    col_ptr: _I64,
+    rows: _I32,
+    n_rows: int,
+    target: _F64,
+    weight: _F64,
+    penalty: _F64,
+    tol: float,
+    max_passes: int,
+    beta: _F64,
+) -> int: ...
+def sparse_bit_em(  # in place: f
+    col_ptr: _I64,
+    rows: _I32,
+    n_rows: int,
+    y: _F64,
+    trials: _F64,
+    p_one: float,
+    p_zero: float,
+    other_rate: float,
+    f_other: float,
+    tol: float,
+    max_iter: int,
+    f: _F64,
+) -> Tuple[int, float]: ...
+def sparse_gram(col_ptr: _I64, rows: _I32, n_rows: int, weight: _F64) -> _F64: ...

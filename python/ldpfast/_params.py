@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import hashlib
 import json
-from typing import Any, ClassVar, Dict, Mapping, Tuple, Type, TypeVar
+from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple, Type, TypeVar
 
 import numpy as np
 
-from .errors import FormatError
+from .domain import AnyDomain, check_domain, domain_from_dict
+from .errors import FormatError, ParameterError
 
 P = TypeVar("P", bound="Params")
 
@@ -33,18 +35,13 @@ def _short(value: Any) -> str:
     return repr(_jsonable(value) if isinstance(value, np.generic) else value)
 
 
-def _public_module(cls: type) -> str:
-    """The import path users know for ``cls``'s module: ``ldpfast.ocms``, not
-    ``ldpfast.protocols.ocms`` (both name the same module)."""
-    return cls.__module__.replace("ldpfast.protocols.", "ldpfast.")
-
-
 def params_summary(params: Any) -> str:
     """``"epsilon=2.0, d=1000, m=4"``: every field of a Params dataclass, long ones cut."""
     if not dataclasses.is_dataclass(params):
         return repr(params)
-    return ", ".join(f"{f.name}={_short(getattr(params, f.name))}" for f in dataclasses.fields(params)
-                     if f.repr)
+    fields = [f"{f.name}={_short(getattr(params, f.name))}" for f in dataclasses.fields(params) if f.repr]
+    domain = params.__dict__.get("_domain")
+    return ", ".join(fields + ([f"domain={domain!r}"] if domain is not None else []))
 
 
 class Params:
@@ -65,12 +62,51 @@ class Params:
         return cls(**kwargs)
 
     def to_json(self) -> str:
-        return json.dumps({"protocol": self.protocol, "params": self.to_dict()}, sort_keys=True,
-                          separators=(",", ":"))
+        doc: Dict[str, Any] = {"protocol": self.protocol, "params": self.to_dict()}
+        if self.label_domain is not None:
+            doc["domain"] = self.label_domain.to_dict()
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+    # -- the domain: labels in, labels out (ldpfast.domain) ---------------------------------
+    @property
+    def label_domain(self) -> Optional[AnyDomain]:
+        """The :mod:`ldpfast.domain` these parameters map labels with, or None (integer
+        values only). Part of :attr:`fingerprint`; set with :meth:`with_domain`."""
+        return self.__dict__.get("_domain")
+
+    def with_domain(self: P, domain: Any) -> P:
+        """These parameters with ``domain`` attached (a :class:`ldpfast.Domain`,
+        :class:`~ldpfast.HashedDomain` or :class:`~ldpfast.PrefixDomain`; None removes it):
+        clients then perturb labels, servers take labels as candidates and estimates carry
+        them, and the fingerprint covers the domain, so client and server must agree on it.
+        Parameters read back from JSON, bytes or Parquet know a vocabulary by its
+        fingerprint only: attaching the same :class:`~ldpfast.Domain` restores it.
+
+        Raises:
+            ParameterError: not a domain, one that does not fit ``d`` (a vocabulary larger
+                than ``d``), or a vocabulary other than the one these parameters record.
+        """
+        if domain is not None:
+            d = getattr(self, "d", None)
+            if not isinstance(d, int):
+                raise ParameterError(f"{type(self).__name__} has no integer domain size d to attach a domain to")
+            domain = check_domain(domain).bind(d)
+            known = self.label_domain
+            if known is not None and known.kind == domain.kind == "vocabulary" and known.to_dict() != domain.to_dict():
+                raise ParameterError(f"domain must be the vocabulary these parameters were made with "
+                                     f"({known!r}), got {domain!r}")
+        out = copy.copy(self)
+        out.__dict__.pop("_fingerprint", None)
+        if domain is None:
+            out.__dict__.pop("_domain", None)
+        else:
+            out.__dict__["_domain"] = domain
+        return out
 
     @property
     def fingerprint(self) -> str:
-        """sha256 (hex) of the canonical JSON form: equal parameters, equal fingerprint."""
+        """sha256 (hex) of the canonical JSON form (with the domain, if any): equal
+        parameters, equal fingerprint."""
         cached = self.__dict__.get("_fingerprint")
         if cached is None:
             cached = hashlib.sha256(self.to_json().encode()).hexdigest()
@@ -91,12 +127,18 @@ class Params:
         protocol_id, data = _parse_params_json(text)
         if protocol_id != cls.protocol:
             raise FormatError(f"params JSON is for protocol {protocol_id!r}, not {cls.protocol!r}")
-        return cls.from_dict(data)
+        return _with_stored_domain(cls.from_dict(data), text)
 
 
 #: Recently fingerprinted parameters, to name both sides when a batch's fingerprint does
 #: not match a server's.
 _KNOWN_PARAMS: "collections.OrderedDict[str, Params]" = collections.OrderedDict()
+
+
+def _with_stored_domain(params: P, text: str) -> P:
+    """``params`` with the domain recorded in its JSON ``text`` (``Params.to_json``), if any."""
+    stored = json.loads(text).get("domain")
+    return params if stored is None else params.with_domain(domain_from_dict(stored))
 
 
 def _parse_params_json(text: str) -> Tuple[str, Dict[str, Any]]:

@@ -24,7 +24,7 @@ from .errors import ParameterError
 
 RngLike = Union[None, int, np.random.SeedSequence, np.random.Generator]
 
-__all__ = ["KeySource", "RngLike"]
+__all__ = ["KeySource", "RngLike", "SECRET_BYTES", "new_secrets"]
 
 
 class KeySource:
@@ -65,3 +65,21 @@ class KeySource:
         if self._generator is None:
             return np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
         return self._generator
+
+
+#: Bytes of a user secret.
+SECRET_BYTES = 32
+
+
+def new_secrets(n: int, rng: RngLike = None) -> np.ndarray:
+    """``n`` user secrets, ``uint8[n, 32]``. ``rng=None`` (the only setting for real users)
+    draws them from the operating system; a seed makes them reproducible, **for simulation
+    only**: anyone who knows the seed knows every user's permanent responses."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ParameterError(f"n must be a non-negative integer, got {n!r}")
+    n = int(n)
+    if rng is None:
+        raw = secrets.token_bytes(SECRET_BYTES * n)
+        return np.frombuffer(raw, dtype=np.uint8).reshape(n, SECRET_BYTES).copy()
+    gen = KeySource(rng).generator()
+    return np.asarray(gen.integers(0, 256, size=(n, SECRET_BYTES), dtype=np.uint8))

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+import importlib
+import warnings
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, cast
 
 import numpy as np
 
-from ._params import Params, _public_module
+from ._params import Params
 from .errors import ReportError
 
 R = TypeVar("R", bound="Reports")
@@ -54,7 +56,7 @@ class Reports:
             size = len(self)
         except Exception:  # half-built batch (a constructor that raised part way)
             size = "?"
-        return (f"{_public_module(type(self)).replace('ldpfast.', '')}.{type(self).__name__}"
+        return (f"{type(self).__module__.replace('ldpfast.', '')}.{type(self).__name__}"
                 f"(protocol={self.protocol!r}, n={size}, columns={self.column_names()})")
 
     def columns(self) -> Dict[str, np.ndarray]:
@@ -122,17 +124,24 @@ class Reports:
         their paper states for one report."""
         raise NotImplementedError(f"{cls.__name__} does not define a wire encoding (wire_fields)")
 
-    def to_arrow(self, params: Optional[Params] = None):
-        """This batch as a ``pyarrow.Table`` whose schema metadata names the protocol and,
-        when ``params`` is given, the parameters (see :mod:`ldpfast.arrow`)."""
-        from . import arrow
-
-        return arrow.to_arrow(self, params)
+    def to_arrow(self, params: Optional[Params] = None) -> Any:
+        """Deprecated since 0.2.0, removed in 0.3.0: use :func:`ldpfast.arrow.to_arrow`
+        ``(reports, params)``."""
+        return _arrow_adapter("Reports.to_arrow(params)", "ldpfast.arrow.to_arrow(reports, params)").to_arrow(
+            self, params)
 
     @classmethod
     def from_arrow(cls: Type[R], table: Any, params: Optional[Params] = None) -> R:
-        """A batch from a ``pyarrow.Table``/``RecordBatch``; validates the protocol id and,
-        when both are known, the parameter fingerprint (see :mod:`ldpfast.arrow`)."""
-        from . import arrow
+        """Deprecated since 0.2.0, removed in 0.3.0: use :func:`ldpfast.arrow.from_arrow`
+        ``(table, params, reports_type=cls)``."""
+        adapter = _arrow_adapter("Reports.from_arrow(table, params)",
+                                 "ldpfast.arrow.from_arrow(table, params, reports_type=...)")
+        return cast(R, adapter.from_arrow(table, params, reports_type=cls))
 
-        return arrow.from_arrow(table, params, reports_type=cls)
+
+def _arrow_adapter(old: str, new: str) -> Any:
+    """:mod:`ldpfast.arrow`, for the deprecated methods above: the adapter sits above this
+    module, which therefore loads it by name instead of importing it."""
+    warnings.warn(f"{old} is deprecated and will be removed in ldpfast 0.3.0; use {new}", DeprecationWarning,
+                  stacklevel=3)
+    return importlib.import_module("ldpfast.arrow")

@@ -20,6 +20,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
+from . import _budget
 from .errors import DTypeError, ParameterError, ReportError
 
 #: Smallest accepted epsilon, 2^-20 (about 9.5e-7). Closed forms such as ``e^eps - 1`` keep
@@ -121,13 +122,11 @@ def rr_threshold(budget: float, m: int, name: str = "epsilon") -> int:
 def rr_effective_epsilon(threshold: int, m: int) -> float:
     """The epsilon randomized response over ``m`` symbols really satisfies with flip
     threshold ``threshold`` (flip probability ``threshold / 2^64``):
-    ``log((2^64 - t)(m - 1)/t)`` (inf for ``t = 0``)."""
+    ``log((2^64 - t)(m - 1)/t)`` (inf for ``t = 0``), rounded up to a double
+    (:func:`ldpfast._budget.effective`)."""
     if threshold <= 0:
         return math.inf
-    with decimal.localcontext() as ctx:
-        ctx.prec = 80
-        ratio = decimal.Decimal((_TWO64 - threshold) * (m - 1)) / decimal.Decimal(threshold)
-        return float(ratio.ln())
+    return _budget.effective(_budget.rr_loss(threshold, m))
 
 
 def check_int(name: str, value: Any, low: int, high: Optional[int] = None) -> int:

@@ -27,7 +27,7 @@ Example::
 
     lf.arrow.write_parquet(reports, "day1.parquet", params)
     params, reports = lf.arrow.read_parquet("day1.parquet")
-    server = lf.ocms.Server(params).update(reports)
+    server = lf.protocols.ocms.Server(params).update(reports)
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Type, Union
 import numpy as np
 
 from ._base import Params, Reports, params_from_json, protocol_or_format_error
+from ._optional import require
 from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError
 
 __all__ = ["to_arrow", "from_arrow", "write_parquet", "read_parquet", "iter_parquet",
@@ -68,13 +69,9 @@ def fingerprint_value(params_or_fingerprint: "Params | str") -> int:
         raise ParameterError(f"a parameter fingerprint is 64 hex digits, got {fingerprint!r}") from None
 
 
-def _pyarrow():
-    try:
-        import pyarrow
-    except ImportError:  # pragma: no cover - exercised only without pyarrow
-        raise ImportError("ldpfast's Arrow/Parquet support needs pyarrow: "
-                          "pip install 'ldpfast[arrow]' (or pip install pyarrow)") from None
-    return pyarrow
+def _pyarrow() -> Any:
+    """pyarrow, or MissingDependencyError naming the ``arrow`` extra."""
+    return require("pyarrow", "ldpfast's Arrow/Parquet support")
 
 
 def _metadata(reports: Reports, params: Optional[Params]) -> Dict[bytes, bytes]:
@@ -290,11 +287,8 @@ def write_parquet(reports: Reports, path: "os.PathLike[str] | str", params: Para
         raise
 
 
-def _parquet():
-    _pyarrow()
-    import pyarrow.parquet as pq
-
-    return pq
+def _parquet() -> Any:
+    return require("pyarrow.parquet", "ldpfast's Arrow/Parquet support")
 
 
 # A Parquet file given by path, or its contents.

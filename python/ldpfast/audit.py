@@ -17,6 +17,21 @@ so ``eps_lb`` is below the true privacy loss with probability at least ``1 - alp
 (default confidence 99%). A result ``eps_lb > epsilon`` is evidence, at that confidence,
 that the mechanism is not epsilon-LDP.
 
+Power: :attr:`AuditResult.detectable_excess` is the smallest excess ``Delta`` of the true
+loss over ``epsilon`` on an audited event that the run detects (``eps_lb > epsilon``)
+with probability 90%, from the observed hit counts ``h_0`` (favoured input) and ``h_1``:
+the bound falls ``log(h_0/h_1) - log(lo_0/hi_1)`` below the estimated loss (the
+Clopper-Pearson margin), and the estimate itself spreads with standard deviation
+``sqrt(s_0^2 + s_1^2)``, ``s_i = sqrt((1 - p_i)/(n p_i))`` (delta method), so
+``Delta = margin + z_{0.9} sqrt(s_0^2 + s_1^2)`` (infinite when an event was never seen).
+A run whose ``detectable_excess`` exceeds the excess one wants to catch is inconclusive,
+not a pass (``ldpfast audit`` exits 3 then).
+
+Memoized (longitudinal) protocols have two budgets, each audited: ``budget="report"``
+(``eps_1``, one report from a fresh user) and ``budget="permanent"`` (``eps_inf``: the
+permanent randomized response, what unboundedly many reports of one value reveal), the
+latter drawn with ``client.permanent(...)`` and the same events.
+
 Only a lower bound: a mechanism can pass (``eps_lb <= epsilon``) and still leak through an
 event the audit does not test. :func:`effective_epsilon` gives the exact epsilon implied by
 the integer flip thresholds the samplers use.
@@ -33,7 +48,7 @@ from typing import Any, Callable, Tuple
 
 import numpy as np
 
-from . import _core
+from . import _budget, _core
 from ._base import protocol, protocols
 from ._random import KeySource, RngLike
 from ._validate import check_int
@@ -41,12 +56,17 @@ from .errors import ParameterError
 
 __all__ = ["AuditResult", "audit", "audit_protocol", "default_params", "effective_epsilon", "clopper_pearson",
            "audited", "Plan", "value_inputs", "set_inputs", "support_events", "hash_support", "log_ratio",
-           "CONFIDENCE", "DEFAULT_REPORTS"]
+           "detectable_excess", "CONFIDENCE", "DEFAULT_REPORTS", "POWER", "BUDGETS"]
 
 #: Default confidence of :func:`audit` (probability that ``eps_lb`` is a true lower bound).
 CONFIDENCE = 0.99
 #: Default reports per input.
 DEFAULT_REPORTS = 1_000_000
+#: Probability with which :attr:`AuditResult.detectable_excess` is detected.
+POWER = 0.9
+#: What :func:`audit` measures: one report (``eps_1`` of memoized protocols, the only budget
+#: of the others), or a memoized protocol's permanent response (``eps_inf``).
+BUDGETS = ("report", "permanent")
 _CHUNK = 1 << 17
 #: ``AUDITED`` (a module attribute computed on access): the protocols :func:`default_params`
 #: and the CLI's ``all`` cover, every registered protocol with an audit plan.
@@ -125,10 +145,11 @@ def effective_epsilon(params) -> float:
 
 
 def log_ratio(numerator: int, denominator: int) -> float:
-    """``log(numerator/denominator)`` of integers, to 80 digits then rounded once."""
+    """``log(numerator/denominator)`` of integers, to 90 digits, then rounded up to a double
+    (an effective epsilon is never reported below the exact one)."""
     with decimal.localcontext() as ctx:
-        ctx.prec = 80
-        return float((decimal.Decimal(numerator) / decimal.Decimal(denominator)).ln())
+        ctx.prec = _budget.PRECISION
+        return _budget.effective((decimal.Decimal(numerator) / decimal.Decimal(denominator)).ln())
 
 
 @dataclasses.dataclass
@@ -184,9 +205,26 @@ def _hooks(pid: str):
     return hooks
 
 
-def audited() -> Tuple[str, ...]:
-    """The registered protocols with an audit plan (what the CLI's ``all`` audits)."""
-    return tuple(sorted(pid for pid, proto in protocols().items() if proto.audit is not None))
+def _canonical(name: str) -> str:
+    """The protocol id of ``name`` (an id or an alias such as ``cms-he``, see
+    :func:`ldpfast._registry.aliases`); an unknown name unchanged."""
+    try:
+        return protocol(name).id
+    except ParameterError:
+        return name
+
+
+def audited(budget: str = "report") -> Tuple[str, ...]:
+    """The registered protocols with an audit plan (what the CLI's ``all`` audits);
+    ``budget="permanent"``: those with a memoized permanent response."""
+    _check_budget(budget)
+    return tuple(sorted(pid for pid, proto in protocols().items() if proto.audit is not None
+                        and (budget == "report" or proto.audit.permanent_epsilon is not None)))
+
+
+def _check_budget(budget: str) -> None:
+    if budget not in BUDGETS:
+        raise ParameterError(f"budget must be one of {BUDGETS}, got {budget!r}")
 
 
 def __getattr__(name: str):
@@ -201,7 +239,9 @@ class AuditResult:
     """``eps_lb``: the lower bound on the privacy loss at ``confidence``; ``epsilon``: the
     claimed one; ``effective_epsilon``: from the samplers' thresholds; ``reports`` per input;
     ``event``: the event that gave ``eps_lb``; ``hits``: its count under the input it
-    favours and under the other one."""
+    favours and under the other one; ``detectable_excess``: the smallest excess of the true
+    loss over ``epsilon`` this run would detect with probability :data:`POWER` (see the
+    module docstring; ``inf`` when the events were too rare)."""
 
     protocol: str
     epsilon: float
@@ -211,26 +251,67 @@ class AuditResult:
     hits: Tuple[int, int]
     confidence: float
     effective_epsilon: float
+    detectable_excess: float = math.inf
+    budget: str = "report"
+
+    @property
+    def violation(self) -> bool:
+        """``eps_lb > epsilon``: evidence, at ``confidence``, that the client is not eps-LDP."""
+        return self.eps_lb > self.epsilon
+
+    def to_dict(self) -> dict:
+        """The result as JSON-ready values (``inf`` as the string ``"inf"``)."""
+        out = dataclasses.asdict(self)
+        out["hits"] = list(self.hits)
+        out["violation"] = self.violation
+        return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+
+
+def detectable_excess(hits: Tuple[int, int], reports: int, confidence: float = CONFIDENCE,
+                      power: float = POWER) -> float:
+    """The smallest excess of the true loss over the claim that an audit with these event
+    counts (under the favoured and the other input, ``reports`` each) detects with
+    probability ``power`` (module docstring); ``inf`` when either count is 0."""
+    from statistics import NormalDist
+
+    favoured, other = int(hits[0]), int(hits[1])
+    if min(favoured, other) <= 0:
+        return math.inf
+    alpha = (1.0 - confidence) / 4.0
+    lo, _ = clopper_pearson(favoured, reports, alpha)
+    _, hi = clopper_pearson(other, reports, alpha)
+    margin = math.log(favoured / other) - math.log(lo / hi)
+    spread = math.hypot(*(math.sqrt((1.0 - h / reports) / h) for h in (favoured, other)))
+    return margin + NormalDist().inv_cdf(power) * spread
 
 
 def audit(params, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidence: float = CONFIDENCE,
-          threads: int = 0) -> AuditResult:
+          threads: int = 0, budget: str = "report") -> AuditResult:
     """Audit the client of ``params``' protocol (any registered protocol with a plan, see the
     module docstring): ``reports`` reports per input, events fixed in advance, Clopper-Pearson
-    bounds with a union bound over the four bounds used. Returns :class:`AuditResult`.
+    bounds with a union bound over the four bounds used. ``budget="permanent"`` audits a
+    memoized protocol's permanent response (``eps_inf``, see the module docstring). Returns
+    :class:`AuditResult`.
     ``eps_lb`` is ``-inf`` when no event is more likely under one input than the other bound
     allows (e.g. an event never seen). Clients that warn (not-LDP protocols) warn here too."""
     reports = check_int("reports", reports, 1)
     if isinstance(confidence, bool) or not isinstance(confidence, float) or not 0.5 <= confidence < 1.0:
         raise ParameterError(f"confidence must be a float in [0.5, 1), got {confidence!r}")
-    plan = _hooks(params.protocol).plan(params)
+    _check_budget(budget)
+    hooks = _hooks(params.protocol)
+    permanent = budget == "permanent"
+    if permanent and hooks.permanent_epsilon is None:
+        raise ParameterError(f"protocol {params.protocol!r} has no permanent response to audit (not memoized); "
+                             f"memoized protocols: {list(audited('permanent'))}")
+    plan = hooks.plan(params)
     proto = protocols()[params.protocol]
     gen = KeySource(rng).generator()
     hits = np.zeros((2, 2), dtype=np.int64)          # hits[input, event]
     for i in (0, 1):
         client = proto.client(params, rng=gen, threads=threads)
+        draw = client.permanent if permanent else client.perturb
         for start in range(0, reports, _CHUNK):
-            batch = client.perturb(plan.make(i, min(_CHUNK, reports - start)))
+            batch = draw(plan.make(i, min(_CHUNK, reports - start)))
             favours0, favours1 = plan.events(batch)
             hits[i] += (int(np.count_nonzero(favours0)), int(np.count_nonzero(favours1)))
     alpha = (1.0 - confidence) / 4.0
@@ -243,9 +324,15 @@ def audit(params, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidenc
         if value > best[0]:
             best = (value, event)
     event = best[1]
-    return AuditResult(protocol=params.protocol, epsilon=float(params.epsilon), eps_lb=best[0], reports=reports,
+    # the power of the more informative event (the one an excess would show in first)
+    detectable = min(detectable_excess((int(hits[e, e]), int(hits[1 - e, e])), reports, confidence)
+                     for e in (0, 1))
+    claimed = float(params.eps_inf) if permanent else float(params.epsilon)
+    effective = hooks.permanent_epsilon(params) if permanent else effective_epsilon(params)
+    return AuditResult(protocol=params.protocol, epsilon=claimed, eps_lb=best[0], reports=reports,
                        event=plan.describe[event], hits=(int(hits[event, event]), int(hits[1 - event, event])),
-                       confidence=confidence, effective_epsilon=effective_epsilon(params))
+                       confidence=confidence, effective_epsilon=effective, detectable_excess=detectable,
+                       budget=budget)
 
 
 def default_params(protocol: str, epsilon: float, **changes):
@@ -254,6 +341,7 @@ def default_params(protocol: str, epsilon: float, **changes):
     not depend on the size). ``changes`` replace fields (e.g. ``reference=True`` for
     ``svim-padded``, ``amplify=True`` for ``ps-olh``)."""
     known = audited()
+    protocol = _canonical(protocol)
     if protocol not in known:
         raise ParameterError(f"protocol must be one of {sorted(known)}, got {protocol!r}")
     try:
@@ -263,7 +351,8 @@ def default_params(protocol: str, epsilon: float, **changes):
 
 
 def audit_protocol(protocol: str, epsilon: float, reports: int = DEFAULT_REPORTS, rng: RngLike = None,
-                   threads: int = 0, confidence: float = CONFIDENCE, **changes) -> AuditResult:
+                   threads: int = 0, confidence: float = CONFIDENCE, budget: str = "report",
+                   **changes) -> AuditResult:
     """:func:`audit` of :func:`default_params` ``(protocol, epsilon, **changes)``."""
     return audit(default_params(protocol, epsilon, **changes), reports, rng=rng, confidence=confidence,
-                 threads=threads)
+                 threads=threads, budget=budget)

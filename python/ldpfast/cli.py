@@ -14,7 +14,7 @@ from typing import Any, List, Optional
 
 from .errors import LdpfastError
 
-COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "audit")
+COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "audit", "shuffle")
 
 
 def _load(name: str) -> Any:
@@ -34,8 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == f"ldpfast.commands.{name}":
                 continue
             raise
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+        # no abbreviations: `audit --d 1000` must not silently mean `--detect 1000`
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False))
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Optional[List[str]]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, except that arguments the subcommand does not know are
+    refused by the subcommand's parser, so the error shows that subcommand's usage (argparse
+    itself reports them with the top-level usage)."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 #: Exit status after the reader of our output went away (``| head``): 128 + SIGPIPE, as
@@ -47,7 +59,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run one subcommand. Errors in the user's input (parameters, files) print one line
     ``ldpfast CMD: error: ...`` on stderr and return 2; a closed output pipe ends quietly."""
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(build_parser(), argv)
         try:
             return int(_load(args.command).run(args) or 0)
         except LdpfastError as exc:

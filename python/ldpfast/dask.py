@@ -44,18 +44,15 @@ from typing import Any, Iterable, Iterator, List, Sequence
 import numpy as np
 
 from ._base import Aggregator, Params, Protocol, Reports, _native, protocol
+from ._optional import require
 from .errors import IncompatibleError, ParameterError, ReportError
 
 __all__ = ["aggregate", "aggregate_bag", "aggregate_dataframe", "aggregate_parquet",
            "aggregate_partition", "aggregate_files", "merge_partials", "tree_reduce"]
 
 
-def _dask():
-    try:
-        import dask
-    except ImportError:  # pragma: no cover - exercised only without dask
-        raise ImportError("ldpfast.dask needs dask: pip install 'ldpfast[dask]'") from None
-    return dask
+def _dask() -> Any:
+    return require("dask", "ldpfast.dask")
 
 
 def _canonical(batch: Reports) -> Reports:
@@ -83,7 +80,9 @@ def _one_batch(proto: Protocol, params: Params, batch: Any) -> Reports:
         return batch
     if type(batch).__module__.split(".")[0] == "pyarrow":
         if batch.schema.metadata and b"ldpfast.protocol" in batch.schema.metadata:
-            return proto.reports.from_arrow(batch, params)  # validated against the metadata
+            from . import arrow
+
+            return arrow.from_arrow(batch, params, reports_type=proto.reports)  # validated against the metadata
         # e.g. Spark's mapInArrow batches: the columns alone, checked by the protocol
         return proto.reports.from_columns(_typed(params, {
             name: _plain_arrow_column(name, batch.column(name)) for name in batch.schema.names}), params)
@@ -134,7 +133,7 @@ def _run_to_batch(proto: Protocol, params: Params, names: Sequence[str], kind: s
 def _plain_arrow_column(name: str, column: Any) -> np.ndarray:
     """A numpy column from Arrow; decimals (Spark's reading of Parquet uint64) are cast
     to uint64, which fails for fractions, negatives and values >= 2^64."""
-    import pyarrow as pa
+    pa = require("pyarrow", "ldpfast.dask")
 
     if pa.types.is_decimal(column.type):
         try:

@@ -6,8 +6,10 @@ received, e.g. ``epsilon must be finite and in [9.53674e-07, 66.5], got -1.0``.
 
 from __future__ import annotations
 
+import warnings
+
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError", "StorageError"]
+           "DTypeError", "StorageError", "PrivacyWarning", "MissingDependencyError"]
 
 
 class LdpfastError(Exception):
@@ -37,3 +39,21 @@ class DTypeError(LdpfastError, TypeError):
 class StorageError(LdpfastError, OSError):
     """Reading or writing a file failed (missing, no permission, disk full, I/O error); the
     message names the file and the system's reason."""
+
+
+class MissingDependencyError(LdpfastError, ImportError):
+    """An optional package a feature needs is not installed; the message names the
+    ``ldpfast[extra]`` that installs it (``ldpfast.arrow``: ``arrow``, plots: ``plot``,
+    ``ldpfast.dask``: ``dask``, ``Estimate.to_pandas``: ``pandas``, the shuffle accountant:
+    ``shuffle``)."""
+
+
+class PrivacyWarning(UserWarning):
+    """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
+    ordering matrix). Emitted every time such parameters or clients are built (not once per
+    call site as Python's default filter would: ldpfast installs an ``"always"`` filter for
+    this category at import); silencing it takes an explicit filter
+    (``warnings.simplefilter("ignore", PrivacyWarning)``, which takes precedence)."""
+
+
+warnings.filterwarnings("always", category=PrivacyWarning)

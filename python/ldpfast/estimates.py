@@ -4,25 +4,24 @@ consistency post-processing.
 ``server.frequencies(candidates)`` (any aggregator) returns an :class:`Estimate`::
 
     est = server.frequencies(np.arange(1000))
-    est.values, est.std                      # raw unbiased estimates, standard errors
+    est.values, est.std                      # raw estimates, standard errors
+    est.target                               # the quantity the intervals and tests are about
     low, high = est.confidence_interval(0.05)
     est.top_k(10)                            # the 10 largest, best first
-    est.heavy_hitters(0.01, fdr=0.05)        # f > 1% with the false-discovery rate <= 5%
-    est.postprocess("simplex")               # nearest probability vector (Euclidean)
+    est.heavy_hitters(0.01, fdr=0.05)        # target > 1% with the false-discovery rate <= 5%
+    est.postprocess("norm-sub")              # Wang et al.'s consistency methods
     est.to_pandas()
 
-Standard errors come from each protocol's closed-form variance (:mod:`ldpfast.theory`)
-evaluated at the **plug-in** frequency ``clip(fhat, 0, 1)``: the variance depends on the
-unknown true ``f`` only through terms of order ``f/n``, so the plug-in error is small
-next to the leading ``1/n`` term. Protocols whose estimator has no closed-form variance
-(HadaOracle/HadaHeavy's median, Multi-PCMS-Min's minimum, non-default estimators) get
-``std = NaN`` and :attr:`Estimate.note` says why; intervals and tests then raise.
-
-Intervals and tests use the normal approximation: each estimate is an average of ``n``
-independent bounded per-user contributions, so by the central limit theorem
-``(fhat - f)/std`` is approximately standard normal once ``n`` is in the thousands (for
-very small frequencies with large ``n`` the approximation is good as well, since the
-per-user terms are bounded randomized-response noise, not rare indicator events).
+The standard errors, intervals and tests come from the protocol's registered model
+(``Protocol.variance``, see :mod:`ldpfast.uncertainty`): a closed-form variance evaluated
+at the estimate (standard errors) and at the frequency under test (score intervals and
+tests), exact count tests where the estimate is affine in a count of independent reports
+(GRR, OLH), the exact distribution of a median of group estimates (HadaOracle, HadaHeavy,
+Hashtogram, TreeHist-CS) or of a minimum of sketch rows (Multi-PCMS-Min). :attr:`Estimate.target` says
+what they cover: the true frequency ``f`` for unbiased oracles, a sketch frequency (at
+least ``f``: collisions add to it) where the estimator is biased by hash collisions.
+Protocols without a model get ``std = NaN`` and :attr:`Estimate.note` says why; intervals
+and tests then raise.
 """
 
 from __future__ import annotations
@@ -30,32 +29,49 @@ from __future__ import annotations
 import dataclasses
 import math
 from statistics import NormalDist
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union, overload
 
 import numpy as np
 
+from ._aggregator import set_estimator
+from ._labels import _flat, is_labels
+from ._optional import require
+from ._registry import protocol
 from .errors import ParameterError
+from .postprocessing import base_cut, norm, norm_cut, norm_mul, norm_sub, project_simplex
+from .uncertainty import TRUE_FREQUENCY, PlugIn, Uncertainty
 
-__all__ = ["Estimate", "estimate", "project_simplex", "POSTPROCESSING", "FDR_METHODS"]
+__all__ = ["Estimate", "estimate", "project_simplex", "norm", "norm_sub", "norm_mul", "norm_cut", "base_cut",
+           "POSTPROCESSING", "FDR_METHODS"]
 
 #: Consistency post-processing methods of :meth:`Estimate.postprocess`.
-POSTPROCESSING = ("clip", "norm-sub", "norm-mul", "base-cut", "simplex")
+POSTPROCESSING = ("clip", "norm", "norm-sub", "norm-mul", "norm-cut", "base-cut", "simplex")
 #: Multiple-testing corrections of :meth:`Estimate.heavy_hitters`.
 FDR_METHODS = ("bh", "by", "bonferroni")
 
 _MAX_WHOLE_DOMAIN = 2**24
-#: f (per-candidate true frequencies) -> Var(fhat) per candidate; the theory functions broadcast.
-VarianceFn = Callable[[Any], Any]
 
 
 def _normal_quantile(p: float) -> float:
     return NormalDist().inv_cdf(p)
 
 
-def _upper_tail(z: np.ndarray) -> np.ndarray:
-    """``P(Z > z)`` for standard normal Z (erfc keeps small tails accurate)."""
-    scaled = np.asarray(z, dtype=np.float64) / math.sqrt(2.0)
-    return np.array([0.5 * math.erfc(v) for v in scaled.ravel()], dtype=np.float64).reshape(scaled.shape)
+def _interval_alpha(alpha: Optional[float], confidence: Optional[float]) -> float:
+    """The miss probability of an interval from ``alpha`` or ``confidence`` (scipy's
+    keyword), refusing ``alpha > 0.5``, which is almost surely a confidence level."""
+    if alpha is not None and confidence is not None:
+        raise ParameterError(f"pass alpha or confidence, not both (got alpha={alpha!r}, confidence={confidence!r})")
+    if confidence is not None:
+        level = _check_alpha("confidence", confidence)
+        if level < 0.5:
+            raise ParameterError(f"confidence must be in [0.5, 1) (e.g. 0.95 for 95% intervals), got {confidence!r}")
+        return 1.0 - level
+    alpha = 0.05 if alpha is None else _check_alpha("alpha", alpha)
+    if alpha > 0.5:
+        raise ParameterError(f"alpha is the probability that an interval misses: alpha={alpha!r} asks for "
+                             f"{1 - alpha:.0%} intervals. For {alpha:.0%} intervals pass confidence={alpha!r} "
+                             f"(or alpha={1 - alpha:.3g})")
+    return alpha
 
 
 def _check_alpha(name: str, alpha: float) -> float:
@@ -70,12 +86,28 @@ class Estimate:
 
     Attributes:
         candidates: the values estimated (int64 or uint64).
-        values: the estimates (raw and unbiased unless :attr:`postprocessing` says otherwise).
-        std: plug-in standard errors of the raw estimates (NaN without a closed form).
+        values: the estimates (raw unless :attr:`postprocessing` says otherwise).
+        std: standard errors of the raw estimates (NaN without a registered model).
         n: the number of reports aggregated.
         protocol: the protocol id.
         postprocessing: ``"raw"`` or the :meth:`postprocess` method applied.
         note: how the standard errors were obtained.
+        target: the quantity the intervals cover and the tests are about (``f``, the true
+            frequency, for unbiased oracles; a sketch frequency where collisions bias the
+            estimator; see :mod:`ldpfast.uncertainty`).
+        uncertainty: the protocol's model (:class:`ldpfast.uncertainty.Uncertainty`), or None.
+        rows: the positions of these candidates among those the model was built for.
+        labels: the candidates' labels (object array) when the parameters have a domain
+            (``params.with_domain``, :mod:`ldpfast.domain`) that decodes them, or when the
+            candidates were given as labels; else None.
+        method: the estimator: ``"debiased"`` (unbiased), ``"ibu"`` or ``"mle"``
+            (likelihood-based, :mod:`ldpfast.estimation`; on the simplex, so biased near 0,
+            with standard errors from the Fisher information).
+
+    An Estimate behaves like its values: ``len(est)``, ``np.asarray(est)``, ``est[3]`` (the
+    fourth estimate, a float), ``est["apple"]`` (a label's estimate), and ``est[1:5]``,
+    ``est[mask]`` or ``est[[0, 2]]`` (an Estimate of those candidates). It pickles (joblib,
+    multiprocessing, Dask), intervals and tests included.
     """
 
     candidates: np.ndarray
@@ -85,7 +117,11 @@ class Estimate:
     protocol: str
     postprocessing: str = "raw"
     note: str = ""
-    variance: Optional[VarianceFn] = dataclasses.field(default=None, repr=False)
+    target: str = TRUE_FREQUENCY
+    uncertainty: Optional[Uncertainty] = dataclasses.field(default=None, repr=False)
+    rows: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
+    labels: Optional[np.ndarray] = dataclasses.field(default=None, repr=False)
+    method: str = "debiased"
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -93,8 +129,37 @@ class Estimate:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return np.asarray(self.values, dtype=dtype)
 
+    def __iter__(self) -> Iterator[float]:
+        return iter(self.values.tolist())
+
+    @overload
+    def __getitem__(self, key: Union[int, np.integer, str, bytes]) -> float: ...
+
+    @overload
+    def __getitem__(self, key: Union[slice, List[int], np.ndarray]) -> "Estimate": ...
+
+    def __getitem__(self, key: Any) -> Any:
+        """``est[i]``: the ``i``-th estimate (a float); ``est[label]``: the estimate of that
+        label; a slice, integer array or boolean mask: an Estimate of those candidates."""
+        if isinstance(key, (str, bytes)):
+            if self.labels is None:
+                raise KeyError(f"{key!r}: this Estimate has no labels (its parameters have no domain)")
+            found = np.flatnonzero(self.labels == key)
+            if not found.size:
+                raise KeyError(key)
+            return float(self.values[found[0]])
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            return float(self.values[int(key)])
+        index = np.arange(len(self))[key]
+        return self._subset(np.atleast_1d(index))
+
     def __repr__(self) -> str:
-        shown = ", ".join(f"{int(c)}: {v:.4g}" for c, v in zip(self.candidates[:3], self.values[:3]))
+        if self.labels is not None:
+            shown = ", ".join(f"{name!r}: {v:.4g}" for name, v in zip(self.labels[:3], self.values[:3]))
+        else:
+            labels = self.candidates[:3]   # integers, or strings (RAPPOR's dictionaries)
+            shown = ", ".join(f"{int(c) if np.asarray(labels).dtype.kind in 'iu' else c!s}: {v:.4g}"
+                              for c, v in zip(labels, self.values[:3]))
         more = ", ..." if len(self) > 3 else ""
         return (f"Estimate(protocol={self.protocol!r}, n={self.n}, {len(self)} candidates "
                 f"{{{shown}{more}}}, postprocessing={self.postprocessing!r})")
@@ -110,47 +175,62 @@ class Estimate:
         """Standard errors of :attr:`counts`: ``n * std``."""
         return self.std * self.n
 
-    def _require_raw(self, what: str) -> None:
+    def _model(self, what: str) -> Tuple[Uncertainty, np.ndarray]:
+        if self.method != "debiased":
+            raise ParameterError(f"{what} needs the debiased estimates; this Estimate holds {self.method!r} "
+                                 f"estimates: use server.frequencies(method='debiased')")
         if self.postprocessing != "raw":
             raise ParameterError(f"{what} needs the raw (unbiased) estimates; this Estimate was post-processed "
                                  f"with {self.postprocessing!r}: call it on the Estimate before postprocess()")
-        if self.variance is None or np.isnan(self.std).any():
+        if self.uncertainty is None or self.rows is None:
             raise ParameterError(f"{what} needs standard errors, which {self.protocol!r} does not have: {self.note}")
+        return self.uncertainty, self.rows
 
-    def confidence_interval(self, alpha: float = 0.05, counts: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-        """Two-sided ``1 - alpha`` intervals ``values -+ z_{1-alpha/2} std`` (normal
-        approximation, per candidate, not simultaneous; for simultaneous coverage of ``k``
-        candidates pass ``alpha / k``). ``counts=True`` scales them by ``n``.
+    def confidence_interval(self, alpha: Optional[float] = None, counts: bool = False, *,
+                            confidence: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Two-sided intervals for :attr:`target` at ``confidence`` (as scipy: ``0.95``) or,
+        equivalently, ``1 - alpha`` (default 95%), per candidate (not simultaneous; for
+        simultaneous coverage of ``k`` candidates pass ``alpha / k``). ``alpha`` above 0.5
+        is refused: ``confidence_interval(0.95)`` would ask for 5% intervals (pass
+        ``confidence=0.95``).
+        For closed-form variances they are score intervals ``{f : |fhat - f| <= z_{1-alpha/2}
+        sd(f)}`` (the variance at each candidate frequency, not only at the estimate), so
+        they are not always ``values -+ z std``; medians and minima use their exact
+        distributions (:mod:`ldpfast.uncertainty`). ``counts=True`` scales them by ``n``.
 
         Raises:
-            ParameterError: alpha not in (0, 1); no standard errors; post-processed values.
+            ParameterError: alpha not in (0, 0.5], confidence not in [0.5, 1), both given;
+                no standard errors; post-processed values.
         """
-        alpha = _check_alpha("alpha", alpha)
-        self._require_raw("confidence_interval")
-        half = _normal_quantile(1.0 - alpha / 2.0) * self.std
+        alpha = _interval_alpha(alpha, confidence)
+        model, rows = self._model("confidence_interval")
+        low, high = model.interval(np.asarray(self.values, dtype=np.float64), rows, alpha)
         scale = float(self.n) if counts else 1.0
-        return (self.values - half) * scale, (self.values + half) * scale
+        return low * scale, high * scale
 
     def p_values(self, threshold: float) -> np.ndarray:
-        """One-sided p-values of ``H0: f(x) <= threshold`` against ``f(x) > threshold``:
-        ``P(Z > (fhat - threshold)/sd_threshold)`` with ``sd_threshold`` the standard error
-        at ``f = threshold`` (the boundary of the null hypothesis)."""
+        """One-sided p-values of ``H0: target <= threshold`` against ``target > threshold``
+        (:attr:`target` is the true frequency for unbiased oracles): the probability of an
+        estimate at least this large at the boundary ``target = threshold``, from the exact
+        count distribution where the protocol registers one (GRR, OLH), else from the normal
+        model with the standard error at ``threshold``."""
         threshold = float(threshold)
         if not 0.0 <= threshold <= 1.0:
             raise ParameterError(f"threshold must be a frequency in [0, 1], got {threshold!r}")
-        self._require_raw("p_values")
-        return _upper_tail((self.values - threshold) / self._std_at(threshold))
+        model, rows = self._model("p_values")
+        return model.p_values(np.asarray(self.values, dtype=np.float64), rows, threshold)
 
     def _std_at(self, frequency: float) -> np.ndarray:
         """Standard errors of every candidate's estimate if its frequency were ``frequency``."""
-        assert self.variance is not None  # checked by _require_raw
-        variance = self.variance(np.full(len(self), frequency))
-        return np.sqrt(np.broadcast_to(np.asarray(variance, dtype=np.float64), self.values.shape))
+        model, rows = self._model("base-cut")
+        return np.broadcast_to(model.std_at(frequency, rows), self.values.shape)
 
     # -- selections -----------------------------------------------------------------
     def _subset(self, index: np.ndarray) -> "Estimate":
+        rows = None if self.rows is None else self.rows[index]
+        labels = None if self.labels is None else self.labels[index]
         return dataclasses.replace(self, candidates=self.candidates[index], values=self.values[index],
-                                   std=self.std[index])
+                                   std=self.std[index], rows=rows, labels=labels)
 
     def sorted(self) -> "Estimate":
         """The candidates by decreasing estimate (ties by candidate order)."""
@@ -164,8 +244,9 @@ class Estimate:
         return self._subset(np.argsort(-self.values, kind="stable")[:int(k)])
 
     def heavy_hitters(self, threshold: float, fdr: float = 0.05, method: str = "bh") -> "Estimate":
-        """The candidates declared to have ``f(x) > threshold``, best first, with the
-        expected share of false declarations controlled.
+        """The candidates declared to have ``target > threshold`` (the true frequency for
+        unbiased oracles, see :attr:`target`), best first, with the expected share of false
+        declarations controlled.
 
         Each candidate gets the one-sided test of :meth:`p_values`; the p-values are then
         corrected for testing all candidates at once:
@@ -179,8 +260,6 @@ class Estimate:
           (level ``fdr / sum_{i<=k} 1/i``).
         * ``"bonferroni"``: reject when ``p < fdr / k``; controls the probability of any
           false declaration (family-wise error), hence also the FDR.
-
-        Validity rests on the normal approximation (see the module docstring).
 
         Raises:
             ParameterError: bad arguments; no standard errors; post-processed values.
@@ -204,19 +283,30 @@ class Estimate:
 
     # -- consistency post-processing --------------------------------------------------
     def postprocess(self, method: str, total: float = 1.0, alpha: float = 0.05) -> "Estimate":
-        """Estimates made consistent (biased, but often more accurate; Wang et al., "Locally
-        Differentially Private Frequency Estimation with Consistency", NDSS 2020):
+        """Estimates made consistent (biased, but often more accurate), the methods of Wang,
+        Lopuhaa-Zwakenberg, Li, Skoric and Li, "Locally Differentially Private Frequency
+        Estimation with Consistency" (NDSS 2020), as the paper defines them (each is also
+        a function of this module):
 
-        * ``"clip"``: clip to ``[0, 1]``.
-        * ``"norm-sub"``: Wang et al.'s Norm-Sub: set negatives to 0 and subtract the same
-          amount from every positive estimate, repeated until all are non-negative and they
+        * ``"base-cut"`` (Base-Cut, :func:`base_cut`): an estimate below the significance
+          threshold ``T = Phi^-1(1 - alpha/k) sd_0`` (``sd_0`` its standard error at
+          frequency 0, Bonferroni over the ``k`` candidates) becomes 0, the others stay.
+        * ``"norm"`` (Norm, :func:`norm`): add the same ``delta`` to every estimate so they
+          sum to ``total`` (may stay negative).
+        * ``"norm-mul"`` (Norm-Mul, :func:`norm_mul`): negatives to 0, the rest scaled to
           sum to ``total``.
-        * ``"simplex"``: the Euclidean projection onto ``{w >= 0, sum w = total}`` (the
-          nearest consistent vector). It coincides with Norm-Sub, computed in one sort.
-        * ``"norm-mul"``: set negatives to 0 and rescale the rest to sum to ``total``.
-        * ``"base-cut"``: set to 0 every estimate below the significance threshold
-          ``z_{1-alpha/k} sd_0`` (``sd_0`` = standard error at ``f = 0``, Bonferroni over the
-          ``k`` candidates) and keep the others; non-negative, not normalized.
+        * ``"norm-cut"`` (Norm-Cut, :func:`norm_cut`): negatives to 0; then, if the rest sum
+          to more than ``total``, every estimate below the smallest ``theta`` with
+          ``sum_{fhat >= theta} fhat <= total`` becomes 0 too (the sum may stay below ``total``).
+        * ``"norm-sub"`` (Norm-Sub, :func:`norm_sub`): negatives to 0, then the same amount
+          subtracted from (or added to) every positive estimate so they sum to ``total``,
+          repeated until none is negative. Before ldpfast 0.2 this name returned the
+          Euclidean projection, which differs whenever the positive estimates sum to less
+          than ``total`` (the projection then lifts small negatives too).
+        * ``"simplex"`` (the constrained least squares of the paper, :func:`project_simplex`):
+          the Euclidean projection onto ``{w >= 0, sum w = total}``, the nearest consistent
+          vector; equal to Norm-Sub when the positive estimates sum to at least ``total``.
+        * ``"clip"``: clip to ``[0, 1]``.
 
         ``total`` is 1 when the candidates are the whole domain; pass the share of users
         they cover otherwise.
@@ -231,99 +321,65 @@ class Estimate:
         if not (math.isfinite(total) and total > 0):
             raise ParameterError(f"total must be a positive number, got {total!r}")
         v = np.asarray(self.values, dtype=np.float64)
-        if method == "clip":
-            out = np.clip(v, 0.0, 1.0)
-        elif method == "simplex":
-            out = project_simplex(v, total)
-        elif method == "norm-sub":
-            out = _norm_sub(v, total)
-        elif method == "norm-mul":
-            out = np.maximum(v, 0.0)
-            mass = out.sum()
-            out = out * (total / mass) if mass > 0 else np.full_like(v, total / max(v.size, 1))
-        else:
+        if method == "base-cut":
             alpha = _check_alpha("alpha", alpha)
-            self._require_raw("base-cut")
             cut = _normal_quantile(1.0 - alpha / max(v.size, 1)) * self._std_at(0.0)
-            out = np.where(v >= cut, v, 0.0)
+            out = base_cut(v, cut)
+        elif method == "clip":
+            out = np.clip(v, 0.0, 1.0)
+        else:
+            out = {"norm": norm, "norm-sub": norm_sub, "norm-mul": norm_mul, "norm-cut": norm_cut,
+                   "simplex": project_simplex}[method](v, total)
         return dataclasses.replace(self, values=out, postprocessing=method)
 
     # -- export ----------------------------------------------------------------------
-    def to_pandas(self, alpha: float = 0.05) -> Any:
-        """A ``pandas.DataFrame`` with columns ``candidate, estimate, std, count`` and, for
-        raw estimates with standard errors, ``ci_low, ci_high`` (``1 - alpha``).
+    def to_pandas(self, alpha: Optional[float] = None, *, confidence: Optional[float] = None) -> Any:
+        """A ``pandas.DataFrame`` with columns ``candidate`` (and ``label`` when the
+        estimate has labels), ``estimate, std, count`` and, for raw estimates with standard
+        errors, ``ci_low, ci_high`` (at ``confidence``, or ``1 - alpha``; default 95%, for
+        :attr:`target`, which ``frame.attrs["target"]`` names).
 
         Raises:
-            ImportError: pandas is not installed.
+            MissingDependencyError: pandas is not installed (an ImportError).
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("Estimate.to_pandas() needs pandas, which is not installed: "
-                              "pip install pandas") from None
-        frame = pd.DataFrame({"candidate": self.candidates, "estimate": self.values, "std": self.std,
-                              "count": self.counts})
-        if self.postprocessing == "raw" and self.variance is not None and not np.isnan(self.std).any():
-            frame["ci_low"], frame["ci_high"] = self.confidence_interval(alpha)
-        frame.attrs.update(protocol=self.protocol, n=self.n, postprocessing=self.postprocessing)
+        pd = require("pandas", "Estimate.to_pandas()")
+        columns: Dict[str, Any] = {"candidate": self.candidates}
+        if self.labels is not None:
+            columns["label"] = self.labels
+        frame = pd.DataFrame({**columns, "estimate": self.values, "std": self.std, "count": self.counts})
+        if self.postprocessing == "raw" and self.uncertainty is not None:
+            frame["ci_low"], frame["ci_high"] = self.confidence_interval(alpha, confidence=confidence)
+        frame.attrs.update(protocol=self.protocol, n=self.n, postprocessing=self.postprocessing, target=self.target)
         return frame
 
 
-def project_simplex(values: Any, total: float = 1.0) -> np.ndarray:
-    """The Euclidean projection of ``values`` onto ``{w : w >= 0, sum(w) = total}``:
-    ``w = max(v - theta, 0)`` with ``theta`` found from the sorted values (Held, Wolfe and
-    Crowder 1974; Duchi et al. 2008)."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    if v.size == 0:
-        raise ParameterError("cannot project an empty vector onto the simplex")
-    u = np.sort(v)[::-1]
-    cumulative = np.cumsum(u) - total
-    ranks = np.arange(1, v.size + 1)
-    rho = int(np.flatnonzero(u - cumulative / ranks > 0)[-1])
-    theta = cumulative[rho] / (rho + 1)
-    return np.asarray(np.maximum(v - theta, 0.0))
-
-
-def _norm_sub(values: np.ndarray, total: float) -> np.ndarray:
-    """Norm-Sub as Wang et al. state it (iterative; at most ``len(values)`` rounds, since
-    each round that changes anything zeroes at least one more estimate)."""
-    if values.size == 0:
-        raise ParameterError("cannot normalize an empty vector")
-    out = values.copy()
-    active = np.ones(out.size, dtype=bool)
-    for _ in range(out.size + 1):
-        out[~active] = 0.0
-        out[active] -= (out[active].sum() - total) / active.sum()
-        negative = active & (out < 0)
-        if not negative.any():
-            break
-        active &= ~negative
-    return out
-
-
-# -- per-protocol closed-form variances (each protocol's registration) ------------------------
+# -- each protocol's registered model -------------------------------------------------------------
 #: The note of a standard error from a registered closed form, followed by its source.
-PLUG_IN = "closed form of ldpfast.theory at the plug-in f = clip(estimate, 0, 1)"
+PLUG_IN = ("closed form of ldpfast.theory at the estimate (standard error) and at the frequency under test "
+           "(score intervals and tests)")
 
 
-def _variance_for(server: Any, candidates: np.ndarray) -> Tuple[Optional[VarianceFn], str]:
-    """``(f -> Var(fhat) per candidate, note)`` from the protocol's registered closed form
-    (``Protocol.variance``), or ``(None, reason)`` where none fits the default estimator."""
-    from ._base import protocol
-
-    hook = protocol(server.protocol).variance
+def _uncertainty_for(server: Any, candidates: np.ndarray, registered: Any = None) -> Tuple[Optional[Uncertainty], str]:
+    """The protocol's model for ``candidates`` (``Protocol.variance``: an
+    :class:`~ldpfast.uncertainty.Uncertainty`, or ``(f -> Var(fhat), note)`` for a plug-in
+    closed form), or ``(None, reason)`` where none fits the default estimator."""
+    hook = (registered or protocol(server.protocol)).variance
     if hook is None:
-        return None, (f"no closed-form variance for {server.protocol!r}'s estimator (the protocol registers "
-                      "none); measure its error by simulation (ldpfast.experiments)")
-    return hook(server, candidates)
+        return None, (f"no standard errors for {server.protocol!r}'s estimator (the protocol registers none: "
+                      "Protocol.variance); measure its error by simulation (ldpfast.experiments)")
+    found = hook(server, candidates)
+    if isinstance(found, Uncertainty):
+        return found, found.note
+    variance, note = found
+    if variance is None:
+        return None, note
+    return PlugIn(variance, size=len(candidates), note=note), note
 
 
-def _default_candidates(server: Any) -> np.ndarray:
+def _default_candidates(server: Any, registered: Any = None) -> np.ndarray:
     """What ``server.estimate()`` answers for: the registration's ``default_candidates``
     (when it gives any), else the whole domain ``[0, d)``."""
-    from ._base import protocol
-
-    hook = protocol(server.protocol).default_candidates
+    hook = (registered or protocol(server.protocol)).default_candidates
     labels = None if hook is None else hook(server)
     if labels is not None:
         return np.asarray(labels)
@@ -332,22 +388,67 @@ def _default_candidates(server: Any) -> np.ndarray:
     return np.arange(server.params.d, dtype=np.int64)
 
 
-def estimate(server: Any, candidates: Any = None) -> Estimate:
+def estimate(server: Any, candidates: Any = None, method: str = "debiased", **options: Any) -> Estimate:
     """The :class:`Estimate` of ``server`` (any aggregator) for ``candidates`` (``None``:
     what ``server.estimate()`` answers for, e.g. the whole domain or the tracked items).
-    Same as ``server.frequencies(candidates)``.
+    Same as ``server.frequencies(candidates, method, **options)``; ``method`` is one of
+    ``ldpfast.estimation.METHODS`` (``options``: ``tol``, ``max_iter`` of IBU/MLE, and
+    ``likelihood="full"`` for OLH/OCMS's kept reports).
 
     Raises:
-        ReportError: no reports aggregated. ParameterError: invalid candidates.
+        ReportError: no reports aggregated. ParameterError: invalid candidates or method.
+        NotImplementedError: IBU/MLE for a protocol that registers no channel.
     """
-    labels = _default_candidates(server) if candidates is None else np.asarray(candidates)
-    if labels.ndim == 0:
-        labels = labels.reshape(1)
-    values = np.asarray(server.estimate(labels), dtype=np.float64)
-    variance, note = _variance_for(server, labels)
-    if variance is None:
-        std = np.full(values.shape, np.nan)
+    from .estimation import METHODS
+
+    if method not in METHODS:
+        raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
+    registered = protocol(server.protocol)
+    domain = getattr(server.params, "label_domain", None)
+    names = None
+    if candidates is not None and domain is not None and is_labels(candidates):
+        names = np.asarray(_flat(candidates), dtype=object)
+        candidates = domain.encode(names)
+    ids = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)
+    if ids.ndim == 0:
+        ids = ids.reshape(1)
+    if names is None and domain is not None and domain.decodes:
+        names = domain.decode(ids)
+    if method != "debiased":
+        found = _likelihood_estimate(server, ids, method, **options)
     else:
-        std = np.sqrt(np.broadcast_to(variance(np.clip(values, 0.0, 1.0)), values.shape)).astype(np.float64)
+        if options:
+            raise ParameterError(f"options {sorted(options)} apply to method='ibu' or 'mle' only")
+        values = np.asarray(server.estimate(ids), dtype=np.float64)
+        found = _with_model(server, ids, values, *_uncertainty_for(server, ids, registered))
+    return found if names is None else dataclasses.replace(found, labels=names)
+
+
+def _with_model(server: Any, labels: np.ndarray, values: np.ndarray, model: Optional[Uncertainty],
+                note: str) -> Estimate:
+    """The :class:`Estimate` of ``values`` with the standard errors of ``model`` (None: NaN)."""
+    rows = np.arange(values.size)
+    std = np.full(values.shape, np.nan) if model is None else \
+        np.broadcast_to(model.std(values, rows), values.shape).astype(np.float64)
     return Estimate(candidates=labels, values=values, std=std, n=int(server.n), protocol=server.protocol,
-                    note=note, variance=variance)
+                    note=note, target=TRUE_FREQUENCY if model is None else model.target, uncertainty=model,
+                    rows=None if model is None else rows)
+
+
+def _likelihood_estimate(server: Any, labels: np.ndarray, method: str, **options: Any) -> Estimate:
+    """IBU or MLE through the protocol's registered channel (:mod:`ldpfast.estimation`)."""
+    from . import estimation
+
+    hook_options = {key: options.pop(key) for key in ("likelihood",) if key in options}
+    channel = estimation.channel_of(server, labels, **hook_options)
+    fit = estimation.ibu(channel, **options) if method == "ibu" else estimation.mle(channel, **options)
+    std, how = estimation.fisher_std(channel, fit.values)
+    k = labels.size
+    rest = f"; mass outside the candidates {fit.values[k]:.4g}" if channel.rest else ""
+    note = (f"{method}: {channel.note}; {fit.iterations} EM steps, relative log-likelihood gap "
+            f"{fit.gap:.2g}{'' if fit.converged else ' (max_iter reached)'}{rest}; std from the {how}")
+    return Estimate(candidates=labels, values=np.asarray(fit.values[:k]), std=np.asarray(std[:k]), n=int(server.n),
+                    protocol=server.protocol, note=note, method=method)
+
+
+set_estimator(estimate)

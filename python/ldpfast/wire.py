@@ -37,41 +37,19 @@ the field's width. Fields are at most 64 bits wide (columns are numpy integer ar
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Sequence
 
 import numpy as np
 
-from ._base import _REGISTRY, Params, Reports, protocol
+from ._base import _REGISTRY, Params, Reports, WireField, bits_for, protocol
 from ._base import Reports as _Reports
-from .errors import IncompatibleError, ParameterError, ReportError
+from .errors import IncompatibleError, ReportError
 
 __all__ = ["WireField", "bits_for", "report_bits", "fields", "register_fields", "encode", "decode",
            "encode_each", "decode_each"]
 
 _CHUNK = 1 << 16  # reports packed per step (bounds the temporary bit matrix)
 _base_wire_fields = _Reports.wire_fields.__func__
-
-
-def bits_for(size: int) -> int:
-    """``ceil(log2 size)``: the bits needed for a value in ``[0, size)`` (0 when size is 1)."""
-    size = int(size)
-    if size < 1:
-        raise ParameterError(f"size must be >= 1, got {size}")
-    return (size - 1).bit_length()
-
-
-class WireField(NamedTuple):
-    """One field of a report: ``column`` sent in ``bits`` bits. With a ``codebook`` the
-    value must be one of its entries and the index is sent. ``dtype`` is the column's
-    numpy dtype after decoding (default: the codebook's, else uint64). ``shape``: the
-    per-report shape of a multi-dimensional column (e.g. ``(K, M)`` for a sketch); every
-    entry is sent in ``bits`` bits, in C order."""
-
-    column: str
-    bits: int
-    codebook: Optional[Tuple[int, ...]] = None
-    dtype: Optional[str] = None
-    shape: Tuple[int, ...] = ()
 
 
 def register_fields(protocol_id: str, fields_of: Callable[[Params], Sequence[Any]]) -> None:

@@ -10,7 +10,7 @@ API (small, seeded simulations: these check types, the statistics are tested els
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, List, Union
 
 import numpy as np
 import pytest
@@ -37,80 +37,82 @@ def test_backend_helpers() -> None:
 
 
 def test_ocms_round_trip() -> None:
-    params = assert_type(lf.ocms.Params.optimal(epsilon=2.0, d=D), lf.ocms.Params)
-    reports = assert_type(lf.ocms.Client(params, rng=7).perturb(VALUES), lf.ocms.Reports)
-    server = assert_type(lf.ocms.Server(params).update(reports), lf.ocms.Server)
-    other = lf.ocms.Server(params).update(lf.ocms.Client(params, rng=8).perturb(VALUES))
-    assert_type(server.merge(other), lf.ocms.Server)
+    params = assert_type(lf.protocols.ocms.Params.optimal(epsilon=2.0, d=D), lf.protocols.ocms.Params)
+    reports = assert_type(lf.protocols.ocms.Client(params, rng=7).perturb(VALUES), lf.protocols.ocms.Reports)
+    server = assert_type(lf.protocols.ocms.Server(params).update(reports), lf.protocols.ocms.Server)
+    other = lf.protocols.ocms.Server(params).update(lf.protocols.ocms.Client(params, rng=8).perturb(VALUES))
+    assert_type(server.merge(other), lf.protocols.ocms.Server)
     estimate = assert_type(server.estimate(CANDIDATES), np.ndarray)
-    restored = assert_type(lf.ocms.Server.from_bytes(server.to_bytes()), lf.ocms.Server)
+    restored = assert_type(lf.protocols.ocms.Server.from_bytes(server.to_bytes()), lf.protocols.ocms.Server)
     assert np.array_equal(restored.estimate(CANDIDATES), estimate)
 
 
 def test_grr_and_hadamard_family() -> None:
-    grr = lf.grr.Params(epsilon=3.0, d=D)
-    grr_server = assert_type(lf.grr.Server(grr).update(lf.grr.Client(grr, rng=1).perturb(VALUES)),
-                             lf.grr.Server)
+    grr = lf.protocols.grr.Params(epsilon=3.0, d=D)
+    grr_server = assert_type(lf.protocols.grr.Server(grr).update(lf.protocols.grr.Client(grr, rng=1).perturb(VALUES)),
+                             lf.protocols.grr.Server)
     assert_type(grr_server.estimate(CANDIDATES), np.ndarray)
 
-    he = lf.hadamard.HEParams(epsilon=3.0, d=D)
-    he_server = lf.hadamard.HEServer(he)
-    he_server.update(assert_type(lf.hadamard.HEClient(he, rng=2).perturb(VALUES), lf.hadamard.HEReports))
+    he = lf.protocols.hadamard.HEParams(epsilon=3.0, d=D)
+    he_server = lf.protocols.hadamard.HEServer(he)
+    he_server.update(assert_type(lf.protocols.hadamard.HEClient(he, rng=2).perturb(VALUES),
+                                 lf.protocols.hadamard.HEReports))
     assert_type(he_server.estimate(CANDIDATES), np.ndarray)
 
-    rhr = lf.hadamard.RHRParams(epsilon=3.0, d=D)
-    rhr_server = assert_type(lf.hadamard.RHRServer(rhr), lf.hadamard.RHRServer)
-    rhr_server.update(assert_type(lf.hadamard.RHRClient(rhr, rng=3).perturb(VALUES), lf.hadamard.RHRReports))
+    rhr = lf.protocols.rhr.RHRParams(epsilon=3.0, d=D)
+    rhr_server = assert_type(lf.protocols.rhr.RHRServer(rhr), lf.protocols.rhr.RHRServer)
+    rhr_server.update(assert_type(lf.protocols.rhr.RHRClient(rhr, rng=3).perturb(VALUES), lf.protocols.rhr.RHRReports))
     assert_type(rhr_server.estimate(CANDIDATES), np.ndarray)
 
-    olh = lf.hadamard.OLHParams(epsilon=3.0, d=D)
-    olh_server = lf.hadamard.OLHServer(olh).update(lf.hadamard.OLHClient(olh, rng=4).perturb(VALUES))
-    assert_type(olh_server, lf.hadamard.OLHServer)
+    olh = lf.protocols.olh.OLHParams(epsilon=3.0, d=D)
+    olh_server = lf.protocols.olh.OLHServer(olh).update(lf.protocols.olh.OLHClient(olh, rng=4).perturb(VALUES))
+    assert_type(olh_server, lf.protocols.olh.OLHServer)
     assert_type(olh_server.estimate(CANDIDATES), np.ndarray)
 
-    hrr = lf.hadamard.HRRParams(epsilon=3.0, d=D)
-    hrr_server = lf.hadamard.HRRServer(hrr)
-    hrr_server.update(assert_type(lf.hadamard.HRRClient(hrr, rng=5).perturb(VALUES), lf.hadamard.HRRReports))
+    hrr = lf.protocols.hadamard.HRRParams(epsilon=3.0, d=D)
+    hrr_server = lf.protocols.hadamard.HRRServer(hrr)
+    hrr_server.update(assert_type(lf.protocols.hadamard.HRRClient(hrr, rng=5).perturb(VALUES),
+                                  lf.protocols.hadamard.HRRReports))
     assert_type(hrr_server.estimate(CANDIDATES), np.ndarray)
 
-    cmshe = lf.hadamard.CMSHEParams(epsilon=3.0, d=D, hash_seed=11)
-    cmshe_server = lf.hadamard.CMSHEServer(cmshe)
-    cmshe_server.update(lf.hadamard.CMSHEClient(cmshe, rng=6).perturb(VALUES))
+    cmshe = lf.protocols.hadamard.CMSHEParams(epsilon=3.0, d=D, hash_seed=11)
+    cmshe_server = lf.protocols.hadamard.CMSHEServer(cmshe)
+    cmshe_server.update(lf.protocols.hadamard.CMSHEClient(cmshe, rng=6).perturb(VALUES))
     assert_type(cmshe_server.estimate(CANDIDATES), np.ndarray)
 
 
 def test_hadaoracle_and_hadaheavy() -> None:
     values = np.random.default_rng(3).integers(0, 2**20, 5_000, dtype=np.uint64)
-    oracle = assert_type(lf.hadaoracle.Params.create(epsilon=4.0, d=2**20, n=5_000),
-                         lf.hadaoracle.Params)
-    server = lf.hadaoracle.Server(oracle)
-    server.update(assert_type(lf.hadaoracle.Client(oracle, rng=1).perturb(values),
-                              lf.hadaoracle.Reports))
+    oracle = assert_type(lf.protocols.hadaoracle.Params.create(epsilon=4.0, d=2**20, n=5_000),
+                         lf.protocols.hadaoracle.Params)
+    server = lf.protocols.hadaoracle.Server(oracle)
+    server.update(assert_type(lf.protocols.hadaoracle.Client(oracle, rng=1).perturb(values),
+                              lf.protocols.hadaoracle.Reports))
     assert_type(server.estimate(CANDIDATES), np.ndarray)
 
-    heavy = assert_type(lf.hadaheavy.Params.create(epsilon=4.0, d=2**20, n=5_000),
-                        lf.hadaheavy.Params)
-    hh_server = lf.hadaheavy.Server(heavy)
-    hh_server.update(lf.hadaheavy.Client(heavy, rng=2).perturb(values))
-    found = assert_type(hh_server.heavy_hitters(), lf.hadaheavy.HeavyHitters)
+    heavy = assert_type(lf.protocols.hadaheavy.Params.create(epsilon=4.0, d=2**20, n=5_000),
+                        lf.protocols.hadaheavy.Params)
+    hh_server = lf.protocols.hadaheavy.Server(heavy)
+    hh_server.update(lf.protocols.hadaheavy.Client(heavy, rng=2).perturb(values))
+    found = assert_type(hh_server.heavy_hitters(), lf.protocols.hadaheavy.HeavyHitters)
     assert_type(found.items, np.ndarray)
     assert_type(found.fractions, np.ndarray)
 
 
 def test_privsketch_safe_variant_and_datasets() -> None:
     sets = assert_type(lf.datasets.zipf_sets(n=500, d=D, length=5, seed=1), lf.datasets.SetData)
-    params = assert_type(lf.privsketch.SafeParams.create(epsilon=4.0, d=sets.d, K=2, M=16, seed=1),
-                         lf.privsketch.SafeParams)
-    server = assert_type(lf.privsketch.SafeServer(params), lf.privsketch.SafeServer)
-    server.update(assert_type(lf.privsketch.SafeClient(params, rng=2).perturb(sets),
-                              lf.privsketch.SafeReports))
+    params = assert_type(lf.protocols.privsketch_ldp.SafeParams.create(epsilon=4.0, d=sets.d, K=2, M=16, seed=1),
+                         lf.protocols.privsketch_ldp.SafeParams)
+    server = assert_type(lf.protocols.privsketch_ldp.SafeServer(params), lf.protocols.privsketch_ldp.SafeServer)
+    server.update(assert_type(lf.protocols.privsketch_ldp.SafeClient(params, rng=2).perturb(sets),
+                              lf.protocols.privsketch_ldp.SafeReports))
     assert_type(server.estimate(CANDIDATES), np.ndarray)
     assert_type(sets.frequencies(), np.ndarray)
 
 
 def test_estimates_with_error_bars_and_generic_loading() -> None:
-    params = lf.grr.Params(epsilon=3.0, d=D)
-    server = lf.grr.Server(params).update(lf.grr.Client(params, rng=9).perturb(VALUES))
+    params = lf.protocols.grr.Params(epsilon=3.0, d=D)
+    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=9).perturb(VALUES))
     result = assert_type(server.frequencies(CANDIDATES), lf.estimates.Estimate)
     low, high = result.confidence_interval(0.05)
     assert_type(low, np.ndarray)
@@ -118,3 +120,29 @@ def test_estimates_with_error_bars_and_generic_loading() -> None:
     assert_type(result.std, np.ndarray)
     restored = lf.load(server.to_bytes())
     assert np.array_equal(restored.estimate(CANDIDATES), server.estimate(CANDIDATES))
+    assert_type(restored, lf._aggregator.Aggregator)
+
+
+def test_labels_recommend_and_closed_forms() -> None:
+    vocabulary = lf.Domain([f"w{i}" for i in range(D)])
+    params = lf.protocols.grr.Params(epsilon=3.0, d=D).with_domain(vocabulary)
+    assert_type(params, lf.protocols.grr.Params)
+    client = lf.protocols.grr.Client(params, rng=4)
+    server = lf.protocols.grr.Server(params).update(client.perturb(["w1", "w2", "w1"]))
+    assert_type(server.estimate(["w1"]), np.ndarray)
+    assert_type(vocabulary.encode(["w3"]), np.ndarray)
+    options = assert_type(lf.recommend(2.0, 10_000, 100_000, max_report_bits=64), List[lf.planning.Option])
+    assert options[0].fits and isinstance(options[0].bits, int)
+    assert_type(lf.theory.ocms_l2(2.0, 1000), Union[float, np.ndarray])
+    assert_type(lf.theory.ocms_variance(2.0, 4, n=1000, f=0.1), Union[float, np.ndarray])
+    assert_type(lf.theory.grr_variance(2.0, 10, 100), Union[float, np.ndarray])
+
+
+def test_estimates_index_like_data() -> None:
+    params = lf.protocols.grr.Params(epsilon=3.0, d=D)
+    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=9).perturb(VALUES))
+    result = server.frequencies(CANDIDATES)
+    assert_type(result[0], float)
+    assert_type(result[1:3], lf.estimates.Estimate)
+    low, _ = result.confidence_interval(confidence=0.9)
+    assert_type(low, np.ndarray)

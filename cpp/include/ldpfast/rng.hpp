@@ -74,10 +74,11 @@ constexpr std::size_t kChachaLanes = 8;
 constexpr std::size_t kChachaLanes = 1;
 #endif
 
-// Blocks (counter = first_counter + j, nonce) for j < kChachaLanes, word-major:
+// kChachaLanes blocks with one nonce, lane j with its own key and counter: lanes[w][j] is
+// key word w (w < 8) and the counter's low (w = 8) and high (w = 9) half. Word-major output:
 // word w of block j is out[w * kChachaLanes + j]. Bit-identical to chacha20_block.
-static inline void chacha20_blocks(const RngKey& key, std::uint64_t first_counter, std::uint64_t nonce,
-                                   std::uint32_t* out) {
+static inline void chacha20_lanes(const std::uint32_t (*lanes)[kChachaLanes], std::uint64_t nonce,
+                                  std::uint32_t* out) {
 #if defined(__AVX512F__) || defined(__AVX2__)
 #if defined(__AVX512F__)
   using V = __m512i;
@@ -92,18 +93,10 @@ static inline void chacha20_blocks(const RngKey& key, std::uint64_t first_counte
   auto xor_ = [](V a, V b) { return _mm256_xor_si256(a, b); };
 #define LDPFAST_CHACHA_ROTL(v, c) _mm256_or_si256(_mm256_slli_epi32(v, c), _mm256_srli_epi32(v, 32 - (c)))
 #endif
-  std::uint32_t lo[kChachaLanes], hi[kChachaLanes];
-  for (std::size_t j = 0; j < kChachaLanes; ++j) {
-    const std::uint64_t counter = first_counter + j;
-    lo[j] = static_cast<std::uint32_t>(counter);
-    hi[j] = static_cast<std::uint32_t>(counter >> 32);
-  }
   V input[16];
   const std::uint32_t constants[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
   for (int w = 0; w < 4; ++w) input[w] = set1(constants[w]);
-  for (int w = 0; w < 8; ++w) input[4 + w] = set1(key.words[w]);
-  std::memcpy(&input[12], lo, sizeof(V));
-  std::memcpy(&input[13], hi, sizeof(V));
+  for (int w = 0; w < 10; ++w) std::memcpy(&input[4 + w], lanes[w], sizeof(V));
   input[14] = set1(static_cast<std::uint32_t>(nonce));
   input[15] = set1(static_cast<std::uint32_t>(nonce >> 32));
   V s[16];
@@ -134,10 +127,26 @@ static inline void chacha20_blocks(const RngKey& key, std::uint64_t first_counte
     std::memcpy(out + w * kChachaLanes, &word, sizeof(V));
   }
 #else
+  RngKey key;
+  for (int w = 0; w < 8; ++w) key.words[w] = lanes[w][0];
   std::uint32_t block[16];
-  chacha20_block(key, first_counter, nonce, block);
+  chacha20_block(key, lanes[8][0] | (static_cast<std::uint64_t>(lanes[9][0]) << 32), nonce, block);
   for (int w = 0; w < 16; ++w) out[w] = block[w];
 #endif
+}
+
+// Blocks (counter = first_counter + j, nonce) for j < kChachaLanes under one key, in the
+// layout of chacha20_lanes.
+static inline void chacha20_blocks(const RngKey& key, std::uint64_t first_counter, std::uint64_t nonce,
+                                   std::uint32_t* out) {
+  alignas(64) std::uint32_t lanes[10][kChachaLanes];
+  for (std::size_t j = 0; j < kChachaLanes; ++j) {
+    for (int w = 0; w < 8; ++w) lanes[w][j] = key.words[w];
+    const std::uint64_t counter = first_counter + j;
+    lanes[8][j] = static_cast<std::uint32_t>(counter);
+    lanes[9][j] = static_cast<std::uint32_t>(counter >> 32);
+  }
+  chacha20_lanes(lanes, nonce, out);
 }
 
 // Stream identifiers keep the draws of different purposes apart under one key.
@@ -148,6 +157,7 @@ enum RngStream : std::uint64_t {
   kStreamSketch = 4,
   kStreamPartition = 5,
   kStreamOlh = 6,
+  kStreamPgr = 7,
 };
 
 // Classes with member functions live in an anonymous namespace: kernel files compile

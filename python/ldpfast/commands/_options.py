@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from decimal import Decimal, InvalidOperation
-from typing import Any, Optional, Sequence
+from typing import Any, List, Optional, Sequence
+
+from ..errors import ParameterError
 
 
 def integer(text: str) -> int:
@@ -45,3 +47,14 @@ def add_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str, ty
     """Accept ``old`` as a deprecated spelling of ``new`` (hidden from ``--help``)."""
     parser.add_argument(old, dest=dest, type=type, action=DeprecatedAlias, new=new, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
+
+
+def parse_floats(text: str, name: str = "--eps") -> List[float]:
+    """``"1,2,3"`` or ``"1:5"`` (integers 1..5) -> list of floats."""
+    try:
+        if ":" in text:
+            lo, hi = (int(v) for v in text.split(":"))
+            return [float(v) for v in range(lo, hi + 1)]
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ParameterError(f"{name} must be a comma-separated list of numbers or A:B, got {text!r}") from None

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._base import Aggregator, Params, params_from_json, protocol
+from .._optional import require
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError, StorageError
 
 HELP = "aggregate a directory of Parquet report files, resumably (checkpoint after each file)"
@@ -404,10 +405,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _spark_session(master: Optional[str]) -> Any:
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise ParameterError("--engine spark needs PySpark: pip install 'ldpfast[spark]'") from None
+    SparkSession = require("pyspark.sql", "--engine spark").SparkSession
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active

@@ -29,7 +29,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from .. import grr, ocms, theory
+from .. import theory
+from ..protocols import grr, ocms
 from .._random import KeySource
 from ..errors import ParameterError
 from ._options import add_alias, integer

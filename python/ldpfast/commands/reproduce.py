@@ -29,7 +29,8 @@ from typing import Optional, Sequence, TextIO
 
 from ..errors import FormatError, ParameterError
 from ..experiments import ProgressBar
-from .simulate import add_common, parse_floats, progress_enabled, setup_threads
+from ._options import parse_floats
+from .simulate import add_common, progress_enabled, setup_threads
 
 DEFAULT_OUT = "ldpfast-reproduce"
 #: Calibration costs two runs per cell: below this many runs it would add more than 10%.

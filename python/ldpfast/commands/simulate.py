@@ -7,11 +7,18 @@ Example::
 Prints the worst-case MSE ([PAN] Eq. 19), l1 and l2 over the values of interest, next to
 the closed forms where they exist. Set-valued protocols ([PS]: PrivSketch family, nPCMS,
 SVIM) run on set data and report [PS]'s MSE, top-k Var and NCR; heavy-hitter protocols
-([WW]: HadaHeavy, TreeHist, TreeHist-CS) report recall, precision and the largest error over
-the true heavy hitters next to Delta. One kind per run::
+([WW]: HadaHeavy, TreeHist, TreeHist-CS; Wang et al.'s PEM) report recall, precision and the
+largest error over the true heavy hitters next to Delta. One kind per run::
 
     ldpfast simulate -p privsketch,ps-olh,svim --data retail --eps 1,4 --runs 5
-    ldpfast simulate -p hadaheavy,treehist --data zipf --n 100000 --eps 2,4
+    ldpfast simulate -p hadaheavy,treehist,pem --data zipf --n 100000 --eps 2,4
+
+Repeated collection (``--rounds T``): memoized protocols over T rounds of users whose values
+change (``--data zipf`` with ``--churn``, or ``kosarak-clicks``, the bundled click-streams
+split by time), per-round errors and each user's cumulative privacy loss against
+re-randomizing every round (:mod:`ldpfast.experiments.rounds`)::
+
+    ldpfast simulate --rounds 50 -p l-grr,l-osue,rappor --eps 1 --eps-inf 2 --churn 0.05
 
 It and writes a PNG (needs ``pip install 'ldpfast[plot]'``,
 or pass ``--no-plot``). Seeded: the reports are reproducible from ``--seed``, which is
@@ -27,25 +34,16 @@ import sys
 from typing import List, Optional, Union
 
 from ..errors import ParameterError
-from ._options import integer
+from ._options import integer, parse_floats
 
 #: Synthetic set data: [PS] Table 1 Dataset3's shape (Zipf(1.1) items, lengths drawn around 100
 #: before de-duplication) at a tenth of its users unless --n says otherwise.
 SET_SYNTHETIC = "zipf-sets"
 SET_SYNTHETIC_N, SET_SYNTHETIC_D, SET_SYNTHETIC_LENGTH = 10_000, 20_000, 100
 
+DEFAULT_PROTOCOLS = "ocms-mse,ocms-l"
+
 HELP = "simulate protocols on a data set over an eps grid; print error tables and plot them"
-
-
-def parse_floats(text: str, name: str = "--eps") -> List[float]:
-    """``"1,2,3"`` or ``"1:5"`` (integers 1..5) -> list of floats."""
-    try:
-        if ":" in text:
-            lo, hi = (int(v) for v in text.split(":"))
-            return [float(v) for v in range(lo, hi + 1)]
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ParameterError(f"{name} must be a comma-separated list of numbers or A:B, got {text!r}") from None
 
 
 def parse_candidates(text: Optional[str]) -> Union[None, str, int, List[int]]:
@@ -77,7 +75,7 @@ def add_common(parser: argparse.ArgumentParser, *, runs: int, eps: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-p", "--protocol", default="ocms-mse,ocms-l",
+    parser.add_argument("-p", "--protocol", default=DEFAULT_PROTOCOLS,
                         help="comma-separated protocol names (see --list; default ocms-mse,ocms-l)")
     parser.add_argument("--data", default=None,
                         help="zipf, zipf-sampled, gaussian, gaussian-paper, mini-kosarak, mini-kosarak-clean, "
@@ -106,6 +104,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, help="also write the results as JSON to this path")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     parser.add_argument("--list", action="store_true", help="list the protocols and data sets, then exit")
+    rounds = parser.add_argument_group("repeated collection (--rounds)")
+    rounds.add_argument("--rounds", type=integer, default=None,
+                        help="simulate T rounds of collection with memoized protocols (default protocols: every "
+                             "memoized one; --eps: one report's budget eps_1, one value)")
+    rounds.add_argument("--eps-inf", type=float, default=None,
+                        help="budget of the permanent (memoized) response (default 2 * eps_1)")
+    rounds.add_argument("--churn", type=float, default=0.05,
+                        help="zipf data: probability that a user's value changes each round (default 0.05)")
+
+    from .shuffle import add_shuffle_options
+
+    add_shuffle_options(parser, rounds=False)  # --rounds is the repeated-collection simulation
 
 
 def setup_threads(threads: int) -> None:
@@ -124,6 +134,29 @@ def check_output_path(path: str, flag: str) -> None:
         raise ParameterError(f"{flag} must be a file path in an existing folder, got {path!r}")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse unwritable --plot/--json paths (and a missing matplotlib) before simulating."""
+    from .. import experiments
+
+    if not args.no_plot:
+        experiments.require_matplotlib()
+        check_output_path(args.plot, "--plot")
+    if args.json:
+        check_output_path(args.json, "--json")
+
+
+def write_outputs(args: argparse.Namespace, result, plot) -> int:
+    """Write ``--json`` (``result.to_dict()``) and the ``--plot`` PNG (``plot(result, path)``)."""
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result.to_dict(), fh, indent=1)
+        print(f"wrote {args.json}")
+    if not args.no_plot:
+        plot(result, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
 def progress_enabled(flag: Optional[bool]) -> bool:
     return sys.stderr.isatty() if flag is None else flag
 
@@ -135,14 +168,17 @@ KIND_TITLES = {"values": "single-value frequency oracles (metrics: worst-case MS
 
 def list_choices() -> str:
     from .. import datasets
+    from .._registry import aliases
     from ..experiments import KINDS
 
-    lines = []
+    ids = aliases()
+    lines = ["name (protocol id where the name is an alias; every command takes both)"]
     for kind, table in KINDS.items():
         lines.append(f"protocols, {KIND_TITLES[kind]}:")
         for alg in table.values():
             status = "" if alg.available() else "  [not in this build]"
-            lines.append(f"  {alg.name:<16} {alg.label:<16} {alg.summary}{status}")
+            name = f"{alg.name} ({ids[alg.name]})" if alg.name in ids else alg.name
+            lines.append(f"  {name:<27} {alg.label:<16} {alg.summary}{status}")
     lines.append("data sets:")
     lines += [f"  {name}" for name in datasets.SYNTHETIC]
     lines.append(f"  {SET_SYNTHETIC}  (synthetic, set-valued)")
@@ -211,15 +247,12 @@ def run(args: argparse.Namespace) -> int:
         print(list_choices())
         return 0
     setup_threads(args.threads)
+    if args.rounds is not None:
+        return run_rounds(args)
     names = [p.strip() for p in args.protocol.split(",") if p.strip()]
     kind = protocol_kind(names)
     epsilons = parse_floats(args.eps)
-    # fail before the simulation, not after it
-    if not args.no_plot:
-        experiments.require_matplotlib()
-        check_output_path(args.plot, "--plot")
-    if args.json:
-        check_output_path(args.json, "--json")
+    check_outputs(args)  # fail before the simulation, not after it
     if kind != "values":
         return run_other_kind(args, kind, names, epsilons)
     algorithms = [experiments.get_algorithm(name) for name in names]
@@ -228,18 +261,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"{result.note}\nn={result.n} users, d={result.d}, |X|={result.n_candidates} values of interest, "
           f"{result.runs} runs per eps, seed {result.seed}\n")
     print(result.table("all", markdown=args.markdown))
+    if args.shuffle_delta is not None:
+        from .shuffle import central_rows, format_central
+
+        print("\n" + format_central(central_rows(epsilons, result.n, args.shuffle_delta), result.n,
+                                     args.shuffle_delta))
     bands = [c for c in result.cells if c.within_band is not None]
     if bands:
         inside = sum(bool(c.within_band) for c in bands)
         print(f"\nworst-case MSE between closed form and Appendix K bound: {inside}/{len(bands)} cells")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        print(f"wrote {args.json}")
-    if not args.no_plot:
-        experiments.plot_results(result, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+    return write_outputs(args, result, experiments.plot_results)
 
 
 def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilons: List[float]) -> int:
@@ -262,11 +293,29 @@ def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilo
         print(f"n={result.n} users, d={result.d}, beta={result.beta}, {result.runs} runs per eps, seed "
               f"{result.seed}; heavy hitter: c(x) >= tau (each protocol's own), counts\n")
     print(result.table("all", markdown=args.markdown))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        print(f"wrote {args.json}")
-    if not args.no_plot:
-        experiments.plot_kind_results(result, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+    return write_outputs(args, result, experiments.plot_kind_results)
+
+
+def run_rounds(args: argparse.Namespace) -> int:
+    """``simulate --rounds T``: memoized protocols over T rounds (module docstring)."""
+    from .. import experiments
+
+    epsilons = parse_floats(args.eps)
+    if len(epsilons) != 1:
+        raise ParameterError(f"--rounds takes one --eps (a report's budget eps_1), got {args.eps!r}")
+    names = (experiments.rounds_protocols() if args.protocol == DEFAULT_PROTOCOLS
+             else [p.strip() for p in args.protocol.split(",") if p.strip()])
+    check_outputs(args)
+    d = 64 if args.d is None else args.d
+    if args.data in (None, "zipf"):
+        data = experiments.churn_rounds(10_000 if args.n is None else args.n, d, args.rounds, args.churn,
+                                        rng=args.seed)
+    elif args.data == "kosarak-clicks":
+        data = experiments.click_rounds(args.rounds, d=d, n=args.n)
+    else:
+        raise ParameterError(f"--rounds runs on --data zipf (with --churn) or kosarak-clicks, got {args.data!r}")
+    result = experiments.simulate_rounds(names, data, epsilons[0], args.eps_inf, seed=args.seed)
+    print(f"{result.data}\nn={result.n:,} users, d={result.d}, {result.rounds} rounds, seed {result.seed}; "
+          "loss: min(t eps_1, distinct values x eps_inf) per user, re-randomized: t eps_1\n")
+    print(result.table(markdown=args.markdown))
+    return write_outputs(args, result, experiments.plot_rounds)

@@ -24,7 +24,8 @@ The package by concern: :mod:`~ldpfast.experiments.algorithms` (the protocol tab
 :mod:`~ldpfast.experiments.runner` (the runs), :mod:`~ldpfast.experiments.results` (result
 types, JSON and tables), :mod:`~ldpfast.experiments.plots` (figures, matplotlib imported only
 when drawing), :mod:`~ldpfast.experiments.pan` (the [PAN] section 6 reproduction) and
-:mod:`~ldpfast.experiments.progress`; the l1/l2/worst-case MSE helpers live in
+:mod:`~ldpfast.experiments.progress`, and :mod:`~ldpfast.experiments.rounds` (repeated collection
+with memoized protocols: per-round errors and per-user privacy loss); the l1/l2/worst-case MSE helpers live in
 :mod:`ldpfast.metrics`. Every name is importable from ``ldpfast.experiments``.
 """
 
@@ -37,6 +38,7 @@ from .plots import plot_kind_results, plot_results, require_matplotlib
 from .progress import ProgressBar
 from .results import (CellResult, HeavyCellResult, HeavySimulationResult, SetCellResult,
                       SetSimulationResult, SimulationResult)
+from .rounds import RoundsData, RoundsResult, churn_rounds, click_rounds, plot_rounds, rounds_protocols, simulate_rounds
 from .runner import DataSource, appendix_k_factor, run_once, simulate, simulate_heavy, simulate_sets
 
 # Names used by the command line and tests, importable from here as before the split.
@@ -53,4 +55,5 @@ __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
            "HeavySimulationResult", "simulate_sets", "simulate_heavy", "plot_kind_results", "ProgressBar",
            "plot_results", "require_matplotlib", "DataSource",
            "PAN_DATASETS", "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS", "reproduce_pan", "pan_checks",
-           "pan_report"]
+           "pan_report", "RoundsData", "RoundsResult", "churn_rounds", "click_rounds", "simulate_rounds",
+           "rounds_protocols", "plot_rounds"]

@@ -24,7 +24,7 @@ from .._base import Params, protocols
 from ..datasets import SetData, ValueData
 from ..errors import ParameterError
 
-__all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm", "SetAlgorithm",
+__all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm", "entry_name", "SetAlgorithm",
            "SET_ALGORITHMS", "HeavyAlgorithm", "HEAVY_ALGORITHMS", "KINDS", "algorithm_kind",
            "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS"]
 
@@ -141,10 +141,29 @@ ALGORITHMS: Mapping[str, Algorithm] = _RegistryTable(Algorithm)
 
 
 def get_algorithm(name: str) -> Algorithm:
-    """The :class:`Algorithm` called ``name``; raises ParameterError listing the names."""
+    """The :class:`Algorithm` called ``name`` (or the first entry of the protocol with that
+    id, see :func:`entry_name`); raises ParameterError listing the names."""
+    name = entry_name(name)
     if name not in ALGORITHMS:
         raise ParameterError(f"protocol must be one of {sorted(ALGORITHMS)}, got {name!r}")
     return _usable(ALGORITHMS[name])
+
+
+def entry_name(name: str) -> str:
+    """The simulation entry ``name`` stands for: an entry's own name (``ocms-l``,
+    ``treehist``; these are the protocols' aliases, :func:`ldpfast._registry.aliases`), or
+    for a registry id the protocol's first entry (``ocms`` -> ``ocms-mse``, ``cmshe`` ->
+    ``cms-he``). Other names are returned unchanged (the tables then refuse them)."""
+    if any(name in table for table in KINDS.values()):
+        return name
+    proto = protocols().get(name)
+    if proto is None:
+        return name
+    entries = proto.simulations() if proto.simulations else ()
+    if not entries:
+        raise ParameterError(f"protocol {name!r} has no simulation entry (ldpfast simulate --list names "
+                             "the ones it runs)")
+    return str(entries[0].name)
 
 
 def _usable(alg: Any) -> Any:
@@ -211,16 +230,19 @@ KINDS = {"values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS
 
 
 def algorithm_kind(name: str) -> str:
-    """``"values"``, ``"sets"`` or ``"heavy"``: which table ``name`` is in (ParameterError
-    listing every name when none)."""
+    """``"values"``, ``"sets"`` or ``"heavy"``: which table ``name`` (or the entry of a
+    registry id, :func:`entry_name`) is in (ParameterError listing every name when none)."""
+    name = entry_name(name)
     for kind, table in KINDS.items():
         if name in table:
             return kind
     names = sorted(n for table in KINDS.values() for n in table)
-    raise ParameterError(f"protocol must be one of {names}, got {name!r}")
+    ids = sorted(pid for pid, proto in protocols().items() if proto.simulations and pid not in names)
+    raise ParameterError(f"protocol must be one of {names} or a protocol id ({', '.join(ids)}), got {name!r}")
 
 
 def _get(table: Mapping[str, Any], name: str):
+    name = entry_name(name)
     kind = algorithm_kind(name)
     if KINDS[kind] is not table:
         raise ParameterError(f"protocol {name!r} is a {kind} protocol, not one of {sorted(table)}")

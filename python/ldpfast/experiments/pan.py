@@ -11,7 +11,7 @@ from ..errors import ParameterError
 from .algorithms import PAN_ALGORITHMS, PAN_METRIC_ALGORITHMS, get_algorithm
 from .progress import ProgressBar
 from .results import CellResult, SimulationResult
-from .runner import DataSource, _progress_bar, simulate
+from .runner import DataSource, _progress_bar, appendix_k_factor, simulate
 
 __all__ = ["PAN_DATASETS", "PAN_RHR_WORST_CLAIMS", "pan_dataset", "reproduce_pan", "pan_checks", "pan_report"]
 
@@ -21,9 +21,10 @@ __all__ = ["PAN_DATASETS", "PAN_RHR_WORST_CLAIMS", "pan_dataset", "reproduce_pan
 PAN_RHR_WORST_CLAIMS = {"zipf": ("mse", "l1", "l2"), "kosarak": ("mse",)}
 #: name -> (figure, description) of [PAN]'s data sets.
 PAN_DATASETS = {
-    "zipf": ("Fig. 2", "deterministic Zipf 1/r^2 (R1), n = 10,000, d = 1,000,000, X = the 100 values "
+    "zipf": ("Fig. 2", "deterministic Zipf 1/r^2 (R1; the paper: n = 10,000), d = 1,000,000, X = the 100 values "
                        "(multiples of RHR's 2^(b-1), so all share RHR residue 0), f* = 1"),
-    "gaussian": ("Fig. 3", "R1 Gaussian: RandomState(317).normal(1000, 50, 10000), floored; d = 10,000, "
+    "gaussian": ("Fig. 3", "R1 Gaussian: RandomState(317).normal(1000, 50, n), floored (the paper: n = 10,000); "
+                           "d = 10,000, "
                            "X = [0, 10000), f* = 0"),
     "kosarak": ("Fig. 4", "mini-Kosarak (faithful: SPMF separators counted, values token+2); d = 26,000, "
                           "X = {0..999}, f* = 1"),
@@ -152,6 +153,11 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
              "Produced by:", "", "```bash", command, "```", ""]
     if environment:
         lines += [environment, ""]
+    runs = sorted({res.runs for res in results.values()})
+    t = runs[0] if len(runs) == 1 else None
+    sizes = sorted({res.n_candidates for res in results.values()})
+    at_t = ("t = the runs of each data set" if t is None else
+            ", ".join(f"{appendix_k_factor(size, t):.2f} for |X| = {size:,}" for size in sizes) + f" at t = {t} runs")
     lines += ["Metrics over the values of interest X: worst-case MSE = Eq. 19 (max over X of the mean "
               "squared error over runs), l1 and l2 = mean over runs of the summed absolute / squared "
               "errors. Closed forms (`ldpfast.theory`): the largest variance over X at the true frequencies "
@@ -159,9 +165,8 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
               "bias, Thm 3.10; RHR: with the share of users in each residue class) for the MSE; Eq. 22 with "
               "|X| in place of d for l2 and its Cauchy-Schwarz bound sqrt(|X| l2) for l1 (an upper bound), "
               "as the reference code plots them. App. K bound = closed form x "
-              "[1 + (2/t)(sqrt(t log(20|X|)) + log(20|X|))] (1.70 for |X| = 100, 1.83 for 1,000, 1.94 for "
-              "10,000 at t = 100 runs). The paper shows MSE-OCMS+RR only for the MSE and l-OCMS+RR only "
-              "for l1/l2; both are listed for every metric here.", ""]
+              f"[1 + (2/t)(sqrt(t log(20|X|)) + log(20|X|))] ({at_t}). The paper shows MSE-OCMS+RR only "
+              "for the MSE and l-OCMS+RR only for l1/l2; both are listed for every metric here.", ""]
     for name, res in results.items():
         fig, desc = PAN_DATASETS.get(name, ("", res.note))
         lines += [f"## {name} ({fig})", "", f"{desc}. n = {res.n:,} users, {res.runs} runs per eps, "
@@ -266,7 +271,8 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
                       "the bound. Eq. 19 overshoots the largest variance only when many values share it "
                       "(MSE-OCMS+RR's m makes Var(f=0) = Var(f=1)); when one value's variance dominates (e.g. "
                       "l-OCMS+RR's larger m on the most frequent value), the maximum is that one value's "
-                      "mean of 100 squared errors, which falls below its expectation about half the time."]
+                      f"mean of {_runs_text(results)} squared errors, which falls below its expectation about "
+                      "half the time."]
     rhr_rows = checks.get("rhr_worst", [])
     if rhr_rows:
         not_worst = [r for r in rhr_rows if r[4] != "RHR"]
@@ -285,7 +291,8 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
                        and r[6] > r[7]]
             if flipped:
                 lines += ["", f"In {len(flipped)} of these MSE cells the closed forms still rank RHR worst: Eq. 19 "
-                          "is a maximum over X of 100-run means, which overshoots the largest variance most when "
+                          f"is a maximum over X of means of {_runs_text(results)} runs, which overshoots the "
+                          "largest variance most when "
                           "many values share it (HE, CMS+HE: every value has about the same variance) and least "
                           "when one value dominates (RHR: the values sharing the residue of the 0.47-frequency "
                           "separator), so at these eps the measured ranking is within that selection bias."]
@@ -297,10 +304,16 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
                           f"\"expected to be below it\") in {sum(r[5] for r in l1_rows)}/{len(l1_rows)} cells.")
         if l2_rows:
             big = max(l2_rows, key=lambda r: abs(r[5]))
-            lines[-1] += (f" The measured l2 (mean of 100 runs) is within 3 standard errors of its exact "
+            lines[-1] += (f" The measured l2 (mean of {_runs_text(results)} runs) is within 3 standard errors of "
+                          "its exact "
                           f"expectation sum_x Var(x) at the true frequencies in "
                           f"{sum(abs(r[5]) < 3 for r in l2_rows)}/{len(l2_rows)} cells (largest deviation "
                           f"{big[5]:+.2f} SE: {big[0]}, {big[1]}, eps {big[2]:g}); this checks every "
                           "implementation and closed form at once, since each estimator is unbiased.")
     return "\n".join(lines) + "\n"
 
+
+def _runs_text(results: Dict[str, SimulationResult]) -> str:
+    """The runs per cell of ``results``: ``"100"``, or ``"2 to 100"`` when data sets differ."""
+    runs = sorted({res.runs for res in results.values()})
+    return str(runs[0]) if len(runs) == 1 else f"{runs[0]} to {runs[-1]}"

@@ -15,7 +15,7 @@ from typing import Callable, Dict, Iterable, List, Sequence, Union
 
 import numpy as np
 
-from .. import metrics
+from .. import _progress, metrics
 from .._base import Params
 from .._validate import check_epsilon
 from ..datasets import SetData, ValueData
@@ -90,7 +90,8 @@ def run_once(algorithm: Algorithm, epsilon: float, data: ValueData,
     reports = client_cls(params, rng=gen).perturb(data.values)
     server = server_cls(params, candidates=data.candidates) if algorithm.server_candidates else server_cls(params)
     server.update(reports)
-    return params, np.asarray(server.estimate(data.candidates), dtype=np.float64)
+    with _progress.suppressed():    # the simulation's own bar counts the runs
+        return params, np.asarray(server.estimate(data.candidates), dtype=np.float64)
 
 
 def simulate(algorithms: Sequence[Union[str, Algorithm]], data: DataSource,

@@ -28,6 +28,10 @@ __all__ = ["PRIME", "is_prime", "next_prime", "irreducible_polynomial", "is_irre
 
 #: The largest prime below 2^64; [PAN] Algorithm 1 uses it as the default field size.
 PRIME = 2**64 - 59
+#: GF(2^64) with z^64 + z^4 + z^3 + z + 1 (the standard pentanomial): the low bits of a1*x
+#: XOR a0 are an exactly pairwise-independent hash into a power-of-two range (the Hadamard
+#: family's hash field).
+GF64_POLY_LOW = 0x1B
 
 # Miller-Rabin with the first 13 prime bases is deterministic for n < 3.3e24
 # (Sorenson and Webster 2015); that covers every field size that fits in 64 bits.
@@ -206,6 +210,11 @@ def binary_field(l: int, poly: Optional[Tuple[int, ...]] = None) -> "_core.Field
         raise ParameterError(f"l must be in [1, 64] for GF(2^l), got {l}")
     poly = irreducible_polynomial(l) if poly is None or len(poly) == 0 else tuple(int(e) for e in poly)
     return _core_binary(l, poly)
+
+
+def gf64_field() -> "_core.Field":
+    """The C++ field ``GF(2^64)`` modulo the pentanomial of :data:`GF64_POLY_LOW`."""
+    return _core.Field.binary(64, GF64_POLY_LOW)
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,5 +1,5 @@
 """The collector state of the per-user-hash protocols whose reports are ``(z, a0, a1)``
-columns (OCMS+RR, :mod:`ldpfast.ocms`, and OLH, :mod:`ldpfast.olh`, whose server holds an
+columns (OCMS+RR, :mod:`ldpfast.protocols.ocms`, and OLH, :mod:`ldpfast.protocols.olh`, whose server holds an
 OCMS one): either the reports themselves (canonical row order, any query later) or, for a
 candidate set fixed in advance, the match counts ``C(x) = #{i : z_i = h_i(x)}`` streamed in
 (memory ``O(|candidates|)``, mergeable by addition)."""
@@ -10,12 +10,21 @@ from typing import Dict, Optional, Tuple, TypeVar
 
 import numpy as np
 
-from .. import _base, _core
+from .. import _base, _core, _progress
 from .._memory import check_allocation
 from .._validate import check_threads, check_values
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 
 S = TypeVar("S", bound="HashedReportsServer")
+
+#: The affine decode's cost per report (its solve) and per match, in scanned pairs
+#: (cpp/src/ocms.cpp, kAffineReportCost and kAffineMatchCost).
+_AFFINE_REPORT_STEPS, _AFFINE_MATCH_STEPS = 1024.0, 1.25
+
+
+def _affine(params) -> bool:
+    """True where the C++ core may answer a range query with the affine decode."""
+    return params.field_kind == "binary" and params.m & (params.m - 1) == 0
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -36,7 +45,7 @@ def _contiguous_start(candidates: np.ndarray) -> Optional[int]:
 
 
 class HashedReportsServer(_base.Aggregator):
-    """Base of :class:`ldpfast.ocms.Server`: keeps the reports or streams candidate match
+    """Base of :class:`ldpfast.protocols.ocms.Server`: keeps the reports or streams candidate match
     counts (see the module docstring); subclasses decode the counts. ``params`` needs
     ``d``, ``m`` and ``field``; ``reports_type`` has the columns ``z, a0, a1`` and
     ``validate(params)``."""
@@ -129,7 +138,7 @@ class HashedReportsServer(_base.Aggregator):
                 xs = self._checked_candidates(candidates, distinct=False)
             counts = np.zeros(xs.size, dtype=np.uint64)
             if self._n:
-                self._count_into(*self._columns(canonical=False), xs, counts)
+                self._count_query(self._columns(canonical=False), xs, counts)
             return counts
         if candidates is None:
             return self._counts.copy()
@@ -145,6 +154,36 @@ class HashedReportsServer(_base.Aggregator):
         return self._counts[order[pos]]
 
     # -- internals ---------------------------------------------------------------------
+    def query_steps(self, candidates: int) -> float:
+        """The steps of a query of ``candidates`` contiguous values over the kept reports:
+        one per report and candidate (the scan), or, where the affine decode applies
+        (``GF(2^l)``, ``m`` a power of two), about ``1024 + 1.25 candidates / m`` per report."""
+        p, n = self.params, float(self.n)
+        if _affine(p):
+            return n * (_AFFINE_REPORT_STEPS + _AFFINE_MATCH_STEPS * candidates / p.m)
+        return n * candidates
+
+    def _count_query(self, columns, xs, counts) -> None:
+        """:meth:`_count_into` for a query: in pieces with a progress line on stderr when it
+        is long and progress is on (:mod:`ldpfast._progress`; the pieces add up to the same
+        counts)."""
+        n = columns[0].size
+        if self.query_steps(xs.size) < _progress.MIN_STEPS or not _progress.get_progress():
+            self._count_into(*columns, xs, counts)
+            return
+        # pieces of whole 4096-candidate tiles; the affine decode pays a per-report solve
+        # per piece, so its pieces hold >= 8192 m candidates (<= 10% extra work)
+        smallest = 8192 * self.params.m if _affine(self.params) else 1 << 14
+        piece = -(-max(smallest, -(-xs.size // 40)) // 4096) * 4096
+        bar = _progress.QueryProgress(f"query of {xs.size:,} candidates over {n:,} reports", xs.size)
+        try:
+            for start in range(0, xs.size, piece):
+                stop = min(xs.size, start + piece)
+                self._count_into(*columns, xs[start:stop], counts[start:stop])
+                bar.advance(stop - start)
+        finally:
+            bar.close()
+
     def _checked_candidates(self, candidates, distinct: bool) -> np.ndarray:
         return check_values(candidates, self.params.d, "candidates", "values in", distinct=distinct)
 

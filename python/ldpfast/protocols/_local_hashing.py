@@ -1,7 +1,7 @@
 """Pieces shared by the local-hashing protocols (each user hashes its value with its own
 pairwise-independent hash ``h(x) = ((a0 + a1 x) in F) mod m`` and randomizes the hash):
-OCMS+RR (:mod:`ldpfast.ocms`), OLH (:mod:`ldpfast.olh`), the CMS baselines and, on sets,
-PS-OLH and SVIM (:mod:`ldpfast.ps_olh`, :mod:`ldpfast.svim`).
+OCMS+RR (:mod:`ldpfast.protocols.ocms`), OLH (:mod:`ldpfast.protocols.olh`), the CMS baselines and, on sets,
+PS-OLH and SVIM (:mod:`ldpfast.protocols.ps_olh`, :mod:`ldpfast.protocols.svim`).
 
 * choosing the hash range and the field: :func:`hash_range` (OCMS's ``m``, [PAN] Alg. 1),
   :func:`default_g` (OLH's ``g``, the one rule :func:`ldpfast.theory.olh_g`),
@@ -22,7 +22,7 @@ import numpy as np
 from .. import _core
 from .._base import Reports
 from .._random import KeySource
-from .._validate import MAX_EPSILON, check_array, check_below, check_derived_range, check_int
+from .._validate import MAX_EPSILON, check_array, check_below, check_derived_range, check_int, check_values
 from ..errors import ParameterError
 from ..kernels import field as _field
 from ..kernels.field import PRIME, is_prime
@@ -63,7 +63,7 @@ def finite_field_size(d: int, m: int, compact: bool = False) -> int:
     ``compact=True`` (an option of ours, not in [PAN]) returns the smallest prime ``>= v``
     instead of ``PRIME``, which shrinks the report to ``2 ceil(log2 v) + ceil(log2 m)``
     bits, the communication cost the paper claims. Sizes above ``2^64`` are returned but
-    cannot be used by :class:`ldpfast.ocms.Params` (the core supports fields up to 64 bits).
+    cannot be used by :class:`ldpfast.protocols.ocms.Params` (the core supports fields up to 64 bits).
     """
     d = check_int("d", d, 1)
     m = check_int("m", m, 2)
@@ -170,3 +170,62 @@ def debias_matches(matches: Any, n: int, epsilon: float, m: int,
     mu = float(m) if estimator_m is None else estimator_m
     share = np.asarray(matches, dtype=np.float64) / n
     return mu / (mu - 1) * (((em1 + m) * share - 1.0) / em1) - 1.0 / (mu - 1)
+
+
+#: Largest reports x candidates for which match_channel builds the full likelihood
+#: (the per-candidate match lists cost one hash per pair, once).
+FULL_LIKELIHOOD_PAIRS = 500_000_000
+
+
+def match_channel(server: Any, candidates: Any, epsilon: float, m: int, estimator_m: float,
+                  likelihood: str = "composite") -> Any:
+    """The IBU/MLE channel of per-user-hash reports (OLH, OCMS; ``server`` is the
+    report-keeping or match-counting OCMS-type server).
+
+    * ``likelihood="full"``, reports kept and ``n K <= FULL_LIKELIHOOD_PAIRS``: the **full likelihood**
+      (:func:`ldpfast.estimation.channel.report_channel`): report ``i`` has probability
+      ``e/(e+m-1)`` under a candidate its hash maps to ``z_i`` and ``1/(e+m-1)`` under any
+      other, and ``1/m`` under a value outside the candidates (a random hash). The match
+      lists cost ``n K`` hash evaluations once, and each EM step ``O(n K / m)``.
+    * ``likelihood="composite"`` (default), or match counts streamed: the **composite** likelihood of
+      the match counts ``C(x) = #{i : z_i = h_i(x)}``, each binomial with
+      ``s1 = e/(e+m-1)`` for the user's own value and ``s0 = (1 + (e-1)/mu)/(e+m-1)`` for
+      others (``mu``: the estimator's ``m'``, whose inverse is the hash family's
+      collision probability).
+    """
+    from .._memory import check_allocation
+    from ..estimation import report_channel, support_channel
+
+    params = server.params
+    if likelihood not in ("full", "composite"):
+        raise ParameterError(f"likelihood must be 'full' or 'composite', got {likelihood!r}")
+    xs = None if candidates is None else check_values(candidates, params.d, "candidates", "values in", distinct=True)
+    em1 = math.expm1(epsilon)
+    if likelihood == "full":
+        if not server.keeps_reports:
+            raise ParameterError("likelihood='full' needs the kept reports; this server streams match counts")
+        size = params.d if xs is None else xs.size
+        n = server.n
+        if n * size > FULL_LIKELIHOOD_PAIRS:
+            raise ParameterError(f"likelihood='full' would hash {n} reports x {size} candidates, more than "
+                                 f"{FULL_LIKELIHOOD_PAIRS}: pass fewer candidates")
+        if n:
+            values = np.arange(params.d, dtype=np.uint64) if xs is None else xs
+            check_allocation(16 * n * size // max(m, 1) + 16 * n, f"the match lists of {n} reports x {size} candidates")
+            z, a0, a1 = server._columns(canonical=False)
+            lists, starts = [], [0]
+            for x in values:
+                hashed = _core.ocms_hash(params.field, a0, a1, np.full(n, x, dtype=np.uint64), m, server.threads)
+                lists.append(np.flatnonzero(hashed == z))
+                starts.append(starts[-1] + lists[-1].size)
+            reports = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+            return report_channel(np.array(starts), reports, n, (em1 + 1.0) / (em1 + m), 1.0 / (em1 + m),
+                                  1.0 / m if size < params.d else None)
+    matches = server.match_counts(xs)
+    if xs is None:
+        xs_size = params.d if server.keeps_reports else matches.size
+    else:
+        xs_size = xs.size
+    s1 = (em1 + 1.0) / (em1 + m)
+    s0 = (1.0 + em1 / estimator_m) / (em1 + m)
+    return support_channel(matches, server.n, s1, s0, rest=xs_size < params.d, what="hash-match")

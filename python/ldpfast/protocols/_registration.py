@@ -5,15 +5,19 @@ closed-form variances and simulation runs. A protocol's own hooks live in its mo
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, List, Set, Tuple
+import math
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 import numpy as np
 
 from .. import _core
+from .._budget import effective, rr_loss
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, hash_support, set_inputs, support_events, value_inputs
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
+from ._hadamard_layout import _parity_sign, binary_flip_threshold
+from ..uncertainty import TRUE_FREQUENCY, BinomialCounts, MedianOfGroups, PlugIn
 
 #: The codebook of a +-1 column on the wire.
 SIGN = (-1, 1)
@@ -24,6 +28,7 @@ def zipf_values(d: int, n: int = 4000, seed: int = 1) -> np.ndarray:
     """Zipf-like client values in ``[0, d)``: a few heavy values and a long tail."""
     rng = np.random.default_rng(seed)
     return np.minimum(rng.zipf(1.3, size=n) - 1, d - 1)
+
 
 
 def random_sets(d: int, n: int = 800, seed: int = 2) -> List[List[int]]:
@@ -47,8 +52,6 @@ def olh_wire(p: Any) -> List[WireField]:
 # -- audit plans and effective epsilons -----------------------------------------------------------
 def binary_epsilon(params: Any) -> float:
     """The effective epsilon of one binary flip at ``params.epsilon`` (Hadamard family)."""
-    from ._hadamard_layout import binary_flip_threshold
-
     return rr_effective_epsilon(binary_flip_threshold(params.epsilon), 2)
 
 
@@ -59,8 +62,6 @@ def rr_epsilon(symbols: str) -> Callable[[Any], float]:
 
 def parity_sign(x: np.ndarray) -> np.ndarray:
     """``(-1)^popcount(x)``: the Hadamard entry of a row-and-column mask."""
-    from .hadaoracle import _parity_sign
-
     return np.asarray(_parity_sign(x))
 
 
@@ -104,9 +105,8 @@ def prime_field_of(params: Any) -> Any:
 
 # -- PrivSketch-family sketches --------------------------------------------------------------------
 def sketch_epsilon(params: Any) -> float:
-    """One flip per sent bit: 1, M or K M bits of the sketch."""
-    bits = {"1": 1, "M": params.M, "K*M": params.K * params.M}[params.bit_divisor]
-    return float(bits * rr_effective_epsilon(params.flip_threshold, 2))
+    """One flip per sent bit: 1, M or K M bits of the sketch (their losses add exactly)."""
+    return effective(params.bits_per_report * rr_loss(params.flip_threshold, 2))
 
 
 def sketch_of(params: Any, items: Any) -> np.ndarray:
@@ -178,16 +178,76 @@ def own_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
     return (lambda f: p.variance(n, f)), f"{PLUG_IN} (the protocol's closed form, Params.variance)"
 
 
-def cmshe_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
-    p, n = server.params, server.n
-    return ((lambda f: theory().cmshe_variance(p.epsilon, n, f, m=p.m)),
-            f"{PLUG_IN} (theory.cmshe_variance, given the run's hash functions: the family's "
-            "collision bias is not included)")
+#: Targets of the estimators that hash collisions bias (:attr:`ldpfast.estimates.Estimate.target`).
+HASH_BIASED = ("f plus the collision bias of the run's public hash functions: the other values each "
+               "function maps onto x's cell, less their expected share (zero on average over the draw of "
+               "the functions, fixed once they are drawn)")
+COUNT_MEAN = ("fbar: the count-mean sketch frequency, the share of a user's K cells of x that are 1, "
+              "averaged over the users (>= f: the other items of a set that share x's cells add to it)")
+COUNT_MIN = ("ftilde: the count-min sketch frequency, the share of users all of whose K cells of x are 1 "
+             "(>= f: the other items of a set that share x's cells add to it)")
 
 
-def olh_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
+def cmshe_variance(server: Any, candidates: Any) -> PlugIn:
     p, n = server.params, server.n
-    return (lambda f: theory().olh_variance(p.epsilon, n, f, g=p.g)), f"{PLUG_IN} (theory.olh_variance)"
+    return PlugIn(lambda f: theory().cmshe_variance(p.epsilon, n, f, m=p.m), len(candidates),
+                  f"{PLUG_IN} (theory.cmshe_variance, given the run's hash functions)", HASH_BIASED)
+
+
+def median_of_groups(server: Any, candidates: Any, groups: int, scale: float, hashed: bool, signed: bool,
+                     correction: float = 1.0) -> MedianOfGroups:
+    """The median of ``groups`` group estimates of a Hadamard sketch (HadaOracle, HadaHeavy,
+    Hashtogram, TreeHist-CS). A group estimate is ``scale c_eps / n`` times a sum of one
+    +-1 term per user (the user is in the group with probability ``1/scale``), with mean
+    its share ``theta`` of matching users: variance ``(scale c_eps^2 - theta)/n`` (derived
+    here; ``correction`` scales it for a collision correction ``(m E - 1)/(m - 1)``)."""
+    from ..theory.hadamard import c_eps
+
+    n, c2 = server.n, c_eps(server.params.epsilon) ** 2
+    if not hashed:
+        target = TRUE_FREQUENCY
+    elif signed:
+        target = ("theta: the median over the groups of f plus the signed share sum g(x') g(x) f(x') of the other "
+                  "values x' that the group's hash maps onto x's bucket (zero on average over the draw of the "
+                  "hashes, fixed once they are drawn)")
+    elif correction == 1.0:
+        target = ("theta: the median over the groups of f plus the share of users holding another value that the "
+                  "group's hash maps onto x's bucket (>= f: collisions add to it)")
+    else:
+        target = ("theta: the median over the groups of the collision-corrected (m (f + c) - 1)/(m - 1), c the "
+                  "share of users holding another value that the group's hash maps onto x's bucket")
+    return MedianOfGroups(lambda f: correction * (scale * c2 - np.asarray(f, dtype=np.float64)) / n, groups,
+                          len(candidates), f"median of {groups} group estimates of variance (scale c_eps^2 - "
+                          f"theta)/n, scale = {scale:g} (ldpfast.uncertainty.MedianOfGroups, "
+                          f"{'equal' if not hashed else 'hashed: bounds for any'} group expectations)", target,
+                          homogeneous=not hashed)
+
+
+def olh_variance(server: Any, candidates: Any) -> PlugIn:
+    """OLH: the match count ``C(x) = #{i : h_i(x) = z_i}`` is a sum of independent
+    Bernoullis, ``p = 1 - t/2^64`` for the holders of ``x`` and ``1/g`` for the others (over
+    the draw of each user's hash), so its tests are exact (:class:`BinomialCounts`)."""
+    p, n = server.params, server.n
+    em1, g = math.expm1(p.epsilon), p.g
+    # debias_matches with mu = m = g, inverted: C/n = 1/g + em1 (g - 1)/(g (em1 + g)) fhat
+    exact = BinomialCounts(n, 1.0 - p.flip_threshold / 2.0**64, 1.0 / g, (1.0 / g, em1 * (g - 1) / (g * (em1 + g))))
+    return PlugIn(lambda f: theory().olh_variance(p.epsilon, n, f, g=g), len(candidates),
+                  f"{PLUG_IN} (theory.olh_variance); exact binomial tests of the match counts", counts=exact)
+
+
+def olh_model(target: str, sampled: bool) -> Callable[[Any, Any], PlugIn]:
+    """The ``variance`` hook of an OLH phase whose estimates are unbiased for ``target``
+    (SVIM's phases: no exact count test). ``sampled``: each user reports one sampled item,
+    so the sampling adds its variance (:func:`ldpfast.theory.sampled_report_variance`)."""
+    def variance(server: Any, candidates: Any) -> PlugIn:
+        p, n = server.params, server.n
+        if not sampled:
+            return PlugIn(lambda f: theory().olh_variance(p.epsilon, n, f, g=p.g), len(candidates),
+                          f"{PLUG_IN} (theory.olh_variance)", target)
+        e = math.exp(p.epsilon)
+        return PlugIn(lambda f: theory().sampled_report_variance(e / (e + p.g - 1), 1 / p.g, n, f),
+                      len(candidates), f"{PLUG_IN} (theory.sampled_report_variance of OLH)", target)
+    return variance
 
 
 # -- simulation entries -----------------------------------------------------------------------------
@@ -218,7 +278,7 @@ def sketch_simulation(pid: str, label: str, summary: str, **estimate: Any) -> Ca
         import warnings
 
         from .._base import protocol
-        from ._sets import PrivacyWarning
+        from ..errors import PrivacyWarning
 
         proto = protocol(pid)
         params_type: Any = proto.params
@@ -242,4 +302,20 @@ def heavy_params(module: str, factory: str) -> Callable[..., Any]:
         params_type = importlib.import_module(f"ldpfast.protocols.{module}").Params
         return getattr(params_type, factory)(eps, data.d, data.n, beta, hash_seed=draw(gen))
     return make
+
+
+# -- server costs of ldpfast params / ldpfast.recommend (ComparisonRow) ---------------------------
+
+def per_user_hash_cost() -> Dict[str, Any]:
+    """``ComparisonRow`` costs of a server that keeps per-user-hash reports ``(z, a0, a1)``
+    (OCMS, OLH, BLH): 24 bytes a report, one hashed (report, candidate) pair per report and
+    candidate of a query."""
+    return {"server_ops": lambda n, q: float(n) * q, "state_bytes": lambda n, q: 24.0 * n}
+
+
+def counter_cost(cells: int, transform: float = 0.0) -> Dict[str, Any]:
+    """``ComparisonRow`` costs of a server holding ``cells`` int64 counters: one update per
+    report, ``transform`` steps to decode them (e.g. an FWHT's ``D log2 D``), one step per
+    candidate."""
+    return {"server_ops": lambda n, q: float(n) + transform + q, "state_bytes": lambda n, q: 8.0 * cells}
 

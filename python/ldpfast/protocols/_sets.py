@@ -3,12 +3,14 @@
 sketch parameters (:class:`SketchParams`, ``K`` public pairwise-independent hashes
 ``H_k(x) = ((a0_k + a1_k x) mod p) mod M``), the sketch client (:class:`SketchClient`),
 the aggregator with counts per tracked candidate (:class:`TrackedServer`), users' sets
-intersected with a candidate list (:func:`intersect_candidates`) and :class:`PrivacyWarning`.
+intersected with a candidate list (:func:`intersect_candidates`); it re-exports
+:class:`~ldpfast.errors.PrivacyWarning`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, ClassVar, Dict, Tuple, Type, TypeVar
 
 import numpy as np
@@ -18,16 +20,19 @@ from .._base import Aggregator, ClientBase, Params as _ParamsBase, _checked_sum,
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
 from ..datasets import SetData
+from .._budget import split
 from .._validate import candidate_array, check_epsilon, check_int, check_threads, rr_threshold
 from ..errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
+from ..errors import PrivacyWarning as PrivacyWarning  # re-exported: its home before ldpfast.errors
 from ..kernels.field import PRIME, is_prime
 
 
-class PrivacyWarning(UserWarning):
-    """A protocol whose reports are not covered by its nominal eps (e.g. PrivSketch's
-    ordering matrix). A ``UserWarning``, so Python shows it by default; silencing it takes
-    an explicit filter (``warnings.simplefilter("ignore", PrivacyWarning)``)."""
-
+def warn_not_ldp(params: Any, stacklevel: int = 3) -> None:
+    """Emit a :class:`PrivacyWarning` when ``params.privacy_warning()`` names a leak (the
+    parameters and clients of configurations that are not eps-LDP call it)."""
+    message = params.privacy_warning()
+    if message:
+        warnings.warn(message, PrivacyWarning, stacklevel=stacklevel)
 
 
 def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -102,6 +107,11 @@ class SketchParams(_ParamsBase):
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "d", d)
         object.__setattr__(self, "field_size", p)
+        warn_not_ldp(self, stacklevel=4)
+
+    def privacy_warning(self) -> str:
+        """Why reports under these parameters are not eps-LDP ("" when they are)."""
+        return ""
 
     @classmethod
     def create(cls: Type[_P], epsilon: float, d: int, K: int = 4, M: int = 128, seed: RngLike = None,
@@ -134,10 +144,15 @@ class SketchParams(_ParamsBase):
         return out
 
     @property
+    def bits_per_report(self) -> int:
+        """Randomized bits that depend on the user's set: 1, ``M`` or ``K M``."""
+        return {"1": 1, "M": self.M, "K*M": self.K * self.M}[self.bit_divisor]
+
+    @property
     def bit_epsilon(self) -> float:
-        """Budget of each randomized-response bit."""
-        divisor = {"1": 1, "M": self.M, "K*M": self.K * self.M}[self.bit_divisor]
-        return self.epsilon / divisor
+        """Budget of each randomized-response bit: ``epsilon / bits_per_report`` rounded
+        down (:func:`ldpfast._budget.split`), so the bits together never exceed ``epsilon``."""
+        return split(self.epsilon, self.bits_per_report)
 
     @property
     def flip_threshold(self) -> int:

@@ -1,4 +1,4 @@
-"""What SVIM's three phases (:mod:`ldpfast.svim`) share: the defaults of the pipeline, the
+"""What SVIM's three phases (:mod:`ldpfast.protocols.svim`) share: the defaults of the pipeline, the
 OLH range and candidate checks, the OLH parameter base, the client and collector bases (one
 count per value of the phase's domain) and the registration hooks (example, simulation)."""
 
@@ -15,7 +15,7 @@ from .._random import KeySource
 from .._validate import candidate_array, check_below, check_int, check_threads, rr_threshold
 from ..errors import FormatError, ParameterError, ReportError
 from ._local_hashing import OLHReportColumns, check_olh_reports, debias_matches, default_g
-from ._registration import draw, random_sets
+from ._registration import random_sets
 
 
 #: SVIM's default user groups G1 / G2 / G3 (candidates / lengths / padded items).
@@ -132,25 +132,6 @@ class SVIMServerBase(Aggregator):
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         return self.n * debias_matches(self._counts, self.n, self.params.epsilon, self.params.g)
-
-
-def simulate_svim(eps, sets, gen, k):
-    """The whole pipeline on a data set: estimates of its top k, zero elsewhere."""
-    from ._svim_run import svim
-
-    result = svim(sets, eps, k=k, rng=draw(gen))
-    est = np.zeros(sets.d)
-    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
-    return est
-
-
-def svim_simulations():
-    # SVIM's whole pipeline (its three user groups), listed under its first phase
-    from ..experiments import SetAlgorithm
-
-    return (SetAlgorithm("svim", "SVIM", "protocols.svim", simulate_svim,
-                         "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)",
-                         whole_domain=False),)
 
 
 def svim_example(params_type, **kw):

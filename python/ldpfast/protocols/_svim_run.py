@@ -1,6 +1,8 @@
 """The SVIM frequent-items algorithm run end to end on a data set (simulation): the user
 split :func:`svim_groups` and :func:`svim`, which chains the three protocols of
-:mod:`ldpfast.svim`. Exported by :mod:`ldpfast.privsketch`."""
+:mod:`ldpfast.protocols.svim` (found through the registry, so that this module, whose
+simulation entry that module registers, does not import it back). Exported by
+:mod:`ldpfast.protocols.privsketch`."""
 
 from __future__ import annotations
 
@@ -8,13 +10,14 @@ import dataclasses
 
 import numpy as np
 
+from .._base import protocol
 from .._random import KeySource, RngLike
 from .._validate import check_epsilon, check_int
 from ..datasets import SetData
 from ..errors import ParameterError
+from ._registration import draw
 from ._sets import as_sets
-from .svim import (SVIM_SHARES, SVIMItemClient, SVIMItemParams, SVIMItemServer, SVIMLengthClient,
-                   SVIMLengthServer, SVIMPaddedClient, SVIMPaddedServer)
+from ._svim import SVIM_SHARES
 
 __all__ = ["svim_groups", "svim", "SvimResult"]
 
@@ -78,15 +81,33 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
     k = check_int("k", k, 1)
     gen = KeySource(rng).generator()
     groups = svim_groups(sets, shares, gen)
-    items_params = SVIMItemParams(epsilon=eps, d=sets.d, k=k)
-    server1 = SVIMItemServer(items_params, threads)
-    server1.update(SVIMItemClient(items_params, gen, threads).perturb(groups[0]))
+    items, lengths, padded = (protocol(pid) for pid in ("svim-items", "svim-lengths", "svim-padded"))
+    items_params = items.params(epsilon=eps, d=sets.d, k=k)
+    server1 = items.aggregator(items_params, threads)
+    server1.update(items.client(items_params, gen, threads).perturb(groups[0]))
     length_params = server1.length_params()
-    server2 = SVIMLengthServer(length_params, threads)
-    server2.update(SVIMLengthClient(length_params, gen, threads).perturb(groups[1]))
+    server2 = lengths.aggregator(length_params, threads)
+    server2.update(lengths.client(length_params, gen, threads).perturb(groups[1]))
     padded_params = server2.padded_params(reference)
-    server3 = SVIMPaddedServer(padded_params, threads)
-    server3.update(SVIMPaddedClient(padded_params, gen, threads).perturb(groups[2]))
+    server3 = padded.aggregator(padded_params, threads)
+    server3.update(padded.client(padded_params, gen, threads).perturb(groups[2]))
     top, estimates = server3.top(k)
     return SvimResult(top=top, estimates=estimates, candidates=np.asarray(length_params.candidates, dtype=np.int64),
                       L=padded_params.L)
+
+
+def simulate_svim(eps, sets, gen, k):
+    """The whole pipeline on a data set: estimates of its top k, zero elsewhere."""
+    result = svim(sets, eps, k=k, rng=draw(gen))
+    est = np.zeros(sets.d)
+    est[np.asarray(result.top, dtype=np.intp)] = result.estimates
+    return est
+
+
+def svim_simulations():
+    # SVIM's whole pipeline (its three user groups), listed under its first phase
+    from ..experiments import SetAlgorithm
+
+    return (SetAlgorithm("svim", "SVIM", "protocols.svim", simulate_svim,
+                         "SVIM frequent items: three user groups, top-k only (Wang, Li, Jha 2018)",
+                         whole_domain=False),)

@@ -26,8 +26,9 @@ from ..errors import FormatError, ParameterError, ReportError
 from .._base import AuditHooks, ComparisonRow
 from ..audit import Plan, value_inputs
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
-from ._registration import rr_epsilon, theory, zipf_values
+from ..uncertainty import BinomialCounts, PlugIn
+from .._base import WireField, bits_for
+from ._registration import counter_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
 
@@ -198,7 +199,21 @@ def _example():
 
 def _variance(server, candidates):
     p, n = server.params, server.n
-    return (lambda f: theory().grr_variance(p.epsilon, p.d, n, f)), f"{PLUG_IN} (theory.grr_variance)"
+    em1 = math.expm1(p.epsilon)                    # decode_counts: C/n = (1 + em1 fhat)/(em1 + d)
+    flip = p.flip_threshold / _U64                 # the sampler's exact probabilities
+    exact = BinomialCounts(n, 1.0 - flip, flip / (p.d - 1), (1.0 / (em1 + p.d), em1 / (em1 + p.d)))
+    return PlugIn(lambda f: theory().grr_variance(p.epsilon, p.d, n, f), len(candidates),
+                  f"{PLUG_IN} (theory.grr_variance); exact binomial tests of the report counts", counts=exact)
+
+
+def _channel(server, candidates):
+    from ..estimation import symbol_channel
+
+    p = server.params
+    counts = server._counts
+    if candidates is not None:
+        counts = counts[check_values(candidates, p.d, "candidates", "values in", distinct=True)]
+    return symbol_channel(counts, server.n, p.keep_probability, p.other_probability, p.d)
 
 
 def _compare(epsilon, d, n, f_star, **_):
@@ -206,7 +221,8 @@ def _compare(epsilon, d, n, f_star, **_):
 
     def var(f):
         return to.grr_variance(epsilon, d, n, f)
-    return [ComparisonRow("GRR", d, bits_for(d), var, (d - 1) * var(0.0) + var(1.0), "k-ary RR on [d]")]
+    return [ComparisonRow("GRR", d, bits_for(d), var, (d - 1) * var(0.0) + var(1.0), "k-ary RR on [d]",
+                          **counter_cost(d))]
 
 
 def _simulations():
@@ -224,7 +240,7 @@ def _simulations():
 _base.register_protocol(_base.Protocol(
     "grr", Params, Reports, Server, Client, example=_example,
     wire_fields=lambda p: [WireField("y", bits_for(p.d))],  # ceil(log2 d)
-    variance=_variance, compare=_compare, simulations=_simulations,
+    variance=_variance, compare=_compare, simulations=_simulations, channel=_channel,
     audit=AuditHooks(lambda e, **kw: Params(e, 4, **kw),
                      lambda params: Plan(value_inputs(0, 1), lambda r: (r.y == 0, r.y == 1), ("y = x0", "y = x1")),
                      rr_epsilon("d"))))

@@ -9,9 +9,9 @@ HadaOracle (``k`` subsets, range ``m``) on level-``l`` prefixes. The server esti
 ``fhat(s) = t * chat_l(s)`` and keeps the children of kept prefixes whose estimate is at
 least ``tau - Delta``; the survivors at level ``t`` are returned with their estimates::
 
-    params = lf.hadaheavy.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.05)
-    reports = lf.hadaheavy.Client(params, rng=None).perturb(values)
-    server = lf.hadaheavy.Server(params).update(reports)
+    params = lf.protocols.hadaheavy.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.05)
+    reports = lf.protocols.hadaheavy.Client(params, rng=None).perturb(values)
+    server = lf.protocols.hadaheavy.Server(params).update(reports)
     hh = server.heavy_hitters()       # hh.items (uint64), hh.counts (float64)
 
 Defaults (our constants: [WW] fixes them only up to constant factors; see
@@ -39,8 +39,8 @@ from . import hadaoracle
 from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ..theory import hadamard as _theory
 from .._base import AuditHooks
-from ..wire import WireField, bits_for
-from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, zipf_values
+from .._base import WireField, bits_for
+from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, median_of_groups, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]
 
@@ -61,7 +61,7 @@ class Params(_ParamsBase):
         tau: the heavy-hitter threshold (counts); prefixes with ``fhat >= tau - delta``
             are expanded/reported.
         partition: ``"independent"`` or ``"permutation"`` (users to levels and subsets).
-        scaling: ``"k"`` (default) or ``"subset"`` (see :class:`ldpfast.hadaoracle.Params`).
+        scaling: ``"k"`` (default) or ``"subset"`` (see :class:`ldpfast.protocols.hadaoracle.Params`).
         top: optional top-T pruning: keep at most ``top`` prefixes per level (an option
             of ours, not in [WW]).
         hash_seed: seed of the public hash functions.
@@ -190,12 +190,16 @@ class Client(hadaoracle.Client):
 @dataclasses.dataclass
 class HeavyHitters:
     """Output of :meth:`Server.heavy_hitters`: ``items`` (uint64) sorted by decreasing
-    estimated ``counts`` (float64), and the number of reports ``n``."""
+    estimated ``counts`` (float64), and the number of reports ``n``. With a domain on the
+    parameters that turns values back into labels (:class:`ldpfast.Domain`, or
+    :class:`ldpfast.PrefixDomain`: the labels' byte prefixes), ``labels`` holds the items'
+    labels (object array), else None."""
 
     items: np.ndarray
     counts: np.ndarray
     n: int
     candidates_examined: int = 0
+    labels: Optional[np.ndarray] = None
 
     @property
     def fractions(self) -> np.ndarray:
@@ -205,10 +209,14 @@ class HeavyHitters:
         return len(self.items)
 
     @classmethod
-    def ranked(cls, items: np.ndarray, counts: np.ndarray, n: int, examined: int) -> "HeavyHitters":
-        """The result with ``items`` sorted by decreasing ``counts`` (ties keep their order)."""
+    def ranked(cls, items: np.ndarray, counts: np.ndarray, n: int, examined: int,
+               domain: Any = None) -> "HeavyHitters":
+        """The result with ``items`` sorted by decreasing ``counts`` (ties keep their order),
+        labelled by ``domain`` when it decodes values (:mod:`ldpfast.domain`)."""
         order = np.argsort(-counts, kind="stable")
-        return cls(items=items[order], counts=counts[order], n=n, candidates_examined=examined)
+        items = items[order]
+        labels = domain.decode(items) if domain is not None and domain.decodes else None
+        return cls(items=items, counts=counts[order], n=n, candidates_examined=examined, labels=labels)
 
 
 def surviving_prefixes(children: np.ndarray, est: np.ndarray, threshold: float,
@@ -240,7 +248,7 @@ class Server(LayoutServer):
 
     def level_estimates(self, level: int, prefixes: Any, method: str = "fwht") -> np.ndarray:
         """``fhat(s) = t * chat_level(s)`` (counts) for level-``level`` prefixes.
-        ``method="direct"`` skips the FWHT (see :func:`ldpfast.hadaoracle.median_estimates`)."""
+        ``method="direct"`` skips the FWHT (see :func:`ldpfast.protocols.hadaoracle.median_estimates`)."""
         self._require_reports()
         p = self.params
         level = check_int("level", level, 1, p.t)
@@ -286,7 +294,14 @@ class Server(LayoutServer):
             kept, est = surviving_prefixes(children, est, threshold, top)
             if not len(kept):
                 break
-        return HeavyHitters.ranked(kept, est, self.n, examined)
+        return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
+
+
+def _variance(server, candidates):
+    # estimate() answers from the level-t oracle: k subsets of the users' 1/t at that level
+    p = server.params
+    hashed = p.level_rows(p.t) < pow2_at_least(max(2, p.prefix_domain(p.t)))
+    return median_of_groups(server, candidates, p.k, p.k * p.t, hashed, signed=False)
 
 
 def _simulations():
@@ -304,5 +319,5 @@ register_protocol(Protocol(
     # [WW] section 4: the (level, subset) group, the Hadamard row and one bit.
     wire_fields=lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
                            WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
-    simulations=_simulations,  # no closed-form variance: medians over subsets
+    simulations=_simulations, variance=_variance,
     audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))

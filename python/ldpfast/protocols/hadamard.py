@@ -1,13 +1,14 @@
 """Hadamard-family frequency oracles: HRR ([WW] Fact 2.1 / App. 7.1) and the
 comparison algorithms of [PAN] section 6: HE and CMS+HE (RHR has its own module,
-:mod:`ldpfast.rhr`; OLH is local hashing, :mod:`ldpfast.olh`; both are re-exported here).
+:mod:`ldpfast.protocols.rhr`; OLH is local hashing, :mod:`ldpfast.protocols.olh`).
 
 Protocols (each with ``Params``, ``Client``, ``Reports``, ``Server``; HRR's are also
 exported as ``Params``/``Client``/``Reports``/``Server``)::
 
-    params = lf.hadamard.HRRParams(epsilon=1.0, d=2**20)
-    reports = lf.hadamard.HRRClient(params, rng=None).perturb(values)   # 1 bit + row per user
-    server = lf.hadamard.HRRServer(params).update(reports)
+    from ldpfast.protocols import hadamard
+    params = hadamard.HRRParams(epsilon=1.0, d=2**20)
+    reports = hadamard.HRRClient(params, rng=None).perturb(values)   # 1 bit + row per user
+    server = hadamard.HRRServer(params).update(reports)
     freq = server.estimate()               # fractions; estimate(counts=True) for counts
 
 HRR, HE, CMS+HE (and HadaOracle/HadaHeavy) are sets of HRR instances run by the group-layout
@@ -28,29 +29,23 @@ import numpy as np
 from .._base import Params, Protocol, register_protocol
 from .._memory import check_allocation
 from .._validate import as_values, check_binary_epsilon, check_int
-from .._validate import probability_threshold  # noqa: F401  (re-exported)
 from ..errors import ParameterError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
-# The layout engine and OLH moved to their own modules; their names stay importable here.
-from ._hadamard_layout import (GF64_POLY_LOW, BitReports, GroupBitReports, Layout,  # noqa: F401
-                               LayoutClient, LayoutServer, binary_flip_threshold, cached_layout,
-                               gf64_field, group_sum, hash_coefficients, make_layout, pow2_at_least,
-                               prime_field, _check_d, _random_seed)
-from .olh import OLHClient, OLHParams, OLHReports, OLHServer  # noqa: F401
+from ._hadamard_layout import (BitReports, GroupBitReports, Layout, LayoutClient, LayoutServer, cached_layout,
+                               group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field, _check_d,
+                               _random_seed, layout_channel)
 from .._base import AuditHooks, ComparisonRow
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
-from ._registration import (binary_epsilon, cmshe_variance, draw, layout_plan, row_bit_wire, simulated_cmshe_variance,
-                            theory, zipf_values)
+from .._base import WireField, bits_for
+from ._registration import (binary_epsilon, cmshe_variance, counter_cost, draw, layout_plan, row_bit_wire,
+                            simulated_cmshe_variance, theory, zipf_values)
 
 __all__ = [
     "Params", "Client", "Reports", "Server",
     "HRRParams", "HRRClient", "HRRReports", "HRRServer",
     "HEParams", "HEClient", "HEReports", "HEServer",
     "CMSHEParams", "CMSHEClient", "CMSHEReports", "CMSHEServer",
-    "RHRParams", "RHRClient", "RHRReports", "RHRServer",
-    "OLHParams", "OLHClient", "OLHReports", "OLHServer",
     "BitReports", "GroupBitReports", "PRIME",
 ]
 
@@ -349,7 +344,8 @@ def _he_compare(epsilon, d, n, f_star, **_):
 
     hsize = 1 << d.bit_length()  # 2^ceil(log2(d+1))
     return [ComparisonRow("HE", 2, _ceil_log2(hsize) + 1, lambda f: theory().hadamard.he_variance(epsilon, n, f),
-                          to.ocms_l2(epsilon, d, n, 2), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit")]
+                          to.ocms_l2(epsilon, d, n, 2), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit",
+                          **counter_cost(hsize, hsize * _ceil_log2(hsize)))]
 
 
 def _cmshe_compare(epsilon, d, n, f_star, **_):
@@ -359,7 +355,9 @@ def _cmshe_compare(epsilon, d, n, f_star, **_):
         return theory().cmshe_variance(epsilon, n, f, m=m)
     return [ComparisonRow("CMS+HE", m, _ceil_log2(k) + _ceil_log2(1 << m.bit_length()) + 1, var,
                           (d - 1) * var(0.0) + var(1.0),
-                          "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)")]
+                          "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)",
+                          server_ops=lambda n_, q: n_ + k * m * _ceil_log2(m) + q * k,
+                          state_bytes=lambda n_, q: 8.0 * k * m)]
 
 
 def _hrr_compare(epsilon, d, n, f_star, **_):
@@ -367,7 +365,8 @@ def _hrr_compare(epsilon, d, n, f_star, **_):
         return []
     hd = 1 << _ceil_log2(d)
     return [ComparisonRow("HRR", hd, _ceil_log2(hd) + 1, lambda f: theory().hrr_variance(epsilon, n, f),
-                          (d * theory().c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)")]
+                          (d * theory().c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)",
+                          **counter_cost(hd, hd * _ceil_log2(hd)))]
 
 
 def _simulation(name, label, params_type, summary, variance, l2=None, hashed=False):
@@ -387,13 +386,13 @@ def _example(params_type, **kw):
 
 register_protocol(Protocol(
     "hrr", HRRParams, HRRReports, HRRServer, HRRClient, example=_example(HRRParams, epsilon=1.0, d=300),
-    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_hrr_compare,
+    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_hrr_compare, channel=layout_channel,
     simulations=_simulation("hrr", "HRR", HRRParams, "Hadamard randomized response (WW Fact 2.1)",
                             lambda params, data, f: theory().hrr_variance(params.epsilon, data.n, f)),
     audit=AuditHooks(lambda e, **kw: HRRParams(e, 4, **kw), layout_plan, binary_epsilon)))
 register_protocol(Protocol(
     "he", HEParams, HEReports, HEServer, HEClient, example=_example(HEParams, epsilon=1.0, d=300),
-    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_he_compare,
+    wire_fields=row_bit_wire, variance=_hrr_variance, compare=_he_compare, channel=layout_channel,
     simulations=_simulation("he", "HE", HEParams, "Hadamard Encoding = CMS+RR with m = 2 (PAN section 6, R1)",
                             lambda params, data, f: theory().he_variance(params.epsilon, data.n, f),
                             lambda params, n, size: theory().ocms_l2(params.epsilon, size, n, 2)),
@@ -403,13 +402,8 @@ register_protocol(Protocol(
     example=_example(CMSHEParams, epsilon=2.0, d=300, k=8, m=32, hash_seed=7),
     # Apple CMS+HE: the hash index, the row and one bit.
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"), *row_bit_wire(p)],
-    variance=cmshe_variance, compare=_cmshe_compare,
+    variance=cmshe_variance, compare=_cmshe_compare, channel=layout_channel,
     simulations=_simulation("cms-he", "CMS+HE", CMSHEParams,
                             "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)",
                             simulated_cmshe_variance, hashed=True),
     audit=AuditHooks(lambda e, **kw: CMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw), layout_plan, binary_epsilon)))
-
-
-# RHR lives in its own module; its names stay importable here (imported last so that the
-# registration order stays hrr, he, cmshe, rhr).
-from .rhr import RHRClient, RHRParams, RHRReports, RHRServer  # noqa: E402,F401

@@ -1,5 +1,5 @@
 """Baseline variants of [PAN]'s Hadamard comparison algorithms, as their original
-references lay them out (the defaults in :mod:`ldpfast.hadamard` follow [PAN]'s reference
+references lay them out (the defaults in :mod:`ldpfast.protocols.hadamard` follow [PAN]'s reference
 code instead).
 
 * ``cmshe-apple``: Apple's Hadamard Count-Mean Sketch (HCMS) as in the pure-LDP library's
@@ -7,7 +7,7 @@ code instead).
   user's hashed value ``h_j(x)`` is its column, column 0 included. [PAN]'s code uses size
   ``2^ceil(log2(m+1))`` and column ``h_j(x) + 1``, one more bit for the row. Apple's
   estimator ``m/(m-1) ((1/k) sum_j M[j, h_j(x)] - n/m)`` with ``M = k c_eps H z`` is the
-  CMS estimator of :class:`ldpfast.hadamard.CMSHEServer` written in counts, so both have
+  CMS estimator of :class:`ldpfast.protocols.hadamard.CMSHEServer` written in counts, so both have
   the variance :func:`ldpfast.theory.cmshe_variance` (the decoded bit has square
   ``c_eps^2`` whatever the column).
 * ``rhr-original``: the Recursive Hadamard Response of Chen, Kairouz and Ozgur (2020) as in
@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import _core
 from . import hadamard as _h
-from ._hadamard_layout import group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field
+from ._hadamard_layout import _parity_sign, group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field
 from ..theory.hadamard import c_eps
 from .._base import (Aggregator, ClientBase, Params, Protocol, Reports, _checked_sum, _exact_sum, _State,
                     register_protocol)
@@ -46,7 +46,6 @@ from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
                          probability_threshold, rr_threshold, uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
-from .hadaoracle import _parity_sign
 from ..theory import pan_baselines as _pt
 from .._base import AuditHooks
 from ..audit import Plan, support_events, value_inputs
@@ -61,7 +60,7 @@ __all__ = ["AppleCMSHEParams", "AppleCMSHEReports", "AppleCMSHEClient", "AppleCM
 # == Apple's HCMS layout ================================================================
 @dataclasses.dataclass(frozen=True)
 class AppleCMSHEParams(_h.CMSHEParams):
-    """Apple's HCMS: as :class:`ldpfast.hadamard.CMSHEParams` (``k`` functions drawn once
+    """Apple's HCMS: as :class:`ldpfast.protocols.hadamard.CMSHEParams` (``k`` functions drawn once
     from ``hash_seed``, each user picks one uniformly or is assigned one), but ``m`` must be
     a power of two, the Hadamard size is ``m`` and the column is ``h_j(x)``."""
 
@@ -92,14 +91,14 @@ class AppleCMSHEReports(_h.CMSHEReports):
     @classmethod
     def wire_fields(cls, params):
         """The hash index, the row (``log2 m`` bits, one fewer than [PAN]'s layout) and one bit."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("groups", bits_for(params.k), dtype="uint32"),
                 WireField("rows", bits_for(params.m), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
 
 
 class AppleCMSHEClient(_h.CMSHEClient):
-    """Apple HCMS client (see :class:`ldpfast.hadamard.CMSHEClient` for ``rng`` and the
+    """Apple HCMS client (see :class:`ldpfast.protocols.hadamard.CMSHEClient` for ``rng`` and the
     optional server-assigned ``groups``/``rows``)."""
 
     params_type = AppleCMSHEParams
@@ -139,7 +138,8 @@ class RHROriginalParams(Params):
     """The original RHR layout (see the module docstring).
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, log(2^k - 1) + 22.18] (``2^k``-ary randomized
+            response: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^30``.
         comm: bits per report besides the row (the original's ``comm``), ``>= 1``; ``0``
             (default) means no limit, i.e. ``k = min(ceil(eps log2 e), ceil(log2 d) + 1)``.
@@ -222,7 +222,7 @@ class RHROriginalReports(Reports):
     def wire_fields(cls, params):
         """The row (``log2 B`` bits; implied by the user's index in the original) and the
         ``k``-bit symbol."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("rows", bits_for(params.B)), WireField("z", params.k)]
 
@@ -348,9 +348,18 @@ def _rhr_example():
 
 def _rhr_original_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: p.variance(n, f, location_fraction=1.0)),
-            f"{PLUG_IN} (theory.rhr_original_variance with every user in the candidate's location block: "
-            "an upper bound)")
+    if p.d > 2**24:
+        return ((lambda f: p.variance(n, f, location_fraction=1.0)),
+                f"{PLUG_IN} (theory.rhr_original_variance with every user in the candidate's location block: "
+                "an upper bound)")
+    # the raw estimates of a location block sum to an unbiased estimate of its share, which
+    # holds the candidate's own share: plugged in once, so the variance stays affine in f
+    estimates = server.estimate()
+    per_block = np.bincount(np.arange(p.d) // p.B, weights=estimates)
+    rows = np.asarray(candidates).astype(np.int64)
+    share = np.clip(np.maximum(per_block[rows // p.B], estimates[rows]), 0.0, 1.0)
+    return ((lambda f: p.variance(n, f, location_fraction=share)),
+            f"{PLUG_IN} (theory.rhr_original_variance; the location block's share is plugged in from the estimates)")
 
 
 def _rhr_original_plan(params):

@@ -7,9 +7,9 @@ partitioning); subset ``j`` hashes its values with its own pairwise-independent
 (mergeable), decodes all subsets with one batched FWHT and answers a query with the
 median over ``j`` of ``k * chat_j(h_j(x))`` in ``O(k)``::
 
-    params = lf.hadaoracle.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
-    reports = lf.hadaoracle.Client(params, rng=None).perturb(values)
-    server = lf.hadaoracle.Server(params).update(reports)
+    params = lf.protocols.hadaoracle.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
+    reports = lf.protocols.hadaoracle.Client(params, rng=None).perturb(values)
+    server = lf.protocols.hadaoracle.Server(params).update(reports)
     server.estimate(np.array([3, 17]), counts=True)
 
 Hash family (our choice; [WW] only needs pairwise independence): ``h_j(x)`` = the low ``log2
@@ -30,13 +30,13 @@ from .._base import Protocol, register_protocol
 from ..errors import ParameterError
 from .._base import Params as _ParamsBase
 from .._validate import as_values, check_binary_epsilon, check_bool, check_choice, check_epsilon, check_int
-from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, _random_seed, cached_layout,
-                               gf64_field, hash_coefficients, make_layout, pow2_at_least)
+from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServer, _parity_sign, _random_seed,
+                               cached_layout, gf64_field, hash_coefficients, make_layout, pow2_at_least)
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
-from ..wire import WireField, bits_for
-from ._registration import SIGN, binary_epsilon, draw, layout_plan, zipf_values
+from .._base import WireField, bits_for
+from ._registration import SIGN, binary_epsilon, draw, layout_plan, median_of_groups, zipf_values
 
 __all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
 
@@ -177,14 +177,6 @@ class Client(LayoutClient):
 QUERY_METHODS = ("fwht", "direct")
 
 
-def _parity_sign(v: np.ndarray) -> np.ndarray:
-    """(-1)^popcount(v) for a uint64 array (xor folding)."""
-    v = v.copy()
-    for shift in (32, 16, 8, 4, 2, 1):
-        v ^= v >> np.uint64(shift)
-    return 1 - 2 * (v & np.uint64(1)).astype(np.int64)
-
-
 def _direct_transform(z: np.ndarray, base: np.ndarray, width: int, y: np.ndarray) -> np.ndarray:
     """``(H z_g)[y] = sum_r z_g[r] H[r, y]`` for each query without a transform, in
     ``O(width)`` per query ([WW] Remark 7.1: the HRR server that omits the FWHT)."""
@@ -288,6 +280,13 @@ class Server(LayoutServer):
         return est if counts else est / self.n
 
 
+def _variance(server, candidates):
+    p = server.params
+    corrected = p.collision_correction and p.hashed
+    return median_of_groups(server, candidates, p.k, p.k, p.hashed, signed=False,
+                            correction=(p.m / (p.m - 1.0)) ** 2 if corrected else 1.0)
+
+
 def _simulations():
     from ..experiments import Algorithm
 
@@ -303,5 +302,5 @@ register_protocol(Protocol(
     # [WW] Alg. 1: the subset j, the Hadamard row r and one bit (only the bit when the server assigns j, r).
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
                            WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
-    simulations=_simulations,  # no closed-form variance: the estimate is a median over the k subsets
+    simulations=_simulations, variance=_variance,
     audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))

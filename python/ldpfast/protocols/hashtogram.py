@@ -11,7 +11,7 @@ holding ``x`` is (or draws) a uniform Hadamard row ``s in [0, T)`` and sends the
 combines the ``R`` groups by their median (Count-Sketch; ``combine="median"``, the
 paper's) or their mean (``combine="mean"``).
 
-Differences from [WW]'s HadaOracle (:mod:`ldpfast.hadaoracle`), the point of [WW]'s
+Differences from [WW]'s HadaOracle (:mod:`ldpfast.protocols.hadaoracle`), the point of [WW]'s
 comparison: the Count-Sketch sign (with it the colliding mass averages to zero instead
 of adding ``n/m``) and a range ``T = Theta(sqrt n)`` instead of
 ``Theta(eps sqrt(n / log(1/beta)))``. Decoding uses one FWHT per group; the paper's server
@@ -21,7 +21,7 @@ With the mean, each user's term ``c_eps bit g(x) H[s, h(x)]`` has square ``c_eps
 over the hash draw, mean ``1[x_i = x]``, so the estimate is unbiased with the variance of
 HRR plus the hash family's collision term (:func:`ldpfast.theory.hashtogram_variance`).
 Bassily et al.'s "FreqOracle" is the unhashed special case, i.e. Hadamard randomized
-response (:class:`ldpfast.hadamard.HRRParams`; the paper's random matrix plays the role of
+response (:class:`ldpfast.protocols.hadamard.HRRParams`; the paper's random matrix plays the role of
 the Hadamard rows) answered without the FWHT.
 
 Hashes (our choice, as for HadaOracle): the low bits of ``a1 x + a0`` in ``GF(2^64)``,
@@ -44,13 +44,14 @@ from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_choice, check_int, check_threads,
                          optional_index_array, probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
-from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
+from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, binary_flip_threshold, gf64_field,
                                hash_coefficients, pow2_at_least)
-from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
 from ..theory import pan_baselines as _pt
 from .._base import AuditHooks
-from ._registration import binary_epsilon, count_sketch_plan, draw
+from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
+from ._registration import binary_epsilon, count_sketch_plan, draw, median_of_groups
 
 __all__ = ["Params", "Reports", "Client", "Server", "COMBINERS"]
 
@@ -63,7 +64,7 @@ class Params(_ParamsBase):
     """Hashtogram parameters.
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^64``.
         R: number of groups / hash pairs (odd for a well-defined median), ``1 <= R <= 4096``.
         T: bucket range, a power of two in ``[2, 2^24]``.
@@ -136,7 +137,7 @@ class Reports(GroupBitReports):
     def wire_fields(cls, params):
         """The group, the Hadamard row and one bit (only the bit when the server assigns
         group and row)."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("groups", bits_for(params.R), dtype="uint32"),
                 WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
@@ -303,8 +304,20 @@ def _simulations():
                       None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),)
 
 
+def _variance(server, candidates):
+    p = server.params
+    if p.combine == "median":
+        return median_of_groups(server, candidates, p.R, p.R, hashed=True, signed=True)
+    # the mean: one +-c_eps/n term per user with mean its match (derived in median_of_groups)
+    c2, n = _th.c_eps(p.epsilon) ** 2, server.n
+    return PlugIn(lambda f: (c2 - np.asarray(f, dtype=np.float64)) / n, len(candidates),
+                  f"{PLUG_IN} ((c_eps^2 - f)/n given the run's hashes)",
+                  "f plus the signed collision mass of the run's hashes averaged over the R groups (zero on "
+                  "average over the draw of the hashes, fixed once they are drawn)")
+
+
 register_protocol(Protocol(
-    "hashtogram", Params, Reports, Server, Client, example=_example,
-    simulations=_simulations,  # no closed-form variance: a median over the R groups
+    "hashtogram", Params, Reports, Server, Client, example=_example, variance=_variance,
+    simulations=_simulations,
     audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, hash_seed=1, **kw), count_sketch_plan,
                      binary_epsilon)))

@@ -5,8 +5,6 @@
   of its M cells flipped with budget eps/M;
 * ``multi-pcms-min``: the whole K x M sketch, every cell flipped with budget eps/(KM),
   aggregate first and take the min.
-
-Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_baselines`).
 """
 
 from __future__ import annotations
@@ -24,8 +22,9 @@ from ..theory.hadamard import c_eps
 from ._sets import SketchClient, SketchParams
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
-from ._registration import SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
+from ..uncertainty import MinimumOfRows, PlugIn
+from .._base import WireField, bits_for
+from ._registration import COUNT_MEAN, SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 
 __all__ = [
     "MultiPCMSMeanParams", "MultiPCMSMeanReports", "MultiPCMSMeanClient", "MultiPCMSMeanServer",
@@ -60,14 +59,14 @@ class MultiPCMSMeanReports(_ReportsBase):
 
 class MultiPCMSMeanClient(SketchClient):
     """Multi-PCMS-Mean user side (R2 ``multi_pcms_mean_client``). ``rng``: see
-    :class:`ldpfast.privsketch.Client` (None = OS entropy; seeds for simulation only)."""
+    :class:`ldpfast.protocols.privsketch.Client` (None = OS entropy; seeds for simulation only)."""
 
     params_type: ClassVar[type] = MultiPCMSMeanParams
     _sampling = 2
     _with_order = False
 
     def perturb(self, sets) -> MultiPCMSMeanReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         row, bits, _ = self._perturb(sets)
         return MultiPCMSMeanReports(row=row.astype(np.uint16), bits=bits)
 
@@ -153,7 +152,7 @@ class MultiPCMSMeanServer(_TableServer):
         - what_i/M) / (n (1 - wbar/M))`` with ``what_i`` the sum of user i's decoded row."""
         self._require_reports()
         p = self.params
-        c = c_eps(p.epsilon / p.M)
+        c = c_eps(p.bit_epsilon)
         decoded = c / 2.0 * self._sums + self._rows[:, None] / 2.0   # sum over users of (c v + 1)/2
         count = decoded.ravel()[self._cells(candidates)].sum(axis=1)
         if not correction:
@@ -195,7 +194,7 @@ class MultiPCMSMinClient(SketchClient):
     _with_order = False
 
     def perturb(self, sets) -> MultiPCMSMinReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         _, bits, _ = self._perturb(sets)
         return MultiPCMSMinReports(bits=bits.reshape(-1, self.params.K, self.params.M))
 
@@ -229,7 +228,7 @@ class MultiPCMSMinServer(_TableServer):
         domain)."""
         self._require_reports()
         p = self.params
-        c = c_eps(p.epsilon / (p.K * p.M))
+        c = c_eps(p.bit_epsilon)
         table = c / 2.0 * self._sums + self.n / 2.0
         est = table.ravel()[self._cells(candidates)].min(axis=1)
         return est if counts else est / self.n
@@ -241,8 +240,21 @@ def _sketch_example(params_type):
 
 def _mean_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: theory().multi_pcms_mean_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
-            f"{PLUG_IN} (theory.multi_pcms_mean_variance, uncorrected estimator, an upper bound)")
+    return PlugIn(lambda f: theory().multi_pcms_mean_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K),
+                  len(candidates), f"{PLUG_IN} (theory.multi_pcms_mean_variance, uncorrected estimator, an upper "
+                  "bound)", COUNT_MEAN)
+
+
+def _min_variance(server, candidates):
+    # each row is unbiased for its own count of 1-cells; the decoded bit (c v + 1)/2 of
+    # every user has variance (c^2 - 1)/4 whatever the true bit (derived here)
+    p, n = server.params, server.n
+    c = c_eps(p.bit_epsilon)
+    return MinimumOfRows(lambda f: np.full(np.shape(f), (c * c - 1.0) / (4.0 * n)), p.K, len(candidates),
+                         "minimum over the K rows of row estimates with variance (c^2 - 1)/(4n), "
+                         "c = (e^{eps/KM} + 1)/(e^{eps/KM} - 1) (ldpfast.uncertainty.MinimumOfRows)",
+                         "theta_min: the smallest over the K rows of the share of users whose sketch has a 1 in "
+                         "x's cell (>= f: the other items of a set that share the cell add to it)")
 
 
 register_protocol(Protocol(
@@ -259,7 +271,7 @@ register_protocol(Protocol(
     "multi-pcms-min", MultiPCMSMinParams, MultiPCMSMinReports, MultiPCMSMinServer, MultiPCMSMinClient,
     example=_sketch_example(MultiPCMSMinParams), inputs="sets",
     wire_fields=lambda p: [WireField("bits", 1, SIGN, "int8", (p.K, p.M))],  # the whole K x M sketch
-    # no closed-form variance: a minimum over the sketch rows
+    variance=_min_variance,                    # a minimum over the sketch rows
     simulations=sketch_simulation("multi-pcms-min", "Multi-PCMS-Min",
                                   "whole sketch per user, eps/(KM) per cell, count-min decoding (PS baseline)"),
     audit=AuditHooks(lambda e, **kw: MultiPCMSMinParams.create(epsilon=e, d=64, K=2, M=2, seed=1, **kw),

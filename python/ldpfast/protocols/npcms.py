@@ -36,8 +36,10 @@ from .._base import Reports as _ReportsBase
 from ._sets import SketchParams, as_sets
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
-from .._validate import rr_effective_epsilon
+from .._budget import effective, rr_loss, split
 from ..audit import Plan, set_inputs, support_events
+from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
 from ._registration import sketch_simulation
 
 __all__ = ["Params", "Reports", "Client", "Server"]
@@ -48,7 +50,7 @@ _CHUNK_BITS = 1 << 22
 
 @dataclasses.dataclass(frozen=True)
 class Params(SketchParams):
-    """nPCMS parameters: :class:`ldpfast.privsketch.SketchParams` (``epsilon``, ``d``, ``K``,
+    """nPCMS parameters: :class:`ldpfast.protocols.privsketch.SketchParams` (``epsilon``, ``d``, ``K``,
     ``M``, the public hashes; build with :meth:`create`) plus ``L``, the slots per user
     (``1 <= L <= 4096``)."""
 
@@ -62,20 +64,26 @@ class Params(SketchParams):
         _ = self.flip_threshold  # the binary sampler's range: raises ParameterError naming epsilon
 
     @property
+    def entry_epsilon(self) -> float:
+        """Budget of every entry: ``eps/(2L)`` rounded down (:func:`ldpfast._budget.split`):
+        the ``2L`` entries in which two inputs differ never spend more than ``epsilon``."""
+        return split(self.epsilon, 2 * self.L)
+
+    @property
     def flip_probability(self) -> float:
         """Per entry: ``1/(1 + e^(eps/(2L)))``."""
-        return 1.0 / (1.0 + math.exp(self.epsilon / (2 * self.L)))
+        return 1.0 / (1.0 + math.exp(self.entry_epsilon))
 
     @property
     def flip_threshold(self) -> int:
         """64-bit flip threshold of every entry (:func:`ldpfast._validate.rr_threshold` with
-        budget ``eps/(2L)``: the effective epsilon never exceeds ``epsilon``)."""
-        return rr_threshold(self.epsilon / (2 * self.L), 2, name="epsilon/(2L) (the per-entry budget)")
+        budget :attr:`entry_epsilon`: the effective epsilon never exceeds ``epsilon``)."""
+        return rr_threshold(self.entry_epsilon, 2, name="epsilon/(2L) (the per-entry budget)")
 
     @property
     def c(self) -> float:
         """Decoding constant ``(e^(eps/(2L)) + 1)/(e^(eps/(2L)) - 1)``."""
-        return c_eps(self.epsilon / (2 * self.L))
+        return c_eps(self.entry_epsilon)
 
     @property
     def communication_bits(self) -> int:
@@ -102,7 +110,7 @@ class Reports(_ReportsBase):
     @classmethod
     def wire_fields(cls, params):
         """Each slot's row and ``M`` bits: ``L (ceil(log2 K) + M)`` bits."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("rows", bits_for(params.K), dtype="uint16", shape=(params.L,)),
                 WireField("bits", 1, (-1, 1), "int8", (params.L, params.M))]
@@ -136,7 +144,7 @@ class Client(ClientBase):
         return slots
 
     def perturb(self, sets) -> Reports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
         slots = self._slots(offsets, items)
@@ -249,11 +257,27 @@ def _audit_plan(params):
 
 def _effective_epsilon(params):
     # L slots, each a one-hot vector whose two differing entries flip independently
-    return 2 * params.L * rr_effective_epsilon(rr_threshold(params.epsilon / (2 * params.L), 2), 2)
+    return effective(2 * params.L * rr_loss(params.flip_threshold, 2))
+
+
+def _variance(server, candidates):
+    # Per user, sum over its L slots of (c v + 1)/2 at x's cell of the slot's row: each slot
+    # adds RR noise of variance (c^2 - 1)/4 and an indicator of mean pi (its item lands in
+    # x's cell); when no set exceeds L items the indicators are independent, so a user's
+    # variance is L (c^2 - 1)/4 + sum pi (1 - pi) <= L (c^2 - 1)/4 + E[its count], and the
+    # average over users gives [L (c^2 - 1)/4 + mu]/n at the estimate's mean mu (derived here).
+    p, n = server.params, server.n
+    noise = p.L * (p.c * p.c - 1.0) / 4.0
+    return PlugIn(lambda f: (noise + np.asarray(f, dtype=np.float64)) / n, len(candidates),
+                  f"{PLUG_IN} ([L (c^2 - 1)/4 + mu]/n, derived in protocols.npcms._variance: exact up to "
+                  "sum pi^2/n^2 when no set exceeds L items, each larger set adding at most mu/n more)",
+                  "mu: the expected number of a user's L slots that fall in x's cell of their row, averaged "
+                  "over the users (f plus the collisions of the other items when no set exceeds L items; a "
+                  "larger set counts x with probability L/|S|)")
 
 
 register_protocol(Protocol(
-    "npcms", Params, Reports, Server, Client, example=_example, inputs="sets",
+    "npcms", Params, Reports, Server, Client, example=_example, inputs="sets", variance=_variance,
     simulations=sketch_simulation("npcms", "nPCMS",
                                   "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
     audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=1, M=2, seed=1, L=1, **kw), _audit_plan,

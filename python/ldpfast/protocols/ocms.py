@@ -57,13 +57,14 @@ from ..errors import ParameterError, ReportError
 from ..kernels import field as _field
 from ..kernels.field import PRIME
 from ..theory import ocms as _theory
-from ._local_hashing import check_hash_field, choose_field, debias_matches, finite_field_size, hash_range
+from ._local_hashing import (check_hash_field, choose_field, debias_matches, finite_field_size, hash_range,
+                             match_channel)
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._hashed_reports import HashedReportsServer
-from ._registration import olh_plan, rr_epsilon, theory, zipf_values
+from ._registration import olh_plan, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
@@ -127,7 +128,8 @@ class Params(_base.Params):
 
     @classmethod
     def optimal(cls, epsilon: float, d: int, mode: str = "mse", f_star: float = 1.0,
-                field: str = "paper", a_range: str = "full", use_m_prime: bool = True) -> "Params":
+                field: str = "paper", a_range: str = "full", use_m_prime: bool = True,
+                fast_query: bool = False) -> "Params":
         """Parameters chosen as in [PAN] Algorithm 1.
 
         Args:
@@ -138,9 +140,17 @@ class Params(_base.Params):
                 ``d >= PRIME``); ``"compact"``: the smallest prime ``>= max(d+1, 5m)``;
                 ``"binary"``: ``GF(2^l)`` with ``l = ceil(log2 max(d+1, 5m))``.
             a_range, use_m_prime: see the class attributes.
+            fast_query: for whole-dictionary queries: ``m`` is the power of two next to
+                the optimum with the smaller closed-form loss (the worst-case MSE for
+                ``mode="mse"``, l2 for ``"l"``) and the field ``GF(2^l)``, so the server
+                answers a range of ``Q`` candidates with the affine decode in about
+                ``1024 + 1.25 Q/m`` steps per report instead of ``Q`` (the ``field``
+                argument is then ignored). bench/full_domain_query.py measures both.
         """
         d = check_int("d", d, 1)
         m = hash_range(epsilon, d, mode, f_star)
+        if check_bool("fast_query", fast_query):
+            m, field = _power_of_two_m(epsilon, d, mode, f_star), "binary"
         size, kind = choose_field(d, m, field)
         return cls(epsilon=epsilon, d=d, m=m, field_size=size, field_kind=kind, a_range=a_range,
                    use_m_prime=use_m_prime)
@@ -195,6 +205,20 @@ class Params(_base.Params):
     def field(self) -> "_core.Field":
         """The C++ field object used by the kernels."""
         return _field.core_field(self.field_size, self.poly or None)
+
+
+def _power_of_two_m(epsilon: float, d: int, mode: str, f_star: float) -> int:
+    """The power of two below or above the real optimum hash range with the smaller
+    closed-form loss ([PAN] Eq. 20 worst case over ``[0, f*]`` for ``"mse"``, Eq. 22 for ``"l"``)."""
+    real = _theory.ocms_optimal_m(epsilon, mode, d, f_star)
+    low = 1 << max(1, int(math.floor(math.log2(real))))
+    candidates = (low, 2 * low)
+
+    def loss(m: int) -> float:
+        if mode == "l":
+            return float(_theory.ocms_l2(epsilon, d, 1, m))
+        return float(max(_theory.ocms_variance(epsilon, m, 1, 0.0), _theory.ocms_variance(epsilon, m, 1, f_star)))
+    return min(candidates, key=loss)
 
 
 # --- reports ----------------------------------------------------------------------------
@@ -316,7 +340,13 @@ class Server(HashedReportsServer):
 
         Args:
             candidates: values in ``[0, d)``; ``None`` = the whole dictionary (report-keeping
-                mode; costs ``n*d`` hash evaluations) or the streamed candidates.
+                mode) or the streamed candidates. A query costs one hash evaluation per
+                kept report and candidate (``n d`` for the whole dictionary: 1e11 at
+                ``n = 1e6``, ``d = 1e5``); long ones draw a progress line on a terminal's
+                stderr (:func:`ldpfast.set_progress`). To pay less: pass the candidates
+                you need, stream them (``Server(params, candidates=...)``) or use
+                ``Params.optimal(..., fast_query=True)`` (the affine decode); see the
+                user guide's "What a query costs".
             counts: estimated numbers of users (``n`` times the fractions) instead.
             clip: clip the fractions to ``[0, 1]`` (post-processing; raw estimates are
                 unbiased). See :meth:`frequencies` for standard errors and other
@@ -347,6 +377,11 @@ def _variance(server, candidates):
     return (lambda f: theory().ocms_variance(p, n=n, f=f)), f"{PLUG_IN} (theory.ocms_variance)"
 
 
+def _channel(server, candidates, likelihood="composite"):
+    p = server.params
+    return match_channel(server, candidates, p.epsilon, p.m, p.estimator_m, likelihood)
+
+
 def _field_name(params) -> str:
     if params.field_kind == "binary":
         return f"GF(2^{params.field_size.bit_length() - 1})"
@@ -364,7 +399,7 @@ def _compare(epsilon, d, n, f_star, modes=("mse", "l"), field="paper", **_):
         real = to.ocms_optimal_m(epsilon, mode, d, f_star)
         rows.append(ComparisonRow("MSE-OCMS+RR" if mode == "mse" else "l-OCMS+RR", p.m, p.communication_bits,
                                   lambda f, p=p: to.ocms_variance(p, n=n, f=f), to.ocms_l2(epsilon, d, n, p.m),
-                                  f"real optimum m = {real:.3f}; field {_field_name(p)}"))
+                                  f"real optimum m = {real:.3f}; field {_field_name(p)}", **per_user_hash_cost()))
     return rows
 
 
@@ -391,7 +426,7 @@ _base.register_protocol(_base.Protocol(
     wire_fields=lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
                            WireField("a1", bits_for(p.field_size))],
     variance=_variance, default_candidates=lambda server: None if server.keeps_reports else server.candidates,
-    compare=_compare, simulations=_simulations,
+    compare=_compare, simulations=_simulations, channel=_channel,
     audit=AuditHooks(lambda e, **kw: Params.optimal(e, 16, **kw),
                      lambda p: olh_plan(p.field, p.m, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),

@@ -1,13 +1,12 @@
 """OLH: Optimal Local Hashing (Wang, Blocki, Li, Jha, USENIX Security 2017), local hashing
-beside :mod:`ldpfast.grr` and :mod:`ldpfast.ocms`: each user hashes its value with its own
+beside :mod:`ldpfast.protocols.grr` and :mod:`ldpfast.protocols.ocms`: each user hashes its value with its own
 pairwise-independent hash into ``[g]``, ``g = round(e^eps) + 1``, and reports the hash with
 k-ary randomized response over ``[g]``. With the hash of [PAN] this is exactly OCMS+RR with
-``m = g``, so the client and the report-keeping server run on the OCMS kernels. Also
-importable from :mod:`ldpfast.hadamard`, its historical home ([PAN] section 6 compares it
-with the Hadamard protocols).
+``m = g``, so the client and the report-keeping server run on the OCMS kernels ([PAN]
+section 6 compares it with the Hadamard protocols).
 
-    params = lf.olh.OLHParams(epsilon=1.0, d=1000)      # g = round(e^1) + 1 = 4
-    server = lf.olh.OLHServer(params).update(lf.olh.OLHClient(params).perturb(values))
+    params = lf.protocols.olh.OLHParams(epsilon=1.0, d=1000)      # g = round(e^1) + 1 = 4
+    server = lf.protocols.olh.OLHServer(params).update(lf.protocols.olh.OLHClient(params).perturb(values))
 """
 
 from __future__ import annotations
@@ -24,11 +23,11 @@ from .._validate import as_values, check_array, check_epsilon, check_int, check_
 from ..errors import FormatError, ReportError
 from ..kernels.field import PRIME
 from ._hadamard_layout import _check_d, prime_field
-from ._local_hashing import debias_matches, default_g
+from ._local_hashing import debias_matches, default_g, match_channel
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
-from ..wire import WireField, bits_for
-from ._registration import olh_plan, olh_variance, rr_epsilon, theory, zipf_values
+from .._base import WireField, bits_for
+from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]
 
@@ -109,9 +108,9 @@ class OLHServer(Aggregator):
     with ``m = g``). The reports are held by an OCMS report-keeping server with
     ``m = g``, so state and bytes are canonical and merge is exact and order-free."""
 
-    protocol = "olh"
-    params_type = OLHParams
-    reports_type = OLHReports
+    protocol: ClassVar[str] = "olh"
+    params_type: ClassVar[type] = OLHParams
+    reports_type: ClassVar[type] = OLHReports
 
     def __init__(self, params: OLHParams, threads: int = 0):
         super().__init__(params)
@@ -162,7 +161,10 @@ class OLHServer(Aggregator):
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
-        all of ``[0, d)``; costs ``n d`` hash evaluations), float64."""
+        all of ``[0, d)``), float64. Costs one hash evaluation per report and candidate
+        (``n d`` for the whole domain); long queries draw a progress line on a terminal's
+        stderr (:func:`ldpfast.set_progress`). Pass the candidates you need, or see
+        OCMS's ``fast_query`` parameters (the same local hashing, solved instead of scanned)."""
         if self.n == 0:
             raise ReportError("no reports have been aggregated yet")
         p = self.params
@@ -177,7 +179,8 @@ def _olh_compare(epsilon, d, n, f_star, **_):
     g = theory().olh_g(epsilon)
     return [ComparisonRow("OLH", g, 128 + bits_for(g), lambda f: to.ocms_variance(epsilon, g, n, f),
                           to.ocms_l2(epsilon, d, n, g),
-                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits")]
+                          "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits",
+                          **per_user_hash_cost())]
 
 
 def _olh_simulations():
@@ -196,6 +199,8 @@ register_protocol(Protocol(
     # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_olh_compare, simulations=_olh_simulations,
+    channel=lambda server, candidates, likelihood="composite": match_channel(
+        server._reports, candidates, server.params.epsilon, server.params.g, float(server.params.g), likelihood),
     audit=AuditHooks(lambda e, **kw: OLHParams(e, 16, **kw),
                      lambda p: olh_plan(prime_field(), p.g, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),

@@ -19,14 +19,15 @@ Protocols (one ``Params``/``Client``/``Reports``/``Server`` set each):
   collector ([PS] Alg. 1-3 with sampling, section 3.3). **Not LDP.**
 * ``privsketch-nosmp`` (:class:`NoSmpParams`): every cell flipped with eps/(KM) + ordering
   matrix ([PS] section 4.2). **Not LDP.**
-* ``privsketch-ldp`` (:class:`SafeParams`, in :mod:`ldpfast.privsketch_ldp`, re-exported
-  here): the LDP-safe variant, the sampled cell + RR **without** ordering matrix; eps-LDP
-  (one RR bit on a data-independent cell). Decoded count-mean style over the sampled cell;
-  see :meth:`SafeServer.estimate`.
-* the baselines [PS] compares with (section 4), re-exported here:
+* ``privsketch-ldp`` (:class:`~ldpfast.protocols.privsketch_ldp.SafeParams`, in
+  :mod:`ldpfast.protocols.privsketch_ldp`): the LDP-safe variant, the sampled cell + RR
+  **without** ordering matrix; eps-LDP (one RR bit on a data-independent cell). Decoded
+  count-mean style over the sampled cell; see
+  :meth:`~ldpfast.protocols.privsketch_ldp.SafeServer.estimate`.
+* the baselines [PS] compares with (section 4), each in its own module:
   ``multi-pcms-mean`` / ``multi-pcms-min`` (Apple's private CMS extended to sets,
-  :mod:`ldpfast.multi_pcms`), ``ps-olh`` (padding and sampling + OLH,
-  :mod:`ldpfast.ps_olh`) and SVIM (:mod:`ldpfast.svim`).
+  :mod:`ldpfast.protocols.multi_pcms`), ``ps-olh`` (padding and sampling + OLH,
+  :mod:`ldpfast.protocols.ps_olh`) and SVIM (:mod:`ldpfast.protocols.svim`).
 
 All sketch protocols share ``K`` public pairwise-independent hash functions
 ``H_k(x) = ((a0_k + a1_k x) mod p) mod M`` over the prime field ``p = 2^64 - 59``
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import warnings
 from typing import ClassVar, Dict, Tuple
 
 import numpy as np
@@ -49,17 +49,18 @@ from .._validate import check_array, check_below, check_bits
 from ..errors import ParameterError, ReportError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
-from ._sets import PrivacyWarning, SketchClient, SketchParams, TrackedServer, as_sets  # noqa: F401
+from ..errors import PrivacyWarning  # noqa: F401  (re-exported: ldpfast.protocols.privsketch.PrivacyWarning)
+from ._sets import SketchClient, SketchParams, TrackedServer, as_sets, warn_not_ldp
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
-from ._registration import (SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
+from ..uncertainty import PlugIn
+from .._base import WireField, bits_for
+from ._registration import (COUNT_MIN, SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
                             tracked_candidates)
 
 __all__ = [
-    "PrivacyWarning", "PRIME", "SketchParams", "Params", "NoSmpParams", "SafeParams", "Reports",
-    "NoSmpReports", "SafeReports", "Client", "NoSmpClient", "SafeClient", "Server", "NoSmpServer",
-    "SafeServer", "as_sets",
+    "PRIME", "SketchParams", "Params", "NoSmpParams", "Reports", "NoSmpReports", "Client", "NoSmpClient", "Server",
+    "NoSmpServer", "as_sets",
 ]
 
 
@@ -68,23 +69,30 @@ _NOT_LDP = (
     "(all 0-cells rank below all 1-cells), so the collector can read the user's Bloom-filter "
     "support and recover small item sets. epsilon={eps} covers only the randomized-response "
     "bits, not the report. Use it to reproduce [PS] only; for a private protocol use "
-    "ldpfast.privsketch.SafeParams (no ordering matrix).")
+    "ldpfast.protocols.privsketch_ldp.SafeParams (no ordering matrix).")
 
 
 @dataclasses.dataclass(frozen=True)
 class Params(SketchParams):
-    """PrivSketch with sampling ([PS] section 3.3). **Not eps-LDP** (module doc)."""
+    """PrivSketch with sampling ([PS] section 3.3). **Not eps-LDP** (module doc): building
+    it emits a :class:`PrivacyWarning`."""
 
     protocol: ClassVar[str] = "privsketch"
+
+    def privacy_warning(self) -> str:
+        return _NOT_LDP.format(name="PrivSketch", eps=self.epsilon)
 
 
 @dataclasses.dataclass(frozen=True)
 class NoSmpParams(SketchParams):
     """PrivSketch-noSmp ([PS] Alg. 2-3, section 4.2): every cell flipped with budget eps/(KM).
-    **Not eps-LDP** (module doc)."""
+    **Not eps-LDP** (module doc): building it emits a :class:`PrivacyWarning`."""
 
     protocol: ClassVar[str] = "privsketch-nosmp"
     bit_divisor: ClassVar[str] = "K*M"
+
+    def privacy_warning(self) -> str:
+        return _NOT_LDP.format(name="PrivSketch-noSmp", eps=self.epsilon)
 
 
 @dataclasses.dataclass
@@ -155,7 +163,7 @@ class Client(SketchClient):
 
     def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
-        warnings.warn(_NOT_LDP.format(name="PrivSketch", eps=params.epsilon), PrivacyWarning, stacklevel=2)
+        warn_not_ldp(params)
 
     def perturb(self, sets) -> Reports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
@@ -176,8 +184,7 @@ class NoSmpClient(SketchClient):
 
     def __init__(self, params: NoSmpParams, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
-        warnings.warn(_NOT_LDP.format(name="PrivSketch-noSmp", eps=params.epsilon), PrivacyWarning,
-                      stacklevel=2)
+        warn_not_ldp(params)
 
     def perturb(self, sets) -> NoSmpReports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
@@ -321,7 +328,7 @@ class NoSmpServer(Server):
         return self.params.K * self.params.M
 
     def _bit_constant(self) -> float:
-        return c_eps(self.params.epsilon / (self.params.K * self.params.M))
+        return c_eps(self.params.bit_epsilon)
 
     def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
@@ -329,7 +336,7 @@ class NoSmpServer(Server):
         ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
         cand = self._query(candidates)
         p = self.params
-        c = c_eps(p.epsilon / (p.K * p.M))
+        c = c_eps(p.bit_epsilon)
         diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
         est = 0.5 * (c * diff / self.n + 1.0)
         return est * self.n if counts else est
@@ -341,14 +348,14 @@ def _sketch_example(params_type):
 
 def _privsketch_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M)),
-            f"{PLUG_IN} (theory.privsketch_variance, R2 estimator; f is the count-min frequency)")
+    return PlugIn(lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M), len(candidates),
+                  f"{PLUG_IN} (theory.privsketch_variance, R2 estimator)", COUNT_MIN)
 
 
 def _nosmp_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: np.full(np.shape(f), theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M))),
-            "closed form (theory.privsketch_nosmp_variance)")
+    return PlugIn(lambda f: np.full(np.shape(f), theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M)),
+                  len(candidates), "closed form (theory.privsketch_nosmp_variance)", COUNT_MIN)
 
 
 register_protocol(Protocol(
@@ -374,15 +381,3 @@ register_protocol(Protocol(
                                   "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
     audit=AuditHooks(lambda e, **kw: NoSmpParams.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
                      sketch_epsilon)))
-# The LDP-safe variant lives in its own module; its names stay importable here (imported
-# after the registrations above, so the registration order stays privsketch, -nosmp, -ldp).
-from .privsketch_ldp import SafeClient, SafeParams, SafeReports, SafeServer  # noqa: E402,F401
-
-# The baselines live in their own modules (one per family); their names stay importable here.
-from . import _svim_run, multi_pcms as _multi_pcms, ps_olh as _ps_olh, svim as _svim  # noqa: E402
-from .multi_pcms import *  # noqa: E402,F401,F403
-from .ps_olh import *  # noqa: E402,F401,F403
-from .svim import *  # noqa: E402,F401,F403
-from ._svim_run import *  # noqa: E402,F401,F403
-
-__all__ += _multi_pcms.__all__ + _ps_olh.__all__ + _svim.__all__ + _svim_run.__all__

@@ -1,16 +1,16 @@
 """The LDP-safe PrivSketch variant ``privsketch-ldp``, for users holding *sets* of items
-from ``[0, d)``; also exported by :mod:`ldpfast.privsketch`.
+from ``[0, d)``.
 
 PrivSketch ([PS]: Li, Lee, Peng, Palpanas, Xue, DEXA 2023) sends an ordering matrix that
-reveals the user's sketch support (:mod:`ldpfast.privsketch`), so it is not LDP. This variant
+reveals the user's sketch support (:mod:`ldpfast.protocols.privsketch`), so it is not LDP. This variant
 keeps its sketch (``K`` public hash functions into ``M`` cells each) and its sampled cell with
 one binary randomized-response bit, and drops the ordering matrix: the cell is chosen
 independently of the data and only its bit depends on it, so the report is eps-LDP. The
 collector decodes count-mean style (:meth:`SafeServer.estimate`)::
 
-    params = lf.privsketch_ldp.SafeParams.create(epsilon=2.0, d=10**4, K=4, M=128)
-    reports = lf.privsketch_ldp.SafeClient(params).perturb(sets)
-    freq = lf.privsketch_ldp.SafeServer(params).update(reports).estimate()
+    params = lf.protocols.privsketch_ldp.SafeParams.create(epsilon=2.0, d=10**4, K=4, M=128)
+    reports = lf.protocols.privsketch_ldp.SafeClient(params).perturb(sets)
+    freq = lf.protocols.privsketch_ldp.SafeServer(params).update(reports).estimate()
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from .._base import Aggregator, AuditHooks, Protocol, Reports as _ReportsBase, _
 from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
 from ..theory.hadamard import c_eps
-from ..wire import WireField, bits_for
-from ._registration import SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
+from .._base import WireField, bits_for
+from ._registration import COUNT_MEAN, SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 from ._sets import SketchClient, SketchParams
 
 __all__ = ["SafeParams", "SafeReports", "SafeClient", "SafeServer"]
@@ -178,9 +179,9 @@ def _example():
 
 def _safe_variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K)),
-            f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with mean(fbar_i^2) >= fbar^2: "
-            "an upper bound)")
+    return PlugIn(lambda f: theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K),
+                  len(candidates), f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with "
+                  "mean(fbar_i^2) >= fbar^2: an upper bound)", COUNT_MEAN)
 
 
 register_protocol(Protocol(

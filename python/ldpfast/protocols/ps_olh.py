@@ -3,15 +3,12 @@
 ``amplify=False`` (``amplify=True`` is **not** eps-LDP, see :class:`PSOLHParams`). OLH is
 the CMS+RR estimator with ``m = g`` and per-user pairwise-independent hashes over the prime
 field ([PAN] section 4.4), on the OCMS kernels.
-
-Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_baselines`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -22,15 +19,17 @@ from .._base import register_protocol
 from .._random import RngLike
 from ..datasets import SetData
 from ..errors import ParameterError
+from .._budget import amplified
 from .._validate import check_bool, check_epsilon, check_int, rr_threshold
 from ..kernels.field import PRIME
 from ..theory.hadamard import olh_g
 from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
-from ._sets import PrivacyWarning, TrackedServer, as_sets
+from ._sets import TrackedServer, as_sets, warn_not_ldp
 from .._base import AuditHooks
 from ..audit import set_inputs
 from ..estimates import PLUG_IN
+from ..uncertainty import PlugIn
 from ._registration import (draw, olh_plan, olh_wire, prime_field_of, random_sets, rr_epsilon, theory,
                             tracked_candidates)
 
@@ -62,7 +61,7 @@ class PSOLHParams(_ParamsBase):
     not, because all ``pad_len`` items of a set (or the dummy of an empty one) can hash to
     the reported ``z`` (then ``P(z | S) = p`` while a set none of whose items hashes to
     ``z`` gives ``q``: ratio ``e^eps'``, tight). Its client emits a
-    :class:`~ldpfast.privsketch.PrivacyWarning`.
+    :class:`~ldpfast.errors.PrivacyWarning`.
     """
 
     protocol: ClassVar[str] = "ps-olh"
@@ -83,6 +82,15 @@ class PSOLHParams(_ParamsBase):
                                 "g = round(e^eps') + 1" if self.amplify else "g = round(e^eps) + 1")
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
+        warn_not_ldp(self, stacklevel=4)
+
+    def privacy_warning(self) -> str:
+        """Why these reports are not eps-LDP ("" with ``amplify=False``)."""
+        if not self.amplify:
+            return ""
+        return (f"PS-OLH with amplify=True is NOT {self.epsilon:g}-LDP: OLH does not amplify under padding and "
+                f"sampling, the reports are only {self.true_epsilon:.6g}-LDP (log(pad_len (e^eps - 1) + 1)). "
+                "Use amplify=False for eps-LDP.")
 
     @property
     def true_epsilon(self) -> float:
@@ -91,8 +99,10 @@ class PSOLHParams(_ParamsBase):
 
     @property
     def olh_epsilon(self) -> float:
+        """OLH's budget: eps, or with ``amplify=True`` the PSFO budget ``eps'`` rounded
+        down (:func:`ldpfast._budget.amplified`)."""
         if self.amplify:
-            return math.log(self.pad_len * math.expm1(self.epsilon) + 1.0)
+            return amplified(self.epsilon, self.pad_len)
         return self.epsilon
 
     @property
@@ -116,19 +126,15 @@ class PSOLHReports(OLHReportColumns):
 class PSOLHClient(ClientBase):
     """PS-OLH user side: padding and sampling to one item (or the dummy ``d``), then OLH
     with a fresh pairwise-independent hash per user. ``rng``: None = OS entropy; seeds are
-    for simulation only. Emits :class:`~ldpfast.privsketch.PrivacyWarning` with
+    for simulation only. Emits :class:`~ldpfast.errors.PrivacyWarning` with
     ``amplify=True`` (only eps'-LDP, see :class:`PSOLHParams`)."""
 
     def __init__(self, params: PSOLHParams, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
-        if params.amplify:
-            warnings.warn(f"PS-OLH with amplify=True is NOT {params.epsilon:g}-LDP: OLH does not amplify under "
-                          f"padding and sampling, the reports are only {params.true_epsilon:.6g}-LDP "
-                          "(log(pad_len (e^eps - 1) + 1)). Use amplify=False for eps-LDP.",
-                          PrivacyWarning, stacklevel=2)
+        warn_not_ldp(params)
 
     def perturb(self, sets) -> PSOLHReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
         values = _core.privsketch_padding_sample(self._keys.key(), offsets, items, p.pad_len, p.d, self.threads)
@@ -171,8 +177,10 @@ class PSOLHServer(TrackedServer):
 
 def _variance(server, candidates):
     p, n = server.params, server.n
-    return ((lambda f: theory().ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g)),
-            f"{PLUG_IN} (theory.ps_olh_variance: exact when no set exceeds pad_len items)")
+    return PlugIn(lambda f: theory().ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g), len(candidates),
+                  f"{PLUG_IN} (theory.ps_olh_variance: exact when no set exceeds pad_len items)",
+                  "pad_len times the share of users whose padded sample is x: f when no set holding x has more "
+                  "than pad_len items")
 
 
 def _audit_plan(params):

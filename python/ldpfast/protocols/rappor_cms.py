@@ -60,12 +60,13 @@ class Params(_base.Params):
     """CMS + RAPPOR parameters.
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]``.
+        epsilon: privacy parameter in [2^-20, 22.18] for aRP (one binary RR at eps), in
+            [2^-20, 44.36] for sRP (binary RR at eps/2 per bit; ``_validate.rr_threshold``).
         d: dictionary size; values are integers in ``[0, d)``.
         m: hash range = report length in bits, ``2 <= m <= 65536``.
         variant: ``"symmetric"`` (sRP) or ``"asymmetric"`` (aRP).
         field_size: an odd prime ``>= max(d+1, m+1)``; ``0`` (default) picks
-            :func:`ldpfast.ocms.finite_field_size` (the paper's ``2^64 - 59``).
+            :func:`ldpfast.protocols.ocms.finite_field_size` (the paper's ``2^64 - 59``).
     """
 
     protocol: ClassVar[str] = "cms-rappor"
@@ -158,7 +159,7 @@ class Reports(_base.Reports):
     def wire_fields(cls, params):
         """The hash function ``(a0, a1)`` (``ceil(log2 field_size)`` bits each) and the ``m``
         perturbed bits."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("a0", bits_for(params.field_size)), WireField("a1", bits_for(params.field_size)),
                 WireField("bits", 1, dtype="uint8", shape=(params.m,))]
@@ -360,14 +361,18 @@ def _audit_plan(params):
 
 
 def _compare(epsilon, d, n, f_star, **_):
-    from ..commands.params import affine_l2
+    from ..theory.ocms import affine_l2
 
     rows = []
     for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):
         rp = Params.optimal(epsilon=epsilon, d=d, variant=variant)
+        p_one, q_one = rp.bit_probabilities
+        ones = p_one + (rp.m - 1) * q_one                  # expected set bits per report, each hashed per candidate
         rows.append(ComparisonRow(name, rp.m, rp.communication_bits, lambda f, rp=rp: rp.variance(n, f),
                                   affine_l2(lambda f, rp=rp: rp.variance(n, f), d),
-                                  "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)"))
+                                  "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)",
+                                  server_ops=lambda n_, q, ones=ones: n_ * ones * q,
+                                  state_bytes=lambda n_, q: 8.0 * q))
     return rows
 
 

@@ -1,16 +1,16 @@
 """Recursive Hadamard Response (RHR), the comparison algorithm of [PAN] section 6 in the
-layout of [PAN]'s reference code R1 (``RecursiveHadamardResponse``); also exported by
-:mod:`ldpfast.hadamard`. The original layout of the RHR paper is
-:mod:`ldpfast.hadamard_variants`.
+layout of [PAN]'s reference code R1 (``RecursiveHadamardResponse``). The original layout
+of the RHR paper is
+:mod:`ldpfast.protocols.hadamard_variants`.
 
 A user holding ``x`` reports a Hadamard row ``r`` and one of ``2^b`` symbols ``z``: randomized
 response over the symbols applied to ``y = 2 (x mod base) + H01[r, x // base + 1]``
 (``b = ceil(eps log2 e)``, ``base = 2^(b-1)``). The server keeps one integer vector per residue
 block ``x mod base`` and decodes them with one 2-D FWHT::
 
-    params = lf.rhr.RHRParams(epsilon=2.0, d=2**16)
-    reports = lf.rhr.RHRClient(params, rng=None).perturb(values)
-    freq = lf.rhr.RHRServer(params).update(reports).estimate()
+    params = lf.protocols.rhr.RHRParams(epsilon=2.0, d=2**16)
+    reports = lf.protocols.rhr.RHRClient(params, rng=None).perturb(values)
+    freq = lf.protocols.rhr.RHRServer(params).update(reports).estimate()
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from .._validate import as_values, check_array, check_epsilon, check_threads, op
 from ..audit import Plan, support_events, value_inputs
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from .._base import WireField, bits_for
 from ._hadamard_layout import _check_d
-from ._registration import parity_sign, rr_epsilon, theory, zipf_values
+from ._registration import counter_cost, parity_sign, rr_epsilon, theory, zipf_values
 
 __all__ = ["RHRParams", "RHRClient", "RHRReports", "RHRServer"]
 
@@ -108,7 +108,7 @@ class RHRReports(Reports):
 
 
 class RHRClient(ClientBase):
-    """RHR client (R1 layout). ``rng``: see :class:`ldpfast.hadamard.HRRClient`."""
+    """RHR client (R1 layout). ``rng``: see :class:`ldpfast.protocols.hadamard.HRRClient`."""
 
     def perturb(self, values: Any, rows: Any = None) -> RHRReports:
         """Privatize ``values`` in ``[0, d)``; ``rows`` optionally server-assigned."""
@@ -215,10 +215,13 @@ def _rhr_variance(server, candidates):
     if p.d > 2**24:
         return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=1.0)),
                 f"{PLUG_IN} (theory.rhr_variance with every user in the candidate's residue class: an upper bound)")
-    # the raw estimates of a residue class sum to an unbiased estimate of its share
-    per_class = np.bincount(np.arange(p.d) % p.base, weights=server.estimate(), minlength=p.base)
-    share = np.clip(per_class[candidates.astype(np.int64) % p.base], 0.0, 1.0)
-    return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=np.maximum(share, f))),
+    # the raw estimates of a residue class sum to an unbiased estimate of its share, which
+    # holds the candidate's own share: plugged in once, so the variance stays affine in f
+    estimates = server.estimate()
+    per_class = np.bincount(np.arange(p.d) % p.base, weights=estimates, minlength=p.base)
+    rows = np.asarray(candidates).astype(np.int64)
+    share = np.clip(np.maximum(per_class[rows % p.base], estimates[rows]), 0.0, 1.0)
+    return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=share)),
             f"{PLUG_IN} (theory.rhr_variance; the residue-class share is plugged in from the estimates)")
 
 
@@ -254,7 +257,8 @@ def _rhr_compare(epsilon, d, n, f_star, **_):
     return [ComparisonRow("RHR", sym, (rsize - 1).bit_length() + b,
                           lambda f: theory().rhr_variance(epsilon, n, f, residue_fraction=1.0), l2,
                           f"b = {b}, {base} residue blocks; MSE for values sharing their residue with all users "
-                          "(PAN 6.1's adversarial data)")]
+                          "(PAN 6.1's adversarial data)",
+                          **counter_cost(base * rsize, base * rsize * ((rsize - 1).bit_length())))]
 
 
 def _rhr_simulated_variance(params, data, f):

@@ -25,7 +25,7 @@ from typing import ClassVar, Dict
 import numpy as np
 
 from .. import _base, _core
-from .._validate import (check_below, check_epsilon, check_int, check_values,
+from .._validate import (MIN_EPSILON, check_below, check_epsilon, check_int, check_values,
                          probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import pan_baselines as _pt
@@ -47,7 +47,8 @@ class Params(_base.Params):
     """Subset Selection parameters.
 
     Attributes:
-        epsilon: privacy parameter, finite, in ``(0, 700]``.
+        epsilon: privacy parameter in [2^-20, log((d-k)/k) + 22.18] (the 64-bit sampler
+            needs the probability of leaving the user's value out to be at least 2^-32).
         d: dictionary size, ``2 <= d <= 2^24``.
         k: subset size in ``[1, d-1]``; ``0`` (default) picks
             :func:`ldpfast.theory.subset_selection_optimal_k`.
@@ -72,7 +73,7 @@ class Params(_base.Params):
         t = self.exclude_threshold
         if not 2**32 <= t <= 2**64 - 2**32:
             # both branches need probability >= 2^-32 for the 64-bit sampler to be faithful
-            low = math.log(d - k) - math.log(k) - math.log(2.0**32 - 1)
+            low = max(MIN_EPSILON, math.log(d - k) - math.log(k) - math.log(2.0**32 - 1))
             high = math.log(d - k) - math.log(k) + math.log(2.0**32 - 1)
             raise ParameterError(f"epsilon must be in [{low:.6g}, {high:.6g}] for Subset Selection with d={d}, "
                                  f"k={k} (the 64-bit sampler needs both branches >= 2^-32), got {eps!r}")
@@ -125,7 +126,7 @@ class Reports(_base.Reports):
     @classmethod
     def wire_fields(cls, params):
         """The ``k`` values of the subset, ``ceil(log2 d)`` bits each."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("items", bits_for(params.d), shape=(params.k,))]
 
@@ -262,15 +263,27 @@ def _audit_plan(params):
     return Plan(value_inputs(0, 1), events, ("x0 in S, x1 not", "x1 in S, x0 not"))
 
 
+def _channel(server, candidates):
+    from ..estimation import support_channel
+
+    params = server.params
+    counts = server._counts
+    if candidates is not None:
+        counts = counts[check_values(candidates, params.d, "candidates", "values in", distinct=True)]
+    p, q = params.probabilities
+    return support_channel(counts, server.n, p, q, rest=counts.size < params.d, what="subset membership")
+
+
 def _compare(epsilon, d, n, f_star, **_):
-    from ..commands.params import affine_l2
+    from ..theory.ocms import affine_l2
 
     if d > MAX_D:
         return []
     sp = Params(epsilon=epsilon, d=d)
     return [ComparisonRow("SS", sp.k, sp.communication_bits, lambda f: sp.variance(n, f),
                           affine_l2(lambda f: sp.variance(n, f), d),
-                          f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)")]
+                          f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)",
+                          server_ops=lambda n_, q: float(n_) * sp.k + d + q, state_bytes=lambda n_, q: 8.0 * d)]
 
 
 def _simulations():
@@ -282,6 +295,6 @@ def _simulations():
 
 
 _base.register_protocol(_base.Protocol(
-    "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare,
+    "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare, channel=_channel,
     simulations=_simulations, audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=4, **kw), _audit_plan,
                                                _effective_epsilon)))

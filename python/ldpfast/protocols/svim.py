@@ -1,6 +1,6 @@
 """SVIM frequent items (Wang, Li, Jha 2018; R3 ``find_singleton``), the set baseline [PS]
 (section 4) compares PrivSketch with on the top-k: three phases over disjoint user groups
-(:func:`ldpfast.privsketch.svim_groups`: G1/G2/G3 = 40%/10%/50%), each with its own
+(:func:`svim_groups`: G1/G2/G3 = 40%/10%/50%), each with its own
 Params/Client/Reports/Server; the parameters of phases 2 and 3 carry what the previous
 phase's server decided, so clients and server agree on it:
 
@@ -15,19 +15,17 @@ phase's server decided, so clients and server agree on it:
   single dummy, which is only ``log(L(e^eps-1)+1)``-LDP (warns).
 
 Each phase is eps-LDP for its users (every user belongs to one group and reports once),
-except ``svim-padded`` with ``reference=True``. :func:`ldpfast.privsketch.svim` runs the
+except ``svim-padded`` with ``reference=True``. :func:`ldpfast.protocols.svim.svim` runs the
 three phases on a :class:`~ldpfast.datasets.SetData` (simulation). OLH here is the CMS+RR estimator with
 ``m = g`` and per-user pairwise-independent hashes over the prime field ([PAN] section
 4.4), on the OCMS kernels, with OLH's ``g = round(e^eps) + 1`` (:func:`ldpfast.theory.olh_g`).
-
-Also importable from :mod:`ldpfast.privsketch` (and :mod:`ldpfast.privsketch_baselines`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
-import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -40,21 +38,24 @@ from ..errors import ParameterError, ReportError
 from .._validate import candidate_array, check_bool, check_epsilon, check_int, check_real, rr_threshold
 from ..kernels.field import PRIME
 from ._local_hashing import OLHReportColumns, check_field_size, olh_perturb
-from ._sets import PrivacyWarning, as_sets, intersect_candidates
+from ._sets import as_sets, intersect_candidates, warn_not_ldp
 from .._base import AuditHooks
+from .._budget import PRECISION, amplified, effective, rr_loss
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
-from ..wire import WireField, bits_for
+from ..uncertainty import PlugIn
+from .._base import WireField, bits_for
 from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
-                    SVIMServerBase, check_candidates, svim_example, svim_g, svim_simulations, uniform_below)
-from ._registration import olh_plan, olh_variance, olh_wire, prime_field_of, rr_epsilon, theory
+                    SVIMServerBase, check_candidates, svim_example, svim_g, uniform_below)
+from ._svim_run import SvimResult, svim, svim_groups, svim_simulations
+from ._registration import olh_model, olh_plan, olh_wire, prime_field_of, rr_epsilon, theory
 
 __all__ = [
     "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
     "SVIMLengthParams", "SVIMLengthReports", "SVIMLengthClient", "SVIMLengthServer",
     "SVIMPaddedParams", "SVIMPaddedReports", "SVIMPaddedClient", "SVIMPaddedServer",
-    "SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L",
+    "SVIM_SHARES", "SVIM_COVERAGE", "SVIM_MAX_L", "svim", "svim_groups", "SvimResult",
 ]
 
 
@@ -140,7 +141,7 @@ class SVIMPaddedParams(_ParamsBase):
     with ``|S ∩ C| = 0`` then reports the dummy's GRR with probability ``p`` and one with
     ``L`` candidates with probability ``q``, so the GRR branch is only
     ``eps' = log(L(e^eps - 1) + 1)``-LDP (:attr:`true_epsilon`); its client emits a
-    :class:`~ldpfast.privsketch.PrivacyWarning`.
+    :class:`~ldpfast.errors.PrivacyWarning`.
     """
 
     protocol: ClassVar[str] = "svim-padded"
@@ -163,6 +164,15 @@ class SVIMPaddedParams(_ParamsBase):
         object.__setattr__(self, "g", svim_g(self.epsilon, self.g))
         object.__setattr__(self, "reference", check_bool("reference", self.reference))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
+        warn_not_ldp(self, stacklevel=4)
+
+    def privacy_warning(self) -> str:
+        """Why these reports are not eps-LDP ("" unless ``reference=True`` with GRR)."""
+        if not self.true_epsilon > self.epsilon:
+            return ""
+        return (f"SVIM phase 3 with reference=True (R3's single dummy) is NOT {self.epsilon:g}-LDP: a user with no "
+                f"candidate reports the dummy far more often; the reports are only {self.true_epsilon:.6g}-LDP "
+                "(log(L (e^eps - 1) + 1)). Use reference=False.")
 
     @property
     def dummies(self) -> int:
@@ -181,8 +191,10 @@ class SVIMPaddedParams(_ParamsBase):
 
     @property
     def grr_epsilon(self) -> float:
-        """The amplified budget ``eps' = log(L(e^eps - 1) + 1)`` of the GRR branch."""
-        return math.log(self.L * math.expm1(self.epsilon) + 1.0)
+        """The amplified budget ``eps' = log(L(e^eps - 1) + 1)`` of the GRR branch, rounded
+        down (:func:`ldpfast._budget.amplified`: sampling one of the ``L`` padded values
+        brings it back to at most ``epsilon``)."""
+        return amplified(self.epsilon, self.L)
 
     @property
     def true_epsilon(self) -> float:
@@ -236,7 +248,7 @@ class SVIMItemClient(SVIMClientBase):
     params_type: ClassVar[type] = SVIMItemParams
 
     def perturb(self, sets) -> SVIMItemReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         offsets, items = as_sets(sets, self.params.d)
         # Padding and sampling to length 1: a uniform item of a non-empty set, else d.
         picks = _core.privsketch_padding_sample(self._keys.key(), offsets, items, 1, self.params.d, self.threads)
@@ -250,7 +262,7 @@ class SVIMLengthClient(SVIMClientBase):
     params_type: ClassVar[type] = SVIMLengthParams
 
     def perturb(self, sets) -> SVIMLengthReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, _ = intersect_candidates(*as_sets(sets, p.d), p.candidates)
         lengths = np.minimum(np.diff(offsets), p.max_length)
@@ -261,20 +273,16 @@ class SVIMPaddedClient(SVIMClientBase):
     """SVIM phase-3 user side: pad ``S ∩ C`` with distinct dummies to ``L``, sample one slot
     (see :class:`SVIMPaddedParams`), then GRR with eps' or OLH(eps). ``rng``: None = OS
     entropy; seeds are for simulation only. With ``reference=True`` (R3's single dummy) it
-    emits :class:`~ldpfast.privsketch.PrivacyWarning` when the GRR branch is used."""
+    emits :class:`~ldpfast.errors.PrivacyWarning` when the GRR branch is used."""
 
     params_type: ClassVar[type] = SVIMPaddedParams
 
     def __init__(self, params, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
-        if params.true_epsilon > params.epsilon:
-            warnings.warn(f"SVIM phase 3 with reference=True (R3's single dummy) is NOT {params.epsilon:g}-LDP: "
-                          f"a user with no candidate reports the dummy far more often; the reports are only "
-                          f"{params.true_epsilon:.6g}-LDP (log(L (e^eps - 1) + 1)). Use reference=False.",
-                          PrivacyWarning, stacklevel=2)
+        warn_not_ldp(params)
 
     def perturb(self, sets) -> SVIMPaddedReports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.privsketch.as_sets`)."""
+        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, positions = intersect_candidates(*as_sets(sets, p.d), p.candidates)
         size = len(p.candidates)
@@ -418,22 +426,25 @@ def _padded_wire(p):
 def _padded_variance(server, candidates):
     p, n = server.params, server.n
     scale = p.L / p.coverage
-    if p.uses_grr:
-        def var(f):
-            return scale**2 * theory().grr_variance(p.grr_epsilon, p.domain, n, np.clip(f / scale, 0.0, 1.0))
-    else:
-        def var(f):
-            return scale**2 * theory().olh_variance(p.epsilon, n, np.clip(f / scale, 0.0, 1.0), g=p.g)
-    return var, f"{PLUG_IN} (the GRR/OLH variance of the padded sample, scaled by (L/coverage)^2)"
+    e = math.exp(p.grr_epsilon if p.uses_grr else p.epsilon)
+    keep, other = (e / (e + p.domain - 1), 1 / (e + p.domain - 1)) if p.uses_grr else (e / (e + p.g - 1), 1 / p.g)
+    return PlugIn(lambda f: scale**2 * theory().sampled_report_variance(keep, other, n, np.asarray(f) / scale),
+                  len(candidates), f"{PLUG_IN} (theory.sampled_report_variance of the padded sample's GRR/OLH, "
+                  "scaled by (L/coverage)^2)",
+                  "(L/coverage) times the share of users whose padded sample is x: f/coverage when no |S & C| "
+                  "exceeds L (R3's estimator)")
+
 
 
 def _padded_epsilon(params):
     if not params.uses_grr:
         return rr_effective_epsilon(params.flip_threshold, params.g)
-    grr_eps = rr_effective_epsilon(params.flip_threshold, params.domain)
+    grr_loss = rr_loss(params.flip_threshold, params.domain)
     if params.reference:           # the single dummy: no amplification (class docstring)
-        return grr_eps
-    return math.log1p(math.expm1(grr_eps) / params.L)
+        return effective(grr_loss)
+    with decimal.localcontext() as ctx:
+        ctx.prec = PRECISION
+        return effective((1 + (grr_loss.exp() - 1) / params.L).ln())
 
 
 def _items_plan(params):
@@ -461,13 +472,15 @@ def _padded_plan(params):
 
 register_protocol(Protocol(
     "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
-    example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire, variance=olh_variance,
+    example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire,
+    variance=olh_model("the share of users whose sampled item is x (1/|S| for each user holding x, empty sets "
+                        "sample the dummy d)", sampled=True),
     simulations=svim_simulations,
     audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
 register_protocol(Protocol(
     "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
     example=svim_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
-    variance=olh_variance,
+    variance=olh_model("the share of users with min(|S & C|, max_length) = l", sampled=False),
     default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
                      _lengths_plan, rr_epsilon("g"))))

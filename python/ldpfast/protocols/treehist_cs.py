@@ -1,8 +1,8 @@
 """TreeHist with Count-Sketch level oracles: the heavy-hitter algorithm of Bassily, Nissim,
 Stemmer and Thakurta ("Practical locally private heavy hitters", NeurIPS 2017 / JMLR 2020)
-with its own frequency oracle, Hashtogram (:mod:`ldpfast.hashtogram`), at every level.
+with its own frequency oracle, Hashtogram (:mod:`ldpfast.protocols.hashtogram`), at every level.
 
-:meth:`ldpfast.hadaheavy.Params.treehist` is the same binary prefix search with [WW]'s
+:meth:`ldpfast.protocols.hadaheavy.Params.treehist` is the same binary prefix search with [WW]'s
 HadaOracle as the level oracle (so that only the alphabet differs from HadaHeavy); this
 module is the original, so [WW] Table 1's TreeHist row can be measured as published.
 
@@ -32,13 +32,12 @@ from .._memory import check_allocation
 from .._validate import (as_values, check_below, check_binary_epsilon, check_int, check_real, optional_index_array)
 from ..errors import ParameterError, ReportError
 from .hadaheavy import HeavyHitters, surviving_prefixes
-from ._hadamard_layout import (GroupBitReports, _random_seed, binary_flip_threshold, gf64_field,
+from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, binary_flip_threshold, gf64_field,
                                hash_coefficients, pow2_at_least)
 from .hashtogram import GroupedSignSketchServer, _uniform
-from .hadaoracle import _parity_sign
 from ..theory import hadamard as _th
 from .._base import AuditHooks
-from ._registration import binary_epsilon, count_sketch_plan, heavy_params
+from ._registration import binary_epsilon, count_sketch_plan, heavy_params, median_of_groups
 
 __all__ = ["Params", "Reports", "Client", "Server"]
 
@@ -48,7 +47,7 @@ class Params(_ParamsBase):
     """TreeHist (Count-Sketch) parameters.
 
     Attributes:
-        epsilon: privacy parameter, in ``(0, 700]``.
+        epsilon: privacy parameter, in [2^-20, 22.18] (binary RR: ``_validate.rr_threshold``).
         d: dictionary size, ``2 <= d <= 2^64``.
         R: Hashtogram groups per level (odd for a well-defined median).
         T: bucket range (power of two); levels with at most ``T`` prefixes are not hashed.
@@ -140,7 +139,7 @@ class Reports(GroupBitReports):
     def wire_fields(cls, params):
         """The group, the Hadamard row and one bit (only the bit when the server assigns
         group and row)."""
-        from ..wire import WireField, bits_for
+        from .._base import WireField, bits_for
 
         return [WireField("groups", bits_for(params.L * params.R), dtype="uint32"),
                 WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
@@ -218,7 +217,7 @@ class Server(GroupedSignSketchServer):
             kept, est = surviving_prefixes(children, est, tau - delta, top)
             if not len(kept):
                 break
-        return HeavyHitters.ranked(kept, est, self.n, examined)
+        return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
 def _example():
@@ -234,7 +233,13 @@ def _simulations():
                            "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),)
 
 
+def _variance(server, candidates):
+    # estimate() answers from the last level: R groups of the users' 1/L there
+    p = server.params
+    return median_of_groups(server, candidates, p.R, p.L * p.R, p.hashed(p.L), signed=True)
+
+
 register_protocol(Protocol(
-    "treehist-cs", Params, Reports, Server, Client, example=_example, simulations=_simulations,
+    "treehist-cs", Params, Reports, Server, Client, example=_example, simulations=_simulations, variance=_variance,
     audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0, hash_seed=1, **kw),
                      count_sketch_plan, binary_epsilon)))

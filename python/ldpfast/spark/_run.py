@@ -21,6 +21,7 @@ import numpy as np
 from .._base import Aggregator, Params, Protocol, Reports, protocol
 from ..arrow import FINGERPRINT_COLUMN
 from ..errors import DTypeError, LdpfastError, ParameterError, ReportError
+from .._optional import require
 from ._tasks import (_DATA_ERRORS, _ERROR, _FETCH_BYTES, _FETCH_PARTITIONS, _FILE, _PIECE_BYTES, _ROWS, _Column,
                      _Exchange, _FirstError, _Job, _Pieces, _fetch_rows, _files_task, _merge_task, _nth_row)
 
@@ -71,10 +72,7 @@ def _column_specs(proto: Protocol, params: Params) -> List[_Column]:
 def _spark_session(spark: Any) -> Any:
     if spark is not None:
         return spark
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:  # pragma: no cover - exercised only without pyspark
-        raise ImportError("ldpfast.spark needs PySpark: pip install 'ldpfast[spark]'") from None
+    SparkSession = require("pyspark.sql", "ldpfast.spark").SparkSession
     active = SparkSession.getActiveSession()
     return active if active is not None else SparkSession.builder.getOrCreate()
 

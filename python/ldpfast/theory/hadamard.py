@@ -13,12 +13,15 @@ here are our (conservative) choices, exposed so callers can override them.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .. import _core
 from .._validate import check_epsilon, check_real
 from ..errors import ParameterError
+from ..kernels.field import gf64_field
+from ._types import RealLike
 
 
 __all__ = [
@@ -181,18 +184,16 @@ def hadaoracle_group_mse(epsilon: float, n: float, k: int, m: int, c_x: float = 
     return coll_mean, var
 
 
-def _gf64_low_bits_map(u: int, bits: int):
+def _gf64_low_bits_map(u: int, bits: int) -> List[int]:
     """The GF(2)-linear map ``a1 -> low ``bits`` bits of a1 * u`` in GF(2^64) (the library's
     hash field), as its 64 column images (one per bit of ``a1``)."""
-    from .. import _core
-    from ..protocols._hadamard_layout import gf64_field
     basis = np.array([1 << j for j in range(64)], dtype=np.uint64)
     products = _core.field_mul(gf64_field(), basis, np.full(64, u, dtype=np.uint64))
     return [int(v) & ((1 << bits) - 1) for v in products]
 
 
-def _gf2_rank(vectors) -> int:
-    basis: list = []
+def _gf2_rank(vectors: Any) -> int:
+    basis: List[int] = []
     for v in vectors:
         for b in basis:
             v = min(v, v ^ b)
@@ -201,7 +202,7 @@ def _gf2_rank(vectors) -> int:
     return len(basis)
 
 
-def hadaoracle_collision_moments(x: int, values, counts, m: int) -> Tuple[float, float]:
+def hadaoracle_collision_moments(x: int, values: RealLike, counts: RealLike, m: int) -> Tuple[float, float]:
     """Exact mean and variance, over HadaOracle's hash ``h(v) = low log2(m) bits of
     (a1 * v + a0)`` in GF(2^64) with uniform ``a0, a1``, of the mass colliding with ``x``:
     ``sum_i counts[i] 1{h(values[i]) = h(x)}`` (entries equal to ``x`` are left out).
@@ -214,7 +215,8 @@ def hadaoracle_collision_moments(x: int, values, counts, m: int) -> Tuple[float,
     if m < 2 or m & (m - 1):
         raise ParameterError(f"m must be a power of two >= 2, got {m}")
     bits = m.bit_length() - 1
-    pairs = [(int(v) ^ int(x), float(c)) for v, c in zip(values, counts) if int(v) != int(x)]
+    pairs = [(int(v) ^ int(x), float(c)) for v, c in zip(np.asarray(values).tolist(), np.asarray(counts).tolist())
+             if int(v) != int(x)]
     maps = [_gf64_low_bits_map(u, bits) for u, _ in pairs]
     mean = sum(c for _, c in pairs) / m
     var = sum(c * c for _, c in pairs) * (1.0 / m) * (1.0 - 1.0 / m)

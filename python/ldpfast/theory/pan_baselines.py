@@ -15,12 +15,13 @@ Frequencies are fractions in ``[0, 1]``, ``n`` is the number of reports and ``e 
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Any, Tuple
 
 import numpy as np
 
 from ..errors import ParameterError
 from .._validate import check_int
+from ._types import Real, RealLike
 from .ocms import _eps, _f, _n, _out
 
 __all__ = [
@@ -62,7 +63,7 @@ def rappor_variances(epsilon: float, variant: str) -> Tuple[float, float]:
     return (e + 1) ** 2 / em1**2, 4 * e / em1**2
 
 
-def cms_rappor_variance(epsilon: float, variant: str, collision, n=1, f=0.0):
+def cms_rappor_variance(epsilon: float, variant: str, collision: RealLike, n: float = 1, f: RealLike = 0.0) -> Real:
     """Variance (= MSE) of the unbiased CMS + RAPPOR estimate of ``f(x)`` when two
     different values collide with probability ``collision`` (``cbar``; ``1/m`` for an
     exactly pairwise-independent family, :func:`ldpfast.kernels.field.collision_probability`
@@ -74,7 +75,7 @@ def cms_rappor_variance(epsilon: float, variant: str, collision, n=1, f=0.0):
     and another symbol (mean 0) otherwise.
     """
     v_eq, v_ne = rappor_variances(epsilon, variant)
-    c = float(collision)
+    c = float(np.asarray(collision))
     if not 0.0 < c < 1.0:
         raise ParameterError(f"collision must be in (0, 1), got {collision!r}")
     n, f = _n(n), _f(f)
@@ -82,7 +83,7 @@ def cms_rappor_variance(epsilon: float, variant: str, collision, n=1, f=0.0):
     return _out(((1 - f) * per_other + f * v_eq) / (n * (1 - c) ** 2))
 
 
-def cms_rappor_mse_limit(epsilon: float, variant: str, n=1, f_star: float = 1.0) -> float:
+def cms_rappor_mse_limit(epsilon: float, variant: str, n: float = 1, f_star: float = 1.0) -> float:
     """The worst-case MSE over ``f <= f_star`` as ``m -> inf`` ([PAN] Appendix G):
     symmetric ``e_h/(n(e_h-1)^2)``; asymmetric ``(f_star (e-1)^2 + 4e)/(n(e-1)^2)`` (the
     paper prints ``4^eps`` for ``4e``, a typo: it is ``f_star V_eq + (1-f_star) V_ne``)."""
@@ -91,7 +92,7 @@ def cms_rappor_mse_limit(epsilon: float, variant: str, n=1, f_star: float = 1.0)
     return max(v_eq, v_ne) / _n(n) if variant == "symmetric" else (fs * v_eq + (1 - fs) * v_ne) / _n(n)
 
 
-def cms_rappor_l2_limit(epsilon: float, variant: str, d: int, n=1) -> float:
+def cms_rappor_l2_limit(epsilon: float, variant: str, d: int, n: float = 1) -> float:
     """The expected l2 loss ``sum_x Var(fhat(x))`` as ``m -> inf`` and ``d >> 1``
     ([PAN] Appendix G): ``d V_ne / n`` (symmetric ``d e_h/(n(e_h-1)^2)``, asymmetric
     ``4de/(n(e-1)^2)``), plus the ``sum_x f(x) (V_eq - V_ne) / n <= (V_eq - V_ne)/n`` the
@@ -128,7 +129,7 @@ def cms_rappor_optimal_m(epsilon: float, variant: str, tau: float = 0.01, max_m:
     return low
 
 
-def _ss_args(epsilon, d, k):
+def _ss_args(epsilon: float, d: int, k: int) -> Any:
     _, e, em1 = _eps(epsilon)
     d = check_int("d", d, 2)
     k = check_int("k", k, 1)
@@ -147,7 +148,7 @@ def subset_selection_probabilities(epsilon: float, d: int, k: int) -> Tuple[floa
     return p, q
 
 
-def subset_selection_variance(epsilon: float, d: int, k: int, n=1, f=0.0):
+def subset_selection_variance(epsilon: float, d: int, k: int, n: float = 1, f: RealLike = 0.0) -> Real:
     """Variance (= MSE) of the Subset Selection estimate ``(C(x)/n - q)/(p - q)``:
     ``[f p(1-p) + (1-f) q(1-q)] / (n (p-q)^2)`` (each user contributes an independent
     indicator with mean ``p`` or ``q``). ``p - q = k (d-k)(e-1)/((d-1)(k e + d - k))`` is
@@ -180,10 +181,11 @@ def pairwise_assignment_bits(n: int, k: int) -> int:
     return 2 * int(math.ceil(math.log2(max(n, k) + 1)))
 
 
-def rhr_original_variance(epsilon: float, k: int, n=1, f=0.0, location_fraction=1.0):
+def rhr_original_variance(epsilon: float, k: int, n: float = 1, f: RealLike = 0.0,
+                          location_fraction: RealLike = 1.0) -> Real:
     """Variance of the original Recursive Hadamard Response estimate (Chen, Kairouz and
     Ozgur 2020) with uniformly random Hadamard rows and ``2^k``-ary randomized response
-    (:mod:`ldpfast.hadamard_variants`; derived here). With ``K = 2^k``,
+    (:mod:`ldpfast.protocols.hadamard_variants`; derived here). With ``K = 2^k``,
     ``c_k = (e + K - 1)/(e - 1)`` and ``F`` the share of users whose value has the
     location ``x // B`` of the queried ``x`` (``x`` included): each user's term is
     ``c_k`` times a sign when its report is one of the two symbols of that location
@@ -199,8 +201,9 @@ def rhr_original_variance(epsilon: float, k: int, n=1, f=0.0, location_fraction=
     return _out((second - _f(f)) / _n(n))
 
 
-def hashtogram_variance(epsilon: float, R: int, T: int, n=1, f=0.0, sum_sq_other=0.0):
-    """Variance (fractions) of Hashtogram's mean-combined estimate (:mod:`ldpfast.hashtogram`)
+def hashtogram_variance(epsilon: float, R: int, T: int, n: float = 1, f: RealLike = 0.0,
+                        sum_sq_other: RealLike = 0.0) -> Real:
+    """Variance (fractions) of Hashtogram's mean-combined estimate (:mod:`ldpfast.protocols.hashtogram`)
     over the randomized response, the Hadamard rows, the users' uniform groups and the draw
     of the pairwise-independent bucket and sign hashes (derived here):
     ``(c_eps^2 - f)/n + (sum_sq_other - (1 - f)/n)/(R T)`` with
@@ -215,7 +218,7 @@ def hashtogram_variance(epsilon: float, R: int, T: int, n=1, f=0.0, sum_sq_other
     R = check_int("R", R, 1)
     T = check_int("T", T, 2)
     n, f = _n(n), _f(f)
-    return _out((c * c - f) / n + (float(sum_sq_other) - (1 - f) / n) / (R * T))
+    return _out((c * c - f) / n + (float(np.asarray(sum_sq_other)) - (1 - f) / n) / (R * T))
 
 
 def _th_c_eps(epsilon: float) -> float:
@@ -223,7 +226,7 @@ def _th_c_eps(epsilon: float) -> float:
     return (e + 1) / em1
 
 
-def reconstruction_matrix(P) -> np.ndarray:
+def reconstruction_matrix(P: RealLike) -> np.ndarray:
     """[PAN] section 2 / Appendix A: the least-squares decoder ``Q = (P^T P)^-1 P^T`` of a
     mechanism with ``P[u, v] = Pr(M(v) = u)`` (outputs x inputs, each column a distribution,
     full column rank). Decoding output ``u`` returns ``Q[:, u]``; since ``QP = I`` its
@@ -243,11 +246,11 @@ def reconstruction_matrix(P) -> np.ndarray:
     return np.linalg.solve(P.T @ P, P.T)
 
 
-def reconstruction_variances(P) -> np.ndarray:
+def reconstruction_variances(P: RealLike) -> np.ndarray:
     """``V[a, b] = Var(R(a)[b])`` for the least-squares decoder of ``P``: the variance of
     coordinate ``b`` of the decoded vector when the input is ``a``,
     ``sum_u P[u, a] Q[b, u]^2 - 1[a = b]``. For k-ary RR this is ``V_eq`` on the diagonal
     and ``V_ne`` elsewhere ([PAN] Eq. 12), the inputs of every CMS variance."""
     P = np.asarray(P, dtype=np.float64)
     Q = reconstruction_matrix(P)
-    return ((Q * Q) @ P).T - np.eye(P.shape[1])
+    return np.asarray(((Q * Q) @ P).T - np.eye(P.shape[1]))

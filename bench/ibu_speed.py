@@ -1,0 +1,67 @@
+"""IBU speed: ldpfast's implicit-channel EM against multi-freq-ldpy's IBU (a dense ``d x d``
+channel matrix, numba-compiled), same GRR data, same number of iterations, same run.
+
+    PYTHONPATH=python python3 bench/ibu_speed.py [--iterations 300]
+
+multi-freq-ldpy is a peer, not a dependency: install it in a scratch environment
+(``pip install multi-freq-ldpy``) to get its column; without it only ours is timed.
+Times are process CPU seconds per run of ``--iterations`` EM steps (median of 3; the
+numba compilation is excluded by a warm-up call). Both start from the uniform vector and
+run exactly that many steps (tolerances set below reach), so the outputs agree to
+rounding, which is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from ldpfast import estimation
+from ldpfast.protocols import grr
+
+
+def cpu(fn, *args, repeat: int = 3, **kwargs):
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.process_time()
+        out = fn(*args, **kwargs)
+        times.append(time.process_time() - start)
+    return out, statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=300)
+    parser.add_argument("--n", type=int, default=100_000)
+    args = parser.parse_args()
+    try:
+        from multi_freq_ldpy.estimators.Histogram_estimator import IBU as peer_ibu
+    except ImportError:
+        peer_ibu = None
+    print("| d | ldpfast CPU s | multi-freq-ldpy CPU s | ratio | max abs difference |")
+    print("|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for d in (64, 256, 1024, 4096):
+        params = grr.Params(epsilon=1.0, d=d)
+        values = np.minimum(rng.zipf(1.3, size=args.n) - 1, d - 1)
+        server = grr.Server(params).update(grr.Client(params, rng=1).perturb(values))
+        channel = estimation.channel_of(server)
+        fit, ours_s = cpu(estimation.ibu, channel, tol=1e-300, max_iter=args.iterations)
+        ours = fit.values
+        if peer_ibu is None:
+            print(f"| {d} | {ours_s:.4f} | (not installed) | | |")
+            continue
+        p, q = params.keep_probability, params.other_probability
+        dense = np.full((d, d), q) + (p - q) * np.eye(d)
+        observed = server.counts / server.n
+        peer_ibu(d, dense, observed, 2, 1e-300, "max_abs")          # numba warm-up
+        theirs, theirs_s = cpu(peer_ibu, d, dense, observed, args.iterations, 1e-300, "max_abs")
+        print(f"| {d} | {ours_s:.4f} | {theirs_s:.4f} | {theirs_s / ours_s:.1f}x | "
+              f"{float(np.abs(ours - theirs).max()):.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""IBU (expectation-maximisation) and maximum-likelihood frequency estimates from a
+:class:`~ldpfast.estimation.channel.Channel`.
+
+Both maximise the channel's log-likelihood ``L(f) = sum_j y_j log (A f)_j`` over the
+probability simplex (the candidates' frequencies and, when present, the rest column):
+
+* :func:`ibu` runs the EM / iterative Bayesian update ``f <- f * A^T(y/(Af)) / sum(y)``
+  from the uniform vector (Agrawal and Aggarwal 2001; ElSalamouny and Palamidessi 2020).
+  Each step costs one ``forward`` and one ``adjoint`` and never decreases ``L``.
+* :func:`mle` returns the maximiser itself: exactly (to rounding) by a one-dimensional
+  dual search when the likelihood is separable (symbol and support channels), else by EM
+  accelerated with SQUAREM, run to a tight gap.
+
+**Convergence rule.** ``L`` is concave, so with the gradient ``g = A^T(y/(Af))`` at ``f``,
+``L(f*) - L(f) <= max_x g_x - sum_x f_x g_x = max_x g_x - sum(y)`` (the Frank-Wolfe
+duality gap). Iteration stops when that certified gap per unit of observed weight,
+``(max g - sum y)/sum y`` (per report for a categorical channel, per report and candidate
+for support counts), is below ``tol`` (or after ``max_iter`` steps; the result records
+the gap reached).
+
+**Uncertainty.** :func:`fisher_std` gives standard errors from the expected Fisher
+information at the estimate, restricted to the simplex:
+``Cov = (D^-1 - D^-1 1 1' D^-1 / 1'D^-1 1) / n`` for a diagonal information ``D`` (the
+symbol and support channels), or the same projection of a dense information matrix for
+other channels with few columns, less the users' own multinomial variance
+``f (1 - f)/n`` (the estimates are of the users who reported, not of a population).
+These are asymptotic (interior-point) standard errors; near the boundary ``f = 0`` the
+estimates are biased upwards and the normal approximation is poor. For a composite
+likelihood they ignore the correlation between candidates' counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from ..errors import ParameterError
+from .channel import Channel, Separable
+
+__all__ = ["Fit", "ibu", "mle", "fisher_std", "log_likelihood", "duality_gap"]
+
+_TINY = 1e-300
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """A fitted frequency vector.
+
+    Attributes:
+        values: the frequencies of the channel's columns (the candidates, then the rest
+            column when the channel has one); non-negative, summing to 1.
+        iterations: EM steps taken (0 for the exact separable solver).
+        gap: the certified log-likelihood gap per unit of observed weight at ``values``
+            (see the module docstring); rounding-level for the exact solver.
+        converged: whether ``gap <= tol`` was reached.
+        method: ``"ibu"`` or ``"mle"``.
+    """
+
+    values: np.ndarray
+    iterations: int
+    gap: float
+    converged: bool
+    method: str
+
+
+def _check_options(tol: float, max_iter: int) -> Tuple[float, int]:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0.0 < tol < 1.0:
+        raise ParameterError(f"tol must be in (0, 1), got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ParameterError(f"max_iter must be a positive integer, got {max_iter!r}")
+    return float(tol), int(max_iter)
+
+
+def log_likelihood(channel: Channel, f: np.ndarray) -> float:
+    """``sum_j y_j log (A f)_j`` (cells with ``y_j = 0`` contribute nothing)."""
+    y = channel.observed
+    used = y > 0
+    return float(np.dot(y[used], np.log(np.maximum(channel.forward(f)[used], _TINY))))
+
+
+def _gradient(channel: Channel, f: np.ndarray) -> np.ndarray:
+    y = channel.observed
+    return channel.adjoint(np.divide(y, np.maximum(channel.forward(f), _TINY)))
+
+
+def duality_gap(channel: Channel, f: np.ndarray) -> float:
+    """The certified bound ``(max_x g_x - sum y)/sum y >= (L(f*) - L(f))/sum y``."""
+    g = _gradient(channel, f)
+    total = float(channel.observed.sum())
+    return max(float(g.max()) - total, 0.0) / total
+
+
+def _em(channel: Channel, f: np.ndarray, tol: float, max_iter: int, method: str) -> Fit:
+    total = float(channel.observed.sum())
+    gap = math.inf
+    for it in range(max_iter + 1):
+        g = _gradient(channel, f)
+        gap = max(float(g.max()) - total, 0.0) / total
+        if gap <= tol or it == max_iter:
+            return Fit(f, it, gap, gap <= tol, method)
+        f = f * g / total
+        f /= f.sum()                # keeps rounding from drifting off the simplex
+    raise AssertionError("unreachable")
+
+
+def ibu(channel: Channel, tol: float = 1e-7, max_iter: int = 10_000, start: Optional[np.ndarray] = None) -> Fit:
+    """Iterative Bayesian update (EM) from ``start`` (default uniform over the columns),
+    until the certified gap per unit of observed weight is ``<= tol`` or ``max_iter`` steps."""
+    tol, max_iter = _check_options(tol, max_iter)
+    f = np.full(channel.columns, 1.0 / channel.columns) if start is None else np.asarray(start, dtype=np.float64)
+    return _em(channel, f.copy(), tol, max_iter, "ibu")
+
+
+def mle(channel: Channel, tol: float = 1e-10, max_iter: int = 100_000) -> Fit:
+    """The maximum-likelihood frequencies: exact for a separable channel, else EM from the
+    uniform vector to a certified gap ``<= tol`` per unit of observed weight."""
+    tol, max_iter = _check_options(tol, max_iter)
+    if channel.separable is not None:
+        values = _separable_mle(channel.separable, channel.columns)
+        if values is not None:
+            return Fit(values, 0, duality_gap(channel, values), True, "mle")
+    return _squarem(channel, np.full(channel.columns, 1.0 / channel.columns), tol, max_iter)
+
+
+def _squarem(channel: Channel, f: np.ndarray, tol: float, max_iter: int) -> Fit:
+    """EM accelerated by SQUAREM (Varadhan and Roland 2008, scheme S3): two EM steps give
+    ``r = f1 - f0`` and ``v = f2 - 2 f1 + f0``; the step ``f0 - 2 a r + a^2 v`` with
+    ``a = -|r|/|v|`` (floored at ``1e-8 f``, renormalized) is kept only when one EM step from it does
+    not lower the likelihood, else the plain EM iterate is. ``iterations`` counts EM steps."""
+    total = float(channel.observed.sum())
+
+    def step(x: np.ndarray) -> Tuple[np.ndarray, float]:
+        g = _gradient(channel, x)
+        out = x * g / total
+        return out / out.sum(), max(float(g.max()) - total, 0.0) / total
+
+    steps = 0
+    while True:
+        f1, gap = step(f)
+        steps += 1
+        if gap <= tol or steps >= max_iter:
+            return Fit(f, steps - 1, gap, gap <= tol, "mle")
+        f2, _ = step(f1)
+        r, v = f1 - f, f2 - 2.0 * f1 + f
+        norm_v = float(np.linalg.norm(v))
+        alpha = -float(np.linalg.norm(r)) / norm_v if norm_v > 0 else -1.0
+        alpha = min(alpha, -1.0)
+        # never exactly 0: EM cannot revive a zeroed coordinate
+        jump = np.maximum(f - 2.0 * alpha * r + alpha * alpha * v, 1e-8 * f)
+        candidate, _ = step(jump / jump.sum())
+        steps += 2
+        f = candidate if log_likelihood(channel, candidate) >= log_likelihood(channel, f2) else f2
+
+
+# -- the separable likelihood: one-dimensional dual search ---------------------------------------
+def _column_optimum(s: Separable, lam: float) -> np.ndarray:
+    """Per column, the ``f_x >= 0`` where the derivative of its term equals ``lam``."""
+    b = s.b
+    mu = lam / b
+    if s.y0 is None:
+        # y1 b/(a + b f) = lam  ->  pi = y1 / mu
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pi = np.where(mu > 0, s.y1 / mu, np.inf)
+    else:
+        # y1/pi - y0/(1 - pi) = mu  ->  mu pi^2 - (mu + t) pi + y1 = 0, t = y1 + y0 (stable root)
+        t = s.y1 + s.y0
+        disc = np.sqrt(np.maximum((mu + t) ** 2 - 4.0 * mu * s.y1, 0.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pi = np.where(mu + t + disc > 0, 2.0 * s.y1 / (mu + t + disc), 1.0)
+    return np.asarray(np.maximum((pi - s.a) / b, 0.0))
+
+
+def _separable_mle(s: Separable, columns: int) -> Optional[np.ndarray]:
+    k = s.a.size
+
+    def mass(lam: float) -> float:
+        return float(_column_optimum(s, lam).sum())
+
+    if s.free_rest and mass(0.0) <= 1.0:
+        lam = 0.0                   # the unconstrained optimum already leaves room for the rest
+    else:
+        # mass() decreases in lam; bracket the root of mass(lam) = 1, then bisect to rounding
+        total = float(s.y1.sum() + (0.0 if s.y0 is None else s.y0.sum()))
+        lo, hi = (-total, 0.0) if s.y0 is not None else (0.0, total)
+        if s.y0 is None:
+            hi = max(hi, 1e-300)
+            while mass(hi) > 1.0:
+                lo, hi = hi, hi * 2.0
+        else:
+            step = max(total, 1.0)
+            lo, hi = -step, step
+            for _ in range(60):
+                if mass(lo) >= 1.0:
+                    break
+                lo *= 4.0
+            else:
+                return None         # no reports support any candidate: no dual bracket
+            while mass(hi) > 1.0:
+                hi *= 2.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if mid in (lo, hi):
+                break
+            if mass(mid) > 1.0:
+                lo = mid
+            else:
+                hi = mid
+        lam = hi
+    f = _column_optimum(s, lam)
+    if s.free_rest:
+        f = np.append(f, max(1.0 - float(f.sum()), 0.0))
+    f = f / f.sum()
+    assert f.size == columns == k + int(s.free_rest)
+    return np.asarray(f)
+
+
+# -- standard errors --------------------------------------------------------------------------
+_DENSE_COLUMNS = 4096
+_DENSE_CELLS = 1 << 24
+
+
+def fisher_std(channel: Channel, f: np.ndarray) -> Tuple[np.ndarray, str]:
+    """Standard errors of the columns' frequencies from the expected Fisher information
+    at ``f`` on the simplex (see the module docstring), and a note. NaN when the
+    information is dense and the channel has more than 4096 columns.
+
+    The information treats the users as drawn from a population with frequencies ``f``;
+    the estimates describe the users who reported, so the multinomial variance of that
+    draw, ``f (1 - f)/n``, is subtracted (for GRR in the interior this gives exactly the
+    closed-form variance of the unbiased estimate, which the MLE then equals)."""
+    std, note = _fisher_population_std(channel, f)
+    fixed = np.maximum(std * std - f * (1.0 - f) / channel.n, 0.0)
+    return np.sqrt(fixed), note + ", less the users' own sampling variance"
+
+
+def _fisher_population_std(channel: Channel, f: np.ndarray) -> Tuple[np.ndarray, str]:
+    n = channel.n
+    if channel.information is not None:
+        info = channel.information(f)
+        with np.errstate(divide="ignore"):
+            inv = np.where(info > 0, 1.0 / info, np.inf)
+        finite = np.isfinite(inv)
+        if finite.all():
+            s = float(inv.sum())
+            var = inv - inv * inv / s
+        else:                       # a column the likelihood leaves free absorbs the constraint
+            var = np.where(finite, inv, np.nan)
+        return np.sqrt(np.maximum(var, 0.0) / n), "expected Fisher information at the estimate (diagonal)"
+    if channel.columns > _DENSE_COLUMNS or channel.observed.size * channel.columns > _DENSE_CELLS:
+        return (np.full(channel.columns, np.nan),
+                f"no standard errors: the information matrix is dense and the channel has more than "
+                f"{_DENSE_COLUMNS} columns or {_DENSE_CELLS} cells x columns")
+    a = channel.dense()
+    if channel.column_sum is None:      # cells are reports: the observed information per report
+        pi = np.maximum(a @ f, _TINY)
+        info = (a.T / (pi * pi)) @ a / n
+    else:
+        info = (a.T / np.maximum(a @ f, _TINY)) @ a     # E[y] = n A f: per report, A' diag(1/(Af)) A
+    # tangent space of the simplex: the columns' deviations from their mean
+    k = channel.columns
+    basis = np.eye(k)[:, :-1] - np.eye(k)[:, -1:]
+    cov_t = np.linalg.pinv(basis.T @ info @ basis)
+    cov = basis @ cov_t @ basis.T
+    return np.sqrt(np.maximum(np.diag(cov), 0.0) / n), "expected Fisher information at the estimate (dense)"

@@ -1,0 +1,341 @@
+"""Shared simulations for the calibration of every protocol's standard errors, intervals
+and heavy-hitter tests (``tests/test_calibration.py``, ``bench/estimates_calibration.py``).
+
+For each registered protocol, :data:`CASES` holds a small configuration, fixed client
+inputs and the exact value of the protocol's stated :attr:`Estimate.target` for every
+candidate, computed here independently from the inputs and the public hash functions
+(the true frequency ``f``; a sketch frequency; the median over groups of each group's
+expectation; ...). :func:`simulate` runs seeded repetitions and returns, per run and
+candidate, the estimate, the interval, and the heavy hitters declared at one threshold,
+so that coverage and the false-discovery rate are measured on the same runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Callable, Dict, List, Tuple
+
+import numpy as np
+
+import ldpfast as lf
+from ldpfast._base import protocols
+from ldpfast.protocols import (blh, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram, multi_pcms,
+                               npcms, ocms, pem, pgr, privsketch, privsketch_ldp, ps_olh, rappor_cms, rhr,
+                               subset_selection, svim, treehist_cs)
+
+#: Users per run (values protocols) and the frequencies of the 40-value data set: four heavy
+#: values, 36 exactly at THRESHOLD (the boundary of the null hypothesis f <= THRESHOLD).
+N_VALUES = 20_000
+THRESHOLD = 0.01
+FREQS = np.r_[[0.25, 0.2, 0.12, 0.07], np.full(36, THRESHOLD)]
+D = FREQS.size
+N_SETS = 4000
+D_SETS = 60
+
+
+def value_data(n: int = N_VALUES, freqs: np.ndarray = FREQS) -> np.ndarray:
+    counts = np.round(freqs * n).astype(int)
+    counts[0] += n - counts.sum()
+    return np.repeat(np.arange(freqs.size), counts)
+
+
+def set_data(n: int = N_SETS, d: int = D_SETS, seed: int = 4) -> Tuple[np.ndarray, np.ndarray]:
+    """Users holding 0..3 items; items 0..3 are popular (each in ~30% of the sets), as the
+    ``(offsets, items)`` arrays the clients take."""
+    rng = np.random.default_rng(seed)
+    sets = []
+    for _ in range(n):
+        popular = [i for i in range(4) if rng.random() < 0.3]
+        rest = rng.choice(np.arange(4, d), size=int(rng.integers(0, 3)), replace=False).tolist()
+        sets.append(sorted(popular + rest)[:3])
+    offsets = np.cumsum([0] + [len(x) for x in sets]).astype(np.int64)
+    return offsets, np.array([v for x in sets for v in x], dtype=np.uint64)
+
+
+def _lists(data: Tuple[np.ndarray, np.ndarray]) -> List[List[int]]:
+    offsets, items = data
+    return [items[a:b].astype(np.int64).tolist() for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def _f(values: np.ndarray, d: int) -> np.ndarray:
+    return np.bincount(values, minlength=d) / values.size
+
+
+def _membership(sets: List[List[int]], d: int) -> np.ndarray:
+    """(n, d) bool: user i holds item x."""
+    out = np.zeros((len(sets), d), dtype=bool)
+    for i, s in enumerate(sets):
+        out[i, s] = True
+    return out
+
+
+# -- targets ------------------------------------------------------------------------------------
+def frequency(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    return _f(data, params.d)[candidates]
+
+
+def layout_collisions(params: Any, data: Any, candidates: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """(groups, candidates): the share of users whose value the group's hash maps onto the
+    candidate's bucket (the candidate's own holders included)."""
+    layout = params.layout()
+    f = _f(data, params.d)
+    xs = np.arange(params.d, dtype=np.uint64)
+    out = np.empty((groups.size, candidates.size))
+    for row, g in enumerate(groups):
+        buckets = layout.group_hashes(np.full(params.d, g, dtype=np.int64), xs).astype(np.int64)
+        out[row] = np.bincount(buckets, weights=f)[buckets[candidates]]
+    return out
+
+
+def cmshe_target(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    m = params.m
+    mean = layout_collisions(params, data, candidates, np.arange(params.k)).mean(axis=0)
+    return m / (m - 1.0) * mean - 1.0 / (m - 1.0)
+
+
+def hadaoracle_target(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    return np.median(layout_collisions(params, data, candidates, np.arange(params.k)), axis=0)
+
+
+def hadaheavy_target(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    groups = np.arange((params.t - 1) * params.k, params.t * params.k)
+    return np.median(layout_collisions(params, data, candidates, groups), axis=0)
+
+
+def signed_collisions(params: Any, data: Any, candidates: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    f = _f(data, params.d)
+    xs = np.arange(params.d, dtype=np.uint64)
+    out = np.empty((groups.size, candidates.size))
+    for row, g in enumerate(groups):
+        bucket, sign = params.hashes(np.full(params.d, g, dtype=np.int64), xs)
+        bucket = bucket.astype(np.int64)
+        out[row] = np.bincount(bucket, weights=f * sign)[bucket[candidates]] * sign[candidates]
+    return out
+
+
+def hashtogram_target(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    per_group = signed_collisions(params, data, candidates, np.arange(params.R))
+    return np.median(per_group, axis=0) if params.combine == "median" else per_group.mean(axis=0)
+
+
+def treehist_target(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    if not params.hashed(params.L):
+        return frequency(params, data, candidates)
+    groups = np.arange((params.L - 1) * params.R, params.L * params.R)
+    return np.median(signed_collisions(params, data, candidates, groups), axis=0)
+
+
+def sketch_rows(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    """(n, K, candidates) bool: user i's sketch has a 1 in the candidate's row-k cell."""
+    cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)        # (d, K)
+    sets = _lists(sets)
+    held = np.zeros((len(sets), params.K * params.M), dtype=bool)
+    for i, s in enumerate(sets):
+        if s:
+            held[i, cells[s].ravel()] = True
+    return held[:, cells[candidates].T]                                                # (n, K, cand)
+
+
+def count_mean(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    return sketch_rows(params, sets, candidates).mean(axis=(0, 1))
+
+
+def count_min(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    return sketch_rows(params, sets, candidates).all(axis=1).mean(axis=0)
+
+
+def min_of_rows(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    return sketch_rows(params, sets, candidates).mean(axis=0).min(axis=0)
+
+
+def npcms_target(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    cells = params.hash(np.arange(params.d, dtype=np.uint64)).astype(np.int64)          # (d, K)
+    match = (cells[:, None, :] == cells[None, candidates, :]).mean(axis=2)               # (d, cand)
+    sets = _lists(sets)
+    assert max(len(s) for s in sets) <= params.L
+    return _membership(sets, params.d).astype(np.float64).mean(axis=0) @ match
+
+
+def sampled_share(width: Callable[[int], int]) -> Callable[[Any, Any, np.ndarray], np.ndarray]:
+    """The share of users whose sampled slot is the candidate, each of a user's items in one
+    of ``width(|S|)`` slots."""
+    def target(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+        weights = np.zeros(params.d)
+        sets = _lists(data)
+        for s in sets:
+            if s:
+                weights[s] += 1.0 / width(len(s))
+        return weights[candidates] / len(sets)
+    return target
+
+
+def ps_olh_target(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    return params.pad_len * sampled_share(lambda size: max(params.pad_len, size))(params, sets, candidates)
+
+
+def svim_lengths_target(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    cand = set(params.candidates)
+    sets = _lists(sets)
+    lengths = [min(len(cand.intersection(s)), params.max_length) for s in sets]
+    return np.bincount(lengths, minlength=params.max_length + 1)[candidates] / len(sets)
+
+
+def svim_padded_target(params: Any, sets: Any, candidates: np.ndarray) -> np.ndarray:
+    cand = list(params.candidates)
+    position = {c: i for i, c in enumerate(cand)}
+    weights = np.zeros(len(cand))
+    sets = _lists(sets)
+    for s in sets:
+        inside = [position[x] for x in s if x in position]
+        if inside:
+            weights[inside] += 1.0 / max(params.L, len(inside))
+    share = weights / len(sets)
+    return params.L / params.coverage * share[[position[int(c)] for c in candidates]]
+
+
+@dataclasses.dataclass
+class Case:
+    """``exact``: the model's intervals have exactly their level (False: a bound, covering
+    at least it); ``linear``: the estimator is unbiased for the target (not a median or a
+    minimum)."""
+
+    params: Callable[[], Any]
+    data: Callable[[], Any]
+    target: Callable[[Any, Any, np.ndarray], np.ndarray]
+    threshold: float = THRESHOLD
+    exact: bool = True
+    linear: bool = True
+
+
+_SETS = set_data
+
+
+CASES: Dict[str, Case] = {
+    "grr": Case(lambda: lf.protocols.grr.Params(epsilon=2.0, d=D), value_data, frequency),
+    "hrr": Case(lambda: hadamard.HRRParams(epsilon=2.0, d=D), value_data, frequency),
+    "he": Case(lambda: hadamard.HEParams(epsilon=2.0, d=D), value_data, frequency),
+    "ocms": Case(lambda: ocms.Params.optimal(epsilon=2.0, d=D, field="compact"), value_data, frequency),
+    "olh": Case(lambda: lf.protocols.olh.OLHParams(epsilon=2.0, d=D), value_data, frequency),
+    "rhr": Case(lambda: rhr.RHRParams(epsilon=3.0, d=D), value_data, frequency),
+    "blh": Case(lambda: blh.Params(epsilon=2.0, d=D), value_data, frequency),
+    "pgr": Case(lambda: pgr.Params(epsilon=2.0, d=D), value_data, frequency),
+    "pem": Case(lambda: pem.Params.create(epsilon=2.0, d=D, n=N_VALUES), value_data, frequency),
+    "rhr-original": Case(lambda: hadamard_variants.RHROriginalParams(epsilon=3.0, d=D), value_data, frequency),
+    "ss": Case(lambda: subset_selection.Params(epsilon=2.0, d=D), lambda: value_data(5000), frequency),
+    "cms-rappor": Case(lambda: rappor_cms.Params(epsilon=2.0, d=D, m=16, variant="asymmetric",
+                                                 field_size=lf.kernels.field.next_prime(D + 1)), value_data, frequency),
+    "cmshe": Case(lambda: hadamard.CMSHEParams(epsilon=2.0, d=D, k=8, m=16, hash_seed=1), value_data, cmshe_target),
+    "cmshe-apple": Case(lambda: hadamard_variants.AppleCMSHEParams(epsilon=2.0, d=D, k=8, m=16, hash_seed=1),
+                        value_data, cmshe_target),
+    "hadaoracle": Case(lambda: hadaoracle.Params(epsilon=2.0, d=D, k=9, m=64, hash_seed=3), value_data,
+                       hadaoracle_target, linear=False),
+    "hadaheavy": Case(lambda: hadaheavy.Params.create(epsilon=2.0, d=D, n=N_VALUES, b=3, k=9, m=64, hash_seed=3),
+                      value_data, hadaheavy_target, linear=False),
+    "hadaoracle/hashed": Case(lambda: hadaoracle.Params(epsilon=2.0, d=D, k=9, m=8, hash_seed=3), value_data,
+                              hadaoracle_target, exact=False, linear=False),
+    "hadaheavy/hashed": Case(lambda: hadaheavy.Params.create(epsilon=2.0, d=D, n=N_VALUES, b=3, k=9, m=8, hash_seed=3),
+                             value_data, hadaheavy_target, exact=False, linear=False),
+    "hashtogram": Case(lambda: hashtogram.Params(epsilon=2.0, d=D, R=9, T=32, hash_seed=3), value_data,
+                       hashtogram_target, exact=False, linear=False),
+    "hashtogram/mean": Case(lambda: hashtogram.Params(epsilon=2.0, d=D, R=9, T=32, combine="mean", hash_seed=3),
+                            value_data, hashtogram_target),
+    "treehist-cs": Case(lambda: treehist_cs.Params(epsilon=2.0, d=D, R=5, T=64, delta=100.0, tau=400.0,
+                                                   hash_seed=3), value_data, treehist_target, linear=False),
+    "treehist-cs/hashed": Case(lambda: treehist_cs.Params(epsilon=2.0, d=D, R=5, T=16, delta=100.0, tau=400.0,
+                                                          hash_seed=3), value_data, treehist_target,
+                               exact=False, linear=False),
+    "privsketch-ldp": Case(lambda: privsketch_ldp.SafeParams.create(epsilon=2.0, d=D_SETS, K=2, M=8, seed=1),
+                           _SETS, count_mean, 0.3, exact=False),
+    "multi-pcms-mean": Case(lambda: multi_pcms.MultiPCMSMeanParams.create(epsilon=8.0, d=D_SETS, K=2, M=4, seed=1),
+                            _SETS, count_mean, 0.3, exact=False),
+    "multi-pcms-min": Case(lambda: multi_pcms.MultiPCMSMinParams.create(epsilon=16.0, d=D_SETS, K=2, M=4, seed=1),
+                           _SETS, min_of_rows, 0.3, exact=False, linear=False),
+    "privsketch": Case(lambda: privsketch.Params.create(epsilon=2.0, d=D_SETS, K=2, M=8, seed=1), _SETS,
+                       count_min, 0.3),
+    "privsketch-nosmp": Case(lambda: privsketch.NoSmpParams.create(epsilon=16.0, d=D_SETS, K=2, M=4, seed=1),
+                             _SETS, count_min, 0.3),
+    "npcms": Case(lambda: npcms.Params.create(epsilon=8.0, d=D_SETS, K=2, M=8, seed=1, L=3), _SETS,
+                  npcms_target, 0.3, exact=False),
+    "ps-olh": Case(lambda: ps_olh.PSOLHParams(epsilon=2.0, d=D_SETS, pad_len=3), _SETS, ps_olh_target, 0.1),
+    "svim-items": Case(lambda: svim.SVIMItemParams(epsilon=2.0, d=D_SETS), _SETS,
+                       sampled_share(lambda size: size), 0.05),
+    "svim-lengths": Case(lambda: svim.SVIMLengthParams(epsilon=2.0, d=D_SETS, candidates=tuple(range(8))), _SETS,
+                         svim_lengths_target, 0.1),
+    "svim-padded": Case(lambda: svim.SVIMPaddedParams(epsilon=2.0, d=D_SETS, candidates=tuple(range(0, 60, 3)), L=3),
+                        _SETS, svim_padded_target, 0.1),
+}
+
+
+#: Null scenarios (the issue's reproducer for GRR): d = 200 values all at frequency 1/200, the
+#: threshold, so every declaration is false and the FDR is P(any declaration).
+D_NULL = 200
+NULL_PARAMS: Dict[str, Callable[[], Any]] = {
+    "grr": lambda: lf.protocols.grr.Params(epsilon=2.0, d=D_NULL),
+    "hrr": lambda: hadamard.HRRParams(epsilon=2.0, d=D_NULL),
+    "he": lambda: hadamard.HEParams(epsilon=2.0, d=D_NULL),
+    "ocms": lambda: ocms.Params.optimal(epsilon=2.0, d=D_NULL, field="compact"),
+    "olh": lambda: lf.protocols.olh.OLHParams(epsilon=2.0, d=D_NULL),
+    "rhr": lambda: rhr.RHRParams(epsilon=3.0, d=D_NULL),
+    "rhr-original": lambda: hadamard_variants.RHROriginalParams(epsilon=3.0, d=D_NULL),
+    "ss": lambda: subset_selection.Params(epsilon=2.0, d=D_NULL),
+    "cms-rappor": lambda: rappor_cms.Params(epsilon=2.0, d=D_NULL, m=16, variant="asymmetric",
+                                            field_size=lf.kernels.field.next_prime(D_NULL + 1)),
+    "hadaoracle": lambda: hadaoracle.Params(epsilon=2.0, d=D_NULL, k=9, m=256, hash_seed=3),
+    "hadaheavy": lambda: hadaheavy.Params.create(epsilon=2.0, d=D_NULL, n=N_VALUES, b=4, k=9, m=256, hash_seed=3),
+    "treehist-cs": lambda: treehist_cs.Params(epsilon=2.0, d=D_NULL, R=5, T=256, delta=100.0, tau=400.0,
+                                              hash_seed=3),
+}
+for _pid, _make in NULL_PARAMS.items():
+    CASES[f"{_pid}/null"] = Case(_make, lambda: value_data(freqs=np.full(D_NULL, 1.0 / D_NULL)),
+                                 hadaheavy_target if _pid == "hadaheavy" else frequency, 1.0 / D_NULL,
+                                 linear=_pid not in ("hadaoracle", "hadaheavy", "treehist-cs"))
+
+
+@dataclasses.dataclass
+class Runs:
+    """``values``, ``std``, ``low``, ``high`` (runs x candidates; intervals at ``alpha``),
+    ``declared`` (runs x candidates, bool: heavy hitters at ``fdr`` and the case's
+    threshold), ``target`` (candidates), ``null`` (candidates with target <= threshold)."""
+
+    values: np.ndarray
+    std: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    declared: np.ndarray
+    target: np.ndarray
+    null: np.ndarray
+    note: str
+
+    @property
+    def coverage(self) -> np.ndarray:
+        """Per candidate: the share of runs whose interval covers the target."""
+        return ((self.low <= self.target) & (self.target <= self.high)).mean(axis=0)
+
+    @property
+    def false_discovery_proportions(self) -> np.ndarray:
+        false = (self.declared & self.null).sum(axis=1)
+        return false / np.maximum(self.declared.sum(axis=1), 1)
+
+
+def simulate(name: str, runs: int, alpha: float = 0.1, fdr: float = 0.1, seed: int = 0) -> Runs:
+    """``runs`` seeded repetitions of the case ``name`` (a protocol id, or ``id/variant``)."""
+    case = CASES[name]
+    proto = protocols()[name.split("/")[0]]
+    params, data = case.params(), case.data()
+    out: Dict[str, List[np.ndarray]] = {k: [] for k in ("values", "std", "low", "high", "declared")}
+    candidates = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # PrivSketch's ordering matrix: simulated on purpose
+        for r in range(runs):
+            server = proto.aggregator(params).update(proto.client(params, rng=seed * 100_003 + r).perturb(data))
+            est = server.frequencies()
+            low, high = est.confidence_interval(alpha)
+            declared = np.isin(est.candidates, est.heavy_hitters(case.threshold, fdr=fdr).candidates)
+            for key, value in zip(out, (est.values, est.std, low, high, declared)):
+                out[key].append(value)
+            candidates = est.candidates
+    assert candidates is not None
+    target = case.target(params, data, np.asarray(candidates).astype(np.int64))
+    arrays = {k: np.array(v) for k, v in out.items()}
+    return Runs(target=target, null=target <= case.threshold + 1e-12, note=est.note, **arrays)

@@ -1,0 +1,235 @@
+"""IBU and maximum-likelihood estimation (ldpfast.estimation) against dense references.
+
+Each protocol's implicit channel is rebuilt here as a dense matrix from the protocol's
+definition (not from the channel's own operators); forward/adjoint products, EM iterates
+and the KKT conditions of the MLE are compared to 1e-10 (rounding of sums over at most a
+few thousand terms of order 1 stays below 1e-12). Where the likelihood maximiser is
+interior, it must equal the unbiased estimate exactly, and the Fisher standard errors
+the protocol's closed-form variance (identities, not statistical tolerances).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import ldpfast as lf
+from ldpfast import estimation as est
+from ldpfast.errors import ParameterError
+from ldpfast.protocols import blh, grr, hadamard, ocms, olh, subset_selection as ss
+
+
+def _values(d, n, seed=3):
+    rng = np.random.default_rng(seed)
+    return np.minimum(rng.zipf(1.4, size=n) - 1, d - 1)
+
+
+def _server(params, server_type, client_type, n=3000, **kw):
+    return server_type(params, **kw).update(client_type(params, rng=5).perturb(_values(params.d, n)))
+
+
+def _walsh(size):
+    rows = np.arange(size)
+    return np.array([[(-1) ** bin(r & c).count("1") for c in rows] for r in rows], dtype=np.float64)
+
+
+def _dense_reference(server, candidates):
+    """(A, y) from the protocol definitions, with the rest column when candidates < d."""
+    p, n = server.params, server.n
+    xs = np.arange(p.d) if candidates is None else np.asarray(candidates)
+    rest = xs.size < p.d
+    if server.protocol == "grr":
+        keep, other = p.keep_probability, p.other_probability
+        full = np.full((p.d, p.d), other) + (keep - other) * np.eye(p.d)     # report y | value x
+        counts = server.counts.astype(np.float64)
+        if not rest:
+            return full, counts
+        outside = np.setdiff1d(np.arange(p.d), xs)
+        a = np.vstack([full[xs][:, xs], full[outside][:, xs].sum(axis=0)])
+        rest_col = np.append(full[xs][:, outside[0]], full[outside][:, outside[0]].sum())
+        return np.column_stack([a, rest_col]), np.append(counts[xs], counts[outside].sum())
+    if server.protocol in ("ss", "olh", "blh", "ocms"):
+        if server.protocol == "ss":
+            s1, s0 = p.probabilities
+            support = server.counts[xs].astype(np.float64)
+        else:
+            m, mu = (p.g, float(p.g)) if server.protocol in ("olh", "blh") else (p.m, p.estimator_m)
+            e = math.exp(p.epsilon)
+            s1, s0 = e / (e + m - 1), (1 + (e - 1) / mu) / (e + m - 1)
+            inner = server._reports if server.protocol in ("olh", "blh") else server
+            support = inner.match_counts(xs.astype(np.uint64)).astype(np.float64)
+        hit = np.full((xs.size, xs.size), s0) + (s1 - s0) * np.eye(xs.size)
+        if rest:
+            hit = np.column_stack([hit, np.full(xs.size, s0)])
+        return np.vstack([hit, 1 - hit]), np.concatenate([support, n - support])
+    # Hadamard layouts: cells (group, row, +-1)
+    layout = p.layout()
+    table = layout.table
+    groups, width = layout.n_groups, int(table[0, 4])
+    h = _walsh(width)
+    contrast = (math.exp(p.epsilon) - 1) / (math.exp(p.epsilon) + 1)
+    sizes = server.group_sizes.astype(np.float64)
+    plus, minus, y_plus, y_minus = [], [], [], []
+    z = server.z.reshape(groups, width).astype(np.float64)
+    for g in range(groups):
+        cols = layout.group_hashes(np.full(xs.size, g), xs.astype(np.uint64)).astype(np.int64) + int(table[g, 3])
+        signs = h[:, cols]
+        if rest:
+            profile = np.zeros(width)
+            modulus, offset = int(table[g, 2]), int(table[g, 3])
+            if modulus:
+                profile[offset:offset + modulus] = 1 / modulus
+            else:
+                outside = np.setdiff1d(np.arange(p.d), xs)
+                profile[outside + offset] = 1 / outside.size
+            signs = np.column_stack([signs, h @ profile])
+        scale = sizes[g] / (n * width * 2)
+        plus.append(scale * (1 + contrast * signs))
+        minus.append(scale * (1 - contrast * signs))
+        y_plus.append(np.maximum((sizes[g] / width + z[g]) / 2, 0))
+        y_minus.append(np.maximum((sizes[g] / width - z[g]) / 2, 0))
+    return np.vstack(plus + minus), np.concatenate(y_plus + y_minus)
+
+
+def _cases():
+    return [
+        ("grr", lambda: _server(grr.Params(epsilon=1.0, d=40), grr.Server, grr.Client)),
+        ("ss", lambda: _server(ss.Params(epsilon=1.0, d=40), ss.Server, ss.Client)),
+        ("olh", lambda: _server(olh.OLHParams(epsilon=1.0, d=40), olh.OLHServer, olh.OLHClient, n=1500)),
+        ("blh", lambda: _server(blh.Params(epsilon=1.0, d=40), blh.Server, blh.Client, n=1500)),
+        ("ocms", lambda: _server(ocms.Params.optimal(epsilon=2.0, d=40, field="compact"), ocms.Server, ocms.Client,
+                                 n=1500)),
+        ("hrr", lambda: _server(hadamard.HRRParams(epsilon=1.0, d=40), hadamard.HRRServer, hadamard.HRRClient)),
+        ("he", lambda: _server(hadamard.HEParams(epsilon=1.0, d=40), hadamard.HEServer, hadamard.HEClient)),
+        ("cmshe", lambda: _server(hadamard.CMSHEParams(epsilon=2.0, d=40, k=4, m=8, hash_seed=3),
+                                  hadamard.CMSHEServer, hadamard.CMSHEClient)),
+    ]
+
+
+@pytest.fixture(scope="module", params=_cases(), ids=lambda case: case[0])
+def server(request):
+    return request.param[1]()
+
+
+@pytest.mark.parametrize("candidates", [None, np.array([3, 0, 17, 5, 9])], ids=["domain", "subset"])
+def test_channel_matches_dense_reference(server, candidates):
+    channel = est.channel_of(server, candidates)
+    a, y = _dense_reference(server, candidates)
+    np.testing.assert_allclose(channel.observed, y, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(channel.dense(), a, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.sum(axis=0), channel.column_sum, rtol=1e-12)
+    rng = np.random.default_rng(0)
+    w = rng.random(a.shape[0])
+    np.testing.assert_allclose(channel.adjoint(w), a.T @ w, rtol=0, atol=1e-10)
+    # 25 EM steps from uniform, densely
+    f = np.full(a.shape[1], 1 / a.shape[1])
+    for _ in range(25):
+        f = f * (a.T @ (y / (a @ f))) / y.sum()
+    fit = est.ibu(channel, tol=1e-15, max_iter=25)
+    np.testing.assert_allclose(fit.values, f, rtol=0, atol=1e-10)
+
+
+def test_mle_satisfies_kkt_on_the_dense_likelihood(server):
+    for candidates in (None, np.array([1, 2, 30])):
+        channel = est.channel_of(server, candidates)
+        a, y = _dense_reference(server, candidates)
+        fit = est.mle(channel)
+        f = fit.values
+        assert f.min() >= 0 and f.sum() == pytest.approx(1, abs=1e-12)
+        g = a.T @ (y / (a @ f))                   # gradient of sum y log(Af)
+        # KKT of max sum y log(Af) on the simplex (the multiplier is sum(y), since
+        # sum_x f_x g_x = sum(y)): complementary slackness f_x (sum(y) - g_x) = 0 and
+        # g_x <= sum(y); the exact separable solver meets them to rounding, EM to its gap
+        tol = (1e-8 if channel.separable is not None else 1e-6) * y.sum()
+        assert np.abs(f * (y.sum() - g)).max() <= tol
+        assert g.max() <= y.sum() + tol
+        assert fit.gap <= 1e-9
+
+
+@pytest.mark.parametrize("make", [lambda p: grr.Params(epsilon=3.0, d=6), lambda p: ss.Params(epsilon=3.0, d=6)])
+def test_interior_mle_is_the_unbiased_estimate_and_fisher_is_the_closed_form(make):
+    """With every frequency well inside (0, 1) the separable likelihood's maximiser solves
+    the unbiased estimating equations, and the Fisher information's standard errors equal
+    the closed-form variance at the same frequencies (GRR: exactly; SS's composite ones
+    ignore the k-subset's negative correlations, so only GRR is compared)."""
+    params = make(None)
+    server_type, client_type = (grr.Server, grr.Client) if params.protocol == "grr" else (ss.Server, ss.Client)
+    values = np.repeat(np.arange(6), [4000, 3000, 2500, 2000, 1500, 1000])
+    server = server_type(params).update(client_type(params, rng=2).perturb(values))
+    debiased = server.frequencies()
+    fit = server.frequencies(method="mle")
+    assert debiased.values.min() > 0.02
+    np.testing.assert_allclose(fit.values, debiased.values, rtol=0, atol=1e-12)
+    if params.protocol == "grr":
+        np.testing.assert_allclose(fit.std, np.sqrt(lf.theory.grr_variance(
+            params.epsilon, params.d, server.n, fit.values)), rtol=1e-9)
+
+
+def test_candidate_subsets_and_rest_mass():
+    server = _server(grr.Params(epsilon=2.0, d=50), grr.Server, grr.Client, n=5000)
+    whole = server.frequencies(method="mle")
+    part = server.frequencies([0, 1, 2], method="mle")
+    assert part.values.sum() < 1 and "mass outside the candidates" in part.note
+    assert np.all(np.abs(part.values - whole.values[:3]) < 0.05)
+
+
+def test_methods_and_errors():
+    server = _server(grr.Params(epsilon=1.0, d=20), grr.Server, grr.Client)
+    with pytest.raises(ParameterError, match="method"):
+        server.frequencies(method="em")
+    with pytest.raises(ParameterError, match="options"):
+        server.frequencies(tol=1e-3)
+    with pytest.raises(ParameterError, match="tol"):
+        server.frequencies(method="ibu", tol=0)
+    with pytest.raises(ParameterError, match="distinct"):
+        server.frequencies([1, 1], method="mle")
+    fit = server.frequencies(method="ibu", max_iter=3)
+    assert "max_iter reached" in fit.note and fit.method == "ibu"
+    with pytest.raises(ParameterError, match="debiased"):
+        fit.confidence_interval()
+    from ldpfast._base import protocol
+    params, inputs = protocol("hadaoracle").example()      # a median estimator: no channel
+    other = protocol("hadaoracle").aggregator(params).update(protocol("hadaoracle").client(params, rng=1)
+                                                             .perturb(inputs))
+    with pytest.raises(NotImplementedError, match="registers no report channel"):
+        other.frequencies(method="mle")
+
+
+@pytest.mark.parametrize("protocol_id", ["olh", "ocms"])
+def test_full_report_likelihood_matches_dense_reference(protocol_id):
+    """likelihood="full": one cell per kept report, probability e/(e+m-1) under a candidate
+    whose hash matches the report and 1/(e+m-1) otherwise; 1/m under the rest."""
+    if protocol_id == "olh":
+        params = olh.OLHParams(epsilon=1.0, d=30)
+        server = _server(params, olh.OLHServer, olh.OLHClient, n=400)
+        inner, m = server._reports, params.g
+    else:
+        params = ocms.Params.optimal(epsilon=2.0, d=30, field="compact")
+        server = _server(params, ocms.Server, ocms.Client, n=400)
+        inner, m = server, params.m
+    z, a0, a1 = inner.reports().z, inner.reports().a0, inner.reports().a1
+    e = math.exp(params.epsilon)
+    for candidates in (None, np.array([4, 0, 11])):
+        xs = np.arange(params.d) if candidates is None else candidates
+        hashed = np.stack([lf._core.ocms_hash(inner.params.field, a0, a1, np.full(z.size, x, dtype=np.uint64), m)
+                           for x in xs.astype(np.uint64)], axis=1)
+        a = np.where(hashed == z[:, None], e / (e + m - 1), 1 / (e + m - 1))
+        if candidates is not None:
+            a = np.column_stack([a, np.full(z.size, 1 / m)])
+        channel = est.channel_of(server, candidates, likelihood="full")
+        assert channel.column_sum is None and channel.likelihood == "full"
+        rng = np.random.default_rng(1)
+        f = rng.random(a.shape[1])
+        # channel cells follow the kept reports' canonical order; compare order-free sums
+        np.testing.assert_allclose(np.sort(channel.forward(f)), np.sort(a @ f), rtol=0, atol=1e-12)
+        order_free = channel.adjoint(np.ones(z.size))
+        np.testing.assert_allclose(order_free, a.sum(axis=0), rtol=0, atol=1e-9)
+        fit = est.ibu(channel, tol=1e-15, max_iter=10)
+        ref = np.full(a.shape[1], 1 / a.shape[1])
+        for _ in range(10):
+            ref = ref * (a.T @ (1 / (a @ ref))) / z.size
+        np.testing.assert_allclose(fit.values, ref, rtol=0, atol=1e-10)
+    with pytest.raises(ParameterError, match="likelihood"):
+        server.frequencies(method="mle", likelihood="exact")

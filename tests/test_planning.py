@@ -1,0 +1,68 @@
+"""ldpfast.recommend: ranked protocol configurations with their closed-form errors, report
+sizes and server costs, and the constraints that rule options out."""
+
+import math
+
+import pytest
+
+import ldpfast
+from ldpfast import planning
+from ldpfast.errors import ParameterError
+from ldpfast.theory import ocms as theory
+
+EPS, D, N = 2.0, 100_000, 1_000_000
+
+
+def test_every_builtin_comparison_states_its_server_cost():
+    for pid, row in planning.comparison_rows(EPS, D, N):
+        assert row.server_ops is not None and row.state_bytes is not None, pid
+        assert row.server_ops(N, D) >= N and row.state_bytes(N, D) > 0, pid
+
+
+def test_options_carry_the_closed_forms_and_the_cost_models():
+    options = {o.name: o for o in ldpfast.recommend(EPS, D, N, query="candidates", candidates=1000)}
+    ocms = options["MSE-OCMS+RR"]
+    assert ocms.protocol == "ocms" and ocms.bits == 130
+    params = ldpfast.protocols.ocms.Params.optimal(EPS, D)
+    assert ocms.mse == pytest.approx(max(theory.ocms_variance(params, n=N, f=0.0),
+                                         theory.ocms_variance(params, n=N, f=1.0)), rel=1e-12)
+    assert ocms.error == ocms.mse
+    # kept reports: one hashed pair per report and candidate, 24 bytes a report
+    assert ocms.server_ops == N * 1000 and ocms.state_bytes == 24 * N
+    assert ocms.server_seconds == ocms.server_ops / planning.STEPS_PER_SECOND
+    assert options["GRR"].server_ops == N + 1000     # one counter update per report, one read per candidate
+
+
+def test_ranking_weighs_bits_within_the_tolerance():
+    options = ldpfast.recommend(EPS, D, N, query="all")
+    best = min(o.error for o in options)
+    close = [o for o in options if o.error <= 1.1 * best]
+    assert options[:len(close)] == sorted(close, key=lambda o: (o.bits, o.server_ops))
+    assert [o.error for o in options[len(close):]] == sorted(o.error for o in options[len(close):])
+    assert options[0].protocol == "pgr" and options[0].bits == 18    # 1.1% above the lowest l2, 18 bits
+    exact = ldpfast.recommend(EPS, D, N, query="all", tolerance=0.0)
+    assert exact[0].error == best
+
+
+def test_constraints_rule_options_out_and_say_why():
+    options = ldpfast.recommend(EPS, D, N, query="top-k", max_report_bits=64, server_budget=1.0)
+    fitting = [o for o in options if o.fits]
+    assert fitting and all(o.bits <= 64 and o.server_seconds <= 1.0 for o in fitting)
+    assert options[:len(fitting)] == fitting
+    olh = next(o for o in options if o.protocol == "olh")
+    assert not olh.fits and olh.why_not == "131 bits > max_report_bits=64; 100 s of server work > server_budget=1 s"
+    assert {o.protocol for o in ldpfast.recommend(EPS, D, N, protocols=["cms-he", "ocms-l"])} == {"cmshe", "ocms"}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"query": "some"}, "query must be one of"),
+    ({"query": "candidates"}, "candidates must be given"),
+    ({"candidates": 10}, "candidates is for query='candidates'"),
+    ({"max_report_bits": 0}, "max_report_bits must be a positive integer"),
+    ({"server_budget": math.inf}, "server_budget must be a positive number"),
+    ({"tolerance": -1}, "tolerance must be"),
+    ({"protocols": ["nope"]}, "protocol must be one of"),
+])
+def test_bad_arguments_are_named(kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        ldpfast.recommend(EPS, D, N, **kwargs)

@@ -1,0 +1,310 @@
+"""RAPPOR (ldpfast.protocols.rappor): bit compatibility with the reference clients'
+encodings, checked against a second, independent implementation written here from their
+description (hashlib/hmac, google/rappor's client/python/rappor.py and client/cpp/encoder.cc),
+plus literal vectors it produced; the privacy budgets' closed forms; and the decoders'
+statistics (the least-squares decode is unbiased with the sandwich variance; the lasso finds
+the heavy candidates; EM's standard errors cover)."""
+
+import hashlib
+import hmac
+import math
+import struct
+
+import numpy as np
+import pytest
+from _moments import ALPHA, check_mean, check_variance
+from scipy import stats
+
+from ldpfast import audit
+from ldpfast._base import protocol
+from ldpfast.errors import ParameterError, ReportError
+from ldpfast.protocols import rappor
+from ldpfast.protocols._memo import new_secrets
+
+
+# -- the independent route: the reference clients, from their description -----------------
+def ref_bloom(word, cohort, h, k):
+    digest = hashlib.md5(struct.pack(">L", cohort) + word).digest()
+    out = 0
+    for i in range(h):
+        out |= 1 << (digest[i] % k)
+    return out
+
+
+def ref_masks(digest, k, threshold):
+    uniform = f_mask = 0
+    for i in range(k):
+        uniform |= (digest[i] & 1) << i
+        f_mask |= int((digest[i] >> 1) < threshold) << i
+    return uniform, f_mask
+
+
+def ref_prr_python(secret, bits, f, k):
+    digest = hmac.new(secret, struct.pack(">L", bits), hashlib.sha256).digest()
+    uniform, f_mask = ref_masks(digest, k, f * 128)     # the Python client's float threshold
+    return (bits & ~f_mask) | (uniform & f_mask)
+
+
+def ref_prr_cpp(secret, encoder_id, bits, f, k):
+    digest = hmac.new(secret, b"\x01" + encoder_id + struct.pack(">L", bits), hashlib.sha256).digest()
+    uniform, f_mask = ref_masks(digest, k, int(np.float32(f) * np.float32(128)))   # uint8(float f * 128)
+    return (bits & ~f_mask) | (uniform & f_mask)
+
+
+def ref_cohort(secret, m, mac=None):
+    mac = mac or hmac.new(secret, b"", hashlib.sha256).digest()
+    return struct.unpack("<I", mac[:4])[0] & (m - 1)
+
+
+def ref_drbg(key, value, nbytes):
+    k, v = b"\x00" * 32, b"\x01" * 32
+    for separator in (b"\x00", b"\x01"):
+        k = hmac.new(k, v + separator + key + value, hashlib.sha256).digest()
+        v = hmac.new(k, v, hashlib.sha256).digest()
+    out = b""
+    while len(out) < nbytes:
+        v = hmac.new(k, v, hashlib.sha256).digest()
+        out += v
+    return out[:nbytes]
+
+
+def ref_bloom_drbg(word, cohort, h, k):
+    per = (max(1, (k - 1).bit_length()) - 1) // 8 + 1
+    digest = hashlib.md5(struct.pack(">L", cohort) + word).digest()
+    out = 0
+    for i in range(h):
+        out |= 1 << (int.from_bytes(digest[i * per:(i + 1) * per], "little") % k)
+    return out
+
+
+def ref_prr_drbg(secret, encoder_id, bits, f, k):
+    digest = ref_drbg(secret, b"\x01" + encoder_id + bits.to_bytes(k // 8, "big"), k)
+    uniform, f_mask = ref_masks(digest, k, int(np.float32(f) * np.float32(128)))
+    return (bits & ~f_mask) | (uniform & f_mask)
+
+
+SECRETS = [b"secret-0", b"another secret of 32 bytes long!", b"x" * 40]
+WORDS = [b"abc", b"v17", b"https://example.com/"]
+# (secret, word, cohort, bloom, PRR python f=0.5, PRR cpp 'metric' f=0.25), k=32, h=2, m=64,
+# the cohort derived as the C++ client does; produced by the functions above.
+VECTORS = [
+    (0, 0, 19, 8704, 1534488, 2147624452), (0, 1, 19, 2097664, 1117790729, 279052800),
+    (0, 2, 19, 65, 3393323105, 8392785), (1, 0, 8, 536870976, 76567105, 554373185),
+    (1, 1, 8, 513, 630499912, 2563), (1, 2, 8, 3221225472, 3844100208, 3226599440),
+    (2, 0, 16, 268435456, 448792160, 310412339), (2, 1, 16, 138412032, 140531713, 943722816),
+    (2, 2, 16, 1073741840, 3272081537, 1242039377),
+]
+
+
+@pytest.mark.parametrize("row", VECTORS)
+def test_literal_vectors(row):
+    s, w, cohort, bloom, prr_py, prr_cc = row
+    assert ref_cohort(SECRETS[s], 64) == cohort and ref_bloom(WORDS[w], cohort, 2, 32) == bloom
+    assert ref_prr_python(SECRETS[s], bloom, 0.5, 32) == prr_py
+    assert ref_prr_cpp(SECRETS[s], b"metric", bloom, 0.25, 32) == prr_cc
+    py = rappor.Client(rappor.Params(k=32, h=2, m=64, f=0.5))
+    assert py.bloom([WORDS[w]], [cohort]).to_integers() == [bloom]
+    assert py.permanent([WORDS[w]], [SECRETS[s]]).to_integers() == [prr_py]
+    assert py.permanent([WORDS[w]], [SECRETS[s]]).cohort.tolist() == [cohort]
+    cc = rappor.Client(rappor.Params(k=32, h=2, m=64, f=0.25, encoding="cpp", encoder_id="metric"))
+    assert cc.permanent([WORDS[w]], [SECRETS[s]]).to_integers() == [prr_cc]
+
+
+def test_drbg_literal_vector():
+    secret, word = SECRETS[1], WORDS[2]
+    cohort = struct.unpack("<I", ref_drbg(secret, b"", 32)[:4])[0] & 127
+    bloom = ref_bloom_drbg(word, cohort, 2, 128)
+    assert (cohort, bloom) == (97, 83076749736557242074502339777003520)
+    expected = 27997048629944108507178906467405177417
+    assert ref_prr_drbg(secret, b"home-page", bloom, 0.5, 128) == expected
+    client = rappor.Client(rappor.Params(k=128, h=2, m=128, f=0.5, encoding="cpp-drbg", encoder_id="home-page"))
+    got = client.permanent([word], [secret])
+    assert got.cohort.tolist() == [97] and got.to_integers() == [expected]
+
+
+@pytest.mark.parametrize("encoding, k, h, m, f", [("python", 32, 2, 64, 0.5), ("python", 13, 4, 8, 0.3),
+                                                  ("cpp", 32, 16, 16, 0.75), ("cpp", 8, 1, 1, 0.1),
+                                                  ("cpp-drbg", 128, 3, 32, 0.5), ("cpp-drbg", 512, 8, 4, 0.3),
+                                                  ("cpp-drbg", 16, 2, 2, 0.9)])
+def test_bit_compatible_with_the_reference_encodings(encoding, k, h, m, f):
+    rng = np.random.default_rng(k + h)
+    n = 60
+    words = [rng.bytes(int(v)) for v in rng.integers(0, 70, n)]
+    secrets = [rng.bytes(int(v)) for v in rng.integers(1, 90, n)] if encoding != "cpp-drbg" else \
+        [rng.bytes(32) for _ in range(n)]
+    params = rappor.Params(k=k, h=h, m=m, f=f, encoding=encoding, encoder_id="id-7" if encoding != "python" else "")
+    client = rappor.Client(params, rng=1)
+    got = client.permanent(words, secrets)
+    for i in range(n):
+        key = secrets[i]
+        if encoding == "cpp-drbg":
+            cohort = ref_cohort(key, m, ref_drbg(key, b"", 32))
+            bloom = ref_bloom_drbg(words[i], cohort, h, k)
+            expected = ref_prr_drbg(key, b"id-7", bloom, f, k)
+        else:
+            cohort = ref_cohort(key, m)
+            bloom = ref_bloom(words[i], cohort, h, k)
+            expected = ref_prr_python(key, bloom, f, k) if encoding == "python" else \
+                ref_prr_cpp(key, b"id-7", bloom, f, k)
+        assert int(got.cohort[i]) == cohort
+        assert got.to_integers()[i] == expected, (i, encoding)
+    # the same user and value always give the same PRR; the IRR is fresh per report
+    again = client.permanent(words, secrets)
+    assert again == got
+    reports = [client.perturb(words[:1], secrets[:1]).to_integers()[0] for _ in range(40)]
+    assert len(set(reports)) > 1
+
+
+def test_values_and_report_formats():
+    data, offsets = rappor.encode_values([0, 7, 10, 123456789])
+    assert offsets.tolist() == [0, 1, 2, 4, 13]
+    assert bytes(data) == b"0710123456789"
+    strings, _ = rappor.encode_values(["é", b"\xff"])
+    assert bytes(strings) == "é".encode() + b"\xff"
+    with pytest.raises(ParameterError, match="values must be bytes, str or non-negative integers"):
+        rappor.encode_values([1.5])
+    reports = rappor.Reports.from_bit_strings([3, 0], ["0000000000000101", "1000000000000000"])
+    assert reports.to_integers() == [5, 32768] and reports.bits.shape == (2, 2)
+    assert rappor.Reports.from_integers([1], [2**31 + 1], 32).bits.tolist() == [[1, 0, 0, 128]]
+    with pytest.raises(ReportError):
+        rappor.Reports.from_integers([1], [2**32], 32)
+
+
+def test_params_budgets_follow_the_paper():
+    # Erlingsson et al. Theorems 1 and 2, with the samplers' exact f (128ths), p and q.
+    p = rappor.Params(k=16, h=2, m=64, p=0.5, q=0.75, f=0.5)
+    assert p.f128 == 64 and p.eps_inf == pytest.approx(2 * 2 * math.log(0.75 / 0.25), rel=1e-12)
+    qs, ps = 0.75 * 0.75 + 0.25 * 0.5, 0.25 * 0.75 + 0.75 * 0.5
+    assert (p.q_star, p.p_star) == (qs, ps)
+    assert p.eps_1 == pytest.approx(2 * math.log(qs * (1 - ps) / (ps * (1 - qs))), rel=1e-12)
+    # f = 0.3: the Python client counts r < 38.4 (39 of 128), the C++ one truncates to 38
+    assert rappor.Params(f=0.3).f128 == 39 and rappor.Params(f=0.3, encoding="cpp").f128 == 38
+    assert rappor.Params(p=0.0, q=1.0).irr_thresholds() is None
+    for bad, message in [({"k": 33}, "k must be in"), ({"k": 36, "encoding": "cpp-drbg"}, "multiple of 8"),
+                         ({"h": 17}, "h must be in"), ({"f": 0.0}, "f must be > 0"), ({"p": 0.5, "q": 0.5}, "differ"),
+                         ({"encoding": "java"}, "encoding must be one of"),
+                         ({"f": 0.001, "encoding": "cpp"}, "rounds to 0/128")]:
+        with pytest.raises(ParameterError, match=message):
+            rappor.Params(**bad)
+
+
+# -- decoding --------------------------------------------------------------------------------
+def _counts_of(params, values, cohorts, seed):
+    reports = rappor.Client(params, rng=seed).perturb(values, cohorts=cohorts)
+    return rappor.Server(params).update(reports)
+
+
+def test_least_squares_decode_is_unbiased_with_the_sandwich_variance():
+    # Balanced fixed cohorts and i.i.d. values: given the cohort sizes the least-squares
+    # decode is linear in the counts, unbiased, and its variance is exactly the sandwich
+    # at the true f (each report's bits are independent given its value and Bloom bits).
+    params = rappor.Params(k=16, h=2, m=8, p=0.25, q=0.75, f=0.25, d=6)
+    f = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
+    n, runs = 800, 300
+    rng = np.random.default_rng(7)
+    values = rng.choice(6, size=(runs, n), p=f)
+    cohorts = np.tile(np.arange(8), n // 8)
+    reports = rappor.Client(params, rng=8).perturb(values.ravel(), cohorts=np.tile(cohorts, runs))
+    bits = np.unpackbits(reports.bits, axis=1, bitorder="little", count=16).reshape(runs, n, 16)
+    group = np.zeros((8, n))
+    group[cohorts, np.arange(n)] = 1.0
+    per_run = np.einsum("cu,rub->rcb", group, bits).astype(np.uint64)    # runs x cohorts x bits
+    estimates = np.array([rappor.Server.from_counts(params, c, np.full(8, n // 8)).estimate() for c in per_run])
+    server = rappor.Server.from_counts(params, per_run[0], np.full(8, n // 8))
+    variance = protocol("rappor").variance(server, np.arange(6))[0](f)
+    for x in range(6):
+        check_mean(estimates[:, x], f[x], variance[x])
+        # the estimate is a weighted sum of n independent bounded reports: excess kurtosis O(1/n)
+        check_variance(estimates[:, x], variance[x], 0.0)
+
+
+def test_lasso_finds_the_heavy_candidates_among_many():
+    # 200 candidates, 5 reported: Bonferroni-level lasso keeps them, least squares refit
+    # estimates each within 5 standard errors, and no absent candidate is significant.
+    params = rappor.Params(k=32, h=2, m=32, p=0.25, q=0.75, f=0.25)
+    candidates = [f"value-{i}".encode() for i in range(200)]
+    f = np.array([0.35, 0.25, 0.2, 0.12, 0.08])
+    values = np.random.default_rng(1).choice(5, size=100_000, p=f)
+    server = _counts_of(params, [candidates[v] for v in values], None, 2)
+    decoded = server.decode(candidates, method="lasso")
+    assert decoded.selected[:5].all()
+    assert np.all(np.abs(decoded.values[:5] - f) < 5 * decoded.std[:5])
+    assert decoded.significant(0.05).tolist() == [True] * 5 + [False] * 195
+    em = server.decode(candidates, method="em")
+    assert np.all(np.abs(em.values[:5] - f) < 5 * em.std[:5]) and em.values[5:].sum() < 0.02
+    nnls = server.decode(candidates, method="nnls")
+    assert np.all(np.abs(nnls.values[:5] - f) < 0.02)
+    with pytest.raises(ParameterError, match="method='ls' fits at most 500"):
+        server.decode([str(i) for i in range(501)], method="ls")
+
+
+def test_em_standard_errors_cover():
+    # Over 100 runs, z = (EM estimate - f)/std of the 4 heavy candidates is standard normal
+    # (composite-likelihood sandwich): mean(z^2) within the chi-square(400)/400 bounds.
+    params = rappor.Params(k=16, h=2, m=16, p=0.25, q=0.75, f=0.25, d=8)
+    f = np.array([0.3, 0.25, 0.2, 0.1, 0.06, 0.05, 0.03, 0.01])
+    runs, n = 100, 4000
+    values = np.random.default_rng(3).choice(8, size=runs * n, p=f)
+    reports = rappor.Client(params, rng=4).perturb(values)
+    z = []
+    for r in range(runs):
+        part = rappor.Reports(cohort=reports.cohort[r * n:(r + 1) * n], bits=reports.bits[r * n:(r + 1) * n])
+        decoded = rappor.Server(params).update(part).decode(method="em")
+        z.append((decoded.values[:4] - f[:4]) / decoded.std[:4])
+    z2 = np.square(z).ravel()
+    dof = z2.size
+    lo, hi = stats.chi2.ppf(ALPHA / 2, dof) / dof, stats.chi2.isf(ALPHA / 2, dof) / dof
+    assert lo < z2.mean() < hi, (z2.mean(), lo, hi)
+
+
+def test_server_from_counts_and_decode_checks():
+    params = rappor.Params(k=8, h=1, m=2, d=4)
+    server = rappor.Server.from_counts(params, np.array([[3] * 8, [1] * 8]), [5, 2])
+    assert server.n == 7 and server.counts.tolist() == [[3] * 8, [1] * 8]
+    with pytest.raises(ParameterError, match="counts do not fit the parameters"):
+        rappor.Server.from_counts(params, np.array([[6] * 8, [1] * 8]), [5, 2])
+    with pytest.raises(ParameterError, match="method must be one of"):
+        server.decode(method="magic")
+    with pytest.raises(ParameterError, match="needs candidates"):
+        rappor.Server(rappor.Params()).update(rappor.Client(rappor.Params(), rng=1).perturb(["a"])).estimate()
+
+
+# -- audits: both budgets, within a derived margin --------------------------------------------
+def _margin(p0, p1, n):
+    # log(lo/hi): each Clopper-Pearson bound is z = 2.81 (alpha/4 = 0.0025 one-sided) sd from
+    # its estimate, which is within 4 sd of the truth except with probability 6e-5.
+    return (2.81 + 4) * (math.sqrt((1 - p0) / (n * p0)) + math.sqrt((1 - p1) / (n * p1)))
+
+
+@pytest.mark.parametrize("budget", ["report", "permanent"])
+def test_audit_is_tight_for_both_budgets(budget):
+    eps, n = 1.0, 300_000
+    params = audit.default_params("rappor", eps)
+    result = audit.audit(params, n, rng=3, budget=budget)
+    if budget == "report":   # event: x0's bit 1, x1's bit 0 (one hash, disjoint bits)
+        p0, p1 = params.q_star * (1 - params.p_star), params.p_star * (1 - params.q_star)
+        claimed = params.eps_1
+    else:
+        half = params.f_effective / 2
+        p0, p1 = (1 - half) ** 2, half ** 2
+        claimed = params.eps_inf
+    assert math.log(p0 / p1) == pytest.approx(claimed, rel=1e-9)
+    assert claimed - _margin(p0, p1, n) < result.eps_lb <= claimed, result
+    assert result.budget == budget and result.epsilon == claimed
+
+
+def test_default_secrets_come_from_the_os():
+    client = rappor.Client(rappor.Params(m=4))
+    assert not client.seeded
+    a, b = client.permanent(["x"] * 200), client.permanent(["x"] * 200)
+    assert a != b                       # fresh secrets: fresh users
+    secrets = new_secrets(200)
+    assert client.permanent(["x"] * 200, secrets) == client.permanent(["x"] * 200, secrets)
+
+
+def test_frequencies_of_string_candidates():
+    params = rappor.Params(k=16, h=2, m=4, p=0.25, q=0.75)
+    reports = rappor.Client(params, rng=1).perturb(["a", "b", "a", "c"] * 500)
+    estimate = rappor.Server(params).update(reports).frequencies(["a", "b", "c"])
+    assert repr(estimate).startswith("Estimate(protocol='rappor', n=2000, 3 candidates {a: ")
+    assert np.isfinite(estimate.std).all() and "sandwich" in estimate.note
