@@ -184,6 +184,32 @@ def test_a_file_of_other_parameters_is_refused_naming_it(spark, tmp_path, job_gr
         lspark.aggregate_dataframe(df, params)
 
 
+def test_labelled_reports_keep_their_vocabulary_and_another_one_is_refused(spark, tmp_path):
+    """Issue 22's domains are part of the fingerprint: files written with one vocabulary
+    aggregate (both routes) to one process's bytes, the result decodes labels with the
+    caller's vocabulary (bytes know it by its fingerprint only), and parameters with another
+    vocabulary of the same size are refused."""
+    from ldpfast import Domain
+
+    labels = [f"word-{i}" for i in range(64)]
+    proto = protocols()["grr"]
+    params = proto.params(epsilon=1.0, d=64).with_domain(Domain(labels))
+    batches = [_perturb(proto, params, [labels[(7 * i + j) % 64] for j in range(2_000)], i) for i in range(3)]
+    paths = _write(tmp_path / "reports", batches, params)
+    expected = single_process(proto.aggregator, proto.aggregator(params).to_bytes(), paths)
+    reference = proto.aggregator.from_bytes(expected, domain=params.label_domain).estimate(labels[:2])
+    df = spark.read.parquet(str(tmp_path / "reports"))
+    for got in (lspark.aggregate_files(paths, params, spark=spark), lspark.aggregate_dataframe(df, params)):
+        assert got.to_bytes() == expected
+        assert np.array_equal(got.estimate(labels[:2]), reference)  # labels decoded: the vocabulary is back
+    assert isinstance(lspark.aggregate_files([], params, spark=spark).params.label_domain, Domain)  # empty input
+    other = proto.params(epsilon=1.0, d=64).with_domain(Domain([f"other-{i}" for i in range(64)]))
+    with pytest.raises(IncompatibleError, match=re.escape(paths[0])):
+        lspark.aggregate_files(paths, other, spark=spark)
+    with pytest.raises(IncompatibleError, match=r"row 0: made with other parameters"):
+        lspark.aggregate_dataframe(df, other)
+
+
 def test_a_dataframe_without_fingerprints_is_refused_before_any_job(spark, tmp_path, job_group):
     proto, params = _hrr()
     arrow.write_parquet(_perturb(proto, params, np.arange(100), 1), tmp_path / "plain.parquet", params)

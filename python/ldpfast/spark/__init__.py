@@ -54,7 +54,8 @@ from .._base import Aggregator, params_from_json, protocol
 from ..arrow import FINGERPRINT_COLUMN
 from ..errors import ParameterError
 from ._run import (PathLike, _absolute, _aggregate_paths, _check_schema, _checked_int, _checksums_verified,
-                   _column_specs, _DataFrameRun, _job, _planned_partitions, _spill_directory)
+                   _column_specs, _DataFrameRun, _job, _label_domain, _planned_partitions,
+                   _spill_directory)
 from ._tasks import _FETCH_BYTES, _PIECE_BYTES, _ROWS, _dataframe_task, _read_source
 
 __all__ = ["aggregate", "aggregate_files", "aggregate_dataframe", "list_report_files", "FINGERPRINT_COLUMN"]
@@ -167,11 +168,12 @@ def aggregate_dataframe(df: Any, params: Any, *, fan_in: int = 8, piece_bytes: i
     columns = [s.name for s in specs] + [FINGERPRINT_COLUMN]
     selected = df.select(*columns)
     parts = _planned_partitions(selected)
+    domain = _label_domain(params)
     if parts == 0:
-        return job.empty()
+        return job.empty(domain)
     with _spill_directory(spark, spill) as directory:
         job = dataclasses.replace(job, spill=directory)
-        run = _DataFrameRun(spark, job, fan_in, df, columns)
+        run = _DataFrameRun(spark, job, fan_in, df, columns, domain)
         level0 = selected.mapInArrow(
             functools.partial(_dataframe_task, job, run.exchange_after(parts), tuple(specs), run.errors), _ROWS)
         return run.run(level0, parts)[0]

@@ -38,6 +38,11 @@ def _job(params_or_zero: Any, piece_bytes: int, batch_rows: int, **files: Any) -
     return _Job(kind, params_or_zero.params.to_json(), zero, piece_bytes, batch_rows, **files)
 
 
+def _label_domain(params_or_zero: Any) -> Any:
+    """The label domain (:mod:`ldpfast.domain`) of the parameters an aggregation starts from."""
+    return (params_or_zero if isinstance(params_or_zero, Params) else params_or_zero.params).label_domain
+
+
 def _error_of(record: Dict[str, Any]) -> LdpfastError:
     """The exception an error record describes (its ldpfast type and message)."""
     kind = {cls.__name__: cls for cls in _DATA_ERRORS}.get(record["type"], ReportError)
@@ -92,11 +97,12 @@ def _checked_int(name: str, value: Any, low: int) -> int:
 class _Run:
     """One aggregation: the stages after level 0, the fetch, the errors, the cancellation."""
 
-    def __init__(self, spark: Any, job: _Job, fan_in: int):
+    def __init__(self, spark: Any, job: _Job, fan_in: int, domain: Any = None):
         self.spark = spark
         self.sc = spark.sparkContext
         self.job = job
         self.fan_in = fan_in
+        self.domain = domain  # the caller's label domain, put back on the result (never shipped)
         self.tag = f"ldpfast-{uuid.uuid4().hex}"
         self.errors = self.sc.accumulator(None, _FirstError())
 
@@ -189,9 +195,9 @@ class _Run:
             raise self.data_error(errors)
         total: Optional[Aggregator] = None
         for part in sorted(partials):
-            partial = self.job.kind.from_bytes(partials.pop(part))
+            partial = self.job.kind.from_bytes(partials.pop(part), domain=self.domain if total is None else None)
             total = partial if total is None else total.merge(partial)
-        return (total if total is not None else self.job.empty()), files
+        return (total if total is not None else self.job.empty(self.domain)), files
 
     def _watch(self, done: threading.Event) -> None:
         while not done.wait(0.1):
@@ -208,8 +214,8 @@ class _Run:
 
 
 class _DataFrameRun(_Run):
-    def __init__(self, spark: Any, job: _Job, fan_in: int, df: Any, columns: Sequence[str]):
-        super().__init__(spark, job, fan_in)
+    def __init__(self, spark: Any, job: _Job, fan_in: int, df: Any, columns: Sequence[str], domain: Any = None):
+        super().__init__(spark, job, fan_in, domain)
         self.df = df
         self.columns = list(columns)
 
@@ -310,15 +316,16 @@ def _aggregate_paths(files: List[str], params: Any, *, spark: Any = None, tasks:
     fan_in = _checked_int("fan_in", fan_in, 2)
     piece_bytes = min(_checked_int("piece_bytes", piece_bytes, 1), _FETCH_BYTES // fan_in)
     job = _job(params, piece_bytes, _checked_int("batch_rows", batch_rows, 1), hash_files=hash_files)
+    domain = _label_domain(params)
     if not files:
-        return job.empty(), []
+        return job.empty(domain), []
     spark = _spark_session(spark)
     if tasks is None:
         tasks = 2 * spark.sparkContext.defaultParallelism
     groups = _file_groups(files, min(_checked_int("tasks", tasks, 1), len(files)))
     with _spill_directory(spark, spill) as directory:
         job = dataclasses.replace(job, files=tuple(groups), spill=directory)
-        run = _Run(spark, job, fan_in)
+        run = _Run(spark, job, fan_in, domain)
         level0 = spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(
             functools.partial(_files_task, job, run.exchange_after(len(groups)), run.errors), _ROWS)
         total, records = run.run(level0, len(groups))

@@ -112,10 +112,13 @@ class _Job:
     files: Tuple[Tuple[str, ...], ...] = ()  # files route: the files of each task
     spill: Optional[str] = None  # a directory every task and the driver reach: partials go there
 
-    def empty(self) -> Aggregator:
+    def empty(self, domain: Any = None) -> Aggregator:
+        """The empty aggregator; ``domain``: the label domain to reattach (bytes and JSON
+        know a vocabulary by its fingerprint only)."""
         if self.zero is not None:
-            return self.kind.from_bytes(self.zero)
-        return self.kind(params_from_json(self.params_json))
+            return self.kind.from_bytes(self.zero, domain=domain)
+        params = params_from_json(self.params_json)
+        return self.kind(params if domain is None else params.with_domain(domain))
 
 
 # -- the rows a stage emits -----------------------------------------------------------------
