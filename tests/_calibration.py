@@ -20,9 +20,10 @@ import numpy as np
 
 import ldpfast as lf
 from ldpfast._base import protocols
-from ldpfast.protocols import (blh, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram, multi_pcms,
-                               npcms, ocms, pem, pgr, privsketch, privsketch_ldp, ps_olh, rappor_cms, rhr,
-                               subset_selection, svim, treehist_cs)
+from ldpfast.protocols import (blh, dbitflip, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram,
+                               longitudinal, longitudinal_unary, multi_pcms, npcms, ocms, pem, pgr, privsketch,
+                               privsketch_ldp, ps_olh, rappor, rappor_cms, rhr, subset_selection, svim, treehist_cs,
+                               unary)
 
 #: Users per run (values protocols) and the frequencies of the 40-value data set: four heavy
 #: values, 36 exactly at THRESHOLD (the boundary of the null hypothesis f <= THRESHOLD).
@@ -73,6 +74,11 @@ def _membership(sets: List[List[int]], d: int) -> np.ndarray:
 # -- targets ------------------------------------------------------------------------------------
 def frequency(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
     return _f(data, params.d)[candidates]
+
+
+def scaled_mean(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    """1BitMean's one estimate: the mean counter value over ``m``."""
+    return np.array([data.mean() / params.m])
 
 
 def layout_collisions(params: Any, data: Any, candidates: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -222,6 +228,20 @@ CASES: Dict[str, Case] = {
     "pgr": Case(lambda: pgr.Params(epsilon=2.0, d=D), value_data, frequency),
     "pem": Case(lambda: pem.Params.create(epsilon=2.0, d=D, n=N_VALUES), value_data, frequency),
     "rhr-original": Case(lambda: hadamard_variants.RHROriginalParams(epsilon=3.0, d=D), value_data, frequency),
+    "oue": Case(lambda: unary.OUEParams(epsilon=2.0, d=D), value_data, frequency),
+    "sue": Case(lambda: unary.SUEParams(epsilon=2.0, d=D), value_data, frequency),
+    "rappor": Case(lambda: rappor.configured(2.0, 4.0, k=32, h=2, m=16, d=D), value_data, frequency),
+    # one round of the memoized protocols (eps_inf = 4, eps_1 = 2): fresh users, one report each
+    "l-grr": Case(lambda: longitudinal.LGRRParams(eps_inf=4.0, eps_1=2.0, d=D), value_data, frequency),
+    "l-olh": Case(lambda: longitudinal.LOLHParams(eps_inf=4.0, eps_1=2.0, d=D), value_data, frequency),
+    "l-oue": Case(lambda: longitudinal_unary.LOUEParams(eps_inf=4.0, eps_1=2.0, d=D), value_data, frequency),
+    "l-osue": Case(lambda: longitudinal_unary.LOSUEParams(eps_inf=4.0, eps_1=2.0, d=D), value_data, frequency),
+    "l-sue": Case(lambda: longitudinal_unary.LSUEParams(eps_inf=4.0, eps_1=2.0, d=D), value_data, frequency),
+    "dbitflip": Case(lambda: dbitflip.DBitFlipParams(epsilon=2.0, d=D, sampled=8), value_data, frequency),
+    # the mean at the threshold (the boundary of the null): a declaration is a false discovery;
+    # its variance is the bound "as if every user held the mean"
+    "1bitmean": Case(lambda: dbitflip.OneBitMeanParams(eps_inf=4.0, eps_1=2.0, m=D - 1), value_data, scaled_mean,
+                     float(value_data().mean() / (D - 1)), exact=False),
     "ss": Case(lambda: subset_selection.Params(epsilon=2.0, d=D), lambda: value_data(5000), frequency),
     "cms-rappor": Case(lambda: rappor_cms.Params(epsilon=2.0, d=D, m=16, variant="asymmetric",
                                                  field_size=lf.kernels.field.next_prime(D + 1)), value_data, frequency),

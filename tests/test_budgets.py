@@ -23,7 +23,12 @@ from fractions import Fraction
 import pytest
 
 from ldpfast import _budget, audit
+from ldpfast._base import protocol
+from ldpfast.protocols import rappor
 from ldpfast.protocols._hadamard_layout import binary_flip_threshold
+from ldpfast.protocols.dbitflip import DBitFlipParams, OneBitMeanParams
+from ldpfast.protocols.longitudinal import LGRRParams, LOLHParams
+from ldpfast.protocols.longitudinal_unary import LOSUEParams, LOUEParams, LSUEParams
 from ldpfast.protocols.multi_pcms import MultiPCMSMeanParams, MultiPCMSMinParams
 from ldpfast.protocols.npcms import Params as NPCMSParams
 from ldpfast.protocols.privsketch import NoSmpParams
@@ -97,6 +102,104 @@ def _pgr(params):
     return Fraction(t * (k - s), (TWO64 - t) * s)
 
 
+def _p(t):
+    """A sampler's probability ``t / 2^64`` (its Bernoulli draw is 1 iff a uniform word is ``< t``)."""
+    return Fraction(t, TWO64)
+
+
+def unary_ratio(one, zero):
+    """Independent bits, 1 with probability ``one`` at the value's position and ``zero``
+    elsewhere: two values move one 1-bit, so the worst report ratio is the bit pair
+    (1 at x, 0 at x') against the reverse."""
+    if one < zero:
+        one, zero = zero, one
+    return one * (1 - zero) / (zero * (1 - one))
+
+
+def binary_ratio(one, zero):
+    """One bit, 1 with probability ``one`` from one input and ``zero`` from the other."""
+    return max(one / zero, (1 - zero) / (1 - one), zero / one, (1 - one) / (1 - zero))
+
+
+def _unary(params):
+    t_one, t_zero = params.thresholds()
+    return unary_ratio(_p(t_one), _p(t_zero))
+
+
+def _two_stage_bits(params):
+    """A permanent bit (``p1`` hot, ``q1`` cold) reported through a fresh one (1 with
+    ``p2`` from a permanent 1, ``q2`` from a 0): ``P1 = p1 p2 + (1 - p1) q2`` hot, ``P0``
+    cold."""
+    p1, q1, p2, q2 = (_p(t) for t in params.thresholds)
+    return p1 * p2 + (1 - p1) * q2, q1 * p2 + (1 - q1) * q2
+
+
+def _lue(params):
+    return unary_ratio(*_two_stage_bits(params))
+
+
+def _lue_permanent(params):
+    return unary_ratio(*(_p(t) for t in params.thresholds[:2]))
+
+
+def _two_stage_rr(params, symbols):
+    """k-ary RR twice (flip to a uniform other symbol with ``t1``, then ``t2``): the report
+    is the value with ``P = k1 k2 + (m - 1) o1 o2`` and one given other symbol with
+    ``Q = k1 o2 + o1 k2 + (m - 2) o1 o2`` (``k = 1 - flip``, ``o = flip/(m - 1)``)."""
+    m = symbols
+    (k1, o1), (k2, o2) = ((1 - _p(t), _p(t) / (m - 1)) for t in params.thresholds)
+    big_p, big_q = k1 * k2 + (m - 1) * o1 * o2, k1 * o2 + o1 * k2 + (m - 2) * o1 * o2
+    return max(big_p / big_q, big_q / big_p)
+
+
+def _memo_rr(symbols):
+    return lambda params: _two_stage_rr(params, getattr(params, symbols))
+
+
+def _memo_rr_permanent(symbols):
+    return lambda params: rr_ratio(params.thresholds[0], getattr(params, symbols))
+
+
+def _dbitflip(params):
+    # buckets are drawn independently of the value; two values change at most two of the
+    # sampled bits (one hot, one cold): the unary pair. No instantaneous noise (eps_1 = eps_inf).
+    t_hot, t_cold = params.thresholds
+    return unary_ratio(_p(t_hot), _p(t_cold))
+
+
+def _one_bit_mean(params):
+    # the report bit at x is a mixture over the rounding point: (x/m) P(1 | point m) +
+    # (1 - x/m) P(1 | point 0), so the extremes x = m, x = 0 bound every pair
+    top, bottom, flip = (_p(t) for t in params.thresholds)
+    return binary_ratio(top * (1 - flip) + (1 - top) * flip, bottom * (1 - flip) + (1 - bottom) * flip)
+
+
+def _one_bit_mean_permanent(params):
+    top, bottom, _ = (_p(t) for t in params.thresholds)
+    return binary_ratio(top, bottom)
+
+
+def _rappor_bits(params):
+    """``(q*, p*)``: a report bit is 1 with ``q*`` where the Bloom bit is 1, ``p*`` where
+    it is 0. The PRR replaces a bit by a fair coin with probability ``f128/128`` (a mask
+    byte's high 7 bits below ``f128``, its low bit the coin), the IRR reports 1 with
+    ``t_q/2^64`` from a PRR 1 and ``t_p/2^64`` from a 0 (none: the PRR is sent)."""
+    half = Fraction(params.f128, 256)
+    thresholds = params.irr_thresholds()
+    q, p = (Fraction(1), Fraction(0)) if thresholds is None else (_p(thresholds[0]), _p(thresholds[1]))
+    return (1 - half) * q + half * p, half * q + (1 - half) * p
+
+
+def _rappor_report(params):
+    # two values' Bloom filters differ in at most h bits each way: h unary pairs
+    return unary_ratio(*_rappor_bits(params)) ** params.h
+
+
+def _rappor_permanent(params):
+    half = Fraction(params.f128, 256)
+    return unary_ratio(1 - half, half) ** params.h
+
+
 #: protocol id -> params -> the exact likelihood ratio bound R (the client is log(R)-LDP).
 _LOSS = {
     "grr": _own("d"), "ocms": _own("m"), "olh": _own("g"), "ps-olh": _own("g"), "svim-items": _own("g"),
@@ -106,7 +209,17 @@ _LOSS = {
     "hadaheavy": _binary, "hashtogram": _binary, "treehist-cs": _binary,
     "privsketch": _sketch, "privsketch-nosmp": _sketch, "privsketch-ldp": _sketch, "multi-pcms-mean": _sketch,
     "multi-pcms-min": _sketch, "npcms": _npcms, "cms-rappor": _rappor, "ss": _ss, "svim-padded": _svim_padded,
-    "pgr": _pgr,
+    "pgr": _pgr, "oue": _unary, "sue": _unary, "l-oue": _lue, "l-osue": _lue, "l-sue": _lue,
+    "l-grr": _memo_rr("d"), "l-olh": _memo_rr("g"), "dbitflip": _dbitflip, "1bitmean": _one_bit_mean,
+    "rappor": _rappor_report,
+}
+
+#: Memoized protocols: params -> the exact ratio bound of the permanent response (what
+#: unboundedly many reports of one value reveal), checked against ``params.eps_inf``.
+_PERMANENT_LOSS = {
+    "l-oue": _lue_permanent, "l-osue": _lue_permanent, "l-sue": _lue_permanent,
+    "l-grr": _memo_rr_permanent("d"), "l-olh": _memo_rr_permanent("g"), "dbitflip": _dbitflip,
+    "1bitmean": _one_bit_mean_permanent, "rappor": _rappor_permanent,
 }
 
 #: Configurations with non-power-of-two divisors (the audit's defaults have small ones).
@@ -117,11 +230,21 @@ _EXTRA = {
     "npcms": lambda e: NPCMSParams.create(epsilon=e, d=64, K=2, M=4, seed=1, L=78),
     "svim-padded": lambda e: SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)), L=7),
     "ps-olh": lambda e: PSOLHParams(epsilon=e, d=64, pad_len=3, amplify=True),
+    # memoized: other budget ratios, domains, encodings (the audit's have eps_inf = 2 eps_1)
+    "l-grr": lambda e: LGRRParams(eps_inf=1.3 * e, eps_1=e, d=1000),
+    "l-olh": lambda e: LOLHParams(eps_inf=5.0 * e, eps_1=e, d=1000, g=7),
+    "l-oue": lambda e: LOUEParams(eps_inf=3.0 * e, eps_1=e, d=100),
+    "l-osue": lambda e: LOSUEParams(eps_inf=1.1 * e, eps_1=e, d=100),
+    "l-sue": lambda e: LSUEParams(eps_inf=e, eps_1=e, d=100),
+    "dbitflip": lambda e: DBitFlipParams(epsilon=e, d=100, sampled=7),
+    "1bitmean": lambda e: OneBitMeanParams(eps_inf=1.5 * e, eps_1=e, m=1000),
+    "rappor": lambda e: rappor.configured(e, 3.0 * e, k=32, h=3, m=4, encoding="cpp"),
 }
 
 
 def test_every_audited_protocol_has_an_exact_loss():
     assert set(_LOSS) == set(audit.audited())
+    assert set(_PERMANENT_LOSS) == set(audit.audited("permanent"))
 
 
 def _epsilons(seed, low=0.05, high=66.0):
@@ -136,6 +259,13 @@ def _check(params, claimed):
         reported = audit.effective_epsilon(params)
     if params.protocol == "ps-olh" and params.amplify:
         claimed = params.olh_epsilon          # amplified OLH is eps'-LDP, not eps-LDP (documented)
+    _check_ratio(params, ratio, reported, claimed)
+    if params.protocol in _PERMANENT_LOSS:    # the permanent response against the eps_inf claimed
+        permanent = protocol(params.protocol).audit.permanent_epsilon(params)
+        _check_ratio(params, _PERMANENT_LOSS[params.protocol](params), permanent, float(params.eps_inf))
+
+
+def _check_ratio(params, ratio, reported, claimed):
     assert ratio <= exp_lower(claimed), (params, claimed)
     assert reported <= claimed, (params, reported, claimed)
     # the reported double is the exact loss rounded up, never below it (up to the 90-digit

@@ -43,6 +43,7 @@ from typing import Any, Callable, Tuple
 
 import numpy as np
 
+from .. import _budget
 from .._client import ClientBase
 from .._params import params_summary
 from .._random import SECRET_BYTES, new_secrets
@@ -168,8 +169,11 @@ def exp(x: float) -> Decimal:
 
 
 def _ln(x: Decimal) -> float:
-    with decimal.localcontext(_context()):
-        return float(x.ln())
+    """``|ln x|`` (``x > 0``) to 90 digits, rounded up to a double: an effective epsilon is
+    never reported below the exact one (:func:`ldpfast._budget.effective`)."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = _budget.PRECISION
+        return _budget.effective(abs(x.ln()))
 
 
 def unary_epsilon(p_one: Decimal, p_zero: Decimal) -> float:
@@ -179,7 +183,7 @@ def unary_epsilon(p_one: Decimal, p_zero: Decimal) -> float:
     with decimal.localcontext(_context()):
         if p_zero <= 0 or p_one >= 1 or p_one <= 0 or p_zero >= 1:
             return math.inf
-        return abs(_ln(p_one * (1 - p_zero) / (p_zero * (1 - p_one))))
+        return _ln(p_one * (1 - p_zero) / (p_zero * (1 - p_one)))
 
 
 def binary_epsilon(p_one: Decimal, p_zero: Decimal) -> float:
@@ -188,7 +192,7 @@ def binary_epsilon(p_one: Decimal, p_zero: Decimal) -> float:
     if p_zero <= 0 or p_one <= 0 or p_one >= 1 or p_zero >= 1:
         return math.inf
     with decimal.localcontext(_context()):
-        return max(abs(_ln(p_one / p_zero)), abs(_ln((1 - p_one) / (1 - p_zero))))
+        return max(_ln(p_one / p_zero), _ln((1 - p_one) / (1 - p_zero)))
 
 
 def rr_epsilon_exact(keep: Decimal, other: Decimal) -> float:
@@ -197,7 +201,7 @@ def rr_epsilon_exact(keep: Decimal, other: Decimal) -> float:
     if keep <= 0 or other <= 0:
         return math.inf
     with decimal.localcontext(_context()):
-        return abs(_ln(keep / other))
+        return _ln(keep / other)
 
 
 def two_stage_rr(t1: int, t2: int, m: int) -> Tuple[Decimal, Decimal]:

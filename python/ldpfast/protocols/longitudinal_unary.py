@@ -119,7 +119,11 @@ def _ue_stages(first: Tuple[int, int], kind: str, eps_1: float) -> Tuple[int, in
         return unary_epsilon(*_composite(p1, q1, probability(one), probability(zero)))
     # t: the second stage's probability of a 1 from a permanent 0 (q2), up to 1/2
     low = 0 if kind == "half" else 1
-    if spent(low) < eps_1 - 2.0**-40:
+    # Refused only when eps_1 is out of reach by more than the 64-bit samplers' resolution:
+    # each probability is at least 2^-32 and moves by at most 2^-64 in the thresholds, so
+    # the first stage's loss and the least second stage (q2 = 2^-64) fall short of eps_inf by
+    # less than 2^-29 (eps_1 = eps_inf then spends the permanent response's budget).
+    if spent(low) < eps_1 - 2.0**-29:
         raise ParameterError(f"eps_1={eps_1!r} is more than this second stage can spend after the permanent "
                              f"response (at most {spent(low):.6g}, with p2 = 1/2): lower eps_1, raise eps_inf or "
                              "use l-osue")
@@ -277,7 +281,7 @@ for _pid, _params, _reports, _server, _client, _label, _summary in (
          "longitudinal SUE (basic RAPPOR): memoized SUE at 2 eps, then symmetric RR to eps")):
     _base.register_protocol(_base.Protocol(
         _pid, _params, _reports, _server, _client,
-        example=_ue_example(_params), wire_fields=_wire_ue, variance=own_variance,
+        example=_ue_example(_params), wire_fields=_wire_ue, variance=own_variance, channel=_unary.unary_channel,
         simulations=simulations(_pid, _label, "protocols.longitudinal_unary", _ue_simulation_params(_params),
                                  lambda params, data, f: params.variance(data.n, f), _summary),
         audit=audit_hooks(_ue_audit_params(_params), _unary._audit_plan), rounds=_params))

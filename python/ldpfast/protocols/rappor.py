@@ -48,13 +48,15 @@ import numpy as np
 from .. import _base, _core
 from .._base import AuditHooks
 from .._memory import check_allocation
+from ..audit import log_ratio
 from .._validate import check_int, check_values
 from ..errors import FormatError, ParameterError, ReportError
 from .._base import WireField, bits_for
 from ._bitvec import BitCountServer, bit_rows, row_bytes
 from ._memo import MemoClient, MemoServer, new_secrets
-from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_positions,
-                             bloom_rows, encode_values)
+from ._rappor_hooks import audit_plan, channel
+from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_rows,
+                             encode_values)
 from ._registration import zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "Decoded", "ENCODINGS", "METHODS", "encode_values",
@@ -173,17 +175,19 @@ class Params(_base.Params):
 
     @property
     def eps_inf(self) -> float:
-        """``2 h ln((1 - f/2)/(f/2))``: the PRR's budget (unboundedly many reports of one value)."""
+        """``2 h ln((1 - f/2)/(f/2))``: the PRR's budget (unboundedly many reports of one
+        value), exact and rounded up to a double."""
         half = Fraction(self.f128, 256)
-        return 0.0 if half == Fraction(1, 2) else 2 * self.h * abs(math.log((1 - half) / half))
+        return _log_ratio(((1 - half) / half) ** (2 * self.h))
 
     @property
     def eps_1(self) -> float:
-        """``h ln(q* (1 - p*)/(p* (1 - q*)))``: the budget of one report."""
+        """``h ln(q* (1 - p*)/(p* (1 - q*)))``: the budget of one report, exact and rounded
+        up to a double."""
         qs, ps = self._stars()
         if qs in (0, 1) or ps in (0, 1):
             return math.inf
-        return self.h * abs(math.log(qs * (1 - ps) / (ps * (1 - qs))))
+        return _log_ratio((qs * (1 - ps) / (ps * (1 - qs))) ** self.h)
 
     @property
     def epsilon(self) -> float:
@@ -193,6 +197,11 @@ class Params(_base.Params):
     @property
     def communication_bits(self) -> int:
         return self.k
+
+
+def _log_ratio(ratio: Fraction) -> float:
+    """``|ln ratio|`` of an exact positive rational, rounded up to a double."""
+    return log_ratio(max(ratio.numerator, ratio.denominator), min(ratio.numerator, ratio.denominator))
 
 
 # -- reports -----------------------------------------------------------------------------------
@@ -468,20 +477,6 @@ def audit_params(epsilon: float, **changes: Any) -> Params:
     return configured(epsilon, 2.0 * epsilon, **changes)
 
 
-def _audit_plan(params: Params) -> Any:
-    from ..audit import Plan, value_inputs
-
-    # two values whose Bloom bits (one hash, cohort 0) differ
-    bits = [int(bloom_positions(params, *encode_values([v]), np.zeros(1, np.uint32))[0, 0]) for v in range(16)]
-    x1 = next(v for v in range(1, 16) if bits[v] != bits[0])
-
-    def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
-        b0 = (reports.bits[:, bits[0] // 8] >> (bits[0] % 8)) & 1
-        b1 = (reports.bits[:, bits[x1] // 8] >> (bits[x1] % 8)) & 1
-        return (b0 == 1) & (b1 == 0), (b1 == 1) & (b0 == 0)
-    return Plan(value_inputs(0, x1), events, ("Bloom bit of x0 = 1, of x1 = 0", "Bloom bit of x1 = 1, of x0 = 0"))
-
-
 def _simulations() -> Tuple[Any, ...]:
     from ..experiments import Algorithm
 
@@ -494,7 +489,7 @@ def _simulations() -> Tuple[Any, ...]:
 
 _base.register_protocol(_base.Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
-    simulations=_simulations,
+    simulations=_simulations, channel=channel,
     rounds=lambda eps_inf, eps_1, d: configured(eps_1, eps_inf, k=32, h=2, m=16, d=d),
-    audit=AuditHooks(audit_params, _audit_plan, lambda params: float(params.eps_1),
+    audit=AuditHooks(audit_params, audit_plan, lambda params: float(params.eps_1),
                      permanent_epsilon=lambda params: float(params.eps_inf))))
