@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type, TypeVar, Union
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type, TypeVar, Union
 
 import numpy as np
 
@@ -228,7 +228,8 @@ class HeavyAlgorithm:
 HEAVY_ALGORITHMS: Mapping[str, HeavyAlgorithm] = _RegistryTable(HeavyAlgorithm)
 
 #: The kinds of protocol ``ldpfast simulate`` runs, and their tables.
-KINDS: Dict[str, Mapping[str, Union[Algorithm, SetAlgorithm, HeavyAlgorithm]]] = {"values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS}
+KINDS: Dict[str, Mapping[str, Union[Algorithm, SetAlgorithm, HeavyAlgorithm]]] = {
+    "values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS}
 
 
 def algorithm_kind(name: str) -> str:
