@@ -18,7 +18,8 @@ import pytest
 import ldpfast as lf
 from ldpfast import estimation as est
 from ldpfast.errors import ParameterError
-from ldpfast.protocols import blh, grr, hadamard, ocms, olh, subset_selection as ss
+from ldpfast.protocols import (blh, grr, hadamard, longitudinal as lg, longitudinal_unary as lue, ocms, olh, pgr,
+                               rappor, subset_selection as ss, unary)
 
 
 def _values(d, n, seed=3):
@@ -35,13 +36,70 @@ def _walsh(size):
     return np.array([[(-1) ** bin(r & c).count("1") for c in rows] for r in rows], dtype=np.float64)
 
 
+def _two_stage(t1, t2, m):
+    """(P, Q) of k-ary RR on m symbols with flip thresholds t1 then t2 (the samplers' t / 2^64)."""
+    f1, f2 = t1 / 2.0**64, t2 / 2.0**64
+    p1, q1, p2, q2 = 1 - f1, f1 / (m - 1), 1 - f2, f2 / (m - 1)
+    return p1 * p2 + (m - 1) * q1 * q2, p1 * q2 + q1 * p2 + (m - 2) * q1 * q2
+
+
+def _unary_bits(p):
+    """(P(bit 1 | value's bit), P(bit 1 | other bit)) of one report, from the samplers' thresholds."""
+    thresholds = p.thresholds() if p.protocol in ("oue", "sue") else p.thresholds
+    t = np.array(thresholds, dtype=np.float64) / 2.0**64
+    if t.size == 2:
+        return t[0], t[1]
+    hot, cold, one, zero = t                  # permanent encoding, then each bit's response
+    return hot * one + (1 - hot) * zero, cold * one + (1 - cold) * zero
+
+
+def _rappor_reference(server, xs, rest):
+    """Cells (cohort, bit, 1) then (cohort, bit, 0) of the cohorts with reports; Bloom bits
+    from the client's own Bloom filters."""
+    p, n = server.params, server.n
+    sizes = server.group_reports.astype(np.float64)
+    live = np.flatnonzero(sizes > 0)
+    client = rappor.Client(p, rng=0)
+    one, zero = [], []
+    t_q, t_p = (v / 2.0**64 for v in p.irr_thresholds())
+    half = p.f128 / 256
+    q_star, p_star = (1 - half) * t_q + half * t_p, half * t_q + (1 - half) * t_p
+    other = 1 - (1 - 1 / p.k) ** p.h
+    for c in live:
+        bloom = np.unpackbits(client.bloom(xs, np.full(xs.size, c)).bits, axis=1, bitorder="little")[:, :p.k].T
+        if rest:
+            bloom = np.column_stack([bloom, np.full(p.k, other)])
+        hit = sizes[c] / n * (p_star + (q_star - p_star) * bloom)
+        one.append(hit)
+        zero.append(sizes[c] / n - hit)
+    counts = server.counts[live].astype(np.float64)
+    return np.vstack(one + zero), np.concatenate([counts.ravel(), (sizes[live, None] - counts).ravel()])
+
+
+def _pgr_reference(server, xs, rest):
+    p = server.params
+    on = p.in_threshold / 2.0**64
+    vectors = p.vectors(np.arange(p.points))
+    incidence = (vectors @ vectors.T) % p.q == 0            # <y, x> = 0
+    a = np.where(incidence, on / p.hyperplane, (1 - on) / (p.points - p.hyperplane))[:, :p.d]
+    columns = a[:, xs]
+    if rest:
+        columns = np.column_stack([columns, a[:, np.setdiff1d(np.arange(p.d), xs)].mean(axis=1)])
+    return columns, server.counts.astype(np.float64)
+
+
 def _dense_reference(server, candidates):
     """(A, y) from the protocol definitions, with the rest column when candidates < d."""
     p, n = server.params, server.n
     xs = np.arange(p.d) if candidates is None else np.asarray(candidates)
     rest = xs.size < p.d
-    if server.protocol == "grr":
-        keep, other = p.keep_probability, p.other_probability
+    if server.protocol == "rappor":
+        return _rappor_reference(server, xs, rest)
+    if server.protocol == "pgr":
+        return _pgr_reference(server, xs, rest)
+    if server.protocol in ("grr", "l-grr"):
+        keep, other = (p.keep_probability, p.other_probability) if server.protocol == "grr" else \
+            _two_stage(*p.thresholds, p.d)
         full = np.full((p.d, p.d), other) + (keep - other) * np.eye(p.d)     # report y | value x
         counts = server.counts.astype(np.float64)
         if not rest:
@@ -50,10 +108,17 @@ def _dense_reference(server, candidates):
         a = np.vstack([full[xs][:, xs], full[outside][:, xs].sum(axis=0)])
         rest_col = np.append(full[xs][:, outside[0]], full[outside][:, outside[0]].sum())
         return np.column_stack([a, rest_col]), np.append(counts[xs], counts[outside].sum())
-    if server.protocol in ("ss", "olh", "blh", "ocms"):
+    if server.protocol in ("ss", "olh", "blh", "ocms", "oue", "sue", "l-oue", "l-osue", "l-sue", "l-olh"):
         if server.protocol == "ss":
             s1, s0 = p.probabilities
             support = server.counts[xs].astype(np.float64)
+        elif server.protocol in ("oue", "sue", "l-oue", "l-osue", "l-sue"):
+            s1, s0 = _unary_bits(p)
+            support = server.counts[0, xs].astype(np.float64)
+        elif server.protocol == "l-olh":
+            big_p, big_q = _two_stage(*p.thresholds, p.g)      # a report is GRR on g symbols of h(x)
+            s1, s0 = big_p, big_q + (big_p - big_q) / p.g       # another value collides with probability 1/g
+            support = server._reports.match_counts(xs.astype(np.uint64)).astype(np.float64)
         else:
             m, mu = (p.g, float(p.g)) if server.protocol in ("olh", "blh") else (p.m, p.estimator_m)
             e = math.exp(p.epsilon)
@@ -105,6 +170,20 @@ def _cases():
         ("he", lambda: _server(hadamard.HEParams(epsilon=1.0, d=40), hadamard.HEServer, hadamard.HEClient)),
         ("cmshe", lambda: _server(hadamard.CMSHEParams(epsilon=2.0, d=40, k=4, m=8, hash_seed=3),
                                   hadamard.CMSHEServer, hadamard.CMSHEClient)),
+        ("oue", lambda: _server(unary.OUEParams(epsilon=1.0, d=40), unary.OUEServer, unary.OUEClient)),
+        ("sue", lambda: _server(unary.SUEParams(epsilon=1.0, d=40), unary.SUEServer, unary.SUEClient)),
+        ("l-oue", lambda: _server(lue.LOUEParams(eps_inf=2.0, eps_1=0.5, d=40), lue.LOUEServer, lue.LOUEClient)),
+        ("l-osue", lambda: _server(lue.LOSUEParams(eps_inf=2.0, eps_1=1.0, d=40), lue.LOSUEServer,
+                                   lue.LOSUEClient)),
+        ("l-sue", lambda: _server(lue.LSUEParams(eps_inf=2.0, eps_1=1.0, d=40), lue.LSUEServer, lue.LSUEClient)),
+        ("l-grr", lambda: _server(lg.LGRRParams(eps_inf=3.0, eps_1=2.0, d=40), lg.LGRRServer, lg.LGRRClient)),
+        ("l-olh", lambda: _server(lg.LOLHParams(eps_inf=3.0, eps_1=1.0, d=40), lg.LOLHServer, lg.LOLHClient,
+                                  n=1500)),
+        # 5 cohorts of which one gets no reports (its cells are dropped)
+        ("rappor", lambda: rappor.Server(rappor.Params(k=16, h=2, m=5, p=0.25, q=0.75, f=0.25, d=40)).update(
+            rappor.Client(rappor.Params(k=16, h=2, m=5, p=0.25, q=0.75, f=0.25, d=40), rng=5).perturb(
+                _values(40, 3000), cohorts=np.arange(3000) % 4))),
+        ("pgr", lambda: _server(pgr.Params(epsilon=3.0, d=40, q=3), pgr.Server, pgr.Client)),
     ]
 
 
@@ -146,6 +225,30 @@ def test_mle_satisfies_kkt_on_the_dense_likelihood(server):
         assert np.abs(f * (y.sum() - g)).max() <= tol
         assert g.max() <= y.sum() + tol
         assert fit.gap <= 1e-9
+
+
+def test_rappor_string_values_channel():
+    """String values (d = 0): the candidates are a dictionary and a rest column (uniform
+    Bloom bits) is always present; same dense reference as integer values."""
+    params = rappor.Params(k=16, h=2, m=3, p=0.25, q=0.75, f=0.25)
+    words = np.array(["alpha", "beta", "gamma", "delta", "omega"])
+    values = words[_values(5, 2000)]
+    server = rappor.Server(params).update(rappor.Client(params, rng=2).perturb(values, cohorts=np.arange(2000) % 3))
+    candidates = words[[1, 0, 3]]
+    channel = est.channel_of(server, candidates)
+    a, y = _rappor_reference(server, candidates, rest=True)
+    assert channel.rest and channel.likelihood == "composite"
+    np.testing.assert_allclose(channel.observed, y, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(channel.dense(), a, rtol=0, atol=1e-12)
+    fit = server.frequencies(candidates, method="mle")
+    f = est.mle(channel).values
+    g = a.T @ (y / (a @ f))
+    assert np.abs(f * (y.sum() - g)).max() <= 1e-6 * y.sum() and g.max() <= y.sum() * (1 + 1e-6)
+    np.testing.assert_allclose(fit.values, f[:3], rtol=0, atol=1e-12)
+    with pytest.raises(ParameterError, match="needs candidates"):
+        est.channel_of(server, None)
+    with pytest.raises(ParameterError, match="distinct"):
+        server.frequencies(["beta", "beta"], method="ibu")
 
 
 @pytest.mark.parametrize("make", [lambda p: grr.Params(epsilon=3.0, d=6), lambda p: ss.Params(epsilon=3.0, d=6)])

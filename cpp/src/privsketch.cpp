@@ -59,6 +59,9 @@ std::size_t decode_users(std::size_t n, std::size_t n_cand, std::size_t KM, std:
     for (std::size_t b = begin; b < end; b += piece) {
       if (b > begin) interruption_point();
       const std::size_t e = std::min(end, b + piece);
+      // Each call numbers its users' generations from 1: a stamp left by an earlier call
+      // (one that stopped at an invalid user leaves some unrenewed) would read as a repeat.
+      std::fill(stamps[slot].begin(), stamps[slot].end(), 0u);
       const std::size_t bad = decode(b, e, p, q, stamps[slot].data());
       if (bad < e) {
         first_bad[c] = bad;

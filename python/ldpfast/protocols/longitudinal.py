@@ -45,7 +45,7 @@ from .._base import WireField, bits_for
 from . import grr as _grr
 from . import olh as _olh
 from . import unary as _unary
-from ._local_hashing import debias_matches, default_g
+from ._local_hashing import debias_matches, default_g, match_channel
 from ._memo import (Budgets, MemoClient, MemoServer, audit_hooks, new_secrets, own_variance, rr_epsilon_exact,
                     simulations, solve_threshold, two_stage_rr)
 from ._registration import olh_plan, zipf_values
@@ -278,6 +278,26 @@ def _lolh_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
             f"{PLUG_IN} (theory.ocms_variance with m = g at the composite eps_1: OLH)")
 
 
+def _lgrr_channel(server: Any, candidates: Any) -> Any:
+    """GRR's channel with the composite ``P``, ``Q`` of the two responses (one report per
+    user is GRR at ``eps_1``; the histogram is sufficient: full likelihood)."""
+    from ..estimation import symbol_channel
+
+    p = server.params
+    counts = server._counts
+    if candidates is not None:
+        counts = counts[check_values(candidates, p.d, "candidates", "values in", distinct=True)]
+    return symbol_channel(counts, server.n, p.keep_probability, p.other_probability, p.d)
+
+
+def _lolh_channel(server: Any, candidates: Any, likelihood: str = "composite") -> Any:
+    """OLH's hash-match channel at the composite ``eps_1`` (one report is GRR on ``g``
+    symbols of the user's hashed value)."""
+    p = server.params
+    g = int(p.g or 2)
+    return match_channel(server._reports, candidates, p.effective_eps_1, g, float(g), likelihood)
+
+
 def _grr_plan(params: Any) -> Any:
     from ..audit import Plan
 
@@ -287,7 +307,7 @@ def _grr_plan(params: Any) -> Any:
 _base.register_protocol(_base.Protocol(
     "l-grr", LGRRParams, LGRRReports, LGRRServer, LGRRClient,
     example=lambda: (LGRRParams(eps_inf=3.0, eps_1=1.0, d=64), zipf_values(64)),
-    wire_fields=lambda p: [WireField("y", bits_for(p.d))], variance=own_variance,
+    wire_fields=lambda p: [WireField("y", bits_for(p.d))], variance=own_variance, channel=_lgrr_channel,
     simulations=simulations("l-grr", "L-GRR", "protocols.longitudinal",
                             lambda eps, data, gen: LGRRParams(2 * eps, eps, data.d),
                              lambda params, data, f: params.variance(data.n, f),
@@ -299,7 +319,7 @@ _base.register_protocol(_base.Protocol(
     "l-olh", LOLHParams, LOLHReports, LOLHServer, LOLHClient,
     example=lambda: (LOLHParams(eps_inf=3.0, eps_1=1.0, d=300), zipf_values(300, n=1500)),
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
-    variance=_lolh_variance,
+    variance=_lolh_variance, channel=_lolh_channel,
     simulations=simulations("l-olh", "L-OLH", "protocols.longitudinal",
                             lambda eps, data, gen: LOLHParams(2 * eps, eps, data.d),
                              lambda params, data, f: _ocms_variance(params.effective_eps_1, params.g,

@@ -281,7 +281,7 @@ for _pid, _params, _reports, _server, _client, _label, _summary in (
          "longitudinal SUE (basic RAPPOR): memoized SUE at 2 eps, then symmetric RR to eps")):
     _base.register_protocol(_base.Protocol(
         _pid, _params, _reports, _server, _client,
-        example=_ue_example(_params), wire_fields=_wire_ue, variance=own_variance,
+        example=_ue_example(_params), wire_fields=_wire_ue, variance=own_variance, channel=_unary.unary_channel,
         simulations=simulations(_pid, _label, "protocols.longitudinal_unary", _ue_simulation_params(_params),
                                  lambda params, data, f: params.variance(data.n, f), _summary),
         audit=audit_hooks(_ue_audit_params(_params), _unary._audit_plan), rounds=_params))

@@ -44,7 +44,7 @@ from ..theory import projective as _theory
 from .._base import WireField, bits_for
 from ._registration import counter_cost, own_variance, simulated_own_l2, simulated_own_variance, zipf_values
 
-__all__ = ["Params", "Reports", "Client", "Server"]
+__all__ = ["Params", "Reports", "Client", "Server", "hyperplane_transform"]
 
 PROTOCOL_ID = "pgr"
 _TWO64 = 2**64
@@ -245,6 +245,75 @@ class Server(Aggregator):
         return f"t={self.params.t}, K={self.params.points}"
 
 
+def hyperplane_transform(params: Params) -> Any:
+    """``g (K,) -> D g`` with ``(D g)(u) = sum of g(v) over the points v with <u, v> = 0``
+    (float64; the decoder's hyperplane sums for real weights). ``g`` is lifted to every
+    nonzero vector of ``F_q^t`` (constant on lines); its DFT ``G^`` is then constant on
+    lines too, and ``sum_{<u,v>=0} G(v) = (G^(0) + (q - 1) G^(u))/q`` over vectors, i.e.
+    ``(G^(0) + (q - 1) G^(u))/(q (q - 1))`` over points: one ``t``-dimensional FFT of size
+    ``q^t = (q - 1) K + 1``."""
+    from .._memory import check_allocation
+
+    q, t, points = params.q, params.t, params.points
+    check_allocation(40 * (q**t), f"the PGR channel's FFT over F_{q}^{t}")
+    vectors = params.vectors(np.arange(points))
+    place = q ** np.arange(t - 1, -1, -1, dtype=np.int64)
+    own = vectors @ place                                          # flat index of each canonical vector
+    lift = np.stack([(c * vectors % q) @ place for c in range(1, q)])  # (q-1, K): all its nonzero multiples
+
+    def transform(g: np.ndarray) -> np.ndarray:
+        lifted = np.zeros(q**t)
+        lifted[lift] = g
+        spectrum = np.fft.fftn(lifted.reshape((q,) * t)).ravel()
+        return np.asarray((spectrum[0].real + (q - 1) * spectrum[own].real) / (q * (q - 1)))
+    return transform
+
+
+def _channel(server: Server, candidates: Any) -> Any:
+    """The IBU/MLE channel (:mod:`ldpfast.estimation`): one reported point per user, with
+    probability ``a_in = P_H/s`` for each point of the value's hyperplane and ``a_out =
+    (1 - P_H)/(K - s)`` for each other (``P_H``: the sampler's exact threshold), so
+    ``A f = a_out sum(f) + (a_in - a_out) D f`` with the hyperplane sums ``D``
+    (:func:`hyperplane_transform`, symmetric, so ``A^T`` is the same). Cells: the ``K``
+    points' counts, sufficient: the full likelihood. A rest column spreads its mass
+    uniformly over the values outside the candidates."""
+    from ..estimation import Channel
+
+    p = server.params
+    n = server.n
+    if n == 0:
+        raise ReportError("cannot estimate frequencies from zero reports")
+    xs = np.arange(p.d) if candidates is None else \
+        check_values(candidates, p.d, "candidates", "values in", distinct=True).astype(np.int64)
+    if xs.size == 0:
+        raise ParameterError("candidates must not be empty")
+    rest = xs.size < p.d
+    outside = np.setdiff1d(np.arange(p.d), xs) if rest else xs[:0]
+    transform = hyperplane_transform(p)
+    on = p.in_threshold / _TWO64
+    a_in, a_out = on / p.hyperplane, (1.0 - on) / (p.points - p.hyperplane)
+    gap, k = a_in - a_out, xs.size
+
+    def forward(f: np.ndarray) -> np.ndarray:
+        g = np.zeros(p.points)
+        g[xs] = f[:k]
+        if rest:
+            g[outside] = float(f[k]) / outside.size
+        return np.asarray(a_out * float(f.sum()) + gap * transform(g))
+
+    def adjoint(w: np.ndarray) -> np.ndarray:
+        sums = transform(np.asarray(w, dtype=np.float64))
+        base = a_out * float(w.sum())
+        out = base + gap * sums[xs]
+        return np.append(out, base + gap * float(sums[outside].mean())) if rest else np.asarray(out)
+
+    observed = server._st["counts"].astype(np.float64)
+    rest_note = "; the rest column is uniform over the values outside the candidates" if rest else ""
+    return Channel(observed, forward, adjoint, k + int(rest), n, rest, 1.0, "full",
+                   f"one reported point per user (hyperplane {a_in:.6g}, off it {a_out:.6g} per point); the "
+                   f"histogram of points is sufficient{rest_note}")
+
+
 def _audit_plan(params: Params) -> Any:
     from ..audit import Plan, support_events, value_inputs
 
@@ -289,6 +358,6 @@ def _wire(params: Params) -> List[WireField]:
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client,
     example=lambda: (Params(epsilon=1.0, d=200), zipf_values(200, n=2000)),
-    wire_fields=_wire, variance=own_variance, compare=_compare, simulations=_simulations,
+    wire_fields=_wire, variance=own_variance, compare=_compare, simulations=_simulations, channel=_channel,
     # q = 3 forced: the audit exercises the hyperplane sampler (t = 4) at every epsilon
     audit=AuditHooks(lambda e, **kw: Params(e, 16, **{"q": 3, **kw}), _audit_plan, _effective_epsilon)))

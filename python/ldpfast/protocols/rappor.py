@@ -54,8 +54,9 @@ from ..errors import FormatError, ParameterError, ReportError
 from .._base import WireField, bits_for
 from ._bitvec import BitCountServer, bit_rows, row_bytes
 from ._memo import MemoClient, MemoServer, new_secrets
-from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_positions,
-                             bloom_rows, encode_values)
+from ._rappor_hooks import audit_plan, channel
+from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_rows,
+                             encode_values)
 from ._registration import zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "Decoded", "ENCODINGS", "METHODS", "encode_values",
@@ -476,20 +477,6 @@ def audit_params(epsilon: float, **changes: Any) -> Params:
     return configured(epsilon, 2.0 * epsilon, **changes)
 
 
-def _audit_plan(params: Params) -> Any:
-    from ..audit import Plan, value_inputs
-
-    # two values whose Bloom bits (one hash, cohort 0) differ
-    bits = [int(bloom_positions(params, *encode_values([v]), np.zeros(1, np.uint32))[0, 0]) for v in range(16)]
-    x1 = next(v for v in range(1, 16) if bits[v] != bits[0])
-
-    def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
-        b0 = (reports.bits[:, bits[0] // 8] >> (bits[0] % 8)) & 1
-        b1 = (reports.bits[:, bits[x1] // 8] >> (bits[x1] % 8)) & 1
-        return (b0 == 1) & (b1 == 0), (b1 == 1) & (b0 == 0)
-    return Plan(value_inputs(0, x1), events, ("Bloom bit of x0 = 1, of x1 = 0", "Bloom bit of x1 = 1, of x0 = 0"))
-
-
 def _simulations() -> Tuple[Any, ...]:
     from ..experiments import Algorithm
 
@@ -502,7 +489,7 @@ def _simulations() -> Tuple[Any, ...]:
 
 _base.register_protocol(_base.Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
-    simulations=_simulations,
+    simulations=_simulations, channel=channel,
     rounds=lambda eps_inf, eps_1, d: configured(eps_1, eps_inf, k=32, h=2, m=16, d=d),
-    audit=AuditHooks(audit_params, _audit_plan, lambda params: float(params.eps_1),
+    audit=AuditHooks(audit_params, audit_plan, lambda params: float(params.eps_1),
                      permanent_epsilon=lambda params: float(params.eps_inf))))

@@ -41,7 +41,7 @@ from ._memo import check_bit_budget, exp, probability, threshold, unary_epsilon
 from ._registration import simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["OUEParams", "SUEParams", "OUEReports", "SUEReports", "OUEClient", "SUEClient", "OUEServer",
-           "SUEServer", "unary_variance"]
+           "SUEServer", "unary_variance", "unary_channel"]
 
 _TWO64 = 2**64
 
@@ -215,6 +215,21 @@ def _variance(server: Any, candidates: Any) -> Tuple[Any, str]:
     return (lambda f: p.variance(n, f)), f"{PLUG_IN} (unary encoding, Params.variance)"
 
 
+def unary_channel(server: Any, candidates: Any) -> Any:
+    """The IBU/MLE channel (:mod:`ldpfast.estimation`) of per-bit counts: bit ``v`` is set by
+    a report with probability ``p`` when the user holds ``v`` and ``q`` otherwise (OUE, SUE,
+    and the longitudinal encodings with their composite ``P1``, ``P0``). The bits are
+    independent given the value, but the counts alone are not sufficient for the mixture
+    over values, so the likelihood is the composite one (counts as independent binomials)."""
+    from ..estimation import support_channel
+
+    p = server.params
+    column = server._st["counts"][0]
+    if candidates is not None:
+        column = column[check_values(candidates, p.d, "candidates", "values in", distinct=True)]
+    return support_channel(column, server.n, p.p, p.q, rest=column.size < p.d, what="bit")
+
+
 def _wire(params: Any) -> Sequence[WireField]:
     # d bits, sent as whole bytes (the spare bits of the last byte are 0)
     return [WireField("bits", 8, None, "uint8", (row_bytes(params.d),))]
@@ -259,7 +274,7 @@ def _register(kind: str, params: type, reports: type, server: type, client: type
     _base.register_protocol(_base.Protocol(
         kind, params, reports, server, client,
         example=lambda: (params(epsilon=1.5, d=60), zipf_values(60)),  # d % 8: padding bits to reject
-        wire_fields=_wire, variance=_variance, compare=_compare(kind),
+        wire_fields=_wire, variance=_variance, compare=_compare(kind), channel=unary_channel,
         simulations=_simulations(kind, label, summary),
         audit=AuditHooks(lambda e, **kw: params(e, 4, **kw), _audit_plan,
                          lambda p: float(p.effective_epsilon))))
