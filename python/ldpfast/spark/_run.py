@@ -14,11 +14,11 @@ import shutil
 import tempfile
 import threading
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Type, Union, cast
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
-from .._base import Aggregator, Params, Protocol, Reports, protocol
+from .._base import Aggregator, Params, Protocol, protocol
 from ..arrow import FINGERPRINT_COLUMN
 from ..errors import DTypeError, LdpfastError, ParameterError, ReportError
 from .._optional import require
@@ -58,7 +58,7 @@ def _column_specs(proto: Protocol, params: Params) -> List[_Column]:
         fields = {f.column: f for f in wire.fields(params)}
     except NotImplementedError:
         fields = {}
-    reports_type = cast(Type[Reports], proto.reports)
+    reports_type = proto.reports
     declared = reports_type.column_types
     specs = []
     for name in reports_type.column_names():
@@ -85,7 +85,7 @@ def _spark_session(spark: Any) -> Any:
 def _zero_of(params_or_zero: Any) -> Tuple[type, bytes]:
     from ..dask import _zero_of as zero_of
 
-    return zero_of(params_or_zero)  # type: ignore[no-any-return]
+    return zero_of(params_or_zero)
 
 
 def _checked_int(name: str, value: Any, low: int) -> int:

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import uuid
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, cast
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
@@ -341,7 +341,7 @@ def _dataframe_reports(proto: Protocol, params: Params, specs: Sequence[_Column]
     """A checked Reports batch from one of Spark's Arrow batches (fingerprint column first)."""
     check_fingerprint_column(batch.column(FINGERPRINT_COLUMN), params.fingerprint)
     columns = {spec.name: _numpy_column(spec, batch.column(spec.name)) for spec in specs}
-    reports = cast(Type[Reports], proto.reports).from_columns(columns, params)
+    reports = proto.reports.from_columns(columns, params)
     reports.params_fingerprint = params.fingerprint
     return reports
 
