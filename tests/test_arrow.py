@@ -121,3 +121,41 @@ def test_write_refuses_params_of_another_protocol(batch, tmp_path):
         arrow.to_arrow(reports, Fake())
     with pytest.raises(ParameterError):
         arrow.to_arrow({"y": 1})
+
+
+def test_fingerprint_column_is_written_checked_and_dropped(batch, tmp_path):
+    """The optional column that keeps rows checkable where the metadata is lost (Spark):
+    the same int64 (first 64 bits of the fingerprint) in every row, checked on read against
+    the recorded parameters, then dropped."""
+    params, reports = batch
+    table = arrow.to_arrow(reports, params, fingerprint_column=True)
+    assert table.column_names == ["y", "s", arrow.FINGERPRINT_COLUMN]
+    expected = int.from_bytes(bytes.fromhex(params.fingerprint[:16]), "big", signed=True)
+    assert arrow.fingerprint_value(params) == expected
+    assert set(table.column(arrow.FINGERPRINT_COLUMN).to_pylist()) == {expected}
+    _same(reports, arrow.from_arrow(table, params))
+    arrow.write_parquet(reports, tmp_path / "f.parquet", params, fingerprint_column=True)
+    assert pq.read_schema(tmp_path / "f.parquet").names == ["y", "s", arrow.FINGERPRINT_COLUMN]
+    _same(reports, arrow.read_parquet(tmp_path / "f.parquet", params)[1])
+    values = np.full(len(reports), expected, dtype=np.int64)
+    values[123] = arrow.fingerprint_value(toy.ToyParams(m=38))
+    other = table.set_column(2, arrow.FINGERPRINT_COLUMN, pa.array(values))
+    with pytest.raises(IncompatibleError, match="row 123: made with other parameters"):
+        arrow.from_arrow(other, params)
+    nulls = table.set_column(2, arrow.FINGERPRINT_COLUMN, pa.array([expected] * 7 + [None] * (len(reports) - 7)))
+    with pytest.raises(IncompatibleError, match="row 7: no parameter fingerprint"):
+        arrow.from_arrow(nulls, params)
+    text = table.set_column(2, arrow.FINGERPRINT_COLUMN, pa.array([params.fingerprint] * len(reports)))
+    with pytest.raises(FormatError, match="must hold integers"):
+        arrow.from_arrow(text, params)
+    with pytest.raises(ParameterError, match="needs params"):
+        arrow.to_arrow(toy.ToyReports.from_columns(reports.columns()), fingerprint_column=True)
+
+
+def test_iter_parquet_can_yield_the_raw_tables(batch, tmp_path):
+    params, reports = batch
+    arrow.write_parquet(reports, tmp_path / "f.parquet", params)
+    tables = [t for _, t in arrow.iter_parquet(tmp_path / "f.parquet", params, batch_rows=300, tables=True)]
+    assert [t.num_rows for t in tables] == [300, 300, 300, 100]
+    assert all(t.schema.metadata[b"ldpfast.fingerprint"] == params.fingerprint.encode() for t in tables)
+    _same(reports, arrow.from_arrow(pa.concat_tables(tables), params))

@@ -79,3 +79,17 @@ def test_shuffle_without_scipy_is_one_line(without, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and err == ("ldpfast shuffle: error: the shuffle accountant (binomial tails) needs scipy, which is "
                                "not installed: pip install 'ldpfast[shuffle]'\n")
+
+
+def test_spark_without_pyspark_names_the_extra(without, tmp_path, capsys):
+    import ldpfast.spark
+
+    params, reports = _params_and_reports()
+    arrow.write_parquet(reports, tmp_path / "a.parquet", params)
+    without("pyspark")
+    with pytest.raises(MissingDependencyError, match=r"ldpfast.spark needs pyspark.*'ldpfast\[spark\]'"):
+        ldpfast.spark.aggregate(tmp_path)
+    rc = cli.main(["aggregate", "--reports", str(tmp_path), "--state", str(tmp_path / "s.bin"), "--engine", "spark"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("ldpfast aggregate: error: --engine spark needs pyspark, which is not installed: "
+                               "pip install 'ldpfast[spark]'\n")

@@ -186,12 +186,12 @@ def _parse_container(blob: bytes, key: Optional[bytes] = None,
                      verify: bool = True) -> Tuple[Dict[str, Any], List[Tuple[str, memoryview]]]:
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise FormatError(f"aggregator bytes must be bytes-like, got {type(blob).__name__}")
-    blob = memoryview(blob).cast("B")  # no copies of large states while parsing
-    if bytes(blob[:len(FORMAT_MAGIC)]) != FORMAT_MAGIC:
+    view = memoryview(blob).cast("B")  # no copies of large states while parsing
+    if bytes(view[:len(FORMAT_MAGIC)]) != FORMAT_MAGIC:
         raise FormatError("not an ldpfast aggregator (bad magic)")
-    if len(blob) < len(FORMAT_MAGIC) + 4:
+    if len(view) < len(FORMAT_MAGIC) + 4:
         raise FormatError("aggregator bytes are truncated (no checksum)")
-    body, (crc,) = blob[:-4], struct.unpack("<I", blob[-4:])
+    body, (crc,) = view[:-4], struct.unpack("<I", view[-4:])
     cur = _Cursor(body, len(FORMAT_MAGIC))
     intact = zlib.crc32(body) == crc
     # The version is checked before the checksum so that a future format (which may

@@ -11,7 +11,7 @@ from .errors import MissingDependencyError
 
 #: The extra of pyproject.toml that installs each optional package.
 EXTRAS = {"pyarrow": "arrow", "matplotlib": "plot", "dask": "dask", "distributed": "dask", "pandas": "pandas",
-          "scipy": "shuffle"}
+          "scipy": "shuffle", "pyspark": "spark"}
 
 
 def require(module: str, what: str) -> ModuleType:

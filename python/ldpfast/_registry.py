@@ -165,7 +165,7 @@ class Protocol:
 
     id: str
     params: type
-    reports: type
+    reports: Type[Reports]
     aggregator: type
     client: type
     example: Optional[Callable[[], Tuple[Params, Any]]] = None

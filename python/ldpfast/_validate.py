@@ -134,11 +134,11 @@ def check_int(name: str, value: Any, low: int, high: Optional[int] = None) -> in
     floats and other types are refused."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ParameterError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
+    number = int(value)
+    if number < low or (high is not None and number > high):
         bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ParameterError(f"{name} must be {bound}, got {value}")
-    return value
+        raise ParameterError(f"{name} must be {bound}, got {number}")
+    return number
 
 
 def check_real(name: str, value: Any, low: float = 0.0, high: float = math.inf, high_closed: bool = False) -> float:
@@ -165,7 +165,7 @@ def check_bool(name: str, value: Any) -> bool:
 def check_choice(name: str, value: Any, choices: Tuple[str, ...]) -> str:
     if value not in choices:
         raise ParameterError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
+    return choices[choices.index(value)]
 
 
 def check_threads(threads: Any) -> int:

@@ -13,9 +13,15 @@ so a reader checks that it reads reports of the protocol and parameters it expec
 =========================  ===============================================
 
 Columns are the fields of the protocol's ``Reports`` dataclass, in order, with the
-numpy dtypes of the batch. A column with more than one dimension per report (e.g.
-PrivSketch's ordering matrices) is a fixed-size list per report, its per-report shape
-recorded in the field metadata (``ldpfast.shape``, JSON). ``pyarrow`` is optional: install ``ldpfast[arrow]``.
+numpy dtypes of the batch, optionally followed by the fingerprint column
+``ldpfast_fingerprint`` (``fingerprint_column=True``): in every row, the first 64 bits of
+the parameter fingerprint as a signed integer (:func:`fingerprint_value`). It lets an
+engine that drops the schema metadata (Spark reads only the columns) still refuse rows made
+with other parameters; readers here check it against the metadata and drop it.
+
+A column with more than one dimension per report (e.g. PrivSketch's ordering matrices) is a
+fixed-size list per report, its per-report shape recorded in the field metadata
+(``ldpfast.shape``, JSON). ``pyarrow`` is optional: install ``ldpfast[arrow]``.
 
 Example::
 
@@ -38,7 +44,8 @@ from ._optional import require
 from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError
 
 __all__ = ["to_arrow", "from_arrow", "write_parquet", "read_parquet", "iter_parquet",
-           "read_parquet_params", "METADATA_VERSION"]
+           "read_parquet_params", "fingerprint_value", "check_fingerprint_column", "FINGERPRINT_COLUMN",
+           "METADATA_VERSION"]
 
 METADATA_VERSION = "1"
 _KEY_PROTOCOL = b"ldpfast.protocol"
@@ -46,6 +53,20 @@ _KEY_PARAMS = b"ldpfast.params"
 _KEY_FINGERPRINT = b"ldpfast.fingerprint"
 _KEY_VERSION = b"ldpfast.reports"
 _KEY_SHAPE = b"ldpfast.shape"  # field metadata of multi-dimensional columns
+#: The optional per-row fingerprint column (int64, see :func:`fingerprint_value`).
+FINGERPRINT_COLUMN = "ldpfast_fingerprint"
+
+
+def fingerprint_value(params_or_fingerprint: "Params | str") -> int:
+    """The value of the fingerprint column for ``params`` (or a fingerprint string): the
+    first 64 bits of the SHA-256 fingerprint, big-endian, as a signed 64-bit integer
+    (what Spark and pandas store without conversion)."""
+    fingerprint = (params_or_fingerprint.fingerprint if isinstance(params_or_fingerprint, Params)
+                   else str(params_or_fingerprint))
+    try:
+        return int.from_bytes(bytes.fromhex(fingerprint[:16]), "big", signed=True)
+    except ValueError:
+        raise ParameterError(f"a parameter fingerprint is 64 hex digits, got {fingerprint!r}") from None
 
 
 def _pyarrow() -> Any:
@@ -71,13 +92,17 @@ def _metadata(reports: Reports, params: Optional[Params]) -> Dict[bytes, bytes]:
     return meta
 
 
-def to_arrow(reports: Reports, params: Optional[Params] = None):
+def to_arrow(reports: Reports, params: Optional[Params] = None, *, fingerprint_column: bool = False):
     """``reports`` as a ``pyarrow.Table`` (zero-copy for numeric columns).
 
     Args:
         reports: a batch of any protocol.
         params: the parameters the reports were made with; stored in the schema metadata
             so readers can validate them. Recommended.
+        fingerprint_column: also write the column ``ldpfast_fingerprint`` (int64, the same
+            value in every row, :func:`fingerprint_value`), which keeps the reports
+            checkable where the metadata is lost (e.g. a Spark DataFrame). Needs ``params``
+            or a batch that records its parameters.
 
     Raises:
         IncompatibleError: ``params`` belong to another protocol, or are not the
@@ -99,7 +124,15 @@ def to_arrow(reports: Reports, params: Optional[Params] = None):
             arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(col.reshape(-1)), size))
             fields.append(pa.field(name, arrays[-1].type, nullable=False,
                                    metadata={_KEY_SHAPE: json.dumps(list(inner)).encode()}))
-    schema = pa.schema(fields, metadata=_metadata(reports, params))
+    metadata = _metadata(reports, params)
+    if fingerprint_column:
+        if _KEY_FINGERPRINT not in metadata:
+            raise ParameterError("fingerprint_column=True needs params (or reports that record their "
+                                 "parameters)")
+        value = fingerprint_value(metadata[_KEY_FINGERPRINT].decode())
+        arrays.append(pa.array(np.full(len(reports), value, dtype=np.int64)))
+        fields.append(pa.field(FINGERPRINT_COLUMN, pa.int64(), nullable=False))
+    schema = pa.schema(fields, metadata=metadata)
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -160,6 +193,11 @@ def from_arrow(table: Any, params: Optional[Params] = None,
     elif reports_type.protocol != protocol_id:
         raise IncompatibleError(f"data holds {protocol_id!r} reports, not {reports_type.protocol!r}")
     names = reports_type.column_names()
+    recorded = (table.schema.metadata or {}).get(_KEY_FINGERPRINT)
+    if table.column_names == names + [FINGERPRINT_COLUMN]:
+        known = stored.fingerprint if stored is not None else (recorded or b"").decode(errors="replace")
+        check_fingerprint_column(table.column(FINGERPRINT_COLUMN), known)
+        table = table.drop_columns([FINGERPRINT_COLUMN])
     if table.column_names != names:
         raise FormatError(f"{reports_type.__name__} columns must be {names}, got {table.column_names}")
     columns = {}
@@ -186,12 +224,34 @@ def from_arrow(table: Any, params: Optional[Params] = None,
             _check_numeric(name, column.type, pa)
             columns[name] = chunk.to_numpy(zero_copy_only=False)
     batch = reports_type.from_columns(columns, stored)
-    recorded = (table.schema.metadata or {}).get(_KEY_FINGERPRINT)
     if stored is not None:
         batch.params_fingerprint = stored.fingerprint
     elif recorded is not None:
         batch.params_fingerprint = recorded.decode(errors="replace")
     return batch
+
+
+def check_fingerprint_column(column: Any, fingerprint: str) -> None:
+    """Raise unless every row of the fingerprint column ``column`` (Arrow, integers) holds
+    the value of ``fingerprint``: IncompatibleError naming the first other row, FormatError
+    for a missing value or a column of another type."""
+    pa = _pyarrow()
+    if not pa.types.is_integer(column.type):
+        raise FormatError(f"column {FINGERPRINT_COLUMN!r} must hold integers (ldpfast.arrow.fingerprint_value), "
+                          f"got Arrow type {column.type}")
+    if not fingerprint:
+        raise FormatError(f"column {FINGERPRINT_COLUMN!r} present but the data records no parameters to check "
+                          "it against")
+    values = column.to_numpy(zero_copy_only=False) if not column.null_count else None
+    if values is None:
+        first = int(np.flatnonzero(np.asarray(column.is_null().to_numpy(zero_copy_only=False)))[0])
+        raise IncompatibleError(f"row {first}: no parameter fingerprint (a null in {FINGERPRINT_COLUMN!r})")
+    expected = fingerprint_value(fingerprint)
+    other = np.flatnonzero(values != expected)
+    if other.size:
+        raise IncompatibleError(
+            f"row {int(other[0])}: made with other parameters (its {FINGERPRINT_COLUMN} is {int(values[other[0]])}, "
+            f"these parameters' is {expected}: fingerprint {fingerprint[:16]})")
 
 
 def _check_numeric(name: str, arrow_type, pa) -> None:
@@ -201,8 +261,13 @@ def _check_numeric(name: str, arrow_type, pa) -> None:
 
 
 def write_parquet(reports: Reports, path: "os.PathLike[str] | str", params: Params, *,
-                  row_group_size: int = 1 << 20, compression: str = "zstd") -> None:
+                  row_group_size: int = 1 << 20, compression: str = "zstd",
+                  fingerprint_column: bool = False) -> None:
     """Write a batch to a Parquet file whose metadata records the protocol and parameters.
+
+    ``fingerprint_column=True`` adds the column ``ldpfast_fingerprint`` (see
+    :func:`to_arrow`; a few bytes per file once compressed), which Spark DataFrames read
+    from the files need (:func:`ldpfast.spark.aggregate_dataframe`).
 
     Every data page carries a CRC-32 checksum, verified when ldpfast reads the file. The
     file is written to ``path + ".tmp"`` and renamed, so a reader never sees a partial
@@ -210,7 +275,7 @@ def write_parquet(reports: Reports, path: "os.PathLike[str] | str", params: Para
     and the ``OSError`` propagates.
     """
     pq = _parquet()
-    table = to_arrow(reports, params)
+    table = to_arrow(reports, params, fingerprint_column=fingerprint_column)
     tmp = f"{os.fspath(path)}.tmp"
     try:
         pq.write_table(table, tmp, row_group_size=row_group_size, compression=compression,
@@ -288,11 +353,14 @@ def read_parquet(path: Source, params: Optional[Params] = None) -> Tuple[Params,
 
 
 def iter_parquet(path: Source, params: Optional[Params] = None, batch_rows: int = 1 << 20, *,
-                 name: Optional[str] = None) -> Iterator[Tuple[Params, Reports]]:
+                 name: Optional[str] = None, tables: bool = False) -> Iterator[Tuple[Params, Any]]:
     """Stream a Parquet file written by :func:`write_parquet` (a path, or its bytes) in
     batches of at most ``batch_rows`` reports (bounded memory for large files); yields
-    ``(params, reports)``. ``name``: how errors call the file (default: the path).
-    Raises the errors of :func:`read_parquet`, possibly after some batches."""
+    ``(params, reports)``, or with ``tables=True`` ``(params, table)``: the batch as a
+    ``pyarrow.Table`` with the file's metadata, page checksums verified, for the caller to
+    convert with :func:`from_arrow` (e.g. slices of it, to find a bad row). ``name``: how
+    errors call the file (default: the path). Raises the errors of :func:`read_parquet`,
+    possibly after some batches."""
     name = _source_name(path, name)
     handle, stored = _open(path, params, name)
     reports_type = protocol_or_format_error(stored.protocol).reports
@@ -303,5 +371,5 @@ def iter_parquet(path: Source, params: Optional[Params] = None, batch_rows: int 
             if batch is None:
                 return
             table = _pyarrow().Table.from_batches([batch]).replace_schema_metadata(handle.schema_arrow.metadata)
-            reports = from_arrow(table, stored, reports_type=reports_type)
-        yield stored, reports
+            out = table if tables else from_arrow(table, stored, reports_type=reports_type)
+        yield stored, out

@@ -50,7 +50,7 @@ class PairwiseAssignment:
     b1: int
     l: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_int("users", self.users, 1)
         check_int("k", self.k, 1)
         check_int("l", self.l, 1, 64)

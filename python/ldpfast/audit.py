@@ -44,12 +44,12 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import math
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
 from . import _budget, _core
-from ._base import protocol, protocols
+from ._base import AuditHooks, Params, protocol, protocols
 from ._random import KeySource, RngLike
 from ._validate import check_int
 from .errors import ParameterError
@@ -130,7 +130,7 @@ def clopper_pearson(hits: int, n: int, alpha: float) -> Tuple[float, float]:
 
 
 # -- effective epsilon and plans: each protocol's registration (AuditHooks) -----------------------
-def effective_epsilon(params) -> float:
+def effective_epsilon(params: Any) -> float:
     """The epsilon a client with these parameters really satisfies, computed from the integer
     flip thresholds its samplers use (:func:`ldpfast._validate.rr_effective_epsilon`) and the
     mechanism's composition (each protocol's ``AuditHooks.effective_epsilon``): e.g. one RR
@@ -197,7 +197,7 @@ def hash_support(field: Any, m: int) -> Callable[[Any, Any], np.ndarray]:
     return support
 
 
-def _hooks(pid: str):
+def _hooks(pid: str) -> AuditHooks:
     hooks = protocol(pid).audit
     if hooks is None:
         raise ParameterError(f"protocol {pid!r} registers no audit plan (Protocol.audit); audited "
@@ -227,7 +227,7 @@ def _check_budget(budget: str) -> None:
         raise ParameterError(f"budget must be one of {BUDGETS}, got {budget!r}")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Tuple[str, ...]:
     if name == "AUDITED":
         return audited()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -259,7 +259,7 @@ class AuditResult:
         """``eps_lb > epsilon``: evidence, at ``confidence``, that the client is not eps-LDP."""
         return self.eps_lb > self.epsilon
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         """The result as JSON-ready values (``inf`` as the string ``"inf"``)."""
         out = dataclasses.asdict(self)
         out["hits"] = list(self.hits)
@@ -285,7 +285,7 @@ def detectable_excess(hits: Tuple[int, int], reports: int, confidence: float = C
     return margin + NormalDist().inv_cdf(power) * spread
 
 
-def audit(params, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidence: float = CONFIDENCE,
+def audit(params: Any, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidence: float = CONFIDENCE,
           threads: int = 0, budget: str = "report") -> AuditResult:
     """Audit the client of ``params``' protocol (any registered protocol with a plan, see the
     module docstring): ``reports`` reports per input, events fixed in advance, Clopper-Pearson
@@ -300,10 +300,13 @@ def audit(params, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidenc
     _check_budget(budget)
     hooks = _hooks(params.protocol)
     permanent = budget == "permanent"
-    if permanent and hooks.permanent_epsilon is None:
-        raise ParameterError(f"protocol {params.protocol!r} has no permanent response to audit (not memoized); "
-                             f"memoized protocols: {list(audited('permanent'))}")
-    plan = hooks.plan(params)
+    effective_of = hooks.effective_epsilon
+    if permanent:
+        if hooks.permanent_epsilon is None:
+            raise ParameterError(f"protocol {params.protocol!r} has no permanent response to audit (not memoized); "
+                                 f"memoized protocols: {list(audited('permanent'))}")
+        effective_of = hooks.permanent_epsilon
+    plan: Plan = hooks.plan(params)
     proto = protocols()[params.protocol]
     gen = KeySource(rng).generator()
     hits = np.zeros((2, 2), dtype=np.int64)          # hits[input, event]
@@ -328,14 +331,14 @@ def audit(params, reports: int = DEFAULT_REPORTS, rng: RngLike = None, confidenc
     detectable = min(detectable_excess((int(hits[e, e]), int(hits[1 - e, e])), reports, confidence)
                      for e in (0, 1))
     claimed = float(params.eps_inf) if permanent else float(params.epsilon)
-    effective = hooks.permanent_epsilon(params) if permanent else effective_epsilon(params)
+    effective = effective_of(params)
     return AuditResult(protocol=params.protocol, epsilon=claimed, eps_lb=best[0], reports=reports,
                        event=plan.describe[event], hits=(int(hits[event, event]), int(hits[1 - event, event])),
                        confidence=confidence, effective_epsilon=effective, detectable_excess=detectable,
                        budget=budget)
 
 
-def default_params(protocol: str, epsilon: float, **changes):
+def default_params(protocol: str, epsilon: float, **changes: Any) -> Params:
     """A small configuration of ``protocol`` for auditing (its ``AuditHooks.params``: small
     domains keep the events frequent, so the bound is tight; the mechanisms' privacy does
     not depend on the size). ``changes`` replace fields (e.g. ``reference=True`` for
@@ -352,7 +355,7 @@ def default_params(protocol: str, epsilon: float, **changes):
 
 def audit_protocol(protocol: str, epsilon: float, reports: int = DEFAULT_REPORTS, rng: RngLike = None,
                    threads: int = 0, confidence: float = CONFIDENCE, budget: str = "report",
-                   **changes) -> AuditResult:
+                   **changes: Any) -> AuditResult:
     """:func:`audit` of :func:`default_params` ``(protocol, epsilon, **changes)``."""
     return audit(default_params(protocol, epsilon, **changes), reports, rng=rng, confidence=confidence,
                  threads=threads, budget=budget)

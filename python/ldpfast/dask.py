@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Iterable, Iterator, List, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, Union, cast
 
 import numpy as np
 
-from ._base import Aggregator, Params, Protocol, Reports, _native, protocol
+from ._base import Aggregator, Params, Protocol, Reports, protocol
+from ._container import _native
 from ._optional import require
 from .errors import IncompatibleError, ParameterError, ReportError
 
@@ -99,8 +100,9 @@ def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Re
         return
     names = proto.reports.column_names()
     run: List[Any] = []
-    run_kind = None
+    run_kind: Optional[str] = None
     for element in partition:
+        kind: Optional[str]
         if isinstance(element, (bytes, bytearray, memoryview)):
             kind = "wire"
         elif isinstance(element, dict) or (isinstance(element, tuple) and len(element) == len(names)):
@@ -122,7 +124,8 @@ def _raw_batches(proto: Protocol, params: Params, partition: Any) -> Iterator[Re
         yield _run_to_batch(proto, params, names, run_kind, run)
 
 
-def _run_to_batch(proto: Protocol, params: Params, names: Sequence[str], kind: str, run: list) -> Reports:
+def _run_to_batch(proto: Protocol, params: Params, names: Sequence[str], kind: Optional[str],
+                  run: List[Any]) -> Reports:
     if kind == "wire":
         from . import wire
 
@@ -140,10 +143,11 @@ def _plain_arrow_column(name: str, column: Any) -> np.ndarray:
             column = column.cast(pa.uint64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise ReportError(f"report column {name!r}: decimal values are not uint64: {exc}") from None
-    return column.to_numpy(zero_copy_only=False)
+    array: np.ndarray = column.to_numpy(zero_copy_only=False)
+    return array
 
 
-def _typed(params: Params, columns: dict) -> dict:
+def _typed(params: Params, columns: Dict[str, Any]) -> Dict[str, Any]:
     """Columns converted to the protocol's report dtypes (as its wire fields declare them)
     when they arrive in another integer type, e.g. uint32 read back as int64 by engines
     without unsigned types. Values that do not fit raise ReportError; nothing wraps."""
@@ -168,7 +172,7 @@ def _typed(params: Params, columns: dict) -> dict:
     return out
 
 
-def _records_to_batch(proto: Protocol, params: Params, names: Sequence[str], records: list) -> Reports:
+def _records_to_batch(proto: Protocol, params: Params, names: Sequence[str], records: List[Any]) -> Reports:
     if isinstance(records[0], dict):
         columns = {name: np.array([r[name] for r in records]) for name in names}
     else:
@@ -176,11 +180,11 @@ def _records_to_batch(proto: Protocol, params: Params, names: Sequence[str], rec
     return proto.reports.from_columns(columns, params)
 
 
-def _zero(kind: type, zero: bytes) -> Aggregator:
+def _zero(kind: Type[Aggregator], zero: bytes) -> Aggregator:
     return kind.from_bytes(zero)
 
 
-def aggregate_partition(kind: type, zero: bytes, partition: Any) -> bytes:
+def aggregate_partition(kind: Type[Aggregator], zero: bytes, partition: Any) -> bytes:
     """Fold one partition into a copy of the empty aggregator ``zero`` (its bytes; ``kind``
     is its class); returns the partial aggregator's bytes."""
     agg = _zero(kind, zero)
@@ -190,7 +194,7 @@ def aggregate_partition(kind: type, zero: bytes, partition: Any) -> bytes:
     return agg.to_bytes()
 
 
-def aggregate_files(kind: type, zero: bytes, paths: Sequence[str], batch_rows: int = 1 << 20) -> bytes:
+def aggregate_files(kind: Type[Aggregator], zero: bytes, paths: Sequence[str], batch_rows: int = 1 << 20) -> bytes:
     """Fold Parquet files written by :func:`ldpfast.arrow.write_parquet` (streamed in
     batches of ``batch_rows``) into a copy of the empty aggregator ``zero``; returns the
     partial aggregator's bytes. Each file must record exactly the aggregator's parameters."""
@@ -203,7 +207,7 @@ def aggregate_files(kind: type, zero: bytes, paths: Sequence[str], batch_rows: i
     return agg.to_bytes()
 
 
-def merge_partials(kind: type, *blobs: bytes) -> bytes:
+def merge_partials(kind: Type[Aggregator], *blobs: bytes) -> bytes:
     """Merge serialized partial aggregators of class ``kind`` (equal parameters) into one."""
     if not blobs:
         raise ParameterError("merge_partials needs at least one partial aggregator")
@@ -213,7 +217,7 @@ def merge_partials(kind: type, *blobs: bytes) -> bytes:
     return total.to_bytes()
 
 
-def tree_reduce(kind: type, partials: Sequence[Any], split_every: int = 8) -> Any:
+def tree_reduce(kind: Type[Aggregator], partials: Sequence[Any], split_every: int = 8) -> Any:
     """Merge delayed partial-aggregator bytes in a tree of fan-in ``split_every``, keeping
     the partitions' order; returns one delayed bytes object."""
     dask = _dask()
@@ -226,8 +230,8 @@ def tree_reduce(kind: type, partials: Sequence[Any], split_every: int = 8) -> An
     return level[0]
 
 
-def _finish(kind: type, zero: bytes, partials: List[Any], split_every: int, compute: bool,
-            **compute_kwargs):
+def _finish(kind: Type[Aggregator], zero: Any, partials: List[Any], split_every: int, compute: bool,
+            **compute_kwargs: Any) -> Union[Aggregator, Any]:  # Any: dask's Delayed when not compute
     dask = _dask()
     if not partials:
         partials = [zero]
@@ -238,7 +242,7 @@ def _finish(kind: type, zero: bytes, partials: List[Any], split_every: int, comp
     return kind.from_bytes(blob)
 
 
-def _zero_of(params_or_zero: Any):
+def _zero_of(params_or_zero: Any) -> Tuple[Type[Aggregator], bytes]:
     """(aggregator class, bytes of the empty aggregator) for Params or an empty aggregator."""
     if isinstance(params_or_zero, Aggregator):
         kind, zero = type(params_or_zero), params_or_zero.to_bytes()
@@ -250,12 +254,12 @@ def _zero_of(params_or_zero: Any):
     if not isinstance(params_or_zero, Params):
         raise ParameterError("params must be ldpfast Params or an empty aggregator, got "
                              f"{type(params_or_zero).__name__}")
-    kind = protocol(params_or_zero.protocol).aggregator
-    return kind, kind(params_or_zero).to_bytes()
+    registered = cast(Type[Aggregator], protocol(params_or_zero.protocol).aggregator)
+    return registered, registered(params_or_zero).to_bytes()
 
 
 def aggregate_bag(bag: Any, params: Any, *, split_every: int = 8, compute: bool = True,
-                  **compute_kwargs) -> Aggregator:
+                  **compute_kwargs: Any) -> Aggregator:
     """Aggregate a ``dask.bag.Bag`` of reports (see module docstring for element kinds).
 
     Args:
@@ -278,7 +282,7 @@ def aggregate_bag(bag: Any, params: Any, *, split_every: int = 8, compute: bool 
 
 
 def aggregate_dataframe(df: Any, params: Any, *, split_every: int = 8, compute: bool = True,
-                        **compute_kwargs) -> Aggregator:
+                        **compute_kwargs: Any) -> Aggregator:
     """Aggregate a ``dask.dataframe.DataFrame`` whose columns are the report columns
     (e.g. ``dask.dataframe.read_parquet`` of files written by :mod:`ldpfast.arrow`).
     Arguments as :func:`aggregate_bag`."""
@@ -294,7 +298,7 @@ def aggregate_dataframe(df: Any, params: Any, *, split_every: int = 8, compute: 
 
 def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Any = None, *,
                       files_per_task: int = 1, split_every: int = 8, batch_rows: int = 1 << 20,
-                      compute: bool = True, **compute_kwargs) -> Aggregator:
+                      compute: bool = True, **compute_kwargs: Any) -> Aggregator:
     """Aggregate Parquet files written by :func:`ldpfast.arrow.write_parquet`.
 
     Args:
@@ -323,7 +327,7 @@ def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Any = N
     return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
 
 
-def aggregate(collection: Any, params: Any = None, **kwargs) -> Aggregator:
+def aggregate(collection: Any, params: Any = None, **kwargs: Any) -> Aggregator:
     """Dispatch on the collection: a Dask Bag, a Dask DataFrame, or a list of Parquet
     paths (see :func:`aggregate_bag`, :func:`aggregate_dataframe`, :func:`aggregate_parquet`)."""
     if isinstance(collection, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) for p in collection):

@@ -18,7 +18,10 @@ Over the values of interest ``X`` of a frequency oracle, from ``(runs, |X|)`` es
 
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import ParameterError
 
@@ -26,64 +29,65 @@ __all__ = ["top_k", "mse", "var_topk", "ncr", "mse_rounded_r2", "k_mse_r2", "wor
            "l2_loss"]
 
 
-def _pair(est, truth):
-    est = np.asarray(est, dtype=np.float64)
-    truth = np.asarray(truth, dtype=np.float64)
-    if est.ndim != 1 or est.shape != truth.shape:
-        raise ParameterError(f"est and truth must be 1-D of equal length, got {est.shape} and {truth.shape}")
-    if est.size == 0:
+def _pair(est: ArrayLike, truth: ArrayLike) -> Tuple[np.ndarray, np.ndarray]:
+    est_array = np.asarray(est, dtype=np.float64)
+    truth_array = np.asarray(truth, dtype=np.float64)
+    if est_array.ndim != 1 or est_array.shape != truth_array.shape:
+        raise ParameterError(f"est and truth must be 1-D of equal length, got {est_array.shape} and "
+                             f"{truth_array.shape}")
+    if est_array.size == 0:
         raise ParameterError("est and truth must not be empty")
-    return est, truth
+    return est_array, truth_array
 
 
-def _check_k(k, size: int) -> int:
+def _check_k(k: object, size: int) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= size:
         raise ParameterError(f"k must be an int in [1, {size}], got {k!r}")
     return int(k)
 
 
-def top_k(values, k: int) -> np.ndarray:
+def top_k(values: ArrayLike, k: int) -> np.ndarray:
     """Ids of the ``k`` largest values, largest first, ties by smaller id."""
-    values = np.asarray(values, dtype=np.float64)
-    k = _check_k(k, values.size)
-    return np.lexsort((np.arange(values.size), -values))[:k]
+    array = np.asarray(values, dtype=np.float64)
+    k = _check_k(k, array.size)
+    return np.lexsort((np.arange(array.size), -array))[:k]
 
 
-def mse(est, truth) -> float:
+def mse(est: ArrayLike, truth: ArrayLike) -> float:
     """Mean squared error over the domain (frequency scale)."""
-    est, truth = _pair(est, truth)
-    return float(np.mean((est - truth) ** 2))
+    fhat, f = _pair(est, truth)
+    return float(np.mean((fhat - f) ** 2))
 
 
-def var_topk(est, truth, n: int, k: int) -> float:
+def var_topk(est: ArrayLike, truth: ArrayLike, n: int, k: int) -> float:
     """[PS] Var over ``C_e ∩ C_t`` on the count scale (NaN when the sets are disjoint)."""
-    est, truth = _pair(est, truth)
-    common = np.intersect1d(top_k(est, k), top_k(truth, k))
+    fhat, f = _pair(est, truth)
+    common = np.intersect1d(top_k(fhat, k), top_k(f, k))
     if common.size == 0:
         return float("nan")
-    return float(np.mean((n * est[common] - n * truth[common]) ** 2))
+    return float(np.mean((n * fhat[common] - n * f[common]) ** 2))
 
 
-def ncr(est, truth, k: int) -> float:
+def ncr(est: ArrayLike, truth: ArrayLike, k: int) -> float:
     """Normalized cumulative rank of the estimated top-k against the true top-k."""
-    est, truth = _pair(est, truth)
-    true_top = top_k(truth, k)
-    quality = np.zeros(truth.size, dtype=np.float64)
+    fhat, f = _pair(est, truth)
+    true_top = top_k(f, k)
+    quality = np.zeros(f.size, dtype=np.float64)
     quality[true_top] = k - np.arange(k)          # rank 1 -> k, rank k -> 1
-    return float(quality[top_k(est, k)].sum() / (k * (k + 1) / 2))
+    return float(quality[top_k(fhat, k)].sum() / (k * (k + 1) / 2))
 
 
-def mse_rounded_r2(est, truth, n: int) -> float:
+def mse_rounded_r2(est: ArrayLike, truth: ArrayLike, n: int) -> float:
     """R2's MSE: count estimates rounded to integers, then the frequency-scale MSE."""
-    est, truth = _pair(est, truth)
-    return float(np.mean((np.round(est * n) / n - truth) ** 2))
+    fhat, f = _pair(est, truth)
+    return float(np.mean((np.round(fhat * n) / n - f) ** 2))
 
 
-def k_mse_r2(est, truth, n: int, k: int) -> float:
+def k_mse_r2(est: ArrayLike, truth: ArrayLike, n: int, k: int) -> float:
     """R2's top-k error: rounded counts, frequency scale, averaged over the true top-k."""
-    est, truth = _pair(est, truth)
-    true_top = top_k(truth, k)
-    return float(np.mean((np.round(est[true_top] * n) / n - truth[true_top]) ** 2))
+    fhat, f = _pair(est, truth)
+    true_top = top_k(f, k)
+    return float(np.mean((np.round(fhat[true_top] * n) / n - f[true_top]) ** 2))
 
 
 def worst_case_mse(estimates: np.ndarray, truth: np.ndarray) -> float:

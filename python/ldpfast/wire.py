@@ -37,19 +37,19 @@ the field's width. Fields are at most 64 bits wide (columns are numpy integer ar
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._base import _REGISTRY, Params, Reports, WireField, bits_for, protocol
-from ._base import Reports as _Reports
+from ._base import Params, Reports, WireField, bits_for, protocol
+from ._registry import _REGISTRY
 from .errors import IncompatibleError, ReportError
 
 __all__ = ["WireField", "bits_for", "report_bits", "fields", "register_fields", "encode", "decode",
            "encode_each", "decode_each"]
 
 _CHUNK = 1 << 16  # reports packed per step (bounds the temporary bit matrix)
-_base_wire_fields = _Reports.wire_fields.__func__
+_base_wire_fields = vars(Reports)["wire_fields"].__func__  # the function under Reports' classmethod
 
 
 def register_fields(protocol_id: str, fields_of: Callable[[Params], Sequence[Any]]) -> None:
@@ -76,7 +76,7 @@ def fields(params: Params) -> List[WireField]:
     else:
         raise NotImplementedError(f"protocol {params.protocol!r} has no wire encoding: register it with "
                                   f"Protocol(..., wire_fields=...) (see ldpfast.wire)")
-    out = []
+    out: List[WireField] = []
     names = reports_type.column_names()
     for spec in declared:
         field = WireField(*spec)
@@ -109,19 +109,19 @@ def _entries(field: WireField) -> int:
     return int(np.prod(field.shape, dtype=np.int64)) if field.shape else 1
 
 
-def _to_codes(name: str, column: np.ndarray, bits: int, codebook) -> np.ndarray:
+def _to_codes(name: str, column: np.ndarray, bits: int, codebook: Optional[Sequence[int]]) -> np.ndarray:
     """The unsigned field values of a column (validated to fit ``bits``)."""
     column = np.asarray(column)
     if codebook is not None:
-        codebook = np.asarray(codebook, dtype=np.int64)
-        order = np.argsort(codebook, kind="stable")
-        ranks = np.searchsorted(codebook[order], column)
-        ranks = np.minimum(ranks, len(codebook) - 1)
+        book = np.asarray(codebook, dtype=np.int64)
+        order = np.argsort(book, kind="stable")
+        ranks = np.searchsorted(book[order], column)
+        ranks = np.minimum(ranks, len(book) - 1)
         codes = order[ranks]
-        bad = codebook[codes] != column
+        bad = book[codes] != column
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ReportError(f"report column {name!r} must take values in {codebook.tolist()}, "
+            raise ReportError(f"report column {name!r} must take values in {book.tolist()}, "
                               f"got {column[i]!r} at index {i}")
         return codes.astype(np.uint64)
     if column.dtype.kind not in "iub":
@@ -148,7 +148,7 @@ def _bit_matrix(codes: Sequence[np.ndarray], widths: Sequence[int]) -> np.ndarra
     return np.concatenate(parts, axis=1) if parts else np.zeros((len(codes[0]), 0), np.uint8)
 
 
-def _codes_of(params: Params, reports: Reports):
+def _codes_of(params: Params, reports: Reports) -> Tuple[List[int], List[np.ndarray]]:
     if reports.protocol != params.protocol:
         raise IncompatibleError(f"reports are {reports.protocol!r}, params are {params.protocol!r}")
     made_with = reports.params_fingerprint
@@ -157,7 +157,8 @@ def _codes_of(params: Params, reports: Reports):
                                 f"than the given {params}")
     spec = fields(params)
     columns = reports.columns()
-    codes, widths = [], []
+    codes: List[np.ndarray] = []
+    widths: List[int] = []
     for f in spec:
         column = np.asarray(columns[f.column])
         if column.shape[1:] != f.shape:
@@ -185,7 +186,7 @@ def encode(params: Params, reports: Reports) -> bytes:
     return b"".join(out)
 
 
-def _columns_from_bits(spec: Sequence[WireField], bitmat: np.ndarray) -> dict:
+def _columns_from_bits(spec: Sequence[WireField], bitmat: np.ndarray) -> Dict[str, np.ndarray]:
     columns = {}
     offset = 0
     n = bitmat.shape[0]
@@ -208,13 +209,14 @@ def _columns_from_bits(spec: Sequence[WireField], bitmat: np.ndarray) -> dict:
     return columns
 
 
-def _finish(params: Params, columns: dict) -> Reports:
+def _finish(params: Params, columns: Dict[str, np.ndarray]) -> Reports:
     """Build the batch and run the protocol's own validation on it."""
     proto = protocol(params.protocol)
     reports = proto.reports.from_columns({n: columns[n] for n in proto.reports.column_names()}, params)
     reports.params_fingerprint = params.fingerprint
-    if callable(getattr(reports, "validate", None)):
-        reports.validate(params)
+    validate = getattr(reports, "validate", None)  # a Reports class's own check, where it has one
+    if callable(validate):
+        validate(params)
     else:
         proto.aggregator(params).validate(reports)
     return reports

@@ -23,6 +23,12 @@ Every read or write failure (missing or unreadable file, disk full, damaged Parq
 a page checksum mismatch) stops the run with exit status 2 and a message naming the file;
 no temporary file is left behind and the last checkpoint stays valid.
 
+``--engine spark`` aggregates the files not yet checkpointed in one Spark job
+(:mod:`ldpfast.spark`, files route) and checkpoints once, at the end, with the same
+``done`` entries (each task hashes exactly the bytes it aggregated); the final bytes are
+those of the local engine. A run stopped before the job ends resumes from the previous
+checkpoint.
+
 Each checkpoint rewrites the whole state. That is cheap for count-based aggregators
 (HRR, GRR, HadaOracle, OCMS with ``--init`` candidates, ...); aggregators that keep the
 reports (OCMS without candidates, OLH) grow with the input, so prefer few large files or
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._base import Aggregator, Params, params_from_json, protocol
+from .._optional import require
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError, StorageError
 
 HELP = "aggregate a directory of Parquet report files, resumably (checkpoint after each file)"
@@ -83,6 +90,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "bytes; default 1048576)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show a progress line on stderr (default: when stderr is a terminal)")
+    parser.add_argument("--engine", choices=("local", "spark"), default="local",
+                        help="local: this process, checkpoint after each file (default); spark: the "
+                             "remaining files in one Spark job (pip install 'ldpfast[spark]'), one "
+                             "checkpoint at its end")
+    parser.add_argument("--spark-master", default=None,
+                        help="with --engine spark: the Spark master URL (default: an active session's, "
+                             "else local[*]); the report files must be readable from the executors")
 
 
 @contextlib.contextmanager
@@ -343,6 +357,8 @@ def _run(args: argparse.Namespace) -> int:
     params = _load_params(args, files)
     if args.write_params is not None:
         atomic_write(args.write_params, params.to_json().encode())
+    if args.engine == "spark":
+        return _run_spark(args, files, params)
     pause_after, kill_at = _hook(_PAUSE_ENV), _hook(_KILL_ENV)
     with _exclusive(args.state):
         with contextlib.suppress(FileNotFoundError):  # left by a run killed while checkpointing
@@ -384,5 +400,54 @@ def _run(args: argparse.Namespace) -> int:
     print(json.dumps({"protocol": params.protocol, "fingerprint": params.fingerprint,
                       "files": len(files), "resumed_from": resumed, "ingested_files": len(files) - resumed,
                       "ingested_reports": reports, "seconds": round(elapsed, 3),
+                      "state": str(args.state)}), file=sys.stdout)
+    return 0
+
+
+def _spark_session(master: Optional[str]) -> Any:
+    SparkSession = require("pyspark.sql", "--engine spark").SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    return (SparkSession.builder.master(master or "local[*]").appName("ldpfast aggregate")
+            .config("spark.pyspark.python", sys.executable).config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate())
+
+
+def _run_spark(args: argparse.Namespace, files: List[Path], params: Params) -> int:
+    """The files not yet checkpointed, in one Spark job; one checkpoint at the end."""
+    from ..spark._run import _aggregate_paths
+
+    with _exclusive(args.state):
+        with contextlib.suppress(FileNotFoundError):
+            _temporary(args.state).unlink()
+        initial = _initial(args, params)
+        agg, done = _resume(args.state, initial, files)
+        resumed = len(done)
+        remaining = files[resumed:]
+        started = time.perf_counter()
+        reports = 0
+        if remaining:
+            session = _spark_session(args.spark_master)
+            try:
+                partial, entries = _aggregate_paths([str(p.resolve()) for p in remaining], initial, spark=session,
+                                                    batch_rows=args.batch_rows, hash_files=True)
+            except KeyboardInterrupt:
+                print(f"ldpfast aggregate: interrupted; {resumed} of {len(files)} files are checkpointed in "
+                      f"{args.state}, run the same command again to resume", file=sys.stderr)
+                return 130
+            if [e["name"] for e in entries] != [p.name for p in remaining]:  # never expected
+                raise StorageError("the Spark job did not report every file once: "
+                                   f"{[e['name'] for e in entries]}")
+            reports = sum(e["reports"] for e in entries)
+            agg.merge(partial)
+            done.extend({key: e[key] for key in ("name", "size", "sha256")} for e in entries)
+            atomic_write(args.state, encode_checkpoint(agg, done))
+        if args.output is not None:
+            atomic_write(args.output, agg.to_bytes())
+        elapsed = time.perf_counter() - started
+    print(json.dumps({"protocol": params.protocol, "fingerprint": params.fingerprint,
+                      "files": len(files), "resumed_from": resumed, "ingested_files": len(files) - resumed,
+                      "ingested_reports": reports, "seconds": round(elapsed, 3), "engine": "spark",
                       "state": str(args.state)}), file=sys.stdout)
     return 0

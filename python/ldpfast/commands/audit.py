@@ -32,6 +32,7 @@ import json
 import math
 import sys
 import warnings
+from typing import Any, Dict, Iterable
 
 from ..errors import ParameterError
 from ._options import integer
@@ -60,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def _changes(items) -> dict:
-    changes = {}
+def _changes(items: Iterable[str]) -> Dict[str, Any]:
+    changes: Dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
@@ -93,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
     status = (VIOLATION if any(v == "violation" for _, v, _ in results) else
               INCONCLUSIVE if any(v == "inconclusive" for _, v, _ in results) else PASSED)
     if args.json:
-        rows = [dict(result.to_dict(), verdict=verdict, client_warns=warns) for result, verdict, warns in results]
-        print(json.dumps({"detect": args.detect, "status": status, "results": rows}, indent=1))
+        records = [dict(result.to_dict(), verdict=verdict, client_warns=warns) for result, verdict, warns in results]
+        print(json.dumps({"detect": args.detect, "status": status, "results": records}, indent=1))
         return status
     rows = []
     for result, verdict, warns in results:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -68,14 +68,14 @@ def zipf_values(users: int, d: int, seed: int, exponent: float = 2.0) -> np.ndar
     return rng.permutation(d)[ranks].astype(np.int64)
 
 
-def top_values(values: np.ndarray, d: int, top: int):
+def top_values(values: np.ndarray, d: int, top: int) -> Tuple[np.ndarray, np.ndarray]:
     """The ``top`` most frequent values (ties by smaller value) and their frequencies."""
     counts = np.bincount(values, minlength=d)
     order = np.lexsort((np.arange(d), -counts))[:top]
     return order.astype(np.uint64), counts[order] / values.size
 
 
-def _methods(epsilon: float, d: int):
+def _methods(epsilon: float, d: int) -> List[Tuple[str, Union[ocms.Params, grr.Params]]]:
     return [
         ("MSE-OCMS+RR (f*=1)", ocms.Params.optimal(epsilon, d, mode="mse", f_star=1.0)),
         ("l-OCMS+RR", ocms.Params.optimal(epsilon, d, mode="l")),
@@ -98,28 +98,25 @@ def simulate(values: np.ndarray, d: int, epsilon: float, runs: int, top: int = 1
     n = int(values.size)
     candidates, freqs = top_values(values, d, top)
     keys = KeySource(seed)
-    rows = []
+    rows: List[Dict[str, object]] = []
     for name, params in _methods(epsilon, d):
-        is_ocms = isinstance(params, ocms.Params)
         client_s = server_s = 0.0
         errors = np.empty((runs, candidates.size))
         for run in range(runs):
             t0 = time.perf_counter()
-            if is_ocms:
-                reports = ocms.Client(params, rng=keys.generator(), threads=threads).perturb(values)
+            if isinstance(params, ocms.Params):
+                ocms_reports = ocms.Client(params, rng=keys.generator(), threads=threads).perturb(values)
+                t1 = time.perf_counter()
+                est = ocms.Server(params, candidates=candidates, threads=threads).update(ocms_reports).estimate()
             else:
-                reports = grr.Client(params, rng=keys.generator(), threads=threads).perturb(values)
-            t1 = time.perf_counter()
-            if is_ocms:
-                server = ocms.Server(params, candidates=candidates, threads=threads).update(reports)
-                est = server.estimate()
-            else:
-                est = grr.Server(params).update(reports).estimate(candidates)
+                grr_reports = grr.Client(params, rng=keys.generator(), threads=threads).perturb(values)
+                t1 = time.perf_counter()
+                est = grr.Server(params).update(grr_reports).estimate(candidates)
             t2 = time.perf_counter()
             client_s += t1 - t0
             server_s += t2 - t1
             errors[run] = est - freqs
-        if is_ocms:
+        if isinstance(params, ocms.Params):
             var = np.asarray(theory.ocms_variance(params, n=n, f=freqs))
             m, bits = params.m, params.communication_bits
         else:
@@ -148,7 +145,7 @@ def format_table(rows: Sequence[Dict[str, object]]) -> str:
              + [f"{r['client_ms']:.1f}", f"{r['server_ms']:.1f}"] for r in rows]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
 
-    def fmt(cells):
+    def fmt(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines])

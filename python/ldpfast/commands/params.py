@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence
 
 from .. import planning
 from ._options import integer
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_shuffle_options(parser)
 
 
-def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes=("mse", "l"),
+def compare(epsilon: float, d: int, n: int, f_star: float = 1.0, modes: Sequence[str] = ("mse", "l"),
             field: str = "paper") -> List[Dict[str, object]]:
     """One row per protocol configuration: ``protocol`` (its name), ``id`` (the registry
     id), ``m`` (hash range / RR symbols), ``bits`` per report, ``mse`` (worst case over
@@ -165,6 +165,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def option_rank(options: List[planning.Option], option: planning.Option):
+def option_rank(options: List[planning.Option], option: planning.Option) -> Optional[int]:
     """1-based rank of a fitting option, None for an excluded one."""
     return options.index(option) + 1 if option.fits else None

@@ -25,7 +25,7 @@ import platform
 import shlex
 import sys
 import time
-from typing import Optional, Sequence, TextIO
+from typing import List, Optional, Sequence, TextIO, Union
 
 from ..errors import FormatError, ParameterError
 from ..experiments import ProgressBar
@@ -120,7 +120,8 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def calibrate(names, algorithms, epsilons, runs: int, seed: int, kosarak: str) -> CalibratedProgress:
+def calibrate(names: Sequence[str], algorithms: Sequence[str], epsilons: Sequence[float], runs: int, seed: int,
+              kosarak: str) -> CalibratedProgress:
     """Time one run of every cell, after one warm-up run (first-call costs such as thread
     start-up or page faults would otherwise be counted ``runs`` times), in the order the
     simulation runs them, and return a progress bar that knows the cost of each."""
@@ -128,7 +129,7 @@ def calibrate(names, algorithms, epsilons, runs: int, seed: int, kosarak: str) -
 
     start = time.perf_counter()
     algs = [experiments.get_algorithm(a) for a in algorithms]
-    costs = []
+    costs: List[float] = []
     for name in names:
         source = experiments.pan_dataset(name, kosarak)
         for eps in epsilons:
@@ -208,10 +209,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         epsilons = parse_floats(args.eps)
         start = time.perf_counter()
-        progress = progress_enabled(args.progress)
+        enabled = progress_enabled(args.progress)
+        progress: Union[bool, ProgressBar] = enabled
         if args.runs >= CALIBRATE_FROM_RUNS:
             bar = calibrate(names, algorithms, epsilons, args.runs, args.seed, args.kosarak)
-            bar.enabled = progress
+            bar.enabled = enabled
             progress = bar
         results = experiments.reproduce_pan(names, algorithms, epsilons, args.runs, seed=args.seed,
                                             kosarak_source=args.kosarak, n=QUICK_N if args.quick else None,

@@ -31,10 +31,25 @@ import argparse
 import json
 import os
 import sys
-from typing import List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Protocol, TypeVar, Union
+
+import numpy as np
 
 from ..errors import ParameterError
 from ._options import integer, parse_floats
+
+if TYPE_CHECKING:
+    from ..datasets import SetData, ValueData
+    from ..experiments import DataSource
+
+
+class _Result(Protocol):
+    """What ``--json`` writes: a simulation result of any kind."""
+
+    def to_dict(self) -> Mapping[str, Any]: ...
+
+
+_R = TypeVar("_R", bound=_Result)
 
 #: Synthetic set data: [PS] Table 1 Dataset3's shape (Zipf(1.1) items, lengths drawn around 100
 #: before de-duplication) at a tenth of its users unless --n says otherwise.
@@ -145,7 +160,7 @@ def check_outputs(args: argparse.Namespace) -> None:
         check_output_path(args.json, "--json")
 
 
-def write_outputs(args: argparse.Namespace, result, plot) -> int:
+def write_outputs(args: argparse.Namespace, result: _R, plot: Callable[[_R, str], object]) -> int:
     """Write ``--json`` (``result.to_dict()``) and the ``--plot`` PNG (``plot(result, path)``)."""
     if args.json:
         with open(args.json, "w") as fh:
@@ -202,7 +217,7 @@ def protocol_kind(names: List[str]) -> str:
     return next(iter(kinds.values()))
 
 
-def load_sets(args: argparse.Namespace):
+def load_sets(args: argparse.Namespace) -> SetData:
     """The set data of a set-valued ``simulate``."""
     from .. import datasets
 
@@ -220,7 +235,7 @@ def load_sets(args: argparse.Namespace):
     return sets
 
 
-def load_data(args: argparse.Namespace):
+def load_data(args: argparse.Namespace) -> DataSource:
     """The data source of ``simulate``: a ValueData, or eps -> ValueData for Zipf."""
     from .. import datasets
 
@@ -229,12 +244,12 @@ def load_data(args: argparse.Namespace):
         raise ParameterError(f"--data {SET_SYNTHETIC!r} is set-valued; use it with set-valued protocols")
     args.data = args.data or "zipf"
 
-    def build(eps: Optional[float]):
-        cand = None if candidates == "all" else candidates
+    def build(eps: Optional[float]) -> ValueData:
+        cand = None if isinstance(candidates, str) else candidates  # a str is "all"
         data = datasets.load_dataset(args.data, epsilon=eps, n=args.n, d=args.d, values=args.values,
                                      candidates=cand, rng=args.seed, kosarak=args.kosarak)
         if candidates == "all":
-            data = data.with_candidates(list(range(data.d)))
+            data = data.with_candidates(np.arange(data.d, dtype=np.int64))
         return data
 
     return build if args.data in ("zipf", "zipf-sampled") else build(None)
@@ -278,6 +293,7 @@ def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilo
     from .. import experiments
 
     progress = progress_enabled(args.progress)
+    result: Union[experiments.SetSimulationResult, experiments.HeavySimulationResult]
     if kind == "sets":
         sets = load_sets(args)
         result = experiments.simulate_sets(names, sets, epsilons, args.runs, k=args.top_k, seed=args.seed,
@@ -288,10 +304,11 @@ def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilo
     else:
         if not 0 < args.beta < 1:
             raise ParameterError(f"--beta must be in (0, 1), got {args.beta!r}")
-        result = experiments.simulate_heavy(names, load_data(args), epsilons, args.runs, beta=args.beta,
-                                            seed=args.seed, progress=progress)
-        print(f"n={result.n} users, d={result.d}, beta={result.beta}, {result.runs} runs per eps, seed "
-              f"{result.seed}; heavy hitter: c(x) >= tau (each protocol's own), counts\n")
+        heavy = experiments.simulate_heavy(names, load_data(args), epsilons, args.runs, beta=args.beta,
+                                           seed=args.seed, progress=progress)
+        print(f"n={heavy.n} users, d={heavy.d}, beta={heavy.beta}, {heavy.runs} runs per eps, seed "
+              f"{heavy.seed}; heavy hitter: c(x) >= tau (each protocol's own), counts\n")
+        result = heavy
     print(result.table("all", markdown=args.markdown))
     return write_outputs(args, result, experiments.plot_kind_results)
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+from types import ModuleType
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type, TypeVar, Union
 
 import numpy as np
 
@@ -29,7 +30,7 @@ __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm", "
            "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS"]
 
 
-def _mod(name: str):
+def _mod(name: str) -> ModuleType:
     return importlib.import_module(f"ldpfast.{name}")
 
 
@@ -48,7 +49,8 @@ def _draw(gen: np.random.Generator) -> int:
     return int(gen.integers(0, 2**63))
 
 
-E = TypeVar("E")
+#: A simulation entry: the three kinds declare ``name``, ``module`` and ``available()``.
+E = TypeVar("E", bound="Union[Algorithm, SetAlgorithm, HeavyAlgorithm]")
 
 
 class _RegistryTable(Mapping[str, E]):
@@ -56,7 +58,7 @@ class _RegistryTable(Mapping[str, E]):
     ``HeavyAlgorithm``) that the registered protocols declare (``Protocol.simulations``), by
     name, in registration order. A live view: a protocol registered later appears too."""
 
-    def __init__(self, kind: type) -> None:
+    def __init__(self, kind: Type[E]) -> None:
         self._kind = kind
         self._seen: Tuple[int, ...] = ()
         self._entries: Dict[str, E] = {}
@@ -127,7 +129,7 @@ class Algorithm:
         """True when the implementing module is part of this build."""
         return _module_available(self.module)
 
-    def classes(self, params: Params):
+    def classes(self, params: Params) -> Tuple[type, type]:
         """(Client, Server) classes registered for ``type(params)``."""
         if self.client is not None and self.server is not None:
             return self.client, self.server
@@ -166,7 +168,7 @@ def entry_name(name: str) -> str:
     return str(entries[0].name)
 
 
-def _usable(alg: Any) -> Any:
+def _usable(alg: E) -> E:
     """``alg`` itself, or ParameterError when its module is not part of this build."""
     if not alg.available():
         raise ParameterError(f"protocol {alg.name!r} needs ldpfast.{alg.module}, which this build lacks")
@@ -226,7 +228,8 @@ class HeavyAlgorithm:
 HEAVY_ALGORITHMS: Mapping[str, HeavyAlgorithm] = _RegistryTable(HeavyAlgorithm)
 
 #: The kinds of protocol ``ldpfast simulate`` runs, and their tables.
-KINDS = {"values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS}
+KINDS: Dict[str, Mapping[str, Union[Algorithm, SetAlgorithm, HeavyAlgorithm]]] = {
+    "values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS}
 
 
 def algorithm_kind(name: str) -> str:
@@ -241,7 +244,7 @@ def algorithm_kind(name: str) -> str:
     raise ParameterError(f"protocol must be one of {names} or a protocol id ({', '.join(ids)}), got {name!r}")
 
 
-def _get(table: Mapping[str, Any], name: str):
+def _get(table: Mapping[str, E], name: str) -> E:
     name = entry_name(name)
     kind = algorithm_kind(name)
     if KINDS[kind] is not table:

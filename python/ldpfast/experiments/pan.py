@@ -4,7 +4,7 @@ the checks of the paper's claims on the measured results and the markdown report
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
 from .. import datasets as _data
 from ..errors import ParameterError
@@ -64,11 +64,22 @@ def reproduce_pan(datasets: Sequence[str] = ("zipf", "gaussian", "kosarak"),
     return results
 
 
+class PanChecks(TypedDict):
+    """What :func:`pan_checks` returns (each row described there)."""
+
+    leads: List[Tuple[str, str, float, str, float, str, float]]
+    he_vs_cms: List[Tuple[str, str, float, float, float, float, Optional[float], Optional[float], Optional[float]]]
+    band: List[Tuple[str, str, float, float, float, float, bool]]
+    l1_bound: List[Tuple[str, str, float, float, float, bool]]
+    l2_exact: List[Tuple[str, str, float, float, float, float]]
+    rhr_worst: List[Tuple[str, str, float, float, str, float, Optional[float], Optional[float]]]
+
+
 def _metric_value(cell: CellResult, metric: str) -> float:
     return {"mse": cell.worst_mse, "l1": cell.l1, "l2": cell.l2}[metric]
 
 
-def pan_checks(results: Dict[str, SimulationResult]) -> Dict[str, object]:
+def pan_checks(results: Dict[str, SimulationResult]) -> PanChecks:
     """The three claims of [PAN] section 6, checked on measured results.
 
     Returns a dict with:
@@ -90,7 +101,8 @@ def pan_checks(results: Dict[str, SimulationResult]) -> Dict[str, object]:
       for every cell of :data:`PAN_RHR_WORST_CLAIMS`, ``worst`` the largest value among the
       metric's algorithms (closed forms for the MSE only, None otherwise).
     """
-    leads, pairs, band = [], [], []
+    checks: PanChecks = {"leads": [], "he_vs_cms": [], "band": [], "l1_bound": [], "l2_exact": [], "rhr_worst": []}
+    leads, pairs, band = checks["leads"], checks["he_vs_cms"], checks["band"]
     for name, res in results.items():
         for eps in res.epsilons:
             for metric, algs in PAN_METRIC_ALGORITHMS.items():
@@ -118,21 +130,21 @@ def pan_checks(results: Dict[str, SimulationResult]) -> Dict[str, object]:
                     pairs.append((name, metric, eps, a, b, b / a, z, predicted, z_predicted))
             for alg in res.algorithms:
                 c = res.cell(alg, eps)
-                if c.theory_mse is not None:
+                if c.theory_mse is not None and c.appendix_k is not None:  # set together
                     band.append((name, c.label, eps, c.theory_mse, c.worst_mse, c.appendix_k,
                                  bool(c.within_band)))
-    l1_bound, l2_exact = [], []
+    l1_bound, l2_exact = checks["l1_bound"], checks["l2_exact"]
     for name, res in results.items():
         for c in res.cells:
             if c.theory_l1 is not None:
                 l1_bound.append((name, c.label, c.epsilon, c.l1, c.theory_l1, c.l1 <= c.theory_l1))
             if c.exact_l2 is not None and c.l2_se > 0:
                 l2_exact.append((name, c.label, c.epsilon, c.l2, c.exact_l2, (c.l2 - c.exact_l2) / c.l2_se))
-    rhr_worst = []
+    rhr_worst = checks["rhr_worst"]
     for name, metrics in PAN_RHR_WORST_CLAIMS.items():
-        res = results.get(name)
-        if res is None or "rhr" not in res.algorithms:
+        if name not in results or "rhr" not in results[name].algorithms:
             continue
+        res = results[name]
         for eps in res.epsilons:
             for metric in metrics:
                 cells = [res.cell(a, eps) for a in PAN_METRIC_ALGORITHMS[metric] if a in res.algorithms]
@@ -141,11 +153,10 @@ def pan_checks(results: Dict[str, SimulationResult]) -> Dict[str, object]:
                 theory = (rhr.theory_mse, worst.theory_mse) if metric == "mse" else (None, None)
                 rhr_worst.append((name, metric, eps, _metric_value(rhr, metric), worst.label,
                                   _metric_value(worst, metric), *theory))
-    return {"leads": leads, "he_vs_cms": pairs, "band": band, "l1_bound": l1_bound, "l2_exact": l2_exact,
-            "rhr_worst": rhr_worst}
+    return checks
 
 
-def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], command: str,
+def pan_report(results: Dict[str, SimulationResult], checks: PanChecks, command: str,
                environment: str = "", plots: Optional[Dict[str, str]] = None) -> str:
     """Markdown report of a reproduction: the command, the measured tables per data set,
     and the answers to the three checks."""
@@ -171,7 +182,7 @@ def pan_report(results: Dict[str, SimulationResult], checks: Dict[str, object], 
         fig, desc = PAN_DATASETS.get(name, ("", res.note))
         lines += [f"## {name} ({fig})", "", f"{desc}. n = {res.n:,} users, {res.runs} runs per eps, "
                   f"seed {res.seed}. Construction: {res.note}.", ""]
-        ms = {}
+        ms: Dict[str, List[str]] = {}
         for c in res.cells:
             if c.algorithm.startswith("ocms"):
                 ms.setdefault(c.label, []).append(f"{c.params.get('m', '?')}")

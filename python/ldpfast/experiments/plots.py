@@ -3,7 +3,7 @@ imported only when a figure is drawn)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def _finish(fig: Any, title: str, path: Optional[str]) -> Any:
 
 def plot_results(result: SimulationResult, path: Optional[str] = None,
                  metrics: Sequence[str] = ("mse", "l1", "l2"),
-                 metric_algorithms: Optional[Dict[str, Sequence[str]]] = None) -> Any:
+                 metric_algorithms: Optional[Mapping[str, Sequence[str]]] = None) -> Any:
     """Write a PNG with one panel per metric (log scale): measured values with markers and
     closed forms dashed (one colour per algorithm across panels); on the worst-case MSE
     panel, the band between the closed form and the Appendix K bound of the first

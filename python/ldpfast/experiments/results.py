@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, Generic, List, Mapping, Optional, Tuple, Type, TypeVar
 
 import numpy as np
 
@@ -56,17 +56,20 @@ class CellResult(_Cell):
     @property
     def within_band(self) -> Optional[bool]:
         """closed form <= measured worst-case MSE <= Appendix K bound (None without theory)."""
-        if self.theory_mse is None:
+        if self.theory_mse is None or self.appendix_k is None:
             return None
         return self.theory_mse <= self.worst_mse <= self.appendix_k
 
 
-class _CellLookup:
+C = TypeVar("C", bound=_Cell)
+
+
+class _CellLookup(Generic[C]):
     """The (algorithm, epsilon) cells of a simulation result, looked up by name."""
 
-    cells: list
+    cells: List[C]
 
-    def cell(self, algorithm: str, epsilon: float) -> Any:
+    def cell(self, algorithm: str, epsilon: float) -> C:
         for c in self.cells:
             if c.algorithm == algorithm and c.epsilon == epsilon:
                 return c
@@ -82,7 +85,7 @@ class _CellLookup:
 
 
 @dataclasses.dataclass
-class SimulationResult(_CellLookup):
+class SimulationResult(_CellLookup[CellResult]):
     """All cells of one data set (see :func:`simulate`)."""
 
     dataset: str
@@ -96,11 +99,11 @@ class SimulationResult(_CellLookup):
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-ready dict (inverse: :meth:`from_dict`)."""
-        out = dataclasses.asdict(self)
-        return json.loads(json.dumps(out, default=_json_default))
+        out: Dict[str, object] = json.loads(json.dumps(dataclasses.asdict(self), default=_json_default))
+        return out
 
     @classmethod
-    def from_dict(cls, data: Dict[str, object]) -> "SimulationResult":
+    def from_dict(cls, data: Mapping[str, Any]) -> "SimulationResult":
         """Rebuild a result saved with :meth:`to_dict` (e.g. to re-render tables and plots)."""
         fields = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in fields}
@@ -131,7 +134,7 @@ class SimulationResult(_CellLookup):
         return _format_table(f"{self.dataset}: {title}", header, rows, markdown)
 
 
-def _json_default(obj):
+def _json_default(obj: object) -> object:
     if isinstance(obj, (np.integer,)):
         return int(obj)
     if isinstance(obj, (np.floating,)):
@@ -152,26 +155,29 @@ def _format_table(title: str, header: List[str], rows: List[List[str]], markdown
     return "\n".join([title, fmt.format(*header)] + [fmt.format(*r) for r in rows])
 
 
-class _Tables(_CellLookup):
-    """JSON and tables shared by the set-valued and heavy-hitter results;
+class _Tables(_CellLookup[C]):
+    """JSON and tables shared by the set-valued and heavy-hitter results (dataclasses);
     ``METRICS`` maps a metric to (cell attribute, title, format, closed-form attribute)."""
 
-    METRICS: Dict[str, tuple] = {}
-    CELL: type = object
-    cells: list
+    # declared for type checkers: the subclasses are dataclasses and set the class attributes
+    __dataclass_fields__: ClassVar[Dict[str, "dataclasses.Field[Any]"]]
+    METRICS: ClassVar[Dict[str, Tuple[str, str, str, Optional[str]]]] = {}
+    CELL: ClassVar[type] = object
+    kind: ClassVar[str]
     dataset: str
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-ready dict (inverse: :meth:`from_dict`)."""
-        out = dataclasses.asdict(self)  # type: ignore[call-overload]
-        out["kind"] = self.kind  # type: ignore[attr-defined]
-        return json.loads(json.dumps(out, default=_json_default))
+        out = dataclasses.asdict(self)
+        out["kind"] = self.kind
+        json_ready: Dict[str, object] = json.loads(json.dumps(out, default=_json_default))
+        return json_ready
 
     @classmethod
-    def from_dict(cls, data: Dict[str, object]):
-        fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    def from_dict(cls: Type[_T], data: Mapping[str, Any]) -> _T:
+        fields = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in fields}
-        kwargs["cells"] = [cls.CELL(**c) for c in data["cells"]]  # type: ignore[union-attr]
+        kwargs["cells"] = [cls.CELL(**c) for c in data["cells"]]
         return cls(**kwargs)
 
     def table(self, metric: str = "all", markdown: bool = False) -> str:
@@ -195,6 +201,9 @@ class _Tables(_CellLookup):
         return _format_table(f"{self.dataset}: {title}", header, rows, markdown)
 
 
+_T = TypeVar("_T", bound="_Tables[Any]")
+
+
 @dataclasses.dataclass
 class SetCellResult(_Cell):
     """One set-valued protocol at one eps: ``mse`` (mean over runs of the whole-domain MSE,
@@ -214,7 +223,7 @@ class SetCellResult(_Cell):
 
 
 @dataclasses.dataclass
-class SetSimulationResult(_Tables):
+class SetSimulationResult(_Tables[SetCellResult]):
     """All cells of a set-valued simulation (see :func:`simulate_sets`)."""
 
     dataset: str
@@ -252,7 +261,7 @@ class HeavyCellResult(_Cell):
 
 
 @dataclasses.dataclass
-class HeavySimulationResult(_Tables):
+class HeavySimulationResult(_Tables[HeavyCellResult]):
     """All cells of a heavy-hitter simulation (see :func:`simulate_heavy`)."""
 
     dataset: str

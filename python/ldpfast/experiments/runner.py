@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from typing import Callable, Dict, Iterable, List, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -49,20 +49,24 @@ def _progress_bar(progress: Union[bool, ProgressBar], steps: int) -> ProgressBar
     return progress if isinstance(progress, ProgressBar) else ProgressBar(steps, enabled=bool(progress))
 
 
-def _checked(algorithms, getter, epsilons, runs):
+_A = TypeVar("_A", Algorithm, SetAlgorithm, HeavyAlgorithm)
+
+
+def _checked(algorithms: Sequence[Union[str, _A]], getter: Callable[[str], _A], epsilons: Iterable[float],
+             runs: int) -> Tuple[List[_A], List[float]]:
     algs = [getter(a) if isinstance(a, str) else a for a in algorithms]
-    epsilons = [_check_eps(e) for e in epsilons]
+    checked = [_check_eps(e) for e in epsilons]
     _check_int_arg("runs", runs)
-    if not algs or not epsilons:
+    if not algs or not checked:
         raise ParameterError("need at least one algorithm and one epsilon")
-    return algs, epsilons
+    return algs, checked
 
 
 def _se(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1) / math.sqrt(values.size)) if values.size > 1 else float("nan")
 
 
-def _check_int_arg(name: str, value) -> int:
+def _check_int_arg(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ParameterError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
@@ -80,7 +84,7 @@ def _params_dict(params: Params) -> Dict[str, object]:
 
 
 def run_once(algorithm: Algorithm, epsilon: float, data: ValueData,
-             seed: Union[int, np.random.SeedSequence]) -> tuple:
+             seed: Union[int, np.random.SeedSequence]) -> Tuple[Params, np.ndarray]:
     """One simulated deployment: build parameters, perturb every user's value with a
     seeded client, aggregate, and estimate the frequencies of ``data.candidates``.
     Returns ``(params, estimates)``."""
@@ -124,7 +128,7 @@ def simulate(algorithms: Sequence[Union[str, Algorithm]], data: DataSource,
             start = time.perf_counter()
             sq_sum = np.zeros(truth.size)
             l1s, l2s = np.empty(runs), np.empty(runs)
-            params_seen = None
+            params_seen: Optional[Params] = None
             for t in range(runs):
                 params, est = run_once(alg, eps, dataset, _run_seed(seed, alg.name, dataset.name, eps, t))
                 if params_seen is None:
@@ -134,6 +138,7 @@ def simulate(algorithms: Sequence[Union[str, Algorithm]], data: DataSource,
                 sq_sum += sq
                 l1s[t], l2s[t] = np.abs(err).sum(), sq.sum()
                 bar.advance(1, f"{dataset.name} {alg.name} eps={eps:g}")
+            assert params_seen is not None  # runs >= 1 (_checked)
             cell = CellResult(
                 algorithm=alg.name, label=alg.label, epsilon=eps, runs=runs, n=dataset.n,
                 worst_mse=float(np.max(sq_sum / runs)), l1=float(l1s.mean()), l2=float(l2s.mean()),
@@ -143,6 +148,7 @@ def simulate(algorithms: Sequence[Union[str, Algorithm]], data: DataSource,
             cells.append(cell)
     if not isinstance(progress, ProgressBar):
         bar.close()
+    assert first is not None  # epsilons is not empty (_checked)
     return SimulationResult(dataset=first.name, note=first.note, n=first.n, d=first.d,
                             n_candidates=int(first.candidates.size), runs=runs, seed=seed,
                             cells=cells)
@@ -221,7 +227,7 @@ def simulate_heavy(algorithms: Sequence[Union[str, HeavyAlgorithm]], data: DataS
             rows = []
             for t in range(runs):
                 gen = np.random.default_rng(_run_seed(seed, alg.name, dataset.name, eps, t))
-                params = alg.make_params(eps, dataset, beta, gen)
+                params: Any = alg.make_params(eps, dataset, beta, gen)  # a heavy-hitter protocol's (tau, delta)
                 mod = _mod(alg.module)
                 server = mod.Server(params).update(mod.Client(params, rng=_draw(gen)).perturb(values))
                 found = np.asarray(server.heavy_hitters().items, dtype=np.int64)
@@ -248,6 +254,7 @@ def simulate_heavy(algorithms: Sequence[Union[str, HeavyAlgorithm]], data: DataS
                 delta=float(r[:, 5].mean()), tau=float(r[:, 6].mean()), seconds=time.perf_counter() - start))
     if not isinstance(progress, ProgressBar):
         bar.close()
+    assert first is not None  # epsilons is not empty (_checked)
     return HeavySimulationResult(dataset=first.name, n=first.n, d=first.d, beta=beta, runs=runs, seed=seed,
                                  cells=cells)
 

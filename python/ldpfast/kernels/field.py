@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 from fractions import Fraction
-from typing import Optional, Tuple
+from typing import Iterable, List, Optional, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _core
 from ..errors import ParameterError
@@ -39,13 +40,13 @@ _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
 _MR_LIMIT = 3_317_044_064_679_887_385_961_981
 
 
-def _check_int(value, name: str, minimum: Optional[int] = None) -> int:
+def _check_int(value: object, name: str, minimum: Optional[int] = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ParameterError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if minimum is not None and value < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    number = int(value)
+    if minimum is not None and number < minimum:
+        raise ParameterError(f"{name} must be >= {minimum}, got {number}")
+    return number
 
 
 def is_prime(n: int) -> bool:
@@ -121,7 +122,7 @@ def _frobenius_power(f: int, k: int) -> int:
     return x
 
 
-def _prime_factors(n: int):
+def _prime_factors(n: int) -> List[int]:
     factors, p = [], 2
     while p * p <= n:
         if n % p == 0:
@@ -149,14 +150,14 @@ def _rabin_irreducible(f: int) -> bool:
     return True
 
 
-def _poly_from_exponents(exponents) -> int:
+def _poly_from_exponents(exponents: Iterable[int]) -> int:
     value = 0
     for e in exponents:
         value ^= 1 << int(e)
     return value
 
 
-def is_irreducible(exponents) -> bool:
+def is_irreducible(exponents: Iterable[int]) -> bool:
     """True when ``sum z^e`` (``e`` in ``exponents``) is irreducible over GF(2) (Rabin's test)."""
     exps = tuple(int(e) for e in exponents)
     if len(set(exps)) != len(exps) or any(e < 0 for e in exps):
@@ -188,7 +189,7 @@ def irreducible_polynomial(l: int) -> Tuple[int, ...]:
     raise ParameterError(f"no irreducible trinomial or pentanomial of degree {l}")  # pragma: no cover
 
 
-def poly_low_bits(exponents) -> int:
+def poly_low_bits(exponents: Iterable[int]) -> int:
     """The polynomial without its leading term, as the bit mask the C++ core expects."""
     exps = sorted((int(e) for e in exponents), reverse=True)
     return _poly_from_exponents(exps[1:])
@@ -218,12 +219,12 @@ def gf64_field() -> "_core.Field":
 
 
 @functools.lru_cache(maxsize=64)
-def _core_prime(p: int):
+def _core_prime(p: int) -> _core.Field:
     return _core.Field.prime(p)
 
 
 @functools.lru_cache(maxsize=64)
-def _core_binary(l: int, poly: Tuple[int, ...]):
+def _core_binary(l: int, poly: Tuple[int, ...]) -> _core.Field:
     if max(poly) != l:
         raise ParameterError(f"poly must have degree l = {l}, got exponents {poly}")
     if not is_irreducible(poly):
@@ -243,7 +244,7 @@ def core_field(field_size: int, poly: Optional[Tuple[int, ...]] = None) -> "_cor
     return prime_field(size)
 
 
-def _field_column(value, name: str, field_size: int) -> np.ndarray:
+def _field_column(value: ArrayLike, name: str, field_size: int) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype == object or arr.dtype.kind not in "iu":
         raise ParameterError(f"{name} must hold integers (field elements), got dtype {arr.dtype}")
@@ -255,7 +256,8 @@ def _field_column(value, name: str, field_size: int) -> np.ndarray:
     return arr
 
 
-def field_hash(a0, a1, x, m: int, field, poly: Optional[Tuple[int, ...]] = None,
+def field_hash(a0: ArrayLike, a1: ArrayLike, x: ArrayLike, m: int, field: Union[int, _core.Field],
+               poly: Optional[Tuple[int, ...]] = None,
                threads: int = 0) -> np.ndarray:
     """``h(x) = ((a0 + a1 x) in F) mod m`` elementwise ([PAN] Algorithm 1 ``Hash``).
 

@@ -44,7 +44,7 @@ def hash_range(epsilon: float, d: Optional[int] = None, mode: str = "mse", f_sta
         ``m >= 2``. Exact ``.5`` ties round upward (our choice; R1's Python ``round`` rounds
         half to even). See :func:`ldpfast.theory.ocms_optimal_m` for the formulas.
     """
-    return _theory.ocms_optimal_m(epsilon, mode, d, f_star, rounded=True)
+    return int(_theory.ocms_optimal_m(epsilon, mode, d, f_star, rounded=True))
 
 
 def default_g(epsilon: float, budget: Optional[float] = None, rule: str = "g = round(e^eps) + 1") -> int:
@@ -138,14 +138,15 @@ class OLHReportColumns(Reports):
     a0: np.ndarray
     a1: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.z = check_array("z", self.z, np.uint64, cast=True)
         self.a0 = check_array("a0", self.a0, np.uint64, cast=True)
         self.a1 = check_array("a1", self.a1, np.uint64, cast=True)
         self._check_lengths()
 
 
-def olh_perturb(params: Any, keys: KeySource, values: np.ndarray, threads: int):
+def olh_perturb(params: Any, keys: KeySource, values: np.ndarray,
+                threads: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """OLH (Wang et al. 2017): a fresh pairwise-independent hash ``(a0, a1)`` per user over the
     prime field ``params.field_size``, its value in [0, g) kept or moved by GRR with
     ``params.flip_probability``. Returns ``(z, a0, a1)``."""

@@ -7,6 +7,7 @@ simulation entry that module registers, does not import it back). Exported by
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Iterable, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -19,26 +20,36 @@ from ._registration import draw
 from ._sets import as_sets
 from ._svim import SVIM_SHARES
 
+if TYPE_CHECKING:
+    from ..experiments import SetAlgorithm
+
 __all__ = ["svim_groups", "svim", "SvimResult"]
 
+#: Users' sets in CSR form: ``(offsets int64[n+1], items uint64)``.
+_CSR = Tuple[np.ndarray, np.ndarray]
+#: What :func:`ldpfast.protocols._sets.as_sets` reads as users' sets.
+_Sets = Union[SetData, _CSR, Sequence[Iterable[int]]]
 
-def svim_groups(sets, shares=SVIM_SHARES, rng: RngLike = None) -> tuple:
+
+def svim_groups(sets: _Sets, shares: Sequence[float] = SVIM_SHARES,
+                rng: RngLike = None) -> Tuple[_CSR, _CSR, _CSR]:
     """Split users at random into SVIM's groups G1 / G2 / G3 (``shares``, default 40% /
     10% / 50%; the first ``int(s1 n)`` of a random permutation, the next ``int((s1+s2) n) -
     int(s1 n)``, the rest). Returns three ``(offsets, items)`` CSR pairs. ``rng``: None =
     OS entropy; a seed makes the split reproducible (simulation)."""
-    shares = tuple(float(s) for s in shares)
-    if len(shares) != 3 or min(shares) <= 0 or abs(sum(shares) - 1.0) > 1e-9:
-        raise ParameterError(f"shares must be three positive numbers summing to 1, got {shares}")
+    fractions = tuple(float(s) for s in shares)
+    if len(fractions) != 3 or min(fractions) <= 0 or abs(sum(fractions) - 1.0) > 1e-9:
+        raise ParameterError(f"shares must be three positive numbers summing to 1, got {fractions}")
     offsets, items = as_sets(sets, 2**64)
     gen = KeySource(rng).generator()
     n = offsets.size - 1
     perm = gen.permutation(n)
-    cut1, cut2 = int(shares[0] * n), int((shares[0] + shares[1]) * n)
-    return tuple(_select_users(offsets, items, users) for users in (perm[:cut1], perm[cut1:cut2], perm[cut2:]))
+    cut1, cut2 = int(fractions[0] * n), int((fractions[0] + fractions[1]) * n)
+    return (_select_users(offsets, items, perm[:cut1]), _select_users(offsets, items, perm[cut1:cut2]),
+            _select_users(offsets, items, perm[cut2:]))
 
 
-def _select_users(offsets: np.ndarray, items: np.ndarray, users: np.ndarray) -> tuple:
+def _select_users(offsets: np.ndarray, items: np.ndarray, users: np.ndarray) -> _CSR:
     sizes = np.diff(offsets)[users]
     starts = offsets[users]
     out_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
@@ -58,7 +69,7 @@ class SvimResult:
 
 
 def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, threads: int = 0,
-         shares=SVIM_SHARES, reference: bool = False) -> SvimResult:
+         shares: Sequence[float] = SVIM_SHARES, reference: bool = False) -> SvimResult:
     """SVIM frequent items ([PS] section 4.1; Wang, Li, Jha 2018; R3 ``svsm.find_singleton``),
     simulated on ``sets`` by running the three Client/Server phases in turn.
 
@@ -96,7 +107,7 @@ def svim(sets: SetData, epsilon: float, k: int = 50, rng: RngLike = None, thread
                       L=padded_params.L)
 
 
-def simulate_svim(eps, sets, gen, k):
+def simulate_svim(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
     """The whole pipeline on a data set: estimates of its top k, zero elsewhere."""
     result = svim(sets, eps, k=k, rng=draw(gen))
     est = np.zeros(sets.d)
@@ -104,7 +115,7 @@ def simulate_svim(eps, sets, gen, k):
     return est
 
 
-def svim_simulations():
+def svim_simulations() -> Tuple[SetAlgorithm]:
     # SVIM's whole pipeline (its three user groups), listed under its first phase
     from ..experiments import SetAlgorithm
 

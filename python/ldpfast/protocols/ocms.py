@@ -46,7 +46,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
-from typing import ClassVar, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -65,6 +65,10 @@ from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from ._hashed_reports import HashedReportsServer
 from ._registration import olh_plan, per_user_hash_cost, rr_epsilon, theory, zipf_values
+
+if TYPE_CHECKING:
+    from ..datasets import ValueData
+    from ..experiments import Algorithm
 
 __all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
@@ -109,7 +113,7 @@ class Params(_base.Params):
     a_range: str = "full"
     use_m_prime: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         eps = check_epsilon(self.epsilon)
         d = check_int("d", self.d, 1)
         m = check_int("m", self.m, 2)
@@ -199,7 +203,8 @@ class Params(_base.Params):
         """RR decoding ``((e+m-2)/(e-1), -1/(e-1))`` for a match / a non-match (the
         inverse of the RR matrix, [PAN] section 2.1; Alg. 1's ``(e+m-1)/(e-1)`` is an
         erratum)."""
-        return _theory.rr_decode_constants(self.epsilon, self.m)
+        match, other = _theory.rr_decode_constants(self.epsilon, self.m)
+        return float(match), other  # a float for an integer m
 
     @property
     def field(self) -> "_core.Field":
@@ -242,7 +247,7 @@ class Reports(_base.Reports):
     a0: np.ndarray
     a1: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("z", "a0", "a1"):
             setattr(self, name, uint64_column(getattr(self, name), name, ReportError))
         self._check_lengths()
@@ -269,7 +274,9 @@ class Client(_base.ClientBase):
         threads: threads for large batches (0 = default); the output does not depend on it.
     """
 
-    def perturb(self, values) -> Reports:
+    params: Params
+
+    def perturb(self, values: Any) -> Reports:
         """Reports for ``values`` (an int or an integer array in ``[0, d)``), one per value.
 
         Each report draws its own ``a0, a1`` (uniform on the field, or on ``[1, pH-1]`` with
@@ -298,7 +305,7 @@ class Client(_base.ClientBase):
 
 # --- server -----------------------------------------------------------------------------
 
-def decode_matches(params: Params, matches, n: int, clip: bool = False) -> np.ndarray:
+def decode_matches(params: Params, matches: Any, n: int, clip: bool = False) -> np.ndarray:
     """Frequency estimates from match counts ([PAN] Algorithm 2, corrected decoding):
     ``fhat = m'/(m'-1) * ((e+m-1) C/n - 1)/(e-1) - 1/(m'-1)`` where ``C`` is the number of
     reports with ``z_i = h_i(x)`` among ``n``, and ``m'`` is ``params.estimator_m``.
@@ -333,8 +340,9 @@ class Server(HashedReportsServer):
     params_type: ClassVar[type] = Params
 
     reports_type: ClassVar[type] = Reports
+    params: Params
 
-    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """Frequency estimates (float64 fractions) for ``candidates`` ([PAN] Alg. 2 with the
         ``m'`` correction, or plain ``m`` if ``params.use_m_prime`` is False).
 
@@ -360,29 +368,29 @@ class Server(HashedReportsServer):
         est = decode_matches(self.params, self.match_counts(candidates), self._n, clip)
         return est * self._n if counts else est
 
-    def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
+    def estimate_counts(self, candidates: Any = None, clip: bool = False) -> np.ndarray:
         """Alias of ``estimate(candidates, counts=True, clip=clip)`` (kept for
         compatibility): estimated numbers of users per candidate."""
         return self.estimate(candidates, counts=True, clip=clip)
 
 
-def _example():
+def _example() -> Tuple[Params, np.ndarray]:
     return Params.optimal(epsilon=2.0, d=300, field="compact"), zipf_values(300)
 
 
-def _variance(server, candidates):
+def _variance(server: Server, candidates: Any) -> Tuple[Optional[Callable[[Any], Any]], str]:
     p, n = server.params, server.n
     if p.a_range != "full":
         return None, "OCMS with a_range='nonzero' has no closed-form variance"
     return (lambda f: theory().ocms_variance(p, n=n, f=f)), f"{PLUG_IN} (theory.ocms_variance)"
 
 
-def _channel(server, candidates, likelihood="composite"):
+def _channel(server: Server, candidates: Any, likelihood: str = "composite") -> Any:
     p = server.params
     return match_channel(server, candidates, p.epsilon, p.m, p.estimator_m, likelihood)
 
 
-def _field_name(params) -> str:
+def _field_name(params: Params) -> str:
     if params.field_kind == "binary":
         return f"GF(2^{params.field_size.bit_length() - 1})"
     if params.field_size == PRIME:
@@ -390,7 +398,15 @@ def _field_name(params) -> str:
     return f"F_p, p = {params.field_size}"
 
 
-def _compare(epsilon, d, n, f_star, modes=("mse", "l"), field="paper", **_):
+def _variance_at(p: Params, n: int) -> Callable[[Any], Any]:
+    """``f -> Var(fhat)`` of ``n`` reports under ``p`` ([PAN] Eq. 8/20)."""
+    from ..theory import ocms as to
+
+    return lambda f: to.ocms_variance(p, n=n, f=f)
+
+
+def _compare(epsilon: float, d: int, n: int, f_star: float, modes: Sequence[str] = ("mse", "l"),
+             field: str = "paper", **_: Any) -> List[ComparisonRow]:
     from ..theory import ocms as to
 
     rows = []
@@ -398,20 +414,20 @@ def _compare(epsilon, d, n, f_star, modes=("mse", "l"), field="paper", **_):
         p = Params.optimal(epsilon=epsilon, d=d, mode=mode, f_star=f_star, field=field)
         real = to.ocms_optimal_m(epsilon, mode, d, f_star)
         rows.append(ComparisonRow("MSE-OCMS+RR" if mode == "mse" else "l-OCMS+RR", p.m, p.communication_bits,
-                                  lambda f, p=p: to.ocms_variance(p, n=n, f=f), to.ocms_l2(epsilon, d, n, p.m),
+                                  _variance_at(p, n), float(to.ocms_l2(epsilon, d, n, p.m)),
                                   f"real optimum m = {real:.3f}; field {_field_name(p)}", **per_user_hash_cost()))
     return rows
 
 
-def _simulations():
+def _simulations() -> Tuple[Algorithm, Algorithm]:
     from ..experiments import Algorithm
     from ..theory import ocms as to
 
-    def variance(params, data, f):
-        return to.ocms_variance(params, n=data.n, f=f)  # Eq. 8/20 for its field and m
+    def variance(params: Any, data: ValueData, f: np.ndarray) -> np.ndarray:
+        return np.asarray(to.ocms_variance(params, n=data.n, f=f))  # Eq. 8/20 for its field and m
 
-    def l2(params, n, size):
-        return to.ocms_l2(params.epsilon, size, n, params.m)  # Eq. 22 with |X| for d
+    def l2(params: Any, n: int, size: int) -> float:
+        return float(to.ocms_l2(params.epsilon, size, n, params.m))  # Eq. 22 with |X| for d
     return (Algorithm("ocms-mse", "MSE-OCMS+RR", "protocols.ocms",
                       lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
                       variance, l2, "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
