@@ -189,3 +189,22 @@ def test_bag_of_client_wire_messages(client, hrr_case):
     assert ldask.aggregate_bag(db.from_sequence(messages, npartitions=6), params).to_bytes() == expected
     with pytest.raises(ReportError, match="partition elements must be"):
         ldask.aggregate_partition(proto.aggregator, proto.aggregator(params).to_bytes(), [1, 2])
+
+
+def test_labelled_reports_come_back_with_their_vocabulary(client, tmp_path):
+    """Partials travel as bytes, which know a vocabulary by its fingerprint only: the result
+    has the caller's vocabulary back (labels as candidates), on every route."""
+    from ldpfast import Domain
+
+    labels = [f"word-{i}" for i in range(64)]
+    proto = _family("grr")
+    params = proto.params(epsilon=1.0, d=64).with_domain(Domain(labels))
+    reports = proto.client(params, rng=5).perturb([labels[(7 * i) % 64] for i in range(2000)])
+    expected = proto.aggregator(params).update(reports)
+    path = str(tmp_path / "labelled.parquet")
+    arrow.write_parquet(reports, path, params)
+    for got in (ldask.aggregate_parquet([path], params),
+                ldask.aggregate_parquet([path], proto.aggregator(params)),
+                ldask.aggregate_bag(db.from_sequence([reports], npartitions=1), params)):
+        assert got.to_bytes() == expected.to_bytes()
+        assert np.array_equal(got.estimate(labels[:3]), expected.estimate(labels[:3]))

@@ -231,7 +231,10 @@ def tree_reduce(kind: Type[Aggregator], partials: Sequence[Any], split_every: in
 
 
 def _finish(kind: Type[Aggregator], zero: Any, partials: List[Any], split_every: int, compute: bool,
-            **compute_kwargs: Any) -> Union[Aggregator, Any]:  # Any: dask's Delayed when not compute
+            params: Any, **compute_kwargs: Any) -> Union[Aggregator, Any]:  # Any: dask's Delayed when not compute
+    """The root of the merge tree; computed, the final aggregator with the label domain of
+    ``params`` (Params or the empty aggregator) reattached: bytes carry a vocabulary by its
+    fingerprint only."""
     dask = _dask()
     if not partials:
         partials = [zero]
@@ -239,7 +242,7 @@ def _finish(kind: Type[Aggregator], zero: Any, partials: List[Any], split_every:
     if not compute:
         return root
     (blob,) = dask.compute(root, **compute_kwargs)
-    return kind.from_bytes(blob)
+    return kind.from_bytes(blob, domain=(params if isinstance(params, Params) else params.params).label_domain)
 
 
 def _zero_of(params_or_zero: Any) -> Tuple[Type[Aggregator], bytes]:
@@ -278,7 +281,7 @@ def aggregate_bag(bag: Any, params: Any, *, split_every: int = 8, compute: bool 
     kind, zero = _zero_of(params)
     zero = dask.delayed(zero, pure=True)  # one graph node shared by every task
     partials = [dask.delayed(aggregate_partition, pure=True)(kind, zero, part) for part in bag.to_delayed()]
-    return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
+    return _finish(kind, zero, partials, split_every, compute, params, **compute_kwargs)
 
 
 def aggregate_dataframe(df: Any, params: Any, *, split_every: int = 8, compute: bool = True,
@@ -293,7 +296,7 @@ def aggregate_dataframe(df: Any, params: Any, *, split_every: int = 8, compute: 
         raise IncompatibleError(f"dataframe columns must be {names}, got {list(df.columns)}")
     zero = dask.delayed(zero, pure=True)
     partials = [dask.delayed(aggregate_partition, pure=True)(kind, zero, part) for part in df.to_delayed()]
-    return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
+    return _finish(kind, zero, partials, split_every, compute, params, **compute_kwargs)
 
 
 def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Any = None, *,
@@ -324,7 +327,7 @@ def aggregate_parquet(paths: Iterable["os.PathLike[str] | str"], params: Any = N
     zero = dask.delayed(zero, pure=True)
     partials = [dask.delayed(aggregate_files, pure=True)(kind, zero, paths[i:i + files_per_task], batch_rows)
                 for i in range(0, len(paths), files_per_task)]
-    return _finish(kind, zero, partials, split_every, compute, **compute_kwargs)
+    return _finish(kind, zero, partials, split_every, compute, params, **compute_kwargs)
 
 
 def aggregate(collection: Any, params: Any = None, **kwargs: Any) -> Aggregator:
