@@ -161,7 +161,6 @@ class Client(LayoutClient):
 
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
-    params: Params
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
         """Privatize ``values`` (integers in ``[0, d)``). ``groups``/``rows``: assigned by
