@@ -670,3 +670,13 @@ def test_estimate_without_reports_raises():
         params, _, server_cls = make(name)
         with pytest.raises(ReportError, match="no reports"):
             server_cls(params).estimate(np.array([1]))
+
+
+def test_cmshe_with_one_hash_function_reports_group_zero():
+    # k = 1 is allowed; the kernel returns no groups column for a one-group layout, so the
+    # client fills in hash function 0
+    params = H.CMSHEParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1)
+    reports = H.CMSHEClient(params, rng=1).perturb(np.arange(10))
+    assert reports.groups.dtype == np.uint32 and not reports.groups.any() and len(reports.groups) == 10
+    server = H.CMSHEServer(params).update(reports)
+    assert server.n == 10 and server.group_sizes.tolist() == [10]

@@ -202,6 +202,13 @@ class LayoutClient(ClientBase):
         except ValueError as exc:
             raise ParameterError(str(exc)) from None
 
+    def _perturb_groups(self, values: np.ndarray, groups: Any,
+                        rows: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_perturb` for :class:`GroupBitReports`: with a single group (k = 1) the
+        kernel returns no groups column, and every report is in group 0."""
+        g, r, b = self._perturb(values, groups, rows)
+        return (np.zeros(len(r), dtype=np.uint32) if g is None else g), r, b
+
 
 # -- server ---------------------------------------------------------------------------
 class _BitColumns(Protocol):

@@ -174,9 +174,7 @@ class Client(LayoutClient):
             raise ParameterError("groups must be given for permutation partitioning "
                                  "(use Server.assign(n, partition='permutation'))")
         x = as_values(values, self.params.d)
-        g, r, b = self._perturb(x, groups, rows)
-        if g is None:  # k = 1: the kernel reports no groups column for a single group
-            g = np.zeros(len(r), dtype=np.uint32)
+        g, r, b = self._perturb_groups(x, groups, rows)
         reports: Reports = self.reports_type(groups=g, rows=r, bits=b)
         return reports
 
