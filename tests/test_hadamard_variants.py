@@ -169,11 +169,3 @@ def test_hcms_layouts_are_unbiased_given_the_hash_choice_with_equal_variance(fam
 def test_apple_hcms_needs_a_power_of_two_m():
     with pytest.raises(ParameterError, match="power of two"):
         hv.AppleCMSHEParams(epsilon=1.0, d=100, k=4, m=24, hash_seed=1)
-
-
-def test_apple_cmshe_with_one_hash_function_reports_group_zero():
-    # k = 1: the kernel returns no groups column for a one-group layout; the client fills in 0
-    params = hv.AppleCMSHEParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1)
-    reports = hv.AppleCMSHEClient(params, rng=1).perturb(np.arange(10))
-    assert reports.groups.dtype == np.uint32 and not reports.groups.any() and len(reports.groups) == 10
-    assert hv.AppleCMSHEServer(params).update(reports).group_sizes.tolist() == [10]

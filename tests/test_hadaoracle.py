@@ -146,16 +146,6 @@ def test_whole_domain_and_candidates_agree_and_unhashed_path():
             O.Client(O.Params(epsilon=1.0, d=2**40, k=3, m=64, hash_seed=1), rng=1).perturb(np.arange(5))).estimate()
 
 
-def test_single_subset_reports_group_zero():
-    # k = 1 is allowed (create() gives it for a large beta); the kernel returns no groups
-    # column for a one-group layout, so the client fills in subset 0
-    params = O.Params(epsilon=1.0, d=100, k=1, m=16, hash_seed=1)
-    reports = O.Client(params, rng=1).perturb(np.arange(10))
-    assert reports.groups.dtype == np.uint32 and not reports.groups.any() and len(reports.groups) == 10
-    server = O.Server(params).update(reports)
-    assert server.n == 10 and server.group_sizes.tolist() == [10]
-
-
 def test_subset_scaling_and_collision_correction():
     n = 40_000
     values = np.concatenate([np.full(n // 2, 5), np.random.default_rng(8).integers(0, 2**30, n // 2)])
