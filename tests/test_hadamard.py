@@ -16,7 +16,7 @@ from scipy import stats
 import ldpfast
 from ldpfast import _core
 from ldpfast._validate import probability_threshold
-from ldpfast.protocols import _hadamard_layout, olh, rhr
+from ldpfast.protocols import _hadamard_layout, hadamard_variants, hadaoracle, olh, rhr
 from ldpfast.protocols import hadamard as H
 from ldpfast.kernels.field import gf64_field
 from ldpfast.errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
@@ -670,3 +670,17 @@ def test_estimate_without_reports_raises():
         params, _, server_cls = make(name)
         with pytest.raises(ReportError, match="no reports"):
             server_cls(params).estimate(np.array([1]))
+
+
+@pytest.mark.parametrize("params, client, server", [
+    (H.CMSHEParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1), H.CMSHEClient, H.CMSHEServer),
+    (hadamard_variants.AppleCMSHEParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1),
+     hadamard_variants.AppleCMSHEClient, hadamard_variants.AppleCMSHEServer),
+    (hadaoracle.Params(epsilon=1.0, d=100, k=1, m=16, hash_seed=1), hadaoracle.Client, hadaoracle.Server),
+])
+def test_one_group_layout_reports_group_zero(params, client, server):
+    # k = 1 is allowed; the kernel returns no groups column for a one-group layout, so the
+    # client of a grouped protocol fills in group 0
+    reports = client(params, rng=1).perturb(np.arange(10))
+    assert reports.groups.dtype == np.uint32 and not reports.groups.any() and len(reports.groups) == 10
+    assert server(params).update(reports).group_sizes.tolist() == [10]

@@ -15,17 +15,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, ClassVar, Dict, Optional, Tuple
+from typing import Any, ClassVar, Dict, Mapping, Optional, Protocol, Sequence, Tuple, Union, cast
 
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Params, Reports, _describe, _State
+from .._base import Aggregator, ClientBase, Params, Reports
+from .._container import _describe
+from .._delta import _State
 from .._random import KeySource, RngLike
 from .._validate import (as_values, check_array, check_choice, check_int, check_threads,  # noqa: F401
                          optional_index_array, rr_threshold, check_values)
 from ..errors import FormatError, ParameterError, ReportError
-from ..kernels.field import PRIME, gf64_field  # noqa: F401  (gf64_field: imported from here by the family modules)
+from ..kernels.field import PRIME
+from ..kernels.field import gf64_field as gf64_field  # imported from here by the family modules
 
 def binary_flip_threshold(epsilon: float) -> int:
     """Binary RR flips with probability ``1/(e^eps + 1)``, computed directly."""
@@ -67,7 +70,7 @@ class Layout:
     table: np.ndarray          # (G, 7) uint64: a0, a1, hash_modulus, col_offset, rows, cell_base, shift
     level_first: np.ndarray    # uint32, first group of each level
     level_count: np.ndarray    # uint32, groups per level
-    field: Optional[Any]       # _core.Field or None
+    field: Optional[_core.Field]
 
     @property
     def n_groups(self) -> int:
@@ -95,10 +98,12 @@ class Layout:
         """``y_g(x)`` for pairs ``(groups[i], x[i])`` (uint64), the hashed/shifted value
         before the column offset."""
         t = self.table
-        shifted = x >> t[groups, 6]
+        shifted: np.ndarray = x >> t[groups, 6]
         moduli = np.unique(t[:, 2])
         if len(moduli) == 1 and moduli[0] == 0:
             return shifted
+        # a layout with hashed groups is always made with its field
+        assert self.field is not None, "a hashed layout needs a field"
         a0 = np.ascontiguousarray(t[groups, 0])
         a1 = np.ascontiguousarray(t[groups, 1])
         if len(moduli) == 1:
@@ -112,7 +117,8 @@ class Layout:
         return out
 
 
-def make_layout(groups: list, levels: Optional[list] = None, field: Optional[Any] = None) -> Layout:
+def make_layout(groups: Sequence[Mapping[str, Union[int, np.integer[Any]]]],
+                levels: Optional[Sequence[Tuple[int, int]]] = None, field: Optional[_core.Field] = None) -> Layout:
     """``groups``: list of dicts with keys a0, a1, hash_modulus, col_offset, rows, shift
     (cell_base is assigned here, contiguous in group order). ``levels``: list of
     (first, count); default one level with every group."""
@@ -129,7 +135,7 @@ def make_layout(groups: list, levels: Optional[list] = None, field: Optional[Any
     return Layout(table, first, count, field)
 
 
-def prime_field():
+def prime_field() -> _core.Field:
     return _core.Field.prime(PRIME)
 
 
@@ -144,7 +150,7 @@ class BitReports(Reports):
     rows: np.ndarray
     bits: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.rows = check_array("rows", self.rows, np.uint32)
         self.bits = check_array("bits", self.bits, np.int8)
         self._check_lengths()
@@ -166,7 +172,7 @@ class GroupBitReports(Reports):
     rows: np.ndarray
     bits: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.groups = check_array("groups", self.groups, np.uint32)
         self.rows = check_array("rows", self.rows, np.uint32)
         self.bits = check_array("bits", self.bits, np.int8)
@@ -196,8 +202,26 @@ class LayoutClient(ClientBase):
         except ValueError as exc:
             raise ParameterError(str(exc)) from None
 
+    def _perturb_groups(self, values: np.ndarray, groups: Any,
+                        rows: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_perturb` for :class:`GroupBitReports`: with a single group (k = 1) the
+        kernel returns no groups column, and every report is in group 0."""
+        g, r, b = self._perturb(values, groups, rows)
+        return (np.zeros(len(r), dtype=np.uint32) if g is None else g), r, b
+
 
 # -- server ---------------------------------------------------------------------------
+class _BitColumns(Protocol):
+    """The columns of :class:`BitReports` and :class:`GroupBitReports`."""
+
+    @property
+    def groups(self) -> Optional[np.ndarray]: ...
+    @property
+    def rows(self) -> np.ndarray: ...
+    @property
+    def bits(self) -> np.ndarray: ...
+
+
 class LayoutServer(Aggregator):
     """Aggregator of a group-layout protocol: integer state ``z`` (one Hadamard-sized
     vector per group, flat), the report count ``n`` and, for several groups, the number
@@ -206,35 +230,39 @@ class LayoutServer(Aggregator):
     reports_type: ClassVar[type] = BitReports
     _ingest_validates = True  # hadamard_update checks every report before adding any
     _reads_once = True        # ... reading each value of the columns once
+    params: Any  # the protocol's own Params: layout(), _layout_size(), epsilon (and d)
 
     def __init__(self, params: Params, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
-        self._layout = params.layout()
-        cells, groups = params._layout_size()
-        self._n_cells = cells
+        self._layout: Layout = self.params.layout()
+        cells, groups = self.params._layout_size()
+        self._n_cells: int = cells
         self._st = _State(z=np.zeros(cells, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
                           group_sizes=np.zeros(groups, dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params: Params):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         cells, groups = params._layout_size()
         return {"z": ((cells,), "int64"), "n": ((1,), "int64"), "group_sizes": ((groups,), "int64")}
 
     # state
     @property
     def _z(self) -> np.ndarray:
-        return self._st["z"]
+        z: np.ndarray = self._st["z"]
+        return z
 
     @property
     def _n(self) -> np.ndarray:
-        return self._st["n"]
+        n: np.ndarray = self._st["n"]
+        return n
 
     @property
     def _group_sizes(self) -> np.ndarray:
-        return self._st["group_sizes"]
+        sizes: np.ndarray = self._st["group_sizes"]
+        return sizes
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State({name: np.array(state[name], dtype=np.int64) for name in ("z", "n", "group_sizes")})
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
@@ -311,7 +339,8 @@ class LayoutServer(Aggregator):
     def _validate(self, reports: Reports) -> None:
         """Groups and rows in range, bits in {-1, +1} (the first bad report is named)."""
         layout = self.params.layout()
-        groups, rows, bits = reports.groups, reports.rows, reports.bits
+        columns = cast(_BitColumns, reports)  # update checked the type: a reports_type batch
+        groups, rows, bits = columns.groups, columns.rows, columns.bits
         widths = layout.rows
         if groups is None:
             bad_group = np.zeros(rows.size, dtype=bool)
@@ -334,11 +363,12 @@ class LayoutServer(Aggregator):
         n = len(reports)
         self._check_call(_core.hadamard_update_scratch_bytes(n, self._n_cells, layout.n_groups, self.threads),
                          lambda: f"adding a batch of {n} reports to {self.protocol!r}")
+        columns = cast(_BitColumns, reports)  # update checked the type: a reports_type batch
         st = self._st
         st.changed()
         # in place, all or nothing: the kernel reads each report once, checks it and adds the
         # batch with the report counts, or takes back what it added when it fails
-        bad = _core.hadamard_update(reports.groups, reports.rows, reports.bits, layout.group_rows, layout.cell_base,
+        bad = _core.hadamard_update(columns.groups, columns.rows, columns.bits, layout.group_rows, layout.cell_base,
                                     st["z"], self.threads, st["group_sizes"], st["n"])
         if bad < n:
             self._validate(reports)  # names the first bad report
@@ -352,11 +382,11 @@ class LayoutServer(Aggregator):
         """``H z_g`` for every group, flat int64 (exact; cached until the next update).
         Multiply by ``c_eps`` for the HRR count estimates."""
         st = self._st
-        decoded = getattr(st, "decoded", None)
+        decoded: Optional[np.ndarray] = getattr(st, "decoded", None)
         if decoded is None:
             self._check_call(st["z"].nbytes, f"decoding the {st['z'].size} cells of {self.protocol!r}")
             layout = self.params.layout()
-            out = st["z"].copy()
+            out: np.ndarray = st["z"].copy()
             rows = layout.rows
             start = 0
             while start < layout.n_groups:  # runs of groups with equal Hadamard size: one 2-D FWHT each
@@ -370,7 +400,7 @@ class LayoutServer(Aggregator):
                     _core.fwht(block, self.threads)
                 start = stop
             out.flags.writeable = False  # cached with the state it was decoded from
-            st.decoded = decoded = out
+            st.decoded = decoded = out  # type: ignore[attr-defined]  # a cache attribute (_State)
         return decoded
 
     def _require_reports(self) -> None:

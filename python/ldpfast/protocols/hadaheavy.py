@@ -24,7 +24,7 @@ Defaults (our constants: [WW] fixes them only up to constant factors; see
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -40,6 +40,10 @@ from ..theory import hadamard as _theory
 from .._base import AuditHooks
 from .._base import WireField, bits_for
 from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, median_of_groups, zipf_values
+from ..uncertainty import MedianOfGroups
+
+if TYPE_CHECKING:
+    from ..experiments import HeavyAlgorithm
 
 __all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]
 
@@ -79,7 +83,7 @@ class Params(_ParamsBase):
     top: Optional[int] = None
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "b", check_int("b", self.b, 1, 24))
@@ -112,8 +116,8 @@ class Params(_ParamsBase):
         check_int("n", n, 1)
         check_int("d", d, 2, 2**64)
         dflt = _theory.hadaheavy_defaults(epsilon, n, beta, d, b=b, delta=delta, tau=tau)
-        return cls(epsilon=epsilon, d=d, b=dflt["b"], k=dflt["k"] if k is None else k,
-                   m=dflt["m"] if m is None else m, delta=dflt["delta"], tau=dflt["tau"], **kwargs)
+        return cls(epsilon=epsilon, d=d, b=int(dflt["b"]), k=int(dflt["k"]) if k is None else k,
+                   m=int(dflt["m"]) if m is None else m, delta=dflt["delta"], tau=dflt["tau"], **kwargs)
 
     @classmethod
     def treehist(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
@@ -156,7 +160,8 @@ class Params(_ParamsBase):
 
     def _build_layout(self) -> Layout:
         coef = hash_coefficients(self.hash_seed, self.t * self.k, 2**64)
-        groups, levels = [], []
+        groups: List[Dict[str, int]] = []
+        levels: List[Tuple[int, int]] = []
         for level in range(1, self.t + 1):
             rows = self.level_rows(level)
             hashed = rows < pow2_at_least(max(2, self.prefix_domain(level)))
@@ -182,8 +187,8 @@ class Client(hadaoracle.Client):
     prefix; one bit is sent. ``rng``: ``None`` = OS entropy (real users); a seed makes a
     reproducible **simulation only**."""
 
-    params_type = Params
-    reports_type = Reports
+    params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
 
 
 @dataclasses.dataclass
@@ -235,8 +240,9 @@ class Server(LayoutServer):
     mergeable), batched FWHT, prefix search ([WW] "modified search strategy")."""
 
     protocol = "hadaheavy"
-    params_type = Params
-    reports_type = Reports
+    params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
+    params: Params
 
     def _level_scales(self, level: int) -> np.ndarray:
         p = self.params
@@ -297,14 +303,14 @@ class Server(LayoutServer):
         return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
-def _variance(server, candidates):
+def _variance(server: Server, candidates: Any) -> MedianOfGroups:
     # estimate() answers from the level-t oracle: k subsets of the users' 1/t at that level
     p = server.params
     hashed = p.level_rows(p.t) < pow2_at_least(max(2, p.prefix_domain(p.t)))
     return median_of_groups(server, candidates, p.k, p.k * p.t, hashed, signed=False)
 
 
-def _simulations():
+def _simulations() -> Tuple[HeavyAlgorithm, HeavyAlgorithm]:
     from ..experiments import HeavyAlgorithm
 
     return (HeavyAlgorithm("hadaheavy", "HadaHeavy", "protocols.hadaheavy", heavy_params("hadaheavy", "create"),

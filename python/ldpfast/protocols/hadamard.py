@@ -22,14 +22,15 @@ assigned) a Hadamard row ``r`` and reports ``b = H[r, y + col_offset_g] * s`` wh
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, Optional, Tuple
 
 import numpy as np
 
-from .._base import Params, Protocol, register_protocol
+from .._base import Params as _ParamsBase, Protocol, register_protocol
 from .._validate import as_values, check_binary_epsilon, check_int
 from ..errors import ParameterError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
+from ..theory import hadamard as _th
 from ..theory.hadamard import c_eps
 from ._hadamard_layout import (BitReports, GroupBitReports, Layout, LayoutClient, LayoutServer, cached_layout,
                                group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field, _check_d,
@@ -37,8 +38,13 @@ from ._hadamard_layout import (BitReports, GroupBitReports, Layout, LayoutClient
 from .._base import AuditHooks, ComparisonRow
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
+from .._registry import VarianceFn
 from ._registration import (binary_epsilon, cmshe_variance, counter_cost, draw, layout_plan, row_bit_wire,
                             simulated_cmshe_variance, theory, zipf_values)
+
+if TYPE_CHECKING:
+    from ..datasets import ValueData
+    from ..experiments import Algorithm
 
 __all__ = [
     "Params", "Client", "Reports", "Server",
@@ -51,7 +57,7 @@ __all__ = [
 
 # == HRR ==============================================================================
 @dataclasses.dataclass(frozen=True)
-class HRRParams(Params):
+class HRRParams(_ParamsBase):
     """Hadamard Randomized Response ([WW] Fact 2.1 / App. 7.1).
 
     Args:
@@ -67,7 +73,7 @@ class HRRParams(Params):
     epsilon: float
     d: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, 2**30))
 
@@ -105,8 +111,9 @@ class HRRClient(LayoutClient):
         threads: client-side threads for batches (0 = default).
     """
 
-    params_type = HRRParams
-    reports_type = HRRReports
+    params_type: ClassVar[type] = HRRParams
+    reports_type: ClassVar[type] = HRRReports
+    params: HRRParams
 
     def perturb(self, values: Any, rows: Any = None) -> HRRReports:
         """Privatize ``values`` (integers in ``[0, d)``). ``rows``: server-assigned rows
@@ -128,8 +135,9 @@ class HRRServer(LayoutServer):
     """
 
     protocol = "hrr"
-    params_type = HRRParams
-    reports_type = HRRReports
+    params_type: ClassVar[type] = HRRParams
+    reports_type: ClassVar[type] = HRRReports
+    params: HRRParams
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated frequencies (fractions; counts with ``counts=True``) of
@@ -145,12 +153,13 @@ class HRRServer(LayoutServer):
         scale = c_eps(self.params.epsilon) / (1.0 if counts else self.n)
         if candidates is None:
             return decoded[:self.params.d] * scale
-        return decoded[as_values(candidates, self.params.d, "candidates")] * scale
+        selected: np.ndarray = decoded[as_values(candidates, self.params.d, "candidates")]
+        return selected * scale
 
 
 # == HE ===============================================================================
 @dataclasses.dataclass(frozen=True)
-class HEParams(Params):
+class HEParams(_ParamsBase):
     """Hadamard Encoding ([PAN] section 6, R1 ``HadamardSketch``): CMS+RR with
     ``m = 2``. ``Hsize = 2^ceil(log2(d+1))``, value ``x`` is column ``x + 1`` (skipping the
     all-ones column 0; row 0 stays allowed).
@@ -164,7 +173,7 @@ class HEParams(Params):
     epsilon: float
     d: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, 2**30 - 1))
 
@@ -194,8 +203,9 @@ class HEClient(LayoutClient):
     """HE client: ``RR_2(H01[r, x + 1])`` in +-1 form, with the row ``r`` drawn by the
     client (or assigned). ``rng``: see :class:`HRRClient`."""
 
-    params_type = HEParams
-    reports_type = HEReports
+    params_type: ClassVar[type] = HEParams
+    reports_type: ClassVar[type] = HEReports
+    params: HEParams
 
     def perturb(self, values: Any, rows: Any = None) -> HEReports:
         """Privatize ``values`` in ``[0, d)``; returns :class:`HEReports`."""
@@ -209,8 +219,9 @@ class HEServer(LayoutServer):
     FWHT (equal to the CMS estimator with ``m = 2``). Variance ``(c_eps^2 - f)/n``."""
 
     protocol = "he"
-    params_type = HEParams
-    reports_type = HEReports
+    params_type: ClassVar[type] = HEParams
+    reports_type: ClassVar[type] = HEReports
+    params: HEParams
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
@@ -226,7 +237,7 @@ class HEServer(LayoutServer):
 
 # == CMS+HE ===========================================================================
 @dataclasses.dataclass(frozen=True)
-class CMSHEParams(Params):
+class CMSHEParams(_ParamsBase):
     """Apple's Count-Mean Sketch with Hadamard encoding ([PAN] section 6, R1
     ``CountMeanSketchHadamardEncoding.apple_cms``).
 
@@ -249,7 +260,7 @@ class CMSHEParams(Params):
     m: int = 1024
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, PRIME))
         object.__setattr__(self, "k", check_int("k", self.k, 1, 2**20))
@@ -288,14 +299,15 @@ class CMSHEClient(LayoutClient):
     ``RR_2(H01[r, y + 1])`` in +-1 form with ``r ~ U[0, Hsize)``. ``rng``: see
     :class:`HRRClient`."""
 
-    params_type = CMSHEParams
-    reports_type = CMSHEReports
+    params_type: ClassVar[type] = CMSHEParams
+    reports_type: ClassVar[type] = CMSHEReports
+    params: CMSHEParams
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> CMSHEReports:
         """Privatize ``values`` in ``[0, d)``; ``groups``/``rows`` optionally assigned by
         the server (:meth:`CMSHEServer.assign`). Returns :class:`CMSHEReports`."""
         x = as_values(values, self.params.d)
-        g, r, b = self._perturb(x, groups, rows)
+        g, r, b = self._perturb_groups(x, groups, rows)
         return CMSHEReports(groups=g, rows=r, bits=b)
 
 
@@ -305,8 +317,9 @@ class CMSHEServer(LayoutServer):
     ``fhat(x) = m/(n(m-1)) sum_j c_eps (H z_j)[h_j(x) + 1] - 1/(m-1)``."""
 
     protocol = "cmshe"
-    params_type = CMSHEParams
-    reports_type = CMSHEReports
+    params_type: ClassVar[type] = CMSHEParams
+    reports_type: ClassVar[type] = CMSHEReports
+    params: CMSHEParams
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
@@ -331,7 +344,7 @@ Reports = HRRReports
 Server = HRRServer
 
 
-def _hrr_variance(server, candidates):
+def _hrr_variance(server: LayoutServer, candidates: Any) -> Tuple[VarianceFn, str]:
     p, n = server.params, server.n
     return (lambda f: theory().hrr_variance(p.epsilon, n, f)), f"{PLUG_IN} (theory.hrr_variance)"
 
@@ -340,20 +353,20 @@ def _ceil_log2(x: int) -> int:
     return max(0, (int(x) - 1).bit_length())
 
 
-def _he_compare(epsilon, d, n, f_star, **_):
+def _he_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[ComparisonRow]:
     from ..theory import ocms as to
 
     hsize = 1 << d.bit_length()  # 2^ceil(log2(d+1))
     return [ComparisonRow("HE", 2, _ceil_log2(hsize) + 1, lambda f: theory().hadamard.he_variance(epsilon, n, f),
-                          to.ocms_l2(epsilon, d, n, 2), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit",
+                          float(to.ocms_l2(epsilon, d, n, 2)), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit",
                           **counter_cost(hsize, hsize * _ceil_log2(hsize)))]
 
 
-def _cmshe_compare(epsilon, d, n, f_star, **_):
+def _cmshe_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[ComparisonRow]:
     m, k = 1024, 2048
 
-    def var(f):
-        return theory().cmshe_variance(epsilon, n, f, m=m)
+    def var(f: float) -> float:
+        return _th.cmshe_variance(epsilon, n, f, m=m)
     return [ComparisonRow("CMS+HE", m, _ceil_log2(k) + _ceil_log2(1 << m.bit_length()) + 1, var,
                           (d - 1) * var(0.0) + var(1.0),
                           "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)",
@@ -361,7 +374,7 @@ def _cmshe_compare(epsilon, d, n, f_star, **_):
                           state_bytes=lambda n_, q: 8.0 * k * m)]
 
 
-def _hrr_compare(epsilon, d, n, f_star, **_):
+def _hrr_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[ComparisonRow]:
     if d > 2**30:
         return []
     hd = 1 << _ceil_log2(d)
@@ -370,18 +383,21 @@ def _hrr_compare(epsilon, d, n, f_star, **_):
                           **counter_cost(hd, hd * _ceil_log2(hd)))]
 
 
-def _simulation(name, label, params_type, summary, variance, l2=None, hashed=False):
+def _simulation(name: str, label: str, params_type: Callable[..., _ParamsBase], summary: str,
+                variance: Callable[[Any, ValueData, np.ndarray], np.ndarray],
+                l2: Optional[Callable[[Any, int, int], float]] = None,
+                hashed: bool = False) -> Callable[[], Tuple[Algorithm]]:
     """The protocol's ``Algorithm``; ``hashed``: a hash family redrawn every run."""
-    def entries():
+    def entries() -> Tuple[Algorithm]:
         from ..experiments import Algorithm
 
-        def make(eps, data, gen):
+        def make(eps: float, data: ValueData, gen: np.random.Generator) -> _ParamsBase:
             return params_type(epsilon=eps, d=data.d, **({"hash_seed": draw(gen)} if hashed else {}))
         return (Algorithm(name, label, "protocols.hadamard", make, variance, l2, summary),)
     return entries
 
 
-def _example(params_type, **kw):
+def _example(params_type: Callable[..., _ParamsBase], **kw: Any) -> Callable[[], Tuple[_ParamsBase, np.ndarray]]:
     return lambda: (params_type(**kw), zipf_values(300))
 
 

@@ -32,25 +32,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Tuple
 
 import numpy as np
 
 from .. import _core
 from . import hadamard as _h
-from ._hadamard_layout import _parity_sign, group_sum, hash_coefficients, make_layout, pow2_at_least, prime_field
+from ._hadamard_layout import (Layout, _parity_sign, group_sum, hash_coefficients, make_layout, pow2_at_least,
+                               prime_field)
 from ..theory.hadamard import c_eps
-from .._base import (Aggregator, ClientBase, Delta, Params, Protocol, Reports, _exact_sum, _State,
-                    register_protocol)
+from .._aggregator import _exact_sum
+from .._base import Aggregator, ClientBase, Delta, Params, Protocol, Reports, WireField, register_protocol
+from .._delta import _State
+from .._registry import VarianceFn
 from .._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
                          probability_threshold, rr_threshold, uint64_column)
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import pan_baselines as _pt
+from ..theory._types import Real, RealLike
 from .._base import AuditHooks
 from ..audit import Plan, support_events, value_inputs
 from ..estimates import PLUG_IN
 from ._registration import (binary_epsilon, cmshe_variance, draw, layout_plan, parity_sign, rr_epsilon,
                             simulated_cmshe_variance)
+
+if TYPE_CHECKING:
+    from ..datasets import ValueData
+    from ..experiments import Algorithm
 
 __all__ = ["AppleCMSHEParams", "AppleCMSHEReports", "AppleCMSHEClient", "AppleCMSHEServer",
            "RHROriginalParams", "RHROriginalReports", "RHROriginalClient", "RHROriginalServer"]
@@ -65,7 +73,7 @@ class AppleCMSHEParams(_h.CMSHEParams):
 
     protocol: ClassVar[str] = "cmshe-apple"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         super().__post_init__()
         if self.m & (self.m - 1):
             raise ParameterError(f"m must be a power of two for Apple's HCMS, got {self.m}")
@@ -74,7 +82,7 @@ class AppleCMSHEParams(_h.CMSHEParams):
     def hadamard_size(self) -> int:
         return self.m
 
-    def _build_layout(self) -> _h.Layout:
+    def _build_layout(self) -> Layout:
         coef = hash_coefficients(self.hash_seed, self.k, _h.PRIME)
         groups = [{"a0": int(coef[j, 0]), "a1": int(coef[j, 1]), "hash_modulus": self.m, "col_offset": 0,
                    "rows": self.m} for j in range(self.k)]
@@ -88,9 +96,9 @@ class AppleCMSHEReports(_h.CMSHEReports):
     protocol: ClassVar[str] = "cmshe-apple"
 
     @classmethod
-    def wire_fields(cls, params):
+    def wire_fields(cls, params: Any) -> List[WireField]:
         """The hash index, the row (``log2 m`` bits, one fewer than [PAN]'s layout) and one bit."""
-        from .._base import WireField, bits_for
+        from .._base import bits_for
 
         return [WireField("groups", bits_for(params.k), dtype="uint32"),
                 WireField("rows", bits_for(params.m), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
@@ -100,12 +108,13 @@ class AppleCMSHEClient(_h.CMSHEClient):
     """Apple HCMS client (see :class:`ldpfast.protocols.hadamard.CMSHEClient` for ``rng`` and the
     optional server-assigned ``groups``/``rows``)."""
 
-    params_type = AppleCMSHEParams
-    reports_type = AppleCMSHEReports
+    params_type: ClassVar[type] = AppleCMSHEParams
+    reports_type: ClassVar[type] = AppleCMSHEReports
+    params: AppleCMSHEParams
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> AppleCMSHEReports:
         x = as_values(values, self.params.d)
-        g, r, b = self._perturb(x, groups, rows)
+        g, r, b = self._perturb_groups(x, groups, rows)
         return AppleCMSHEReports(groups=g, rows=r, bits=b)
 
 
@@ -113,8 +122,9 @@ class AppleCMSHEServer(_h.CMSHEServer):
     """Apple HCMS server: ``fhat(x) = m/(n(m-1)) sum_j c_eps (H z_j)[h_j(x)] - 1/(m-1)``."""
 
     protocol = "cmshe-apple"
-    params_type = AppleCMSHEParams
-    reports_type = AppleCMSHEReports
+    params_type: ClassVar[type] = AppleCMSHEParams
+    reports_type: ClassVar[type] = AppleCMSHEReports
+    params: AppleCMSHEParams
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Estimated fractions (counts with ``counts=True``) of ``candidates`` (``None``:
@@ -151,7 +161,7 @@ class RHROriginalParams(Params):
     d: int
     comm: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**30))
         object.__setattr__(self, "comm", check_int("comm", self.comm, 0, 64))
@@ -196,7 +206,7 @@ class RHROriginalParams(Params):
         the user's index, as in the original)."""
         return self.k + (self.B - 1).bit_length()
 
-    def variance(self, n=1, f=0.0, location_fraction=1.0):
+    def variance(self, n: float = 1, f: RealLike = 0.0, location_fraction: RealLike = 1.0) -> Real:
         """Closed-form variance (:func:`ldpfast.theory.rhr_original_variance`);
         ``location_fraction``: share of users whose value has the location ``x // B``."""
         return _pt.rhr_original_variance(self.epsilon, self.k, n, f, location_fraction)
@@ -213,16 +223,16 @@ class RHROriginalReports(Reports):
     rows: np.ndarray
     z: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.rows = uint64_column(self.rows, "rows", ReportError)
         self.z = uint64_column(self.z, "z", ReportError)
         self._check_lengths()
 
     @classmethod
-    def wire_fields(cls, params):
+    def wire_fields(cls, params: Any) -> List[WireField]:
         """The row (``log2 B`` bits; implied by the user's index in the original) and the
         ``k``-bit symbol."""
-        from .._base import WireField, bits_for
+        from .._base import bits_for
 
         return [WireField("rows", bits_for(params.B)), WireField("z", params.k)]
 
@@ -248,7 +258,9 @@ class RHROriginalClient(ClientBase):
         n = check_int("n", n, 0)
         return (np.arange(check_int("start", start, 0), start + n, dtype=np.uint64) % np.uint64(params.B))
 
-    def perturb(self, values, rows=None) -> RHROriginalReports:
+    params: RHROriginalParams
+
+    def perturb(self, values: Any, rows: Any = None) -> RHROriginalReports:
         """One report per value (integers in ``[0, d)``). ``rows``: the users' Hadamard rows
         in ``[0, B)``; ``None`` draws them uniformly."""
         p = self.params
@@ -276,6 +288,7 @@ class RHROriginalServer(Aggregator):
     protocol: ClassVar[str] = "rhr-original"
     params_type: ClassVar[type] = RHROriginalParams
     reports_type: ClassVar[type] = RHROriginalReports
+    params: RHROriginalParams
 
     def __init__(self, params: RHROriginalParams, threads: int = 0):
         super().__init__(params)
@@ -283,7 +296,7 @@ class RHROriginalServer(Aggregator):
         self._st = _State(counts=np.zeros(params.B * params.symbols, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
 
     @classmethod
-    def _state_layout(cls, params: RHROriginalParams):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         if params.B * params.symbols > MAX_COUNTERS:
             raise ParameterError(f"B * 2^k = {params.B * params.symbols} counters exceed {MAX_COUNTERS}")
         return {"counts": ((params.B * params.symbols,), "uint64"), "n": ((1,), "uint64")}
@@ -297,10 +310,10 @@ class RHROriginalServer(Aggregator):
         reports.validate(self.params)
 
     def _ingest(self, reports: RHROriginalReports) -> Delta:
-        cells = reports.rows * np.uint64(self.params.symbols) + reports.z
+        cells = np.multiply(reports.rows, self.params.symbols, dtype=np.uint64) + reports.z
         return self._delta().add_counts("counts", cells).add("n", [len(reports)])
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Unbiased fractions (with random rows; counts with ``counts=True``) for
         ``candidates`` (default all of ``[0, d)``)."""
         n = self.n
@@ -317,7 +330,8 @@ class RHROriginalServer(Aggregator):
         if candidates is None:
             return full
         xs = check_values(candidates, p.d, "candidates", "values in")
-        return full[xs]
+        selected: np.ndarray = full[xs]
+        return selected
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
@@ -328,22 +342,22 @@ class RHROriginalServer(Aggregator):
         if _exact_sum(state["counts"]) != n:
             raise FormatError("stored counts do not sum to the number of reports")
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State(counts=np.array(state["counts"], dtype=np.uint64),
                           n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
 
-def _apple_example():
+def _apple_example() -> Tuple[AppleCMSHEParams, np.ndarray]:
     rng = np.random.default_rng(1)
     return AppleCMSHEParams(epsilon=2.0, d=300, k=8, m=32, hash_seed=7), np.minimum(rng.zipf(1.3, size=3000) - 1, 299)
 
 
-def _rhr_example():
+def _rhr_example() -> Tuple[RHROriginalParams, np.ndarray]:
     rng = np.random.default_rng(1)
     return RHROriginalParams(epsilon=2.0, d=300), np.minimum(rng.zipf(1.3, size=3000) - 1, 299)
 
 
-def _rhr_original_variance(server, candidates):
+def _rhr_original_variance(server: RHROriginalServer, candidates: Any) -> Tuple[VarianceFn, str]:
     p, n = server.params, server.n
     if p.d > 2**24:
         return ((lambda f: p.variance(n, f, location_fraction=1.0)),
@@ -359,17 +373,18 @@ def _rhr_original_variance(server, candidates):
             f"{PLUG_IN} (theory.rhr_original_variance; the location block's share is plugged in from the estimates)")
 
 
-def _rhr_original_plan(params):
+def _rhr_original_plan(params: RHROriginalParams) -> Plan:
     block = np.uint64(params.B)
 
-    def support(reports, w):
+    def support(reports: RHROriginalReports, w: Any) -> np.ndarray:
         x = np.uint64(w[0])
         sign = (1 - parity_sign(reports.rows & (x % block))) // 2
-        return reports.z.astype(np.int64) == 2 * int(x // block) + sign.astype(np.int64)
+        supports: np.ndarray = reports.z.astype(np.int64) == 2 * int(x // block) + sign.astype(np.int64)
+        return supports
     return Plan(value_inputs(0, 1), support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
 
 
-def _apple_simulations():
+def _apple_simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
 
     return (Algorithm("cms-he-apple", "CMS+HE (Apple layout)", "protocols.hadamard_variants",
@@ -378,12 +393,13 @@ def _apple_simulations():
                       "Apple's HCMS: Hadamard size m = 1024, column h_j(x) (pure-LDP layout)"),)
 
 
-def _rhr_original_simulations():
+def _rhr_original_simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
 
-    def variance(params, data, f):
+    def variance(params: Any, data: ValueData, f: np.ndarray) -> np.ndarray:
         locations = np.bincount(data.values // params.B, minlength=params.D // params.B) / data.n
-        return params.variance(data.n, f, location_fraction=locations[data.candidates // params.B])
+        variance: np.ndarray = params.variance(data.n, f, location_fraction=locations[data.candidates // params.B])
+        return variance
     return (Algorithm("rhr-original", "RHR (original)", "protocols.hadamard_variants",
                       lambda eps, data, gen: RHROriginalParams(epsilon=eps, d=data.d), variance, None,
                       "Recursive Hadamard Response, Chen et al.'s layout (location x // B), random rows"),)

@@ -22,7 +22,7 @@ independent for a power-of-two ``m``; ``(a0, a1)`` of every subset derive from `
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Tuple
 
 import numpy as np
 
@@ -34,9 +34,13 @@ from ._hadamard_layout import (GroupBitReports, Layout, LayoutClient, LayoutServ
                                cached_layout, gf64_field, hash_coefficients, make_layout, pow2_at_least)
 from ..theory import hadamard as _theory
 from ..theory.hadamard import c_eps
+from ..uncertainty import MedianOfGroups
 from .._base import AuditHooks
 from .._base import WireField, bits_for
 from ._registration import SIGN, binary_epsilon, draw, layout_plan, median_of_groups, zipf_values
+
+if TYPE_CHECKING:
+    from ..experiments import Algorithm
 
 __all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
 
@@ -85,7 +89,7 @@ class Params(_ParamsBase):
     collision_correction: bool = False
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "k", check_int("k", self.k, 1, 2**16))
@@ -155,8 +159,8 @@ class Client(LayoutClient):
         threads: client-side threads for batches.
     """
 
-    params_type = Params
-    reports_type = Reports
+    params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
         """Privatize ``values`` (integers in ``[0, d)``). ``groups``/``rows``: assigned by
@@ -170,8 +174,9 @@ class Client(LayoutClient):
             raise ParameterError("groups must be given for permutation partitioning "
                                  "(use Server.assign(n, partition='permutation'))")
         x = as_values(values, self.params.d)
-        g, r, b = self._perturb(x, groups, rows)
-        return self.reports_type(groups=g, rows=r, bits=b)
+        g, r, b = self._perturb_groups(x, groups, rows)
+        reports: Reports = self.reports_type(groups=g, rows=r, bits=b)
+        return reports
 
 
 QUERY_METHODS = ("fwht", "direct")
@@ -234,8 +239,9 @@ class Server(LayoutServer):
     """
 
     protocol = "hadaoracle"
-    params_type = Params
-    reports_type = Reports
+    params_type: ClassVar[type] = Params
+    reports_type: ClassVar[type] = Reports
+    params: Params
 
     def _scales(self) -> np.ndarray:
         p = self.params
@@ -255,7 +261,7 @@ class Server(LayoutServer):
         layout = p.layout()
         g = np.repeat(np.arange(p.k, dtype=np.int64), len(xs))
         y = layout.group_hashes(g, np.tile(xs, p.k)).astype(np.int64)
-        vals = self.decoded()[layout.cell_base.astype(np.int64)[g] + y].reshape(p.k, len(xs))
+        vals: np.ndarray = self.decoded()[layout.cell_base.astype(np.int64)[g] + y].reshape(p.k, len(xs))
         return vals * (c_eps(p.epsilon) * self._scales()[:, None])
 
     def estimate(self, candidates: Any = None, counts: bool = False, method: str = "fwht") -> np.ndarray:
@@ -282,14 +288,14 @@ class Server(LayoutServer):
         return est if counts else est / self.n
 
 
-def _variance(server, candidates):
+def _variance(server: Server, candidates: Any) -> MedianOfGroups:
     p = server.params
     corrected = p.collision_correction and p.hashed
     return median_of_groups(server, candidates, p.k, p.k, p.hashed, signed=False,
                             correction=(p.m / (p.m - 1.0)) ** 2 if corrected else 1.0)
 
 
-def _simulations():
+def _simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
 
     return (Algorithm("hadaoracle", "HadaOracle", "protocols.hadaoracle",

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from .. import _core
-from .._base import (Aggregator, ClientBase, Delta, Params as _ParamsBase, Protocol, _State, _exact_sum,
-                     register_protocol)
+from .._aggregator import _exact_sum
+from .._base import Aggregator, ClientBase, Delta, Params as _ParamsBase, Protocol, WireField, register_protocol
+from .._delta import _State
 from .._validate import (as_values, check_below, check_binary_epsilon, check_choice, check_int, check_threads,
                          optional_index_array, probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
@@ -47,10 +48,14 @@ from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, bina
                                hash_coefficients, pow2_at_least)
 from ..theory import hadamard as _th
 from ..theory import pan_baselines as _pt
+from ..theory._types import Real, RealLike
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
-from ..uncertainty import PlugIn
+from ..uncertainty import MedianOfGroups, PlugIn
 from ._registration import binary_epsilon, count_sketch_plan, draw, median_of_groups
+
+if TYPE_CHECKING:
+    from ..experiments import Algorithm
 
 __all__ = ["Params", "Reports", "Client", "Server", "COMBINERS"]
 
@@ -80,7 +85,7 @@ class Params(_ParamsBase):
     combine: str = "median"
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "R", check_int("R", self.R, 1, 4096))
@@ -105,7 +110,7 @@ class Params(_ParamsBase):
         """``(R, 4)`` uint64: ``a0, a1`` of each bucket hash, ``b0, b1`` of each sign hash."""
         return hash_coefficients(self.hash_seed, 2 * self.R, _GF64).reshape(self.R, 4)
 
-    def hashes(self, groups: np.ndarray, x: np.ndarray):
+    def hashes(self, groups: np.ndarray, x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """``(h_r(x), g_r(x))`` for pairs ``(groups[i], x[i])``: buckets (uint64) and signs
         (int64, +-1)."""
         coef = self.coefficients()[np.asarray(groups, dtype=np.int64)]
@@ -120,7 +125,7 @@ class Params(_ParamsBase):
         """One bit, plus ``log2 R + log2 T`` bits of group and row when the user draws them."""
         return 1 + (self.R - 1).bit_length() + (self.T - 1).bit_length()
 
-    def variance(self, n=1, f=0.0, sum_sq_other=0.0):
+    def variance(self, n: float = 1, f: RealLike = 0.0, sum_sq_other: RealLike = 0.0) -> Real:
         """Variance of the ``combine="mean"`` estimate (:func:`ldpfast.theory.hashtogram_variance`)."""
         return _pt.hashtogram_variance(self.epsilon, self.R, self.T, n, f, sum_sq_other)
 
@@ -133,10 +138,10 @@ class Reports(GroupBitReports):
     protocol: ClassVar[str] = "hashtogram"
 
     @classmethod
-    def wire_fields(cls, params):
+    def wire_fields(cls, params: Any) -> List[WireField]:
         """The group, the Hadamard row and one bit (only the bit when the server assigns
         group and row)."""
-        from .._base import WireField, bits_for
+        from .._base import bits_for
 
         return [WireField("groups", bits_for(params.R), dtype="uint32"),
                 WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
@@ -154,6 +159,8 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
 class Client(ClientBase):
     """Hashtogram client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only. Groups and rows may be assigned by the server."""
+
+    params: Params
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
         """One report per value in ``[0, d)``; ``groups`` in ``[0, R)`` and ``rows`` in
@@ -181,6 +188,8 @@ class GroupedSignSketchServer(Aggregator):
     cell of its group's row), the report count and the group sizes. Subclasses set the
     number of groups (:meth:`_groups`) and answer queries from :meth:`decoded`."""
 
+    params: Any  # the protocol's own Params (T, and what _groups reads)
+
     def __init__(self, params: Any, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
@@ -193,7 +202,7 @@ class GroupedSignSketchServer(Aggregator):
         raise NotImplementedError
 
     @classmethod
-    def _state_layout(cls, params: Any):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         groups = cls._groups(params)
         return {"z": ((groups * params.T,), "int64"), "n": ((1,), "int64"), "group_sizes": ((groups,), "int64")}
 
@@ -203,7 +212,8 @@ class GroupedSignSketchServer(Aggregator):
 
     @property
     def group_sizes(self) -> np.ndarray:
-        return self._st["group_sizes"].copy()
+        sizes: np.ndarray = self._st["group_sizes"].copy()
+        return sizes
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
     def _validate(self, reports: Any) -> None:
@@ -227,13 +237,13 @@ class GroupedSignSketchServer(Aggregator):
     def decoded(self) -> np.ndarray:
         """``H_T z_g`` for every group, ``(groups, T)`` int64 (exact; cached, read-only)."""
         st = self._st
-        decoded = getattr(st, "decoded", None)
+        decoded: Optional[np.ndarray] = getattr(st, "decoded", None)
         if decoded is None:
             self._check_call(st["z"].nbytes, f"decoding the {st['z'].size} cells of {self.protocol!r}")
             decoded = st["z"].reshape(-1, self.params.T).copy()
             _core.fwht(decoded, self.threads)
             decoded.flags.writeable = False
-            st.decoded = decoded
+            st.decoded = decoded  # type: ignore[attr-defined]  # a cache attribute (_State)
         return decoded
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
@@ -247,7 +257,7 @@ class GroupedSignSketchServer(Aggregator):
                 or np.any((rows.sum(axis=1) - sizes) % 2)):
             raise FormatError("stored sums do not fit the stored group sizes")
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State(z=np.array(state["z"], dtype=np.int64), n=np.array(state["n"], dtype=np.int64),
                           group_sizes=np.array(state["group_sizes"], dtype=np.int64))
 
@@ -258,6 +268,7 @@ class Server(GroupedSignSketchServer):
     protocol: ClassVar[str] = "hashtogram"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    params: Params
 
     @classmethod
     def _groups(cls, params: Params) -> int:
@@ -271,7 +282,7 @@ class Server(GroupedSignSketchServer):
         xs = as_values(candidates, p.d, "candidates")
         groups = np.repeat(np.arange(p.R), xs.size)
         bucket, sign = p.hashes(groups, np.tile(xs, p.R))
-        values = self.decoded()[groups, bucket.astype(np.int64)] * sign
+        values: np.ndarray = self.decoded()[groups, bucket.astype(np.int64)] * sign
         return (p.R * _th.c_eps(p.epsilon) / self.n) * values.reshape(p.R, xs.size).astype(np.float64)
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
@@ -284,16 +295,16 @@ class Server(GroupedSignSketchServer):
         if candidates is None:
             candidates = np.arange(self.params.d, dtype=np.uint64)
         per_group = self.group_estimates(candidates)
-        est = np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
+        est: np.ndarray = np.median(per_group, axis=0) if self.params.combine == "median" else per_group.mean(axis=0)
         return est * self.n if counts else est
 
 
-def _example():
+def _example() -> Tuple[Params, np.ndarray]:
     rng = np.random.default_rng(1)
     return Params(epsilon=2.0, d=1000, R=5, T=32, hash_seed=3), np.minimum(rng.zipf(1.3, size=3000) - 1, 999)
 
 
-def _simulations():
+def _simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
 
     return (Algorithm("hashtogram", "Hashtogram", "protocols.hashtogram",
@@ -302,7 +313,7 @@ def _simulations():
                       None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),)
 
 
-def _variance(server, candidates):
+def _variance(server: Server, candidates: Any) -> Union[MedianOfGroups, PlugIn]:
     p = server.params
     if p.combine == "median":
         return median_of_groups(server, candidates, p.R, p.R, hashed=True, signed=True)

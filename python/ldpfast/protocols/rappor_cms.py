@@ -28,22 +28,28 @@ The server streams every batch into per-candidate sums (integral, merged by addi
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Dict
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Tuple
 
 import numpy as np
 
 from .. import _base, _core
+from .._delta import _State
 from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
                          uint64_column)
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 from ..kernels import field as _field
 from ._local_hashing import finite_field_size
 from ..theory import pan_baselines as _pt
+from ..theory._types import Real, RealLike
 from .._base import AuditHooks, ComparisonRow
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, value_inputs
 from ..kernels.field import core_field
 from ._registration import own_variance, simulated_own_l2, simulated_own_variance, tracked_candidates
+
+if TYPE_CHECKING:
+    from ..datasets import ValueData
+    from ..experiments import Algorithm
 
 __all__ = ["Params", "Reports", "Client", "Server", "MAX_M", "MAX_DEFAULT_CANDIDATES"]
 
@@ -77,7 +83,7 @@ class Params(_base.Params):
     variant: str = "symmetric"
     field_size: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         eps = check_epsilon(self.epsilon)
         d = check_int("d", self.d, 1)
         m = check_int("m", self.m, 2)
@@ -100,7 +106,7 @@ class Params(_base.Params):
         return cls(epsilon=epsilon, d=d, m=_pt.cms_rappor_optimal_m(epsilon, variant, tau), variant=variant)
 
     @property
-    def bit_probabilities(self):
+    def bit_probabilities(self) -> Tuple[float, float]:
         """``(p, q)``: probability of a reported 1 for a true 1 / a true 0."""
         return _pt.rappor_bit_probabilities(self.epsilon, self.variant)
 
@@ -129,7 +135,7 @@ class Params(_base.Params):
         """Bits per report: ``m + 2 ceil(log2 field_size)``."""
         return self.m + 2 * _field.ceil_log2(self.field_size)
 
-    def variance(self, n=1, f=0.0):
+    def variance(self, n: float = 1, f: RealLike = 0.0) -> Real:
         """The closed-form variance of an estimate (:func:`ldpfast.theory.cms_rappor_variance`)."""
         return _pt.cms_rappor_variance(self.epsilon, self.variant, self.collision_probability, n, f)
 
@@ -146,7 +152,7 @@ class Reports(_base.Reports):
     a1: np.ndarray
     bits: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.a0 = uint64_column(self.a0, "a0", ReportError)
         self.a1 = uint64_column(self.a1, "a1", ReportError)
         bits = np.asarray(self.bits)
@@ -156,7 +162,7 @@ class Reports(_base.Reports):
         self._check_lengths()
 
     @classmethod
-    def wire_fields(cls, params):
+    def wire_fields(cls, params: Any) -> List[_base.WireField]:
         """The hash function ``(a0, a1)`` (``ceil(log2 field_size)`` bits each) and the ``m``
         perturbed bits."""
         from .._base import WireField, bits_for
@@ -187,7 +193,9 @@ class Client(_base.ClientBase):
     """CMS + RAPPOR client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only (anyone who knows it can undo the perturbation)."""
 
-    def perturb(self, values) -> Reports:
+    params: Params
+
+    def perturb(self, values: Any) -> Reports:
         """One report per value (integers in ``[0, d)``)."""
         p = self.params
         x = check_values(values, p.d)
@@ -218,8 +226,9 @@ class Server(_base.Aggregator):
     protocol: ClassVar[str] = "cms-rappor"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    params: Params
 
-    def __init__(self, params: Params, candidates=None, threads: int = 0):
+    def __init__(self, params: Params, candidates: Any = None, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
         if candidates is None:
@@ -230,11 +239,12 @@ class Server(_base.Aggregator):
             xs = self._checked_candidates(candidates)
         xs.flags.writeable = False
         self._candidates = xs
-        self._st = _base._State(sums=np.zeros(xs.size, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
+        self._st = _State(sums=np.zeros(xs.size, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
 
     @property
     def _sums(self) -> np.ndarray:
-        return self._st["sums"]
+        sums: np.ndarray = self._st["sums"]
+        return sums
 
     @property
     def n(self) -> int:
@@ -246,14 +256,14 @@ class Server(_base.Aggregator):
     def candidates(self) -> np.ndarray:
         return self._candidates.copy()
 
-    def _checked_candidates(self, candidates) -> np.ndarray:
+    def _checked_candidates(self, candidates: Any) -> np.ndarray:
         return check_values(candidates, self.params.d, "candidates", "values in", distinct=True).copy()
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
     def _validate(self, reports: Reports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: Reports):
+    def _ingest(self, reports: Reports) -> _base.Delta:
         # the set bits' (user, symbol) and their hash coefficients, and one sum per candidate
         self._check_call(40 * reports.bits.size + 8 * self._sums.size,
                          f"matching a batch of {len(reports)} reports against {self._sums.size} candidates")
@@ -275,7 +285,7 @@ class Server(_base.Aggregator):
                 raise IncompatibleError("cannot merge servers that count different candidates")
         return super().merge(other)
 
-    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """Unbiased frequency estimates for ``candidates`` (default: the counted ones);
         ``counts=True`` gives ``n fhat``; ``clip`` clips the fractions to ``[0, 1]``
         (post-processing, biased).
@@ -290,18 +300,19 @@ class Server(_base.Aggregator):
         p, q = self.params.bit_probabilities
         c = self.params.collision_probability
         decoded = (sums.astype(np.float64) / self._n - q) / (p - q)
-        fhat = (decoded - c) / (1 - c)
+        fhat: np.ndarray = (decoded - c) / (1 - c)
         fhat = np.clip(fhat, 0.0, 1.0) if clip else fhat
         return fhat * self._n if counts else fhat
 
-    def _positions(self, candidates) -> np.ndarray:
+    def _positions(self, candidates: Any) -> np.ndarray:
         xs = uint64_column(candidates, "candidates", ParameterError)
         order = np.argsort(self._candidates)
         ordered = self._candidates[order]
         pos = np.minimum(np.searchsorted(ordered, xs), max(ordered.size - 1, 0))
         if ordered.size == 0 or not np.array_equal(ordered[pos], xs):
             raise ParameterError("candidates must be among the values this server counts")
-        return order[pos]
+        positions: np.ndarray = order[pos]
+        return positions
 
     def _state(self) -> Dict[str, np.ndarray]:
         return {"candidates": self._candidates, "sums": self._sums, "n": self._st["n"]}
@@ -325,34 +336,34 @@ class Server(_base.Aggregator):
         if state["sums"].size and int(state["sums"].max()) > n:
             raise FormatError("stored sums exceed the number of reports")
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         candidates = np.array(state["candidates"], dtype=np.uint64)
         candidates.flags.writeable = False
         self._candidates = candidates
-        self._st = _base._State(sums=np.array(state["sums"], dtype=np.uint64),
+        self._st = _State(sums=np.array(state["sums"], dtype=np.uint64),
                                 n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
     def _repr_extra(self) -> str:
         return f"candidates={self._candidates.size}"
 
 
-def _example():
+def _example() -> Tuple[Params, np.ndarray]:
     params = Params(epsilon=2.0, d=300, m=24, variant="asymmetric", field_size=_field.next_prime(301))
     rng = np.random.default_rng(1)
     return params, np.minimum(rng.zipf(1.3, size=3000) - 1, 299)
 
 
-def _effective_epsilon(params):
+def _effective_epsilon(params: Params) -> float:
     # one-hot vectors of two inputs differ in two bits: sRP flips both at eps/2; aRP
     # keeps a 1 with probability exactly 1/2 and flips a 0 at eps
     once = rr_effective_epsilon(params.zero_threshold, 2)
     return 2 * once if params.variant == "symmetric" else once
 
 
-def _audit_plan(params):
+def _audit_plan(params: Params) -> Plan:
     field = core_field(params.field_size)
 
-    def events(reports):
+    def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
         n = len(reports.a0)
         h0, h1 = (_core.ocms_hash(field, reports.a0, reports.a1, np.full(n, v, dtype=np.uint64),
                                   params.m).astype(np.int64) for v in (0, 1))
@@ -363,26 +374,29 @@ def _audit_plan(params):
     return Plan(value_inputs(0, 1), events, ("bit h(x0) set, bit h(x1) clear", "bit h(x1) set, bit h(x0) clear"))
 
 
-def _compare(epsilon, d, n, f_star, **_):
+def _compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[ComparisonRow]:
+    return [_compare_row(epsilon, d, n, variant, name)
+            for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP"))]
+
+
+def _compare_row(epsilon: float, d: int, n: float, variant: str, name: str) -> ComparisonRow:
     from ..theory.ocms import affine_l2
 
-    rows = []
-    for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):
-        rp = Params.optimal(epsilon=epsilon, d=d, variant=variant)
-        p_one, q_one = rp.bit_probabilities
-        ones = p_one + (rp.m - 1) * q_one                  # expected set bits per report, each hashed per candidate
-        rows.append(ComparisonRow(name, rp.m, rp.communication_bits, lambda f, rp=rp: rp.variance(n, f),
-                                  affine_l2(lambda f, rp=rp: rp.variance(n, f), d),
-                                  "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)",
-                                  server_ops=lambda n_, q, ones=ones: n_ * ones * q,
-                                  state_bytes=lambda n_, q: 8.0 * q))
-    return rows
+    rp = Params.optimal(epsilon=epsilon, d=d, variant=variant)
+    p_one, q_one = rp.bit_probabilities
+    ones = p_one + (rp.m - 1) * q_one                  # expected set bits per report, each hashed per candidate
+
+    def variance(f: RealLike) -> Real:
+        return rp.variance(n, f)
+    return ComparisonRow(name, rp.m, rp.communication_bits, variance, affine_l2(variance, d),
+                         "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)",
+                         server_ops=lambda n_, q: n_ * ones * q, state_bytes=lambda n_, q: 8.0 * q)
 
 
-def _simulations():
+def _simulations() -> Tuple[Algorithm, ...]:
     from ..experiments import Algorithm
 
-    def make(variant):
+    def make(variant: str) -> Callable[[float, ValueData, np.random.Generator], Params]:
         return lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, variant=variant, tau=0.1)
     return tuple(Algorithm(name, label, "protocols.rappor_cms", make(variant), simulated_own_variance,
                            simulated_own_l2, f"CMS with {variant} RAPPOR, m within 10% of its m -> inf error "

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,6 +37,11 @@ from .hashtogram import GroupedSignSketchServer, _uniform
 from ..theory import hadamard as _th
 from .._base import AuditHooks
 from ._registration import binary_epsilon, count_sketch_plan, heavy_params, median_of_groups
+from ..uncertainty import MedianOfGroups
+
+if TYPE_CHECKING:
+    from .._base import WireField
+    from ..experiments import HeavyAlgorithm
 
 __all__ = ["Params", "Reports", "Client", "Server"]
 
@@ -66,7 +71,7 @@ class Params(_ParamsBase):
     hash_seed: int = dataclasses.field(default_factory=_random_seed)
     top: Optional[int] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_binary_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int("d", self.d, 2, 2**64))
         object.__setattr__(self, "R", check_int("R", self.R, 1, 4096))
@@ -105,7 +110,7 @@ class Params(_ParamsBase):
         """True when the level's prefixes are hashed into ``[T]`` (more than ``T`` of them)."""
         return self.prefix_domain(level) > self.T
 
-    def hashes(self, groups: np.ndarray, prefixes: np.ndarray):
+    def hashes(self, groups: np.ndarray, prefixes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """``(bucket, sign)`` of each prefix under its global group (level ``l`` owns groups
         ``[(l-1) R, l R)``)."""
         groups = np.asarray(groups, dtype=np.int64)
@@ -135,7 +140,7 @@ class Reports(GroupBitReports):
     protocol: ClassVar[str] = "treehist-cs"
 
     @classmethod
-    def wire_fields(cls, params):
+    def wire_fields(cls, params: Any) -> List[WireField]:
         """The group, the Hadamard row and one bit (only the bit when the server assigns
         group and row)."""
         from .._base import WireField, bits_for
@@ -147,6 +152,8 @@ class Reports(GroupBitReports):
 class Client(ClientBase):
     """TreeHist client: a uniform level and group (unless assigned), one bit about the
     level's prefix. ``rng=None`` (default) uses OS entropy; a seed is for simulation only."""
+
+    params: Params
 
     def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
         p = self.params
@@ -173,6 +180,7 @@ class Server(GroupedSignSketchServer):
     protocol: ClassVar[str] = "treehist-cs"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    params: Params
 
     @classmethod
     def _groups(cls, params: Params) -> int:
@@ -189,7 +197,8 @@ class Server(GroupedSignSketchServer):
         groups = np.repeat(np.arange((level - 1) * p.R, level * p.R), xs.size)
         bucket, sign = p.hashes(groups, np.tile(xs, p.R))
         values = (self.decoded()[groups, bucket.astype(np.int64)] * sign).reshape(p.R, xs.size)
-        return np.median(values.astype(np.float64), axis=0) * (p.L * p.R * _th.c_eps(p.epsilon))
+        median: np.ndarray = np.median(values.astype(np.float64), axis=0)
+        return median * (p.L * p.R * _th.c_eps(p.epsilon))
 
     def estimate(self, candidates: Any, counts: bool = False) -> np.ndarray:
         """Fractions (counts with ``counts=True``) of ``candidates`` from the last level's oracle."""
@@ -219,20 +228,20 @@ class Server(GroupedSignSketchServer):
         return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
-def _example():
+def _example() -> Tuple[Params, np.ndarray]:
     rng = np.random.default_rng(1)
     params = Params.create(epsilon=2.0, d=1024, n=4000, hash_seed=3)
     return params, np.minimum(rng.zipf(1.3, size=4000) - 1, 1023)
 
 
-def _simulations():
+def _simulations() -> Tuple[HeavyAlgorithm]:
     from ..experiments import HeavyAlgorithm
 
     return (HeavyAlgorithm("treehist-cs", "TreeHist-CS", "protocols.treehist_cs", heavy_params("treehist_cs", "create"),
                            "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),)
 
 
-def _variance(server, candidates):
+def _variance(server: Server, candidates: Any) -> MedianOfGroups:
     # estimate() answers from the last level: R groups of the users' 1/L there
     p = server.params
     return median_of_groups(server, candidates, p.R, p.L * p.R, p.hashed(p.L), signed=True)
