@@ -31,21 +31,18 @@ from typing import Any, ClassVar, List, Tuple
 import numpy as np
 
 from .. import _core
-from .._base import Params as _ParamsBase, Protocol
-from .._base import register_protocol
+from .._base import AuditHooks, Params as _ParamsBase, Protocol, WireField, bits_for, register_protocol
 from .._random import RngLike
 from ..errors import ParameterError, ReportError
 from .._validate import candidate_array, check_bool, check_epsilon, check_int, check_real, rr_threshold
 from ..kernels.field import PRIME
 from ._local_hashing import OLHReportColumns, check_field_size, olh_perturb
 from ._sets import SetsLike, as_sets, intersect_candidates, warn_not_ldp
-from .._base import AuditHooks
 from .._budget import PRECISION, amplified, effective, rr_loss
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
-from .._base import WireField, bits_for
 from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
                     SVIMServerBase, check_candidates, svim_example, svim_g, uniform_below)
 from ._svim_run import SvimResult, svim, svim_groups, svim_simulations
@@ -442,7 +439,6 @@ def _padded_variance(server: SVIMPaddedServer, candidates: np.ndarray) -> PlugIn
                   "scaled by (L/coverage)^2)",
                   "(L/coverage) times the share of users whose padded sample is x: f/coverage when no |S & C| "
                   "exceeds L (R3's estimator)")
-
 
 
 def _padded_epsilon(params: SVIMPaddedParams) -> float:
