@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, ClassVar, Dict, Tuple, Type, TypeVar
+from typing import Any, ClassVar, Dict, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Delta, Params as _ParamsBase, _State
+from .._base import Aggregator, ClientBase, Delta, Params as _ParamsBase
+from .._delta import _State
 from .._memory import check_allocation
 from .._random import KeySource, RngLike
 from ..datasets import SetData
@@ -35,20 +37,28 @@ def warn_not_ldp(params: Any, stacklevel: int = 3) -> None:
         warnings.warn(message, PrivacyWarning, stacklevel=stacklevel)
 
 
-def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
+#: Users' sets in CSR form: ``(offsets int64[n+1], items uint64)``.
+CSR = Tuple[np.ndarray, np.ndarray]
+#: What :func:`as_sets` reads as users' sets.
+SetsLike = Union[SetData, CSR, Sequence[ArrayLike]]
+
+
+def as_sets(sets: SetsLike, d: int) -> CSR:
     """Users' sets as CSR ``(offsets int64[n+1], items uint64)``, checked to lie in [0, d).
 
     ``sets`` is a :class:`~ldpfast.datasets.SetData`, an ``(offsets, items)`` pair, or a
     sequence of per-user iterables of ints (de-duplicated here)."""
+    raw_offsets: ArrayLike
+    raw_items: ArrayLike
     if isinstance(sets, SetData):
-        offsets, items = sets.offsets, sets.items
+        raw_offsets, raw_items = sets.offsets, sets.items
     elif isinstance(sets, tuple) and len(sets) == 2 and isinstance(sets[0], np.ndarray):
-        offsets, items = sets
+        raw_offsets, raw_items = sets
     else:
         data = SetData.from_lists(list(sets))
-        offsets, items = data.offsets, data.items
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    items = np.asarray(items)
+        raw_offsets, raw_items = data.offsets, data.items
+    offsets = np.ascontiguousarray(raw_offsets, dtype=np.int64)
+    items = np.asarray(raw_items)
     if items.size and not np.issubdtype(items.dtype, np.integer):
         raise DTypeError(f"items must be integers, got dtype {items.dtype}")
     if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != items.size \
@@ -63,6 +73,7 @@ def as_sets(sets, d: int) -> Tuple[np.ndarray, np.ndarray]:
 
 
 _P = TypeVar("_P", bound="SketchParams")
+_T = TypeVar("_T", bound="TrackedServer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +98,7 @@ class SketchParams(_ParamsBase):
     #: The budget of each randomized bit: ``epsilon / bit_divisor`` (``"K*M"``, ``"M"`` or 1).
     bit_divisor: ClassVar[str] = "1"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         K = check_int("K", self.K, 1, 65536)
         M = check_int("M", self.M, 2, 65536)
@@ -128,7 +139,7 @@ class SketchParams(_ParamsBase):
 
     # -- derived ---------------------------------------------------------------------------
     @property
-    def field(self):
+    def field(self) -> _core.Field:
         return _core.Field.prime(self.field_size)
 
     def coefficients(self) -> Tuple[np.ndarray, np.ndarray]:
@@ -177,7 +188,7 @@ class SketchParams(_ParamsBase):
 
 
 
-def intersect_candidates(offsets: np.ndarray, items: np.ndarray, candidates: tuple):
+def intersect_candidates(offsets: np.ndarray, items: np.ndarray, candidates: Sequence[int]) -> CSR:
     """Each user's ``S ∩ C`` as CSR ``(offsets, positions in C)`` (set order kept)."""
     cand = np.asarray(candidates, dtype=np.uint64)
     order = np.argsort(cand, kind="stable")
@@ -198,7 +209,9 @@ class SketchClient(ClientBase):
     _sampling: ClassVar[int] = 1
     _with_order: ClassVar[bool] = True
 
-    def _perturb(self, sets):
+    params: SketchParams
+
+    def _perturb(self, sets: SetsLike) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
         p = self.params
         offsets, items = as_sets(sets, p.d)
         a0, a1 = p.coefficients()
@@ -219,7 +232,9 @@ class TrackedServer(Aggregator):
     #: +-1 bits received per report (``bits`` sums to ``n`` times this; 0: not counted).
     _bits_per_report: ClassVar[int] = 0
 
-    def __init__(self, params, candidates=None, threads: int = 0):
+    params: SketchParams
+
+    def __init__(self, params: SketchParams, candidates: Any = None, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
         d = params.d
@@ -232,7 +247,7 @@ class TrackedServer(Aggregator):
                           pos=np.zeros(d, dtype=np.int64), neg=np.zeros(d, dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         d = params.d
         return {"n": ((1,), "int64"), "bits": ((2,), "int64"), "pos": ((d,), "int64"), "neg": ((d,), "int64"),
                 "tracked": ((d,), "uint8")}
@@ -244,26 +259,30 @@ class TrackedServer(Aggregator):
         self._cand = np.flatnonzero(tracked).astype(np.int64)
         self._index_ready = False
 
+    def _array(self, name: str) -> np.ndarray:
+        array: np.ndarray = self._st[name]
+        return array
+
     @property
     def _n(self) -> np.ndarray:
-        return self._st["n"]
+        return self._array("n")
 
     @property
     def _bits(self) -> np.ndarray:
-        return self._st["bits"]
+        return self._array("bits")
 
     @property
     def _pos(self) -> np.ndarray:
-        return self._st["pos"]
+        return self._array("pos")
 
     @property
     def _neg(self) -> np.ndarray:
-        return self._st["neg"]
+        return self._array("neg")
 
     def _state(self) -> Dict[str, np.ndarray]:
         return {**self._st, "tracked": self._tracked}
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         if not np.array_equal(state["tracked"], self._tracked):
             self._set_tracked(state["tracked"])
         self._st = _State({name: np.array(state[name], dtype=np.int64) for name in ("n", "bits", "pos", "neg")})
@@ -281,7 +300,7 @@ class TrackedServer(Aggregator):
         if np.any(pos.astype(np.float64) + neg > count):
             raise FormatError(f"stored per-item counts exceed the number of reports n = {count}")
 
-    def merge(self, other):
+    def merge(self: _T, other: _T) -> _T:
         """Add ``other``'s counts (exact); both must track the same candidates."""
         if type(other) is type(self) and not np.array_equal(other._tracked, self._tracked):
             raise IncompatibleError("cannot merge aggregators that track different candidate sets")
@@ -296,7 +315,7 @@ class TrackedServer(Aggregator):
         """The tracked items (sorted)."""
         return self._cand.copy()
 
-    def _query(self, candidates) -> np.ndarray:
+    def _query(self, candidates: Any) -> np.ndarray:
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
         # the candidates, their counts and estimates as float64

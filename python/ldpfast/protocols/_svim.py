@@ -5,17 +5,21 @@ count per value of the phase's domain) and the registration hooks (example, simu
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Tuple, Union
 
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Params as _ParamsBase, _State
+from .._base import Aggregator, ClientBase, Delta, Params as _ParamsBase
+from .._delta import _State
 from .._random import KeySource
 from .._validate import candidate_array, check_below, check_int, check_threads, rr_threshold
 from ..errors import FormatError, ParameterError, ReportError
 from ._local_hashing import OLHReportColumns, check_olh_reports, debias_matches, default_g
 from ._registration import random_sets
+
+if TYPE_CHECKING:
+    from .svim import SVIMItemParams, SVIMLengthParams, SVIMPaddedParams
 
 
 #: SVIM's default user groups G1 / G2 / G3 (candidates / lengths / padded items).
@@ -32,7 +36,7 @@ def svim_g(epsilon: float, g: int) -> int:
     return check_int("g", g or default_g(epsilon), 2, 2**62)
 
 
-def check_candidates(candidates, d: int) -> tuple:
+def check_candidates(candidates: Any, d: int) -> Tuple[int, ...]:
     cand = candidate_array(candidates, d, distinct=True)
     if cand.size == 0:
         raise ParameterError("candidates must not be empty")
@@ -41,6 +45,10 @@ def check_candidates(candidates, d: int) -> tuple:
 
 class SVIMOLHParams(_ParamsBase):
     """OLH over the phase's own domain with the full epsilon and ``g`` of :func:`svim_g`."""
+
+    # Fields of each phase's dataclass, declared here for the properties below.
+    epsilon: float
+    g: int
 
     @property
     def flip_probability(self) -> float:
@@ -76,24 +84,26 @@ class SVIMServerBase(Aggregator):
     the users whose hash of the value matches their report; GRR, the reports equal to it)."""
 
     reports_type: ClassVar[type] = OLHReportColumns
+    params: Union[SVIMItemParams, SVIMLengthParams, SVIMPaddedParams]
 
-    def __init__(self, params, threads: int = 0):
+    def __init__(self, params: Union[SVIMItemParams, SVIMLengthParams, SVIMPaddedParams], threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
         self._st = _State(n=np.zeros(1, dtype=np.int64), counts=np.zeros(params.domain, dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         return {"n": ((1,), "int64"), "counts": ((params.domain,), "int64")}
 
     @property
     def _counts(self) -> np.ndarray:
-        return self._st["counts"]
+        counts: np.ndarray = self._st["counts"]
+        return counts
 
-    def _set_state(self, state):
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "counts")})
 
-    def _check_state(self, state) -> None:
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
         n, counts = int(state["n"][0]), state["counts"]
         # OLH: a report matches each value at most once; GRR: it counts for one value
@@ -108,7 +118,7 @@ class SVIMServerBase(Aggregator):
     def _uses_olh(self) -> bool:
         return True
 
-    def _validate(self, reports) -> None:
+    def _validate(self, reports: OLHReportColumns) -> None:
         p = self.params
         if self._uses_olh():
             check_olh_reports(reports, p)
@@ -117,7 +127,7 @@ class SVIMServerBase(Aggregator):
             if np.any(reports.a0) or np.any(reports.a1):
                 raise ReportError("GRR reports must have a0 = a1 = 0")
 
-    def _ingest(self, reports):
+    def _ingest(self, reports: OLHReportColumns) -> Delta:
         p = self.params
         delta = self._delta().add("n", [len(reports)])
         if not self._uses_olh():
@@ -135,5 +145,6 @@ class SVIMServerBase(Aggregator):
         return self.n * debias_matches(self._counts, self.n, self.params.epsilon, self.params.g)
 
 
-def svim_example(params_type, **kw):
+def svim_example(params_type: Callable[..., _ParamsBase],
+                 **kw: Any) -> Callable[[], Tuple[_ParamsBase, List[List[int]]]]:
     return lambda: (params_type(epsilon=2.0, d=60, **kw), random_sets(60))

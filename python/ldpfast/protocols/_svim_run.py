@@ -7,9 +7,10 @@ simulation entry that module registers, does not import it back). Exported by
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Iterable, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Sequence, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._base import protocol
 from .._random import KeySource, RngLike
@@ -28,7 +29,7 @@ __all__ = ["svim_groups", "svim", "SvimResult"]
 #: Users' sets in CSR form: ``(offsets int64[n+1], items uint64)``.
 _CSR = Tuple[np.ndarray, np.ndarray]
 #: What :func:`ldpfast.protocols._sets.as_sets` reads as users' sets.
-_Sets = Union[SetData, _CSR, Sequence[Iterable[int]]]
+_Sets = Union[SetData, _CSR, Sequence[ArrayLike]]
 
 
 def svim_groups(sets: _Sets, shares: Sequence[float] = SVIM_SHARES,

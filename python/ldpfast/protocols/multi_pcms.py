@@ -10,16 +10,17 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Tuple, Type
 
 import numpy as np
 
-from .._base import Aggregator, Protocol, Reports as _ReportsBase, _State
+from .._base import Aggregator, Delta, Protocol, Reports as _ReportsBase
+from .._delta import _State
 from .._base import register_protocol
 from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ReportError
 from ..theory.hadamard import c_eps
-from ._sets import SketchClient, SketchParams
+from ._sets import SetsLike, SketchClient, SketchParams
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
 from ..uncertainty import MinimumOfRows, PlugIn
@@ -51,7 +52,7 @@ class MultiPCMSMeanReports(_ReportsBase):
     row: np.ndarray
     bits: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.row = check_array("row", self.row, np.uint16, 1, cast=True)
         self.bits = check_array("bits", self.bits, np.int8, 2, cast=True)
         self._check_lengths()
@@ -65,7 +66,7 @@ class MultiPCMSMeanClient(SketchClient):
     _sampling = 2
     _with_order = False
 
-    def perturb(self, sets) -> MultiPCMSMeanReports:
+    def perturb(self, sets: SetsLike) -> MultiPCMSMeanReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         row, bits, _ = self._perturb(sets)
         return MultiPCMSMeanReports(row=row.astype(np.uint16), bits=bits)
@@ -75,27 +76,31 @@ class _TableServer(Aggregator):
     """State: ``sums`` (K x M, sum of the +-1 bits received per cell), ``rows`` (K, users
     per row) and ``n``. Thread-safe (see :class:`ldpfast._base.Aggregator`)."""
 
-    def __init__(self, params):
+    params: SketchParams
+
+    def __init__(self, params: SketchParams):
         super().__init__(params)
         self._st = _State(n=np.zeros(1, dtype=np.int64), rows=np.zeros(params.K, dtype=np.int64),
                           sums=np.zeros((params.K, params.M), dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         return {"n": ((1,), "int64"), "rows": ((params.K,), "int64"), "sums": ((params.K, params.M), "int64")}
 
     @property
     def _rows(self) -> np.ndarray:
-        return self._st["rows"]
+        rows: np.ndarray = self._st["rows"]
+        return rows
 
     @property
     def _sums(self) -> np.ndarray:
-        return self._st["sums"]
+        sums: np.ndarray = self._st["sums"]
+        return sums
 
-    def _set_state(self, state):
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "rows", "sums")})
 
-    def _check_state(self, state) -> None:
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
         n, rows, sums = int(state["n"][0]), state["rows"], state["sums"]
         # each report adds one +-1 bit to every cell of the rows it covers
@@ -110,11 +115,11 @@ class _TableServer(Aggregator):
     def n(self) -> int:
         return int(self._st["n"][0])
 
-    def _require_reports(self):
+    def _require_reports(self) -> None:
         if self.n == 0:
             raise ReportError("estimate needs at least one report (n = 0)")
 
-    def _cells(self, candidates):
+    def _cells(self, candidates: Any) -> np.ndarray:
         return self.params.query_cells(candidates)
 
 
@@ -135,14 +140,14 @@ class MultiPCMSMeanServer(_TableServer):
             raise ReportError(f"bits must have shape (n, M={p.M}), got {reports.bits.shape}")
         check_bits("bits", reports.bits)
 
-    def _ingest(self, reports: MultiPCMSMeanReports):
+    def _ingest(self, reports: MultiPCMSMeanReports) -> Delta:
         p = self.params
         sums = np.zeros_like(self._st["sums"])  # K x M: one row of the sketch per report
         for k in range(p.K):
             sums[k] = reports.bits[reports.row == k].sum(axis=0, dtype=np.int64)
         return self._delta().add("sums", sums).add_counts("rows", reports.row).add("n", [len(reports)])
 
-    def estimate(self, candidates=None, counts: bool = False, correction: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False, correction: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``). ``correction=False`` (faithful to R2):
         ``count(x)/n`` with no collision correction, so items look more frequent the fuller
         the users' rows are.
@@ -153,7 +158,7 @@ class MultiPCMSMeanServer(_TableServer):
         p = self.params
         c = c_eps(p.bit_epsilon)
         decoded = c / 2.0 * self._sums + self._rows[:, None] / 2.0   # sum over users of (c v + 1)/2
-        count = decoded.ravel()[self._cells(candidates)].sum(axis=1)
+        count: np.ndarray = decoded.ravel()[self._cells(candidates)].sum(axis=1)
         if not correction:
             est = count / self.n
         else:
@@ -181,7 +186,7 @@ class MultiPCMSMinReports(_ReportsBase):
     column_types: ClassVar = {"bits": ("int8", 3)}
     bits: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.bits = check_array("bits", self.bits, np.int8, 3, cast=True)
 
 
@@ -192,7 +197,7 @@ class MultiPCMSMinClient(SketchClient):
     _sampling = 0
     _with_order = False
 
-    def perturb(self, sets) -> MultiPCMSMinReports:
+    def perturb(self, sets: SetsLike) -> MultiPCMSMinReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         _, bits, _ = self._perturb(sets)
         return MultiPCMSMinReports(bits=bits.reshape(-1, self.params.K, self.params.M))
@@ -217,12 +222,12 @@ class MultiPCMSMinServer(_TableServer):
             raise ReportError(f"bits must have shape (n, {p.K}, {p.M}), got {reports.bits.shape}")
         check_bits("bits", reports.bits)
 
-    def _ingest(self, reports: MultiPCMSMinReports):
+    def _ingest(self, reports: MultiPCMSMinReports) -> Delta:
         n = len(reports)
         return (self._delta().add("sums", reports.bits.sum(axis=0, dtype=np.int64))
                 .add("rows", np.full(self.params.K, n)).add("n", [n]))
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
         domain)."""
         self._check_query(candidates, 16 * self.params.K + 24, self.params.d, "a Multi-PCMS-Min query")
@@ -230,22 +235,22 @@ class MultiPCMSMinServer(_TableServer):
         p = self.params
         c = c_eps(p.bit_epsilon)
         table = c / 2.0 * self._sums + self.n / 2.0
-        est = table.ravel()[self._cells(candidates)].min(axis=1)
+        est: np.ndarray = table.ravel()[self._cells(candidates)].min(axis=1)
         return est if counts else est / self.n
 
 
-def _sketch_example(params_type):
+def _sketch_example(params_type: Type[SketchParams]) -> Callable[[], Tuple[SketchParams, List[List[int]]]]:
     return lambda: (params_type.create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60))
 
 
-def _mean_variance(server, candidates):
+def _mean_variance(server: MultiPCMSMeanServer, candidates: np.ndarray) -> PlugIn:
     p, n = server.params, server.n
     return PlugIn(lambda f: theory().multi_pcms_mean_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K),
                   len(candidates), f"{PLUG_IN} (theory.multi_pcms_mean_variance, uncorrected estimator, an upper "
                   "bound)", COUNT_MEAN)
 
 
-def _min_variance(server, candidates):
+def _min_variance(server: MultiPCMSMinServer, candidates: np.ndarray) -> MinimumOfRows:
     # each row is unbiased for its own count of 1-cells; the decoded bit (c v + 1)/2 of
     # every user has variance (c^2 - 1)/4 whatever the true bit (derived here)
     p, n = server.params, server.n

@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar, Dict
+from typing import Any, ClassVar, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Delta, Protocol, _State, _exact_sum, register_protocol
+from .._aggregator import _exact_sum
+from .._base import Aggregator, ClientBase, Delta, Protocol, register_protocol
+from .._delta import _State
 from .._validate import (check_array, check_below, check_bits, check_int, probability_threshold, rr_threshold)
 from ..errors import FormatError, ParameterError, ReportError
 from .._base import Reports as _ReportsBase
-from ._sets import SketchParams, as_sets
+from ._sets import SetsLike, SketchParams, as_sets
 from ..theory.hadamard import c_eps
 from .._base import AuditHooks
 from .._budget import effective, rr_loss, split
@@ -58,7 +60,7 @@ class Params(SketchParams):
 
     L: int = 78
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "L", check_int("L", self.L, 1, 4096))
         _ = self.flip_threshold  # the binary sampler's range: raises ParameterError naming epsilon
@@ -102,13 +104,13 @@ class Reports(_ReportsBase):
     rows: np.ndarray
     bits: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.rows = check_array("rows", self.rows, np.uint16, 2)
         self.bits = check_array("bits", self.bits, np.int8, 3)
         self._check_lengths()
 
     @classmethod
-    def wire_fields(cls, params):
+    def wire_fields(cls, params: Any) -> Sequence[Tuple[Any, ...]]:
         """Each slot's row and ``M`` bits: ``L (ceil(log2 K) + M)`` bits."""
         from .._base import WireField, bits_for
 
@@ -125,6 +127,8 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
 
 class Client(ClientBase):
     """nPCMS user side. ``rng=None`` (default) uses OS entropy; a seed is for simulation only."""
+
+    params: Params
 
     def _slots(self, offsets: np.ndarray, items: np.ndarray) -> np.ndarray:
         """``(n, L)`` int64: each user's items (a uniform ``L`` of them for larger sets),
@@ -143,7 +147,7 @@ class Client(ClientBase):
         slots[user[keep], rank[keep]] = items[keep].astype(np.int64)
         return slots
 
-    def perturb(self, sets) -> Reports:
+    def perturb(self, sets: SetsLike) -> Reports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
@@ -172,6 +176,7 @@ class Server(Aggregator):
     protocol: ClassVar[str] = "npcms"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    params: Params
 
     def __init__(self, params: Params):
         super().__init__(params)
@@ -179,7 +184,7 @@ class Server(Aggregator):
                           sums=np.zeros((params.K, params.M), dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params: Params):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         return {"n": ((1,), "int64"), "rows": ((params.K,), "int64"), "sums": ((params.K, params.M), "int64")}
 
     @property
@@ -205,7 +210,7 @@ class Server(Aggregator):
             sums[k] = bits[rows == k].sum(axis=0, dtype=np.int64)
         return self._delta().add("sums", sums).add_counts("rows", rows).add("n", [len(reports)])
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """``sum_k Sum[k, H_k(x)] / n`` (counts with ``counts=True``) for ``candidates``
         (default all of ``[0, d)``); biased upward by collisions, as in R2."""
         self._check_query(candidates, 16 * self.params.K + 24, self.params.d, "an nPCMS query")
@@ -214,7 +219,7 @@ class Server(Aggregator):
         p = self.params
         st = self._st
         decoded = p.c / 2.0 * st["sums"] + st["rows"][:, None] / 2.0
-        count = decoded.ravel()[p.query_cells(candidates)].sum(axis=1)
+        count: np.ndarray = decoded.ravel()[p.query_cells(candidates)].sum(axis=1)
         return count if counts else count / self.n
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
@@ -226,40 +231,41 @@ class Server(Aggregator):
         if np.any(np.abs(sums.astype(np.float64)) > rows[:, None]) or np.any((sums - rows[:, None]) % 2):
             raise FormatError("stored sums do not fit the stored row counts")
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State(n=np.array(state["n"], dtype=np.int64), rows=np.array(state["rows"], dtype=np.int64),
                           sums=np.array(state["sums"], dtype=np.int64))
 
 
-def _example():
+def _example() -> Tuple[Params, List[List[int]]]:
     rng = np.random.default_rng(2)
     sets = [sorted(rng.choice(60, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(800)]
     return Params.create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3), sets
 
 
-def _audit_plan(params):
+def _audit_plan(params: Params) -> Plan:
     if params.L != 1:
         raise ParameterError(f"the nPCMS audit plan needs L = 1 (one slot carries the whole budget), got {params.L}")
     cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
     other = int(np.flatnonzero(np.any(cells != cells[0], axis=1))[0])
     items = (0, other)
 
-    def onehot(reports, w):
+    def onehot(reports: Reports, w: int) -> np.ndarray:
         rows = reports.rows.astype(np.int64)                      # (n, L)
         want = -np.ones(reports.bits.shape, dtype=np.int8)
         cell = cells[items[w]][rows[:, 0]] - rows[:, 0] * params.M
         want[np.arange(len(rows)), 0, cell] = 1
-        return np.all(reports.bits.reshape(len(rows), -1) == want.reshape(len(rows), -1), axis=1)
+        match: np.ndarray = np.all(reports.bits.reshape(len(rows), -1) == want.reshape(len(rows), -1), axis=1)
+        return match
     return Plan(set_inputs([0], [other]), support_events(onehot, 0, 1),
                 ("bits = one-hot(x0) != one-hot(x1)", "bits = one-hot(x1) != one-hot(x0)"))
 
 
-def _effective_epsilon(params):
+def _effective_epsilon(params: Params) -> float:
     # L slots, each a one-hot vector whose two differing entries flip independently
     return effective(2 * params.L * rr_loss(params.flip_threshold, 2))
 
 
-def _variance(server, candidates):
+def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
     # Per user, sum over its L slots of (c v + 1)/2 at x's cell of the slot's row: each slot
     # adds RR noise of variance (c^2 - 1)/4 and an indicator of mean pi (its item lands in
     # x's cell); when no set exceeds L items the indicators are independent, so a user's

@@ -38,19 +38,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import ClassVar, Dict, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Tuple, Type, Union
 
 import numpy as np
 
 from .. import _core
-from .._base import Protocol, Reports as _ReportsBase, register_protocol
+from .._base import Delta, Protocol, Reports as _ReportsBase, register_protocol
 from .._random import RngLike
 from .._validate import check_array, check_below, check_bits
 from ..errors import ParameterError, ReportError
 from ..kernels.field import PRIME  # noqa: F401  (re-exported)
 from ..theory.hadamard import c_eps
 from ..errors import PrivacyWarning  # noqa: F401  (re-exported: ldpfast.protocols.privsketch.PrivacyWarning)
-from ._sets import SketchClient, SketchParams, TrackedServer, as_sets, warn_not_ldp
+from ._sets import SetsLike, SketchClient, SketchParams, TrackedServer, as_sets, warn_not_ldp
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
@@ -108,7 +108,7 @@ class Reports(_ReportsBase):
     bit: np.ndarray
     order: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.k = check_array("k", self.k, np.uint16, 1, cast=True)
         self.m = check_array("m", self.m, np.uint16, 1, cast=True)
         self.bit = check_array("bit", self.bit, np.int8, 1, cast=True)
@@ -126,19 +126,19 @@ class NoSmpReports(_ReportsBase):
     bits: np.ndarray
     order: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.bits = check_array("bits", self.bits, np.int8, 3, cast=True)
         self.order = check_array("order", self.order, np.uint16, 3, cast=True)
         self._check_lengths()
 
 
-def _check_reports(reports, params: SketchParams) -> None:
+def _check_reports(reports: Union[Reports, NoSmpReports], params: SketchParams) -> None:
     K, M = params.K, params.M
-    if hasattr(reports, "k"):
+    if isinstance(reports, Reports):
         check_below(reports.k, K, "k", label="K")
         check_below(reports.m, M, "m", label="M")
         check_bits("bit", reports.bit)
-    if hasattr(reports, "bits"):
+    if isinstance(reports, NoSmpReports):
         if reports.bits.shape[1:] != (K, M):
             raise ReportError(f"bits must have shape (n, {K}, {M}), got {reports.bits.shape}")
         check_bits("bits", reports.bits)
@@ -165,9 +165,10 @@ class Client(SketchClient):
         super().__init__(params, rng, threads)
         warn_not_ldp(params)
 
-    def perturb(self, sets) -> Reports:
+    def perturb(self, sets: SetsLike) -> Reports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
         cell, bits, order = self._perturb(sets)
+        assert order is not None  # _with_order (SketchClient's default): the kernel returns it
         return Reports(k=(cell // self.params.M).astype(np.uint16), m=(cell % self.params.M).astype(np.uint16),
                        bit=bits[:, 0], order=order)
 
@@ -186,17 +187,20 @@ class NoSmpClient(SketchClient):
         super().__init__(params, rng, threads)
         warn_not_ldp(params)
 
-    def perturb(self, sets) -> NoSmpReports:
+    def perturb(self, sets: SetsLike) -> NoSmpReports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
         _, bits, order = self._perturb(sets)
+        assert order is not None  # _with_order (SketchClient's default): the kernel returns it
         return NoSmpReports(bits=bits.reshape(-1, self.params.K, self.params.M), order=order)
 
 
-_INDEX_CACHE: Dict[tuple, tuple] = {}
+#: Per-candidate cells, then the inverted index: CSR offsets, candidate positions, their cells.
+_Index = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_INDEX_CACHE: Dict[Tuple[SketchParams, bytes], _Index] = {}
 _INDEX_CACHE_SIZE = 4
 
 
-def _bucket_index(params: SketchParams, cand: np.ndarray) -> tuple:
+def _bucket_index(params: SketchParams, cand: np.ndarray) -> _Index:
     """Per-candidate cells ``k*M + H_k(x)`` (shape (D, K)) and the inverted index
     cell -> candidates (CSR offsets over the K*M cells, candidate positions, and each
     entry's K cells). Built once per (parameters, candidate set) and cached."""
@@ -239,19 +243,20 @@ class Server(TrackedServer):
         self._cand_cells, self._bucket_offsets, self._bucket_cand, self._bucket_cells = index
         self._index_ready = True
 
-    def _decode(self, reports) -> Tuple[np.ndarray, np.ndarray, int]:
+    def _decode(self, reports: Any) -> Tuple[np.ndarray, np.ndarray, int]:
+        # reports: this server's reports_type (Reports here, NoSmpReports in NoSmpServer)
         p = self.params
         cell = reports.k.astype(np.uint32) * p.M + reports.m
         return _core.privsketch_decode_cell(p.K, p.M, reports.order, cell, reports.bit, self._bucket_offsets,
                                             self._bucket_cand, self._bucket_cells, self._cand.size,
                                             self.threads)
 
-    def _validate(self, reports) -> None:
+    def _validate(self, reports: Union[Reports, NoSmpReports]) -> None:
         """Ranges, +-1 bits and shapes (the ordering matrices are checked while decoding:
         each must be a permutation of ``[0, K*M)``)."""
         _check_reports(reports, self.params)
 
-    def _ingest(self, reports):
+    def _ingest(self, reports: Union[Reports, NoSmpReports]) -> Delta:
         n, D = len(reports), self._cand.size
         if not self._index_ready:
             # cells (D, K), their sort order, flat copies and the inverted index: about 40 bytes per cell
@@ -290,7 +295,7 @@ class Server(TrackedServer):
     def _bit_constant(self) -> float:
         return c_eps(self.params.epsilon)
 
-    def estimate(self, candidates=None, counts: bool = False, estimator: str = "r2") -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False, estimator: str = "r2") -> np.ndarray:
         """Frequencies (fractions of users; counts with ``counts=True``) of ``candidates``
         (default: every tracked item).
 
@@ -305,6 +310,7 @@ class Server(TrackedServer):
         p = self.params
         pos, neg = self._pos[cand].astype(np.float64), self._neg[cand].astype(np.float64)
         KM, n, c = p.K * p.M, float(self.n), c_eps(p.epsilon)
+        est: np.ndarray
         if estimator == "r2":
             est = KM / n * (c * (pos - neg) + (pos + neg)) / 2.0
         elif estimator == "centred":
@@ -326,7 +332,7 @@ class NoSmpServer(Server):
     def _bits_per_report(self) -> int:  # type: ignore[override]
         return self.params.K * self.params.M
 
-    def _decode(self, reports):
+    def _decode(self, reports: Any) -> Tuple[np.ndarray, np.ndarray, int]:
         p = self.params
         bits = reports.bits.reshape(len(reports), p.K * p.M)
         return _core.privsketch_decode_full(p.K, p.M, reports.order, bits, self._cand_cells, self.threads)
@@ -337,7 +343,8 @@ class NoSmpServer(Server):
     def _bit_constant(self) -> float:
         return c_eps(self.params.bit_epsilon)
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    # noSmp has a single estimator, so no estimator= argument
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:  # type: ignore[override]
         """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
         ``c' = (e^{eps/KM}+1)/(e^{eps/KM}-1)``: unbiased for ``ftilde``, variance
         ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
@@ -345,21 +352,21 @@ class NoSmpServer(Server):
         p = self.params
         c = c_eps(p.bit_epsilon)
         diff = self._pos[cand].astype(np.float64) - self._neg[cand].astype(np.float64)
-        est = 0.5 * (c * diff / self.n + 1.0)
+        est: np.ndarray = 0.5 * (c * diff / self.n + 1.0)
         return est * self.n if counts else est
 
 
-def _sketch_example(params_type):
+def _sketch_example(params_type: Type[SketchParams]) -> Callable[[], Tuple[SketchParams, List[List[int]]]]:
     return lambda: (params_type.create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60))
 
 
-def _privsketch_variance(server, candidates):
+def _privsketch_variance(server: Server, candidates: np.ndarray) -> PlugIn:
     p, n = server.params, server.n
     return PlugIn(lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M), len(candidates),
                   f"{PLUG_IN} (theory.privsketch_variance, R2 estimator)", COUNT_MIN)
 
 
-def _nosmp_variance(server, candidates):
+def _nosmp_variance(server: NoSmpServer, candidates: np.ndarray) -> PlugIn:
     p, n = server.params, server.n
     return PlugIn(lambda f: np.full(np.shape(f), theory().privsketch_nosmp_variance(p.epsilon, n, K=p.K, M=p.M)),
                   len(candidates), "closed form (theory.privsketch_nosmp_variance)", COUNT_MIN)

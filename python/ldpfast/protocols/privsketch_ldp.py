@@ -16,11 +16,12 @@ collector decodes count-mean style (:meth:`SafeServer.estimate`)::
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar, Dict, List, Mapping, Tuple
 
 import numpy as np
 
-from .._base import Aggregator, AuditHooks, Protocol, Reports as _ReportsBase, _State, register_protocol
+from .._base import Aggregator, AuditHooks, Delta, Protocol, Reports as _ReportsBase, register_protocol
+from .._delta import _State
 from .._validate import check_array, check_below, check_bits
 from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
@@ -28,7 +29,7 @@ from ..uncertainty import PlugIn
 from ..theory.hadamard import c_eps
 from .._base import WireField, bits_for
 from ._registration import COUNT_MEAN, SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
-from ._sets import SketchClient, SketchParams
+from ._sets import SetsLike, SketchClient, SketchParams
 
 __all__ = ["SafeParams", "SafeReports", "SafeClient", "SafeServer"]
 
@@ -53,7 +54,7 @@ class SafeReports(_ReportsBase):
     m: np.ndarray
     bit: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.k = check_array("k", self.k, np.uint16, 1, cast=True)
         self.m = check_array("m", self.m, np.uint16, 1, cast=True)
         self.bit = check_array("bit", self.bit, np.int8, 1, cast=True)
@@ -67,8 +68,9 @@ class SafeClient(SketchClient):
     params_type: ClassVar[type] = SafeParams
     _sampling = 1
     _with_order = False
+    params: SafeParams
 
-    def perturb(self, sets) -> SafeReports:
+    def perturb(self, sets: SetsLike) -> SafeReports:
         """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
         cell, bits, _ = self._perturb(sets)
         return SafeReports(k=(cell // self.params.M).astype(np.uint16),
@@ -87,6 +89,7 @@ class SafeServer(Aggregator):
     protocol: ClassVar[str] = "privsketch-ldp"
     params_type: ClassVar[type] = SafeParams
     reports_type: ClassVar[type] = SafeReports
+    params: SafeParams
 
     def __init__(self, params: SafeParams):
         super().__init__(params)
@@ -94,22 +97,24 @@ class SafeServer(Aggregator):
                           neg=np.zeros((params.K, params.M), dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params):
+    def _state_layout(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         shape = (params.K, params.M)
         return {"n": ((1,), "int64"), "pos": (shape, "int64"), "neg": (shape, "int64")}
 
     @property
     def _pos(self) -> np.ndarray:
-        return self._st["pos"]
+        pos: np.ndarray = self._st["pos"]
+        return pos
 
     @property
     def _neg(self) -> np.ndarray:
-        return self._st["neg"]
+        neg: np.ndarray = self._st["neg"]
+        return neg
 
-    def _set_state(self, state):
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State({k: np.array(state[k], dtype=np.int64) for k in ("n", "pos", "neg")})
 
-    def _check_state(self, state) -> None:
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
         n, pos, neg = int(state["n"][0]), state["pos"], state["neg"]
         if n < 0 or int(pos.min()) < 0 or int(neg.min()) < 0 or float(pos.sum(dtype=np.float64) + neg.sum()) != n:
@@ -124,7 +129,7 @@ class SafeServer(Aggregator):
         check_below(reports.m, self.params.M, "m", label="M")
         check_bits("bit", reports.bit)
 
-    def _ingest(self, reports: SafeReports):
+    def _ingest(self, reports: SafeReports) -> Delta:
         p = self.params
         cell = reports.k.astype(np.int64) * p.M + reports.m
         up = reports.bit > 0
@@ -133,7 +138,8 @@ class SafeServer(Aggregator):
     def _cell_sums(self) -> np.ndarray:
         """Per cell, the sum of the debiased bits ``(c b + 1)/2`` of the users that sampled it."""
         c = c_eps(self.params.epsilon)
-        return (c * (self._pos - self._neg) + (self._pos + self._neg)) / 2.0
+        sums: np.ndarray = (c * (self._pos - self._neg) + (self._pos + self._neg)) / 2.0
+        return sums
 
     def mean_fill(self) -> float:
         """Unbiased estimate of the average share of 1-cells in the users' sketches."""
@@ -141,7 +147,7 @@ class SafeServer(Aggregator):
             raise ReportError("estimate needs at least one report (n = 0)")
         return float(self._cell_sums().sum() / self.n)
 
-    def estimate(self, candidates=None, counts: bool = False, estimator: str = "mean") -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False, estimator: str = "mean") -> np.ndarray:
         """Frequencies (counts with ``counts=True``) of ``candidates`` (default the whole
         domain).
 
@@ -159,6 +165,7 @@ class SafeServer(Aggregator):
             raise ReportError("estimate needs at least one report (n = 0)")
         p = self.params
         sums = self._cell_sums().ravel()[p.query_cells(candidates)]  # (D, K)
+        est: np.ndarray
         if estimator == "mean":
             est = p.M / self.n * sums.sum(axis=1)
         elif estimator == "mean-corrected":
@@ -171,11 +178,11 @@ class SafeServer(Aggregator):
         return est * self.n if counts else est
 
 
-def _example():
+def _example() -> Tuple[SafeParams, List[List[int]]]:
     return SafeParams.create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60)
 
 
-def _safe_variance(server, candidates):
+def _safe_variance(server: SafeServer, candidates: np.ndarray) -> PlugIn:
     p, n = server.params, server.n
     return PlugIn(lambda f: theory().privsketch_ldp_variance(p.epsilon, n, f, fbar_sq=np.square(f), M=p.M, K=p.K),
                   len(candidates), f"{PLUG_IN} (theory.privsketch_ldp_variance, mean estimator, with "

@@ -26,26 +26,23 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import math
-from typing import ClassVar
+from typing import Any, ClassVar, List, Tuple
 
 import numpy as np
 
 from .. import _core
-from .._base import Params as _ParamsBase, Protocol
-from .._base import register_protocol
+from .._base import AuditHooks, Params as _ParamsBase, Protocol, WireField, bits_for, register_protocol
 from .._random import RngLike
 from ..errors import ParameterError, ReportError
 from .._validate import candidate_array, check_bool, check_epsilon, check_int, check_real, rr_threshold
 from ..kernels.field import PRIME
 from ._local_hashing import OLHReportColumns, check_field_size, olh_perturb
-from ._sets import as_sets, intersect_candidates, warn_not_ldp
-from .._base import AuditHooks
+from ._sets import SetsLike, as_sets, intersect_candidates, warn_not_ldp
 from .._budget import PRECISION, amplified, effective, rr_loss
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
-from .._base import WireField, bits_for
 from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
                     SVIMServerBase, check_candidates, svim_example, svim_g, uniform_below)
 from ._svim_run import SvimResult, svim, svim_groups, svim_simulations
@@ -73,7 +70,7 @@ class SVIMItemParams(SVIMOLHParams):
     g: int = 0
     field_size: int = PRIME
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
@@ -98,14 +95,14 @@ class SVIMLengthParams(SVIMOLHParams):
     protocol: ClassVar[str] = "svim-lengths"
     epsilon: float
     d: int
-    candidates: tuple
+    candidates: Tuple[int, ...]
     max_length: int = 0
     coverage: float = SVIM_COVERAGE
     max_L: int = SVIM_MAX_L
     g: int = 0
     field_size: int = PRIME
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
@@ -147,14 +144,14 @@ class SVIMPaddedParams(_ParamsBase):
     protocol: ClassVar[str] = "svim-padded"
     epsilon: float
     d: int
-    candidates: tuple
+    candidates: Tuple[int, ...]
     L: int
     coverage: float = SVIM_COVERAGE
     g: int = 0
     field_size: int = PRIME
     reference: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 1)
@@ -246,8 +243,9 @@ class SVIMItemClient(SVIMClientBase):
     (real clients); seeds are for simulation only."""
 
     params_type: ClassVar[type] = SVIMItemParams
+    params: SVIMItemParams
 
-    def perturb(self, sets) -> SVIMItemReports:
+    def perturb(self, sets: SetsLike) -> SVIMItemReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         offsets, items = as_sets(sets, self.params.d)
         # Padding and sampling to length 1: a uniform item of a non-empty set, else d.
@@ -260,8 +258,9 @@ class SVIMLengthClient(SVIMClientBase):
     ``[0, max_length]``. ``rng``: None = OS entropy; seeds are for simulation only."""
 
     params_type: ClassVar[type] = SVIMLengthParams
+    params: SVIMLengthParams
 
-    def perturb(self, sets) -> SVIMLengthReports:
+    def perturb(self, sets: SetsLike) -> SVIMLengthReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, _ = intersect_candidates(*as_sets(sets, p.d), p.candidates)
@@ -276,12 +275,13 @@ class SVIMPaddedClient(SVIMClientBase):
     emits :class:`~ldpfast.errors.PrivacyWarning` when the GRR branch is used."""
 
     params_type: ClassVar[type] = SVIMPaddedParams
+    params: SVIMPaddedParams
 
-    def __init__(self, params, rng: RngLike = None, threads: int = 0):
+    def __init__(self, params: SVIMPaddedParams, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
         warn_not_ldp(params)
 
-    def perturb(self, sets) -> SVIMPaddedReports:
+    def perturb(self, sets: SetsLike) -> SVIMPaddedReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, positions = intersect_candidates(*as_sets(sets, p.d), p.candidates)
@@ -305,8 +305,9 @@ class SVIMItemServer(SVIMServerBase):
     protocol: ClassVar[str] = "svim-items"
     params_type: ClassVar[type] = SVIMItemParams
     reports_type: ClassVar[type] = SVIMItemReports
+    params: SVIMItemParams
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Unbiased estimates of the item-sampling frequencies ``P(sampled item = x)`` over
         all users, those with empty sets included (they sample the dummy ``d``)
         (``candidates``: default every item of ``[0, d)``; counts of users with
@@ -334,8 +335,9 @@ class SVIMLengthServer(SVIMServerBase):
     protocol: ClassVar[str] = "svim-lengths"
     params_type: ClassVar[type] = SVIMLengthParams
     reports_type: ClassVar[type] = SVIMLengthReports
+    params: SVIMLengthParams
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Unbiased estimates of the length histogram: the share of reporting users with
         capped ``|S ∩ C| = l`` for the lengths ``candidates`` (default ``l = 0 ..
         max_length``); numbers of users with ``counts=True``."""
@@ -370,6 +372,7 @@ class SVIMPaddedServer(SVIMServerBase):
     protocol: ClassVar[str] = "svim-padded"
     params_type: ClassVar[type] = SVIMPaddedParams
     reports_type: ClassVar[type] = SVIMPaddedReports
+    params: SVIMPaddedParams
 
     def _uses_olh(self) -> bool:
         return not self.params.uses_grr
@@ -387,7 +390,7 @@ class SVIMPaddedServer(SVIMServerBase):
             chat = self._chat()
         return chat[:len(p.candidates)] / self.n
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
         """Item frequencies ``fhat = L chat3 / (coverage n3)`` (R3 leaves out L) of
         ``candidates``, items of C (default all of C, in ``params.candidates`` order);
         ``n3 fhat`` with ``counts=True``.
@@ -401,7 +404,7 @@ class SVIMPaddedServer(SVIMServerBase):
             freq = freq[self.candidate_positions(candidates)]
         return freq * self.n if counts else freq
 
-    def candidate_positions(self, items) -> np.ndarray:
+    def candidate_positions(self, items: Any) -> np.ndarray:
         """Positions in ``params.candidates`` of ``items`` (each must be in C)."""
         items = candidate_array(items, self.params.d)
         lookup = {int(c): i for i, c in enumerate(self.params.candidates)}
@@ -410,7 +413,7 @@ class SVIMPaddedServer(SVIMServerBase):
             raise ParameterError(f"candidates must be items of C (params.candidates), {missing[0]} is not")
         return np.array([lookup[int(x)] for x in items], dtype=np.int64)
 
-    def top(self, k: int) -> tuple:
+    def top(self, k: int) -> Tuple[np.ndarray, np.ndarray]:
         """The ``k`` candidates with the largest estimates, best first (ties by position in
         C), and their estimates."""
         k = check_int("k", k, 1)
@@ -419,14 +422,14 @@ class SVIMPaddedServer(SVIMServerBase):
         return np.asarray(self.params.candidates, dtype=np.int64)[best], freq[best]
 
 
-def _padded_wire(p):
+def _padded_wire(p: SVIMPaddedParams) -> List[WireField]:
     # phase 3 is OLH, or GRR on |C| + 1 values (then only z travels: 0-bit hash fields)
     if p.uses_grr:
         return [WireField("z", bits_for(p.domain)), WireField("a0", 0), WireField("a1", 0)]
     return olh_wire(p)
 
 
-def _padded_variance(server, candidates):
+def _padded_variance(server: SVIMPaddedServer, candidates: np.ndarray) -> PlugIn:
     p, n = server.params, server.n
     scale = p.L / p.coverage
     e = math.exp(p.grr_epsilon if p.uses_grr else p.epsilon)
@@ -438,8 +441,7 @@ def _padded_variance(server, candidates):
                   "exceeds L (R3's estimator)")
 
 
-
-def _padded_epsilon(params):
+def _padded_epsilon(params: SVIMPaddedParams) -> float:
     if not params.uses_grr:
         return rr_effective_epsilon(params.flip_threshold, params.g)
     grr_loss = rr_loss(params.flip_threshold, params.domain)
@@ -450,17 +452,17 @@ def _padded_epsilon(params):
         return effective((1 + (grr_loss.exp() - 1) / params.L).ln())
 
 
-def _items_plan(params):
+def _items_plan(params: SVIMItemParams) -> Plan:
     return olh_plan(prime_field_of(params), params.g, [params.d], [0], set_inputs([], [0]),
                     ("H(dummy) = z != H(0)", "H(0) = z != H(dummy)"))
 
 
-def _lengths_plan(params):
+def _lengths_plan(params: SVIMLengthParams) -> Plan:
     return olh_plan(prime_field_of(params), params.g, [0], [1], set_inputs([], [params.candidates[0]]),
                     ("H(length 0) = z != H(1)", "H(length 1) = z != H(0)"))
 
 
-def _padded_plan(params):
+def _padded_plan(params: SVIMPaddedParams) -> Plan:
     size = len(params.candidates)
     dummies, items = list(range(size, params.domain)), list(range(min(params.L, size)))
     inputs = set_inputs([], [params.candidates[i] for i in items])
@@ -468,7 +470,7 @@ def _padded_plan(params):
     if not params.uses_grr:
         return olh_plan(prime_field_of(params), params.g, dummies, items, inputs, describe)
 
-    def support(reports, w):
+    def support(reports: SVIMPaddedReports, w: List[int]) -> np.ndarray:
         return np.isin(reports.z, np.asarray(w, dtype=np.uint64))
     return Plan(inputs, support_events(support, dummies, items), describe)
 
