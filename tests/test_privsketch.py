@@ -79,6 +79,17 @@ def test_nosmp_and_pcms_clients_send_the_sketch_without_flips():
         assert np.array_equal(rep_mean.bits[i], 2 * X[rep_mean.row[i]].astype(np.int8) - 1)
 
 
+def test_nosmp_server_takes_the_estimator_argument_of_the_sampled_server():
+    """A NoSmpServer is a Server: ``estimate(estimator=...)`` names its one estimator and
+    refuses the sampled server's others with a clear message."""
+    params = ps.NoSmpParams.create(epsilon=8.0, d=40, K=2, M=4, seed=5)
+    sets = random_sets(np.random.default_rng(4), 200, 40, 4)
+    server = ps.NoSmpServer(params).update(ps.NoSmpClient(params, rng=6).perturb(sets))
+    assert np.array_equal(server.estimate([1, 2], estimator="nosmp"), server.estimate([1, 2]))
+    with pytest.raises(ParameterError, match="estimator must be 'nosmp'.*'r2'"):
+        server.estimate([1, 2], estimator="r2")
+
+
 def test_client_is_thread_and_backend_independent():
     params = ps.Params.create(epsilon=1.0, d=500, seed=7)
     sets = random_sets(np.random.default_rng(8), 5000, 500, 20)

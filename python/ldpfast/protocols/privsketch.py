@@ -344,10 +344,13 @@ class NoSmpServer(Server):
         return c_eps(self.params.bit_epsilon)
 
     # noSmp has a single estimator, so no estimator= argument
-    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:  # type: ignore[override]
+    def estimate(self, candidates: Any = None, counts: bool = False, estimator: str = "nosmp") -> np.ndarray:
         """Frequencies (counts with ``counts=True``): ``fhat = (c' C(x)/n + 1)/2`` with ``C = #(+1) - #(-1)`` and
         ``c' = (e^{eps/KM}+1)/(e^{eps/KM}-1)``: unbiased for ``ftilde``, variance
-        ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2)."""
+        ``e^{eps/KM}/(n (e^{eps/KM}-1)^2)`` ([PS] Thm 3.2). Without sampling there is one
+        estimator, ``"nosmp"``."""
+        if estimator != "nosmp":
+            raise ParameterError(f"estimator must be 'nosmp' (PrivSketch-noSmp has one estimator), got {estimator!r}")
         cand = self._query(candidates)
         p = self.params
         c = c_eps(p.bit_epsilon)
