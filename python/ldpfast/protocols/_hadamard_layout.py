@@ -194,7 +194,10 @@ class LayoutClient(ClientBase):
         groups = optional_index_array("groups", groups, n)
         rows = optional_index_array("rows", rows, n)
         if groups is not None and layout.n_groups == 1:
-            raise ParameterError("groups must be None for a protocol with a single group")
+            if np.any(groups != 0):   # what Server.assign gives with one group: all 0
+                raise ParameterError(f"groups must be 0 or None for a protocol with a single group, "
+                                     f"got {int(groups[np.flatnonzero(groups != 0)[0]])}")
+            groups = None
         try:
             return _core.hadamard_perturb(self._keys.key(), values, layout.table, layout.level_first,
                                           layout.level_count, layout.field, groups, rows,
