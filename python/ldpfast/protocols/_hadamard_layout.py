@@ -129,7 +129,7 @@ def make_layout(groups: list, levels: Optional[list] = None, field: Optional[Any
     return Layout(table, first, count, field)
 
 
-def prime_field():
+def prime_field() -> _core.Field:
     return _core.Field.prime(PRIME)
 
 
