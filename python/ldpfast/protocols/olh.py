@@ -105,13 +105,14 @@ class OLHClient(ClientBase):
     (C++ OCMS kernel). ``rng``: ``None`` (default) draws each batch's key from OS entropy, the only
     setting for real users; a seed makes a reproducible **simulation only**."""
 
-    params: OLHParams
+    # OLHParams, or blh's Params (blh.Client reuses this client): both have d, g, flip_threshold
+    params: Any
 
     def perturb(self, values: Any) -> OLHReports:
         """Privatize ``values`` in ``[0, d)``; returns :class:`OLHReports`."""
         p = self.params
         x = as_values(values, p.d)
-        z, a0, a1 = _core.ocms_perturb(prime_field(), self._keys.key(), x, p._g,
+        z, a0, a1 = _core.ocms_perturb(prime_field(), self._keys.key(), x, p.g,
                                        p.flip_threshold, self.threads)
         return OLHReports(z=z, a0=a0, a1=a1)
 
@@ -126,15 +127,15 @@ class OLHServer(Aggregator):
     protocol: ClassVar[str] = "olh"
     params_type: ClassVar[type] = OLHParams
     reports_type: ClassVar[type] = OLHReports
-    # OLHParams, or longitudinal's LOLHParams (LOLHServer reuses this server): not one
-    # class below the base Params
+    # OLHParams, blh's Params or longitudinal's LOLHParams (blh.Server and LOLHServer reuse
+    # this server): not one class below the base Params
     params: Any
 
     def __init__(self, params: OLHParams, threads: int = 0):
         super().__init__(params)
         from . import ocms
 
-        # m = g, read as self.params.g: LOLHServer passes LOLHParams, which have g but not _g
+        # m = g, read as self.params.g: blh and LOLHServer pass their own params, with g but not _g
         self._reports = ocms.Server(ocms.Params(epsilon=params.epsilon, d=params.d, m=self.params.g,
                                                 use_m_prime=False), threads=check_threads(threads))
         self._reports._lock = self._lock  # one lock for the pair
