@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -218,7 +218,7 @@ def _example() -> Tuple[Params, np.ndarray]:
     return Params(epsilon=1.5, d=64), zipf_values(64)
 
 
-def _variance(server: Server, candidates: Sequence[int]) -> PlugIn:
+def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
     p: Params = server.params
     n = server.n
     em1 = math.expm1(p.epsilon)                    # decode_counts: C/n = (1 + em1 fhat)/(em1 + d)
