@@ -35,8 +35,8 @@ from ._registration import counter_cost, rr_epsilon, theory, zipf_values
 if TYPE_CHECKING:
     from ..datasets import ValueData
     from ..estimation import Channel
-    from ..theory._types import Real, RealLike
     from ..experiments import Algorithm
+    from ..theory._types import Real, RealLike
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
 
