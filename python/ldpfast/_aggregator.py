@@ -364,7 +364,8 @@ class Aggregator:
             raise FormatError(f"bytes hold a {header['protocol']!r} aggregator, not {cls.protocol!r}")
         target: Type[A] = cls if cls.protocol else protocol_or_format_error(header["protocol"]).aggregator
         try:
-            params = target.params_type.from_dict(header["params"])
+            params_cls: Type[Params] = target.params_type
+            params = params_cls.from_dict(header["params"])
             if "domain" in header:
                 params = params.with_domain(domain_from_dict(header["domain"]))
         except Exception as exc:  # the stored values are untrusted: any rejection is a format error
@@ -411,7 +412,7 @@ class Aggregator:
                     f"state array {k!r} has shape {state[k].shape} and dtype {state[k].dtype}; "
                     f"the parameters need {want.shape} and {want.dtype}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Callable[..., Aggregator], Tuple[object, ...]]:
         # the domain object travels too: bytes know a vocabulary by its fingerprint only
         domain = self.params.label_domain
         if domain is None:
@@ -431,7 +432,8 @@ class Aggregator:
                     and set(a) == set(b)
                     and all(np.array_equal(a[k], b[k]) for k in a))
 
-    __hash__ = None  # mutable
+    # mutable, so unhashable; typeshed's idiom, as object declares __hash__ a method
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         n = getattr(self, "n", None)

@@ -48,6 +48,8 @@ class Params:
     """Mixin for frozen dataclass parameter objects. Subclasses set ``protocol``."""
 
     protocol: ClassVar[str] = ""
+    # set by the dataclass decorator on each subclass
+    __dataclass_fields__: ClassVar[Dict[str, dataclasses.Field[Any]]]
 
     def to_dict(self) -> Dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -60,7 +62,7 @@ class Params:
             ParameterError: a field is missing, unexpected or of the wrong type, or a value
                 is out of range (one line naming the protocol and the fields).
         """
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        fields = dataclasses.fields(cls)
         names = {f.name for f in fields}
         missing = [f.name for f in fields if f.init and f.name not in data
                    and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]

@@ -34,6 +34,11 @@ class Reports:
 
     protocol: ClassVar[str] = ""
     column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {}
+    # set by the dataclass decorator on each subclass
+    __dataclass_fields__: ClassVar[Dict[str, dataclasses.Field[Any]]]
+    # per-class caches, filled on first use (read through cls.__dict__: never inherited)
+    _column_names: ClassVar[Tuple[str, ...]]
+    _declared_types: ClassVar[Dict[str, Tuple[np.dtype[Any], int]]]
     params_fingerprint: Optional[str] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -47,7 +52,7 @@ class Reports:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        mine, theirs = self.columns(), other.columns()  # type: ignore[attr-defined]
+        mine, theirs = self.columns(), other.columns()
         return all(np.array_equal(mine[k], theirs[k]) for k in mine)
 
     def __repr__(self) -> str:
@@ -65,20 +70,20 @@ class Reports:
     @classmethod
     def _names(cls) -> Tuple[str, ...]:
         """The column names, computed once per class (``update`` asks on every batch)."""
-        names = cls.__dict__.get("_column_names")
+        names: Optional[Tuple[str, ...]] = cls.__dict__.get("_column_names")
         if names is None:
-            names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-            cls._column_names = names  # type: ignore[attr-defined]
-        return names  # type: ignore[no-any-return]
+            names = tuple(f.name for f in dataclasses.fields(cls))
+            cls._column_names = names
+        return names
 
     @classmethod
-    def _declared(cls) -> Dict[str, Tuple[np.dtype, int]]:
+    def _declared(cls) -> Dict[str, Tuple[np.dtype[Any], int]]:
         """``column_types`` with numpy dtypes, computed once per class."""
-        declared = cls.__dict__.get("_declared_types")
+        declared: Optional[Dict[str, Tuple[np.dtype[Any], int]]] = cls.__dict__.get("_declared_types")
         if declared is None:
             declared = {name: (np.dtype(kind), ndim) for name, (kind, ndim) in cls.column_types.items()}
-            cls._declared_types = declared  # type: ignore[attr-defined]
-        return declared  # type: ignore[no-any-return]
+            cls._declared_types = declared
+        return declared
 
     def __len__(self) -> int:
         return int(len(getattr(self, self._names()[0])))

@@ -39,8 +39,9 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Type, Union
 
 import numpy as np
 
-from ._base import Params, Reports, params_from_json, protocol_or_format_error
+from ._base import Params, Reports, params_from_json
 from ._optional import require
+from ._registry import protocol_or_format_error
 from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError
 
 __all__ = ["to_arrow", "from_arrow", "write_parquet", "read_parquet", "iter_parquet",
@@ -92,7 +93,7 @@ def _metadata(reports: Reports, params: Optional[Params]) -> Dict[bytes, bytes]:
     return meta
 
 
-def to_arrow(reports: Reports, params: Optional[Params] = None, *, fingerprint_column: bool = False):
+def to_arrow(reports: Reports, params: Optional[Params] = None, *, fingerprint_column: bool = False) -> Any:
     """``reports`` as a ``pyarrow.Table`` (zero-copy for numeric columns).
 
     Args:
@@ -254,7 +255,7 @@ def check_fingerprint_column(column: Any, fingerprint: str) -> None:
             f"these parameters' is {expected}: fingerprint {fingerprint[:16]})")
 
 
-def _check_numeric(name: str, arrow_type, pa) -> None:
+def _check_numeric(name: str, arrow_type: Any, pa: Any) -> None:
     if not (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
             or pa.types.is_boolean(arrow_type)):
         raise FormatError(f"report column {name!r} has Arrow type {arrow_type}, not a number")
@@ -302,7 +303,7 @@ def _source_name(source: Source, name: Optional[str]) -> str:
 
 
 @contextlib.contextmanager
-def _read_errors(name: str):
+def _read_errors(name: str) -> Iterator[None]:
     """Turns what pyarrow raises on a damaged or foreign file (OSError, ArrowInvalid,
     UnicodeDecodeError, TypeError, ...) into FormatError naming the file; ldpfast's own
     errors pass through."""
@@ -317,7 +318,7 @@ def _read_errors(name: str):
                           f"{type(exc).__name__}: {exc}") from None
 
 
-def _open(source: Source, params: Optional[Params], name: Optional[str] = None):
+def _open(source: Source, params: Optional[Params], name: Optional[str] = None) -> Tuple[Any, Params]:
     pq = _parquet()
     name = _source_name(source, name)
     with _read_errors(name):

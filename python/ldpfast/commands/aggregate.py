@@ -48,7 +48,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .._base import Aggregator, Params, params_from_json, protocol
 from .._optional import require
@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def _io(action: str, path: Path):
+def _io(action: str, path: Path) -> Iterator[None]:
     """Turns an OSError into StorageError naming the file and the system's reason."""
     try:
         yield
@@ -122,7 +122,7 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
 
 
-def atomic_write(path: Path, data: bytes, *, before_replace=None) -> None:
+def atomic_write(path: Path, data: bytes, *, before_replace: Optional[Callable[[], None]] = None) -> None:
     """Write ``data`` to ``path`` so that ``path`` always holds either the old or the new
     contents: temporary file in the same directory, fsync, rename, fsync the directory.
     On failure the temporary file is removed and StorageError names ``path``."""
@@ -205,7 +205,8 @@ def _load_params(args: argparse.Namespace, files: List[Path]) -> Params:
 
 def _initial(args: argparse.Namespace, params: Params) -> Aggregator:
     if args.init is None:
-        return protocol(params.protocol).aggregator(params)
+        aggregator: Type[Aggregator] = protocol(params.protocol).aggregator
+        return aggregator(params)
     try:
         blob = args.init.read_bytes()
     except OSError as exc:
@@ -250,7 +251,7 @@ def _resume(state: Path, initial: Aggregator, files: List[Path]) -> Tuple[Aggreg
 
 
 @contextlib.contextmanager
-def _exclusive(state: Path):
+def _exclusive(state: Path) -> Iterator[None]:
     lock_path = state.with_name(f".{state.name}.lock")
     with _io("create the lock file", lock_path):
         lock = open(lock_path, "a")
@@ -262,7 +263,7 @@ def _exclusive(state: Path):
         yield
 
 
-def _lock_nonblocking(handle) -> None:
+def _lock_nonblocking(handle: IO[str]) -> None:
     """An exclusive advisory lock on an open file, released when it is closed; raises
     OSError at once if another process holds it."""
     if sys.platform == "win32":

@@ -6,25 +6,28 @@ candidate set fixed in advance, the match counts ``C(x) = #{i : z_i = h_i(x)}`` 
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple, TypeVar
+from typing import Any, Dict, Mapping, Optional, Tuple, TypeVar, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _base, _core, _progress
-from .._memory import check_allocation
+from .._delta import Delta, _State
+from .._memory import _length, check_allocation
 from .._validate import check_threads, check_values
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 
 S = TypeVar("S", bound="HashedReportsServer")
+_Columns = Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 #: The affine decode's cost per report (its solve) and per match, in scanned pairs
 #: (cpp/src/ocms.cpp, kAffineReportCost and kAffineMatchCost).
 _AFFINE_REPORT_STEPS, _AFFINE_MATCH_STEPS = 1024.0, 1.25
 
 
-def _affine(params) -> bool:
+def _affine(params: Any) -> bool:
     """True where the C++ core may answer a range query with the affine decode."""
-    return params.field_kind == "binary" and params.m & (params.m - 1) == 0
+    return bool(params.field_kind == "binary" and params.m & (params.m - 1) == 0)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -50,25 +53,35 @@ class HashedReportsServer(_base.Aggregator):
     ``d``, ``m`` and ``field``; ``reports_type`` has the columns ``z, a0, a1`` and
     ``validate(params)``."""
 
-    def __init__(self, params, candidates=None, threads: int = 0):
+    # the subclass's parameters, read generically (d, m, field, field_kind)
+    params: Any
+
+    def __init__(self, params: Any, candidates: Optional[ArrayLike] = None, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
         self._candidates: Optional[np.ndarray] = None
         if candidates is None:
-            self._st = _base._State(chunks=(), canonical=True)
+            self._st = _State(chunks=(), canonical=True)
         else:
             # the candidates (converted, sorted to check they are distinct, kept) and their counts
-            count = _base._length(candidates)
+            count = _length(candidates)
             check_allocation(32 * count, f"an {self.protocol!r} server streaming {count} candidates")
             self._candidates = self._checked_candidates(candidates, distinct=True).copy()
             self._candidates.flags.writeable = False
-            self._st = _base._State(counts=np.zeros(self._candidates.size, dtype=np.uint64),
-                                    n=np.zeros(1, dtype=np.uint64))
+            self._st = _State(counts=np.zeros(self._candidates.size, dtype=np.uint64),
+                              n=np.zeros(1, dtype=np.uint64))
 
     # -- properties --------------------------------------------------------------------
     @property
     def _counts(self) -> Optional[np.ndarray]:
-        return self._st.get("counts")
+        counts: Optional[np.ndarray] = self._st.get("counts")
+        return counts
+
+    def _streamed(self) -> Tuple[np.ndarray, np.ndarray]:
+        """The streamed candidates and their match counts (candidate-count mode only)."""
+        candidates, counts = self._candidates, self._counts
+        assert candidates is not None and counts is not None, "candidate-count mode"
+        return candidates, counts
 
     @property
     def n(self) -> int:
@@ -90,33 +103,40 @@ class HashedReportsServer(_base.Aggregator):
         """The streamed candidates (a copy), or None when reports are kept."""
         return None if self._candidates is None else self._candidates.copy()
 
-    def reports(self):
+    def reports(self) -> _base.Reports:
         """The kept reports (canonical row order). Report-keeping mode only."""
         if not self.keeps_reports:
             raise ParameterError("this server streams match counts and keeps no reports")
         z, a0, a1 = self._columns()
-        return self.reports_type(z=z.copy(), a0=a0.copy(), a1=a1.copy())
+        batch: _base.Reports = self._batch(z=z.copy(), a0=a0.copy(), a1=a1.copy())
+        return batch
+
+    def _batch(self, z: np.ndarray, a0: np.ndarray, a1: np.ndarray) -> Any:
+        """A batch of the subclass's ``reports_type`` (columns ``z, a0, a1``, ``validate``)."""
+        reports_type: Any = self.reports_type
+        return reports_type(z=z, a0=a0, a1=a1)
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
     def _keeps_batch(self) -> bool:
         return self.keeps_reports
 
-    def _validate(self, reports) -> None:
+    def _validate(self, reports: Any) -> None:
         """``z < m`` and ``a0, a1`` field elements."""
         reports.validate(self.params)
 
-    def _ingest(self, reports):
+    def _ingest(self, reports: Any) -> Delta:
         st = self._st
         if self.keeps_reports:  # the batch's columns are the library's own copies (see Aggregator.update)
             chunk = tuple(_frozen(column) for column in (reports.z, reports.a0, reports.a1))
             return self._delta().replace("chunks", st["chunks"] + (chunk,)).replace("canonical", False)
-        self._check_call(8 * self._candidates.size,
-                         f"matching a batch of {len(reports)} reports against {self._candidates.size} candidates")
-        counts = np.zeros(self._candidates.size, dtype=np.uint64)
-        self._count_into(reports.z, reports.a0, reports.a1, self._candidates, counts)
+        candidates = self._streamed()[0]
+        self._check_call(8 * candidates.size,
+                         f"matching a batch of {len(reports)} reports against {candidates.size} candidates")
+        counts = np.zeros(candidates.size, dtype=np.uint64)
+        self._count_into(reports.z, reports.a0, reports.a1, candidates, counts)
         return self._delta().add_nonzero("counts", counts).add("n", [len(reports)])
 
-    def _merged(self, theirs):
+    def _merged(self, theirs: Mapping[str, Any]) -> Union[Delta, Mapping[str, Any]]:
         mine = self._st
         if "chunks" in mine:
             return (self._delta().replace("chunks", mine["chunks"] + theirs["chunks"])
@@ -129,15 +149,15 @@ class HashedReportsServer(_base.Aggregator):
         if type(other) is type(self) and other.params == self.params and other is not self:
             if self.keeps_reports != other.keeps_reports:
                 raise IncompatibleError("cannot merge a report-keeping server with a candidate-count server")
-            if not self.keeps_reports and not np.array_equal(self._candidates, other._candidates):
+            if not self.keeps_reports and not np.array_equal(self._streamed()[0], other._streamed()[0]):
                 raise IncompatibleError("cannot merge servers that count different candidates")
         return super().merge(other)
 
-    def match_counts(self, candidates=None) -> np.ndarray:
+    def match_counts(self, candidates: Optional[ArrayLike] = None) -> np.ndarray:
         """``C(x) = #{i : z_i = h_i(x)}`` for each candidate (uint64); ``None`` means the
         whole dictionary (report-keeping mode) or the streamed candidates."""
         # the query holds the values, their counts and positions, and the float estimates
-        default = self.params.d if self.keeps_reports else self._candidates.size
+        default = self.params.d if self.keeps_reports else self._streamed()[0].size
         self._check_query(candidates, 40, default, f"an {self.protocol!r} query",
                           extra=self._compaction_bytes() if self.keeps_reports else 0)
         if self.keeps_reports:
@@ -149,18 +169,19 @@ class HashedReportsServer(_base.Aggregator):
             if self._n:
                 self._count_query(self._columns(canonical=False), xs, counts)
             return counts
+        streamed, streamed_counts = self._streamed()
         if candidates is None:
-            return self._counts.copy()
+            return streamed_counts.copy()
         xs = self._checked_candidates(candidates, distinct=False)
-        order = np.argsort(self._candidates)
-        ordered = self._candidates[order]
+        order = np.argsort(streamed)
+        ordered = streamed[order]
         pos = np.searchsorted(ordered, xs)
         found = pos < ordered.size
         found[found] = ordered[pos[found]] == xs[found]
         if not found.all():
             raise ParameterError(f"candidates must be among the server's streamed candidates; "
                                  f"{int(xs[~found][0])} is not")
-        return self._counts[order[pos]]
+        return streamed_counts[order[pos]]
 
     # -- internals ---------------------------------------------------------------------
     def query_steps(self, candidates: int) -> float:
@@ -169,10 +190,10 @@ class HashedReportsServer(_base.Aggregator):
         (``GF(2^l)``, ``m`` a power of two), about ``1024 + 1.25 candidates / m`` per report."""
         p, n = self.params, float(self.n)
         if _affine(p):
-            return n * (_AFFINE_REPORT_STEPS + _AFFINE_MATCH_STEPS * candidates / p.m)
+            return float(n * (_AFFINE_REPORT_STEPS + _AFFINE_MATCH_STEPS * candidates / p.m))
         return n * candidates
 
-    def _count_query(self, columns, xs, counts) -> None:
+    def _count_query(self, columns: _Columns, xs: np.ndarray, counts: np.ndarray) -> None:
         """:meth:`_count_into` for a query: in pieces with a progress line on stderr when it
         is long and progress is on (:mod:`ldpfast._progress`; the pieces add up to the same
         counts)."""
@@ -193,10 +214,11 @@ class HashedReportsServer(_base.Aggregator):
         finally:
             bar.close()
 
-    def _checked_candidates(self, candidates, distinct: bool) -> np.ndarray:
+    def _checked_candidates(self, candidates: ArrayLike, distinct: bool) -> np.ndarray:
         return check_values(candidates, self.params.d, "candidates", "values in", distinct=distinct)
 
-    def _count_into(self, z, a0, a1, xs, counts) -> None:
+    def _count_into(self, z: np.ndarray, a0: np.ndarray, a1: np.ndarray, xs: np.ndarray,
+                    counts: np.ndarray) -> None:
         p = self.params
         start = _contiguous_start(xs)
         if start is not None:
@@ -212,7 +234,7 @@ class HashedReportsServer(_base.Aggregator):
         n = sum(int(chunk[0].size) for chunk in chunks)
         return (24 * n if len(chunks) > 1 else 0) + (32 * n if canonical and not st.get("canonical", True) else 0)
 
-    def _columns(self, canonical: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _columns(self, canonical: bool = True) -> _Columns:
         """The kept reports as one set of columns; ``canonical`` sorts the rows by
         (z, a0, a1) so that state and bytes do not depend on arrival order (counting does
         not need it). The compacted state (the same reports) is committed."""
@@ -230,17 +252,19 @@ class HashedReportsServer(_base.Aggregator):
                 order = np.lexsort((a1, a0, z))
                 chunks, ordered = (tuple(_frozen(column[order]) for column in (z, a0, a1)),), True
             if chunks is not st["chunks"]:
-                self._st = _base._State(chunks=chunks, canonical=ordered)
-            return chunks[0]
+                self._st = _State(chunks=chunks, canonical=ordered)
+            columns: _Columns = chunks[0]
+            return columns
 
     def _state(self) -> Dict[str, np.ndarray]:
         if self.keeps_reports:
             z, a0, a1 = self._columns()
             return {"z": z, "a0": a0, "a1": a1}
-        return {"candidates": self._candidates, "counts": self._counts, "n": self._st["n"]}
+        candidates, counts = self._streamed()
+        return {"candidates": candidates, "counts": counts, "n": self._st["n"]}
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
-        def column(name):
+        def column(name: str) -> np.ndarray:
             arr = state[name]
             if arr.dtype != np.uint64 or arr.ndim != 1:
                 raise FormatError(f"stored {name} must be a 1-D uint64 array")
@@ -252,7 +276,7 @@ class HashedReportsServer(_base.Aggregator):
             if not z.size == a0.size == a1.size:
                 raise FormatError("stored report columns have different lengths")
             try:
-                self.reports_type(z=z, a0=a0, a1=a1).validate(self.params)
+                self._batch(z, a0, a1).validate(self.params)
             except ReportError as exc:
                 raise FormatError(f"stored reports do not fit the parameters: {exc}") from None
         elif keys == {"candidates", "counts", "n"}:
@@ -270,16 +294,17 @@ class HashedReportsServer(_base.Aggregator):
         else:
             raise FormatError(f"stored state has unexpected arrays {sorted(keys)}")
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         if "z" in state:
             self._candidates = None
             z, a0, a1 = (_frozen(np.array(state[k], dtype=np.uint64)) for k in ("z", "a0", "a1"))
-            self._st = _base._State(chunks=((z, a0, a1),) if z.size else (), canonical=False)
+            self._st = _State(chunks=((z, a0, a1),) if z.size else (), canonical=False)
         else:
             self._candidates = np.array(state["candidates"], dtype=np.uint64)
             self._candidates.flags.writeable = False
-            self._st = _base._State(counts=np.array(state["counts"], dtype=np.uint64),
-                                    n=np.array(state["n"], dtype=np.uint64).reshape(1))
+            self._st = _State(counts=np.array(state["counts"], dtype=np.uint64),
+                              n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
     def _repr_extra(self) -> str:
-        return "mode='reports'" if self.keeps_reports else f"mode='{self._candidates.size} candidates'"
+        candidates = self._candidates
+        return "mode='reports'" if candidates is None else f"mode='{candidates.size} candidates'"

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar, Dict
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _base, _core
 from .._validate import (check_below, check_epsilon, check_int, check_values, rr_threshold,
@@ -28,7 +29,14 @@ from ..audit import Plan, value_inputs
 from ..estimates import PLUG_IN
 from ..uncertainty import BinomialCounts, PlugIn
 from .._base import WireField, bits_for
+from .._delta import _State
 from ._registration import counter_cost, rr_epsilon, theory, zipf_values
+
+if TYPE_CHECKING:
+    from ..datasets import ValueData
+    from ..estimation import Channel
+    from ..experiments import Algorithm
+    from ..theory._types import Real, RealLike
 
 __all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
 
@@ -50,7 +58,7 @@ class Params(_base.Params):
     epsilon: float
     d: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         eps = check_epsilon(self.epsilon)
         d = check_int("d", self.d, 2)
         if d >= 2**63:
@@ -91,11 +99,11 @@ class Reports(_base.Reports):
 
     protocol: ClassVar[str] = "grr"
 
-    column_types: ClassVar = {"y": ("uint64", 1)}
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {"y": ("uint64", 1)}
 
     y: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.y = uint64_column(self.y, "y", ReportError)
 
 
@@ -103,7 +111,9 @@ class Client(_base.ClientBase):
     """GRR client. ``rng=None`` (default) draws keys from the OS; a seed is for simulation
     only (see :mod:`ldpfast._random`)."""
 
-    def perturb(self, values) -> Reports:
+    params: Params
+
+    def perturb(self, values: ArrayLike) -> Reports:
         """One report per value (values: integers in ``[0, d)``)."""
         x = check_values(values, self.params.d)
         y = _core.randomized_response(self._keys.key(), x, self.params.d, self.params.flip_threshold,
@@ -111,7 +121,7 @@ class Client(_base.ClientBase):
         return Reports(y=y)
 
 
-def decode_counts(params: Params, counts, n: int, clip: bool = False) -> np.ndarray:
+def decode_counts(params: Params, counts: ArrayLike, n: int, clip: bool = False) -> np.ndarray:
     """``fhat = (C/n - q)/(p - q) = ((e+d-1) C/n - 1)/(e-1)`` for report counts ``C`` (any
     array shape) among ``n`` reports. ``clip`` clips to ``[0, 1]``."""
     n = int(n)
@@ -129,18 +139,22 @@ class Server(_base.Aggregator):
     protocol: ClassVar[str] = "grr"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    # grr's Params, or longitudinal's LGRRParams (LGRRServer reuses this histogram; the
+    # methods it inherits read only params.d): not one class below the base Params
+    params: Any
 
     def __init__(self, params: Params):
         super().__init__(params)
-        self._st = _base._State(counts=np.zeros(params.d, dtype=np.uint64))
+        self._st = _State(counts=np.zeros(params.d, dtype=np.uint64))
 
     @classmethod
-    def _state_layout(cls, params: Params):
+    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
         return {"counts": ((params.d,), "uint64")}
 
     @property
     def _counts(self) -> np.ndarray:
-        return self._st["counts"]
+        counts: np.ndarray = self._st["counts"]
+        return counts
 
     @property
     def n(self) -> int:
@@ -169,7 +183,8 @@ class Server(_base.Aggregator):
             raise ReportError(f"y must be symbols in [0, {d}) (a value changed during update)")
         return delta
 
-    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Optional[ArrayLike] = None, counts: bool = False, *,
+                 clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q) = ((e+d-1) C(v)/n - 1)/(e-1)`` for the
         candidates (default: the whole dictionary); ``counts=True`` gives ``n fhat``;
         ``clip`` clips the fractions to ``[0, 1]``."""
@@ -185,12 +200,12 @@ class Server(_base.Aggregator):
         est = decode_counts(self.params, histogram, n, clip)
         return est * n if counts else est
 
-    def estimate_counts(self, candidates=None, clip: bool = False) -> np.ndarray:
+    def estimate_counts(self, candidates: Optional[ArrayLike] = None, clip: bool = False) -> np.ndarray:
         """Alias of ``estimate(candidates, counts=True, clip=clip)`` (kept for compatibility)."""
         return self.estimate(candidates, counts=True, clip=clip)
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._st = _base._State(counts=np.array(state["counts"], dtype=np.uint64))
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._st = _State(counts=np.array(state["counts"], dtype=np.uint64))
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
@@ -199,12 +214,13 @@ class Server(_base.Aggregator):
             raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
 
 
-def _example():
+def _example() -> Tuple[Params, np.ndarray]:
     return Params(epsilon=1.5, d=64), zipf_values(64)
 
 
-def _variance(server, candidates):
-    p, n = server.params, server.n
+def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
+    p: Params = server.params
+    n = server.n
     em1 = math.expm1(p.epsilon)                    # decode_counts: C/n = (1 + em1 fhat)/(em1 + d)
     flip = p.flip_threshold / _U64                 # the sampler's exact probabilities
     exact = BinomialCounts(n, 1.0 - flip, flip / (p.d - 1), (1.0 / (em1 + p.d), em1 / (em1 + p.d)))
@@ -212,34 +228,37 @@ def _variance(server, candidates):
                   f"{PLUG_IN} (theory.grr_variance); exact binomial tests of the report counts", counts=exact)
 
 
-def _channel(server, candidates):
+def _channel(server: Server, candidates: Optional[ArrayLike]) -> Channel:
     from ..estimation import symbol_channel
 
-    p = server.params
+    p: Params = server.params
     counts = server._counts
     if candidates is not None:
         counts = counts[check_values(candidates, p.d, "candidates", "values in", distinct=True)]
     return symbol_channel(counts, server.n, p.keep_probability, p.other_probability, p.d)
 
 
-def _compare(epsilon, d, n, f_star, **_):
+def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> List[ComparisonRow]:
     from ..theory import ocms as to
 
-    def var(f):
+    def var(f: RealLike) -> Real:
         return to.grr_variance(epsilon, d, n, f)
-    return [ComparisonRow("GRR", d, bits_for(d), var, (d - 1) * var(0.0) + var(1.0), "k-ary RR on [d]",
+    return [ComparisonRow("GRR", d, bits_for(d), var, float((d - 1) * var(0.0) + var(1.0)), "k-ary RR on [d]",
                           **counter_cost(d))]
 
 
-def _simulations():
+def _simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
     from ..theory import ocms as to
 
-    def l2(params, n, size):
-        worst = to.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0]))
+    def variance(params: Any, data: ValueData, f: np.ndarray) -> np.ndarray:
+        return np.asarray(to.grr_variance(params.epsilon, params.d, data.n, f))
+
+    def l2(params: Any, n: int, size: int) -> float:
+        worst = np.asarray(to.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0])))
         return float((size - 1) * worst[0] + worst[1])
     return (Algorithm("grr", "GRR", "protocols.grr", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
-                      lambda params, data, f: to.grr_variance(params.epsilon, params.d, data.n, f), l2,
+                      variance, l2,
                       "k-ary randomized response on the whole dictionary (d counters)"),)
 
 

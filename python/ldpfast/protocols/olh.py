@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from .. import _core
-from .._base import Aggregator, ClientBase, Params, Protocol, Reports, _State, register_protocol
+from .._base import Aggregator, ClientBase, Delta, Params, Protocol, Reports, register_protocol
+from .._delta import _State
 from .._validate import as_values, check_array, check_epsilon, check_int, check_threads, rr_threshold
 from ..errors import FormatError, ReportError
 from ..kernels.field import PRIME
@@ -28,6 +29,11 @@ from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from .._base import WireField, bits_for
 from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
+
+if TYPE_CHECKING:
+    from ..datasets import ValueData
+    from ..experiments import Algorithm
+    from . import ocms
 
 __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]
 
@@ -50,7 +56,7 @@ class OLHParams(Params):
     d: int
     g: Optional[int] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", _check_d(self.d, PRIME))
         g = default_g(self.epsilon) if self.g is None else self.g
@@ -58,14 +64,20 @@ class OLHParams(Params):
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
+    def _g(self) -> int:
+        """``g`` as set by ``__post_init__`` (None only as a constructor argument)."""
+        assert self.g is not None
+        return self.g
+
+    @property
     def flip_probability(self) -> float:
         """GRR over ``g`` symbols: ``(g-1)/(e + g - 1)``."""
-        return (self.g - 1.0) / (math.expm1(self.epsilon) + self.g)
+        return (self._g - 1.0) / (math.expm1(self.epsilon) + self._g)
 
     @property
     def flip_threshold(self) -> int:
         """Its 64-bit threshold (:func:`ldpfast._validate.rr_threshold`: effective epsilon <= epsilon)."""
-        return rr_threshold(self.epsilon, self.g)
+        return rr_threshold(self.epsilon, self._g)
 
 
 @dataclasses.dataclass
@@ -78,9 +90,10 @@ class OLHReports(Reports):
     a0: np.ndarray
     a1: np.ndarray
 
-    column_types: ClassVar = {"z": ("uint64", 1), "a0": ("uint64", 1), "a1": ("uint64", 1)}
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {
+        "z": ("uint64", 1), "a0": ("uint64", 1), "a1": ("uint64", 1)}
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.z = check_array("z", self.z, np.uint64)
         self.a0 = check_array("a0", self.a0, np.uint64)
         self.a1 = check_array("a1", self.a1, np.uint64)
@@ -91,6 +104,9 @@ class OLHClient(ClientBase):
     """OLH client: ``(GRR_g(h(x)), a0, a1)`` with ``a0, a1`` uniform on ``F_PRIME``
     (C++ OCMS kernel). ``rng``: ``None`` (default) draws each batch's key from OS entropy, the only
     setting for real users; a seed makes a reproducible **simulation only**."""
+
+    # OLHParams, or blh's Params (blh.Client reuses this client): both have d, g, flip_threshold
+    params: Any
 
     def perturb(self, values: Any) -> OLHReports:
         """Privatize ``values`` in ``[0, d)``; returns :class:`OLHReports`."""
@@ -111,12 +127,16 @@ class OLHServer(Aggregator):
     protocol: ClassVar[str] = "olh"
     params_type: ClassVar[type] = OLHParams
     reports_type: ClassVar[type] = OLHReports
+    # OLHParams, blh's Params or longitudinal's LOLHParams (blh.Server and LOLHServer reuse
+    # this server): not one class below the base Params
+    params: Any
 
     def __init__(self, params: OLHParams, threads: int = 0):
         super().__init__(params)
         from . import ocms
 
-        self._reports = ocms.Server(ocms.Params(epsilon=params.epsilon, d=params.d, m=params.g,
+        # m = g, read as self.params.g: blh and LOLHServer pass their own params, with g but not _g
+        self._reports = ocms.Server(ocms.Params(epsilon=params.epsilon, d=params.d, m=self.params.g,
                                                 use_m_prime=False), threads=check_threads(threads))
         self._reports._lock = self._lock  # one lock for the pair
 
@@ -131,7 +151,7 @@ class OLHServer(Aggregator):
     def _state(self) -> Dict[str, np.ndarray]:
         return self._reports._state()
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._reports._set_state(state)
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
@@ -146,14 +166,14 @@ class OLHServer(Aggregator):
         """``z < g`` and ``a0, a1 < PRIME``."""
         self._reports._validate(self._as_ocms(reports))
 
-    def _ingest(self, reports: OLHReports):
+    def _ingest(self, reports: OLHReports) -> Delta:
         return self._reports._ingest(self._as_ocms(reports))
 
-    def _merged(self, theirs):
+    def _merged(self, theirs: Mapping[str, Any]) -> Union[Delta, Mapping[str, Any]]:
         return self._reports._merged(theirs)
 
     @staticmethod
-    def _as_ocms(reports: OLHReports):
+    def _as_ocms(reports: OLHReports) -> ocms.Reports:
         from . import ocms
 
         return ocms.Reports(z=reports.z, a0=reports.a0, a1=reports.a1)
@@ -176,23 +196,32 @@ class OLHServer(Aggregator):
         return est * self.n if counts else est
 
 
-def _olh_compare(epsilon, d, n, f_star, **_):
+def _olh_compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> List[ComparisonRow]:
     from ..theory import ocms as to
 
     g = theory().olh_g(epsilon)
     return [ComparisonRow("OLH", g, 128 + bits_for(g), lambda f: to.ocms_variance(epsilon, g, n, f),
-                          to.ocms_l2(epsilon, d, n, g),
+                          float(to.ocms_l2(epsilon, d, n, g)),
                           "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits",
                           **per_user_hash_cost())]
 
 
-def _olh_simulations():
+def _olh_channel(server: OLHServer, candidates: Any, likelihood: str = "composite") -> Any:
+    p = server.params
+    return match_channel(server._reports, candidates, p.epsilon, p.g, float(p.g), likelihood)
+
+
+def _olh_simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
     from ..theory import ocms as to
 
+    def variance(params: Any, data: ValueData, f: np.ndarray) -> np.ndarray:
+        return np.asarray(to.ocms_variance(params.epsilon, params.g, data.n, f))  # m = g
+
+    def l2(params: Any, n: int, size: int) -> float:
+        return float(to.ocms_l2(params.epsilon, size, n, params.g))
     return (Algorithm("olh", "OLH", "protocols.olh", lambda eps, data, gen: OLHParams(epsilon=eps, d=data.d),
-                      lambda params, data, f: to.ocms_variance(params.epsilon, params.g, data.n, f),  # m = g
-                      lambda params, n, size: to.ocms_l2(params.epsilon, size, n, params.g),
+                      variance, l2,
                       "Optimal Local Hashing, g = round(e^eps)+1, pairwise hash"),)
 
 
@@ -202,8 +231,7 @@ register_protocol(Protocol(
     # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_olh_compare, simulations=_olh_simulations,
-    channel=lambda server, candidates, likelihood="composite": match_channel(
-        server._reports, candidates, server.params.epsilon, server.params.g, float(server.params.g), likelihood),
+    channel=_olh_channel,
     audit=AuditHooks(lambda e, **kw: OLHParams(e, 16, **kw),
                      lambda p: olh_plan(prime_field(), p.g, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),

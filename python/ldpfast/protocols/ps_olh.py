@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Optional, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _core
 from .._base import ClientBase, Params as _ParamsBase, Protocol
@@ -33,10 +34,16 @@ from ..uncertainty import PlugIn
 from ._registration import (draw, olh_plan, olh_wire, prime_field_of, random_sets, rr_epsilon, theory,
                             tracked_candidates)
 
+if TYPE_CHECKING:
+    from .._delta import Delta
+    from ..audit import Plan
+    from ..experiments import SetAlgorithm
+    from ._svim_run import _CSR, _Sets
+
 __all__ = ["PSOLHParams", "PSOLHReports", "PSOLHClient", "PSOLHServer", "padding_length", "olh_g"]
 
 
-def padding_length(sets, quantile: float = 90.0) -> int:
+def padding_length(sets: Union[SetData, _CSR], quantile: float = 90.0) -> int:
     """Padding length for PS-OLH: the ``quantile``-th percentile (nearest rank) of the set
     sizes, at least 1 ([PS] uses the 90th, assumed known)."""
     sizes = sets.sizes() if isinstance(sets, SetData) else np.diff(np.asarray(sets[0]))
@@ -72,7 +79,7 @@ class PSOLHParams(_ParamsBase):
     amplify: bool = False
     field_size: int = PRIME
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
         check_int("d", self.d, 1, self.field_size - 2)
@@ -129,11 +136,13 @@ class PSOLHClient(ClientBase):
     for simulation only. Emits :class:`~ldpfast.errors.PrivacyWarning` with
     ``amplify=True`` (only eps'-LDP, see :class:`PSOLHParams`)."""
 
+    params: PSOLHParams
+
     def __init__(self, params: PSOLHParams, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
         warn_not_ldp(params)
 
-    def perturb(self, sets) -> PSOLHReports:
+    def perturb(self, sets: _Sets) -> PSOLHReports:
         """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
@@ -151,11 +160,12 @@ class PSOLHServer(TrackedServer):
     params_type: ClassVar[type] = PSOLHParams
 
     reports_type: ClassVar[type] = PSOLHReports
+    params: PSOLHParams
 
     def _validate(self, reports: PSOLHReports) -> None:
         check_olh_reports(reports, self.params)
 
-    def _ingest(self, reports: PSOLHReports):
+    def _ingest(self, reports: PSOLHReports) -> Delta:
         p = self.params
         self._check_call(16 * self._cand.size, f"matching a batch against {self._cand.size} PS-OLH candidates")
         field = _core.Field.prime(p.field_size)
@@ -167,7 +177,7 @@ class PSOLHServer(TrackedServer):
                                   matches, self.threads)
         return self._added(len(reports), matches.astype(np.int64), np.zeros(self._cand.size, dtype=np.int64))
 
-    def estimate(self, candidates=None, counts: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Optional[ArrayLike] = None, counts: bool = False) -> np.ndarray:
         """Frequencies (counts with ``counts=True``) of ``candidates`` (default every
         tracked item)."""
         cand = self._query(candidates)
@@ -176,7 +186,7 @@ class PSOLHServer(TrackedServer):
         return est if counts else est / self.n
 
 
-def _variance(server, candidates):
+def _variance(server: PSOLHServer, candidates: np.ndarray) -> PlugIn:
     p, n = server.params, server.n
     return PlugIn(lambda f: theory().ps_olh_variance(p.olh_epsilon, n, f, pad_len=p.pad_len, g=p.g), len(candidates),
                   f"{PLUG_IN} (theory.ps_olh_variance: exact when no set exceeds pad_len items)",
@@ -184,19 +194,19 @@ def _variance(server, candidates):
                   "than pad_len items")
 
 
-def _audit_plan(params):
+def _audit_plan(params: PSOLHParams) -> Plan:
     items = list(range(1, params.pad_len + 1))
     return olh_plan(prime_field_of(params), params.g, [params.d], items, set_inputs([], items),
                     ("H(dummy) = z, no item's", f"an item's H = z (|S| = {len(items)}), not the dummy's"))
 
 
-def _simulate(eps, sets, gen, k):
+def _simulate(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
     params = PSOLHParams(epsilon=eps, d=sets.d, pad_len=padding_length(sets))
     server = PSOLHServer(params).update(PSOLHClient(params, rng=draw(gen)).perturb(sets))
     return np.asarray(server.estimate(), dtype=np.float64)
 
 
-def _theory_mse(eps, sets):
+def _theory_mse(eps: float, sets: SetData) -> Optional[float]:
     """Mean of PS-OLH's variance over the domain; it is the MSE only when no set is longer
     than the padding (P90 of the set sizes), when the estimate is unbiased."""
     params = PSOLHParams(epsilon=eps, d=sets.d, pad_len=padding_length(sets))
@@ -206,7 +216,7 @@ def _theory_mse(eps, sets):
     return float(np.mean(var))
 
 
-def _simulations():
+def _simulations() -> Tuple[SetAlgorithm]:
     from ..experiments import SetAlgorithm
 
     return (SetAlgorithm("ps-olh", "PS-OLH", "protocols.ps_olh", _simulate,

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _core
-from .._base import Aggregator, AuditHooks, ClientBase, ComparisonRow, Params, Protocol, Reports, _State
+from .._base import Aggregator, AuditHooks, ClientBase, ComparisonRow, Params, Protocol, Reports
 from .._base import register_protocol
+from .._delta import _State
 from .._validate import as_values, check_array, check_epsilon, check_threads, optional_index_array, rr_threshold
 from ..audit import Plan, support_events, value_inputs
 from ..errors import FormatError, ParameterError, ReportError
@@ -31,6 +33,10 @@ from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from ._hadamard_layout import _check_d
 from ._registration import counter_cost, parity_sign, rr_epsilon, theory, zipf_values
+
+if TYPE_CHECKING:
+    from ..datasets import ValueData
+    from ..experiments import Algorithm
 
 __all__ = ["RHRParams", "RHRClient", "RHRReports", "RHRServer"]
 
@@ -52,7 +58,7 @@ class RHRParams(Params):
     epsilon: float
     d: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         if self.epsilon > 21.0:
             raise ParameterError(f"epsilon must be <= 21 for RHR (2^b symbols in uint32), got {self.epsilon}")
@@ -98,9 +104,9 @@ class RHRReports(Reports):
     z: np.ndarray
     rows: np.ndarray
 
-    column_types: ClassVar = {"z": ("uint32", 1), "rows": ("uint32", 1)}
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {"z": ("uint32", 1), "rows": ("uint32", 1)}
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.z = check_array("z", self.z, np.uint32)
         self.rows = check_array("rows", self.rows, np.uint32)
         self._check_lengths()
@@ -108,6 +114,8 @@ class RHRReports(Reports):
 
 class RHRClient(ClientBase):
     """RHR client (R1 layout). ``rng``: see :class:`ldpfast.protocols.hadamard.HRRClient`."""
+
+    params: RHRParams
 
     def perturb(self, values: Any, rows: Any = None) -> RHRReports:
         """Privatize ``values`` in ``[0, d)``; ``rows`` optionally server-assigned."""
@@ -132,6 +140,7 @@ class RHRServer(Aggregator):
     params_type = RHRParams
     reports_type = RHRReports
     _ingest_validates = True  # hadamard_update checks every report before adding any
+    params: RHRParams
 
     def __init__(self, params: RHRParams, threads: int = 0):
         super().__init__(params)
@@ -140,14 +149,15 @@ class RHRServer(Aggregator):
                           n=np.zeros(1, dtype=np.int64))
 
     @classmethod
-    def _state_layout(cls, params: RHRParams):
+    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
         return {"z": ((params.base * params.hadamard_size,), "int64"), "n": ((1,), "int64")}
 
     @property
     def _z(self) -> np.ndarray:
-        return self._st["z"]
+        z: np.ndarray = self._st["z"]
+        return z
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State(z=np.array(state["z"], dtype=np.int64), n=np.array(state["n"], dtype=np.int64))
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
@@ -196,13 +206,13 @@ class RHRServer(Aggregator):
             raise ReportError("no reports have been aggregated yet")
         p = self.params
         st = self._st
-        decoded = getattr(st, "decoded", None)
+        decoded: Optional[np.ndarray] = getattr(st, "decoded", None)
         self._check_query(candidates, 40, p.d, "an RHR query", extra=0 if decoded is not None else st["z"].nbytes)
         if decoded is None:
             decoded = st["z"].copy().reshape(p.base, p.hadamard_size)
             if p.hadamard_size >= 2:
                 _core.fwht(decoded, self.threads)
-            st.decoded = decoded
+            st.__dict__["decoded"] = decoded  # a cache attribute of the state, dropped by st.changed()
         if candidates is None:
             xs = np.arange(p.d, dtype=np.uint64)
         else:
@@ -214,7 +224,7 @@ class RHRServer(Aggregator):
         return decoded[low, high] * scale
 
 
-def _rhr_variance(server, candidates):
+def _rhr_variance(server: RHRServer, candidates: ArrayLike) -> Tuple[Callable[[Any], Any], str]:
     p, n = server.params, server.n
     if p.d > 2**24:
         return ((lambda f: theory().rhr_variance(p.epsilon, n, f, residue_fraction=1.0)),
@@ -229,25 +239,26 @@ def _rhr_variance(server, candidates):
             f"{PLUG_IN} (theory.rhr_variance; the residue-class share is plugged in from the estimates)")
 
 
-def _rhr_plan(params):
+def _rhr_plan(params: RHRParams) -> Plan:
     low = params.b - 1
 
-    def support(reports, w):
+    def support(reports: RHRReports, w: Sequence[int]) -> np.ndarray:
         x = np.uint64(w[0])
         h01 = parity_sign(reports.rows.astype(np.uint64) & ((x >> np.uint64(low)) + np.uint64(1))) > 0
         y = 2 * (int(x) & ((1 << low) - 1)) + h01.astype(np.int64)
-        return reports.z.astype(np.int64) == y
+        matches: np.ndarray = reports.z.astype(np.int64) == y
+        return matches
     return Plan(value_inputs(0, 1), support_events(support, [0], [1]), ("z = y(x0) != y(x1)", "z = y(x1) != y(x0)"))
 
 
-def _simulations():
+def _simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
 
     return (Algorithm("rhr", "RHR", "protocols.rhr", lambda eps, data, gen: RHRParams(epsilon=eps, d=data.d),
                       _rhr_simulated_variance, None, "Recursive Hadamard Response, R1's layout (PAN section 6)"),)
 
 
-def _rhr_compare(epsilon, d, n, f_star, **_):
+def _rhr_compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> List[ComparisonRow]:
     if epsilon > 21 or d > 2**28:
         return []
     e = math.exp(epsilon)
@@ -265,10 +276,10 @@ def _rhr_compare(epsilon, d, n, f_star, **_):
                           **counter_cost(base * rsize, base * rsize * ((rsize - 1).bit_length())))]
 
 
-def _rhr_simulated_variance(params, data, f):
+def _rhr_simulated_variance(params: Any, data: ValueData, f: np.ndarray) -> np.ndarray:
     residues = np.bincount(data.values % params.base, minlength=params.base) / data.n
     share = residues[data.candidates % params.base]  # users sharing x mod base (x included)
-    return theory().rhr_variance(params.epsilon, data.n, f, residue_fraction=share)
+    return np.asarray(theory().rhr_variance(params.epsilon, data.n, f, residue_fraction=share))
 
 
 register_protocol(Protocol(

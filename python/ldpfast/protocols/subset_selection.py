@@ -20,11 +20,14 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import math
-from typing import ClassVar, Dict
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import _base, _core
+from .._aggregator import _exact_sum
+from .._delta import Delta, _State
 from .._validate import (MIN_EPSILON, check_below, check_epsilon, check_int, check_values,
                          probability_threshold)
 from ..errors import FormatError, ParameterError, ReportError
@@ -32,6 +35,12 @@ from ..theory import pan_baselines as _pt
 from .._base import AuditHooks, ComparisonRow
 from ..audit import Plan, log_ratio, value_inputs
 from ._registration import own_variance, simulated_own_l2, simulated_own_variance
+
+if TYPE_CHECKING:
+    from .._base import WireField
+    from ..estimation import Channel
+    from ..experiments import Algorithm
+    from ..theory._types import Real, RealLike
 
 __all__ = ["Params", "Reports", "Client", "Server", "MAX_D"]
 
@@ -60,7 +69,7 @@ class Params(_base.Params):
     d: int
     k: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         eps = check_epsilon(self.epsilon)
         d = check_int("d", self.d, 2)
         if d > MAX_D:
@@ -79,7 +88,7 @@ class Params(_base.Params):
                                  f"k={k} (the 64-bit sampler needs both branches >= 2^-32), got {eps!r}")
 
     @property
-    def probabilities(self):
+    def probabilities(self) -> Tuple[float, float]:
         """``(p, q)``: probability that a value is reported when held / when not held."""
         return _pt.subset_selection_probabilities(self.epsilon, self.d, self.k)
 
@@ -100,7 +109,7 @@ class Params(_base.Params):
         """``min(d, k ceil(log2 d))``: the set as a bit vector or as ``k`` indices."""
         return min(self.d, self.k * (self.d - 1).bit_length())
 
-    def variance(self, n=1, f=0.0):
+    def variance(self, n: float = 1, f: RealLike = 0.0) -> Real:
         """The closed-form variance of an estimate (:func:`ldpfast.theory.subset_selection_variance`)."""
         return _pt.subset_selection_variance(self.epsilon, self.d, self.k, n, f)
 
@@ -111,11 +120,11 @@ class Reports(_base.Reports):
     increasing values in ``[0, d)``."""
 
     protocol: ClassVar[str] = "ss"
-    column_types: ClassVar = {"items": ("uint64", 2)}
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {"items": ("uint64", 2)}
 
     items: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         items = np.asarray(self.items)
         if items.ndim != 2 or items.dtype.kind not in "iu":
             raise ReportError(f"items must be a 2-D integer array (reports x k), got {items.dtype} {items.shape}")
@@ -124,7 +133,7 @@ class Reports(_base.Reports):
         self.items = np.ascontiguousarray(items, dtype=np.uint64)
 
     @classmethod
-    def wire_fields(cls, params):
+    def wire_fields(cls, params: Any) -> List[WireField]:
         """The ``k`` values of the subset, ``ceil(log2 d)`` bits each."""
         from .._base import WireField, bits_for
 
@@ -148,7 +157,9 @@ class Client(_base.ClientBase):
     """Subset Selection client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only."""
 
-    def perturb(self, values) -> Reports:
+    params: Params
+
+    def perturb(self, values: ArrayLike) -> Reports:
         """One ``k``-subset per value (integers in ``[0, d)``).
 
         Each user ranks the ``d - 1`` other values by independent uniform 62-bit keys (from
@@ -181,18 +192,20 @@ class Server(_base.Aggregator):
     protocol: ClassVar[str] = "ss"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    params: Params
 
     def __init__(self, params: Params):
         super().__init__(params)
-        self._st = _base._State(counts=np.zeros(params.d, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
+        self._st = _State(counts=np.zeros(params.d, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
 
     @classmethod
-    def _state_layout(cls, params: Params):
+    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
         return {"counts": ((params.d,), "uint64"), "n": ((1,), "uint64")}
 
     @property
     def _counts(self) -> np.ndarray:
-        return self._st["counts"]
+        counts: np.ndarray = self._st["counts"]
+        return counts
 
     @property
     def n(self) -> int:
@@ -206,10 +219,11 @@ class Server(_base.Aggregator):
     def _validate(self, reports: Reports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: Reports):
+    def _ingest(self, reports: Reports) -> Delta:
         return self._delta().add_counts("counts", reports.items).add("n", [len(reports)])
 
-    def estimate(self, candidates=None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
+    def estimate(self, candidates: Optional[ArrayLike] = None, counts: bool = False, *,
+                 clip: bool = False) -> np.ndarray:
         """``fhat(v) = (C(v)/n - q)/(p - q)`` for the candidates (default: all of ``[0, d)``);
         ``counts=True`` gives ``n fhat``; ``clip`` clips the fractions to ``[0, 1]``."""
         self._check_query(candidates, 32, self.params.d, "a subset-selection query")
@@ -233,36 +247,36 @@ class Server(_base.Aggregator):
         # every report is a set of exactly k distinct values
         if counts.size and int(counts.max()) > n:
             raise FormatError("stored counts exceed the number of reports")
-        total = _base._exact_sum(counts)
+        total = _exact_sum(counts)
         if total != self.params.k * n:
             raise FormatError(f"stored counts sum to {total}, not k n = {self.params.k * n} "
                               f"(each report holds k = {self.params.k} values)")
 
-    def _set_state(self, state: Dict[str, np.ndarray]) -> None:
-        self._st = _base._State(counts=np.array(state["counts"], dtype=np.uint64),
-                                n=np.array(state["n"], dtype=np.uint64).reshape(1))
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._st = _State(counts=np.array(state["counts"], dtype=np.uint64),
+                          n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
 
-def _example():
+def _example() -> Tuple[Params, np.ndarray]:
     params = Params(epsilon=1.0, d=300)
     rng = np.random.default_rng(1)
     return params, np.minimum(rng.zipf(1.3, size=2000) - 1, 299)
 
 
-def _effective_epsilon(params):
+def _effective_epsilon(params: Params) -> float:
     # P(include) (d-k) / (P(exclude) k), from the integer threshold
     t = params.exclude_threshold
     return log_ratio((2**64 - t) * (params.d - params.k), t * params.k)
 
 
-def _audit_plan(params):
-    def events(reports):
+def _audit_plan(params: Params) -> Plan:
+    def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
         has0, has1 = (np.any(reports.items == v, axis=1) for v in (0, 1))
         return has0 & ~has1, has1 & ~has0
     return Plan(value_inputs(0, 1), events, ("x0 in S, x1 not", "x1 in S, x0 not"))
 
 
-def _channel(server, candidates):
+def _channel(server: Server, candidates: Optional[ArrayLike]) -> Channel:
     from ..estimation import support_channel
 
     params = server.params
@@ -273,7 +287,7 @@ def _channel(server, candidates):
     return support_channel(counts, server.n, p, q, rest=counts.size < params.d, what="subset membership")
 
 
-def _compare(epsilon, d, n, f_star, **_):
+def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> List[ComparisonRow]:
     from ..theory.ocms import affine_l2
 
     if d > MAX_D:
@@ -285,7 +299,7 @@ def _compare(epsilon, d, n, f_star, **_):
                           server_ops=lambda n_, q: float(n_) * sp.k + d + q, state_bytes=lambda n_, q: 8.0 * d)]
 
 
-def _simulations():
+def _simulations() -> Tuple[Algorithm]:
     from ..experiments import Algorithm
 
     return (Algorithm("ss", "SS", "protocols.subset_selection", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
