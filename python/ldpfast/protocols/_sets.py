@@ -232,9 +232,9 @@ class TrackedServer(Aggregator):
     #: +-1 bits received per report (``bits`` sums to ``n`` times this; 0: not counted).
     _bits_per_report: ClassVar[int] = 0
 
-    params: SketchParams
+    params: Any  # a SketchParams, or PS-OLH's params (no sketch): read here for d only
 
-    def __init__(self, params: SketchParams, candidates: Any = None, threads: int = 0):
+    def __init__(self, params: Any, candidates: Any = None, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
         d = params.d

@@ -230,6 +230,7 @@ class Server(TrackedServer):
     protocol: ClassVar[str] = "privsketch"
     params_type: ClassVar[type] = Params
     reports_type: ClassVar[type] = Reports
+    params: SketchParams  # Params, or NoSmpParams for the subclass
     _bits_per_report = 1
 
     def _build_index(self) -> None:
