@@ -340,24 +340,5 @@ def _hrr_case(log2d, n, groups=False):
 def test_columns_changed_while_each_hadamard_path_runs(log2d, n, groups):
     params, batch, make = _hrr_case(log2d, n, groups)
     for name in batch.columns():
-        flat = getattr(batch, name)
-        where = np.array([flat.size - 1])
-        good, bad = flat[where].copy(), _bad_value(flat)
-        stop = threading.Event()
-
-        def writer(flat=flat, where=where, good=good, bad=bad, stop=stop):
-            while not stop.is_set():
-                flat[where] = bad
-                time.sleep(0)
-                flat[where] = good
-                time.sleep(0)
-
-        thread = threading.Thread(target=writer)
-
-        def restore(flat=flat, where=where, good=good, stop=stop, thread=thread):
-            stop.set()
-            thread.join()
-            flat[where] = good
-
-        server, added = _race(params, make, batch, thread.start, restore)
+        server, added = _thread_race(params, make, batch, name, np.array([getattr(batch, name).size - 1]))
         assert server.to_bytes() == _expected(params, make, batch, added), name
