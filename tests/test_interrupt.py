@@ -340,6 +340,7 @@ ROLLBACK_CHILD = PRELUDE + textwrap.dedent("""
     # A SIGALRM every millisecond is always pending when the kernel polls for signals (at
     # most every 20 ms); the handler raises KeyboardInterrupt at the k-th poll, k = 1, 2, ...
     # until a call completes: every interruption point of the call is hit once.
+    MIN_CALL_S = 0.3   # about 15 polls
     polls = [0, 0]
     def handler(signum, frame):
         polls[0] += 1
@@ -348,11 +349,27 @@ ROLLBACK_CHILD = PRELUDE + textwrap.dedent("""
     signal.signal(signal.SIGALRM, handler)
     width, n, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     rng = np.random.default_rng(12)
-    rows = repeated(rng.integers(0, width, 1 << 20).astype(np.uint32), n >> 20)
-    bits = repeated(rng.choice(np.array([-1, 1], np.int8), 1 << 21), n >> 21)
+    row_pattern = rng.integers(0, width, 1 << 20).astype(np.uint32)
+    bit_pattern = rng.choice(np.array([-1, 1], np.int8), 1 << 21)
     group_rows, base = np.array([width], np.uint64), np.zeros(1, np.uint64)
     start = rng.integers(-3, 3, width).astype(np.int64)
-    reference = np.bincount(rows, weights=bits, minlength=width).astype(np.int64) + start
+
+    def batch(n):
+        return repeated(row_pattern, n >> 20), repeated(bit_pattern, n >> 21)
+
+    # The batch grows (doubling) until one uninterrupted call takes MIN_CALL_S, so that it
+    # spans many polls however fast the machine is.
+    while True:
+        rows, bits = batch(n)
+        t = time.perf_counter()
+        _core.hadamard_update(None, rows, bits, group_rows, base, start.copy(), threads, np.zeros(1, np.int64),
+                              np.zeros(1, np.int64))
+        if time.perf_counter() - t >= MIN_CALL_S:
+            break
+        n *= 2
+    # rows repeat every 2^20 reports and bits every 2^21: the batch is n / 2^21 periods
+    period = np.bincount(np.tile(row_pattern, 2), weights=bit_pattern, minlength=width).astype(np.int64)
+    reference = start + (n >> 21) * period
     unchanged = complete = 0
     for k in range(1, 1000):
         z, sizes, count = start.copy(), np.zeros(1, np.int64), np.zeros(1, np.int64)
@@ -372,7 +389,7 @@ ROLLBACK_CHILD = PRELUDE + textwrap.dedent("""
             break  # a partial state
         if finished:
             break
-    print(json.dumps({"runs": k, "unchanged": unchanged, "complete": complete, "finished": finished}))
+    print(json.dumps({"runs": k, "unchanged": unchanged, "complete": complete, "finished": finished, "n": n}))
 """)
 
 
