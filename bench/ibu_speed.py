@@ -14,22 +14,16 @@ rounding, which is checked.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 
+try:
+    from machine import median_cpu
+except ImportError:  # imported as bench.ibu_speed
+    from .machine import median_cpu
+
 from ldpfast import estimation
 from ldpfast.protocols import grr
-
-
-def cpu(fn, *args, repeat: int = 3, **kwargs):
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.process_time()
-        out = fn(*args, **kwargs)
-        times.append(time.process_time() - start)
-    return out, statistics.median(times)
 
 
 def main() -> None:
@@ -49,7 +43,7 @@ def main() -> None:
         values = np.minimum(rng.zipf(1.3, size=args.n) - 1, d - 1)
         server = grr.Server(params).update(grr.Client(params, rng=1).perturb(values))
         channel = estimation.channel_of(server)
-        fit, ours_s = cpu(estimation.ibu, channel, tol=1e-300, max_iter=args.iterations)
+        fit, ours_s = median_cpu(estimation.ibu, channel, tol=1e-300, max_iter=args.iterations, repeat=3)
         ours = fit.values
         if peer_ibu is None:
             print(f"| {d} | {ours_s:.4f} | (not installed) | | |")
@@ -58,7 +52,7 @@ def main() -> None:
         dense = np.full((d, d), q) + (p - q) * np.eye(d)
         observed = server.counts / server.n
         peer_ibu(d, dense, observed, 2, 1e-300, "max_abs")          # numba warm-up
-        theirs, theirs_s = cpu(peer_ibu, d, dense, observed, args.iterations, 1e-300, "max_abs")
+        theirs, theirs_s = median_cpu(peer_ibu, d, dense, observed, args.iterations, 1e-300, "max_abs", repeat=3)
         print(f"| {d} | {ours_s:.4f} | {theirs_s:.4f} | {theirs_s / ours_s:.1f}x | "
               f"{float(np.abs(ours - theirs).max()):.1e} |", flush=True)
 

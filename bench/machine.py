@@ -6,6 +6,7 @@
   Python threads (numpy releases the GIL inside large array operations), in GB/s counted
   as bytes read + written, on arrays larger than the last-level cache (best of several).
 * :func:`median_time` -- the median wall time of repeated calls.
+* :func:`median_cpu` -- a call's result and the median process CPU time of repeated calls.
 
 Used by ``bench/run_all.py`` and the scaling scripts; runnable alone:
 
@@ -20,7 +21,7 @@ import platform
 import subprocess
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Tuple
 
 import numpy as np
 
@@ -32,6 +33,16 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def median_cpu(fn: Callable[..., Any], *args: Any, repeat: int = 1, **kwargs: Any) -> Tuple[Any, float]:
+    """``(fn(*args, **kwargs), median process CPU seconds over repeat calls)``."""
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.process_time()
+        out = fn(*args, **kwargs)
+        times.append(time.process_time() - t0)
+    return out, float(np.median(times))
 
 
 def _cpu_model() -> str:

@@ -16,25 +16,19 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import statistics
-import time
 
 import numpy as np
+
+try:
+    from machine import median_cpu
+except ImportError:  # imported as bench.shuffle_accountant
+    from .machine import median_cpu
 
 from ldpfast.theory.shuffle import shuffle_closed_form, shuffle_epsilon
 
 # TOOLBOX.md (2-core machine, delta = 1e-6): wangsw's upper bound (T = 24) and its CPU seconds
 PUBLISHED = {(10**6, 1.0): (0.003517, 8.5), (10**6, 4.0): (0.03431, 3.5), (10**6, 8.0): (0.3039, 0.8),
              (10**8, 1.0): (0.0002601, 68.0), (10**8, 4.0): (0.002801, 28.0), (10**8, 8.0): (0.02567, 5.2)}
-
-
-def cpu(fn, *args, repeat: int = 1, **kwargs):
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.process_time()
-        out = fn(*args, **kwargs)
-        times.append(time.process_time() - start)
-    return out, statistics.median(times)
 
 
 def load_wangsw(path: str):
@@ -50,20 +44,20 @@ def table(args) -> None:
     print("| n | eps0 | upper | lower | closed form | our CPU s | TOOLBOX wangsw upper (CPU s) | wangsw here (CPU s) |")
     print("|---|---|---|---|---|---|---|---|")
     for (n, eps0), (published, published_s) in PUBLISHED.items():
-        bound, seconds = cpu(shuffle_epsilon, eps0, n, 1e-6, repeat=args.repeat)
+        bound, seconds = median_cpu(shuffle_epsilon, eps0, n, 1e-6, repeat=args.repeat)
         here = ""
         if wangsw is not None and (n <= 10**6 or args.wangsw_large):
             p = math.exp(eps0)
-            value, theirs = cpu(wangsw.amplificationUB, p, (p - 1) / (p + 1), p, p, n, 1e-6, 24)
+            value, theirs = median_cpu(wangsw.amplificationUB, p, (p - 1) / (p + 1), p, p, n, 1e-6, 24)
             here = f"{value:.6g} ({theirs:.1f}; {theirs / seconds:.0f}x ours)"
         print(f"| {n:.0e} | {eps0:g} | {bound.upper:.6g} | {bound.lower:.6g} | {bound.closed_form:.4g} | "
               f"{seconds:.2f} | {published} ({published_s}) | {here} |", flush=True)
     for rounds in [int(r) for r in args.rounds.split(",") if r.strip()]:
         for n in (10**6, 10**8):
-            bound, seconds = cpu(shuffle_epsilon, 1.0, n, 1e-6, rounds=rounds)
+            bound, seconds = median_cpu(shuffle_epsilon, 1.0, n, 1e-6, rounds=rounds)
             print(f"rounds={rounds} n={n:.0e} eps0=1: upper {bound.upper:.6g} lower {bound.lower:.6g} "
                   f"closed form {bound.closed_form:.4g}, {seconds:.2f} CPU s", flush=True)
-    bound, seconds = cpu(shuffle_epsilon, 1.0, 10**6, 1e-6, k=16)
+    bound, seconds = median_cpu(shuffle_epsilon, 1.0, 10**6, 1e-6, k=16)
     print(f"k-RR, k=16, n=1e6 eps0=1: upper {bound.upper:.6g} lower {bound.lower:.6g}, {seconds:.2f} CPU s")
 
 
