@@ -143,6 +143,11 @@ def _squarem(channel: Channel, f: np.ndarray, tol: float, max_iter: int) -> Fit:
         steps += 1
         if gap <= tol or steps >= max_iter:
             return Fit(f, steps - 1, gap, gap <= tol, "mle")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            steepest = int(np.argmax(np.where(f > 0, f1 / f, -np.inf)))     # argmax g where f > 0
+        if f[steepest] < _STARVED * float(f.max()):
+            f = _frank_wolfe_step(channel, f, steepest)
+            continue
         f2, _ = step(f1)
         r, v = f1 - f, f2 - 2.0 * f1 + f
         norm_v = float(np.linalg.norm(v))
@@ -153,6 +158,45 @@ def _squarem(channel: Channel, f: np.ndarray, tol: float, max_iter: int) -> Fit:
         candidate, _ = step(jump / jump.sum())
         steps += 2
         f = candidate if log_likelihood(channel, candidate) >= log_likelihood(channel, f2) else f2
+
+
+_STARVED = 1e-6
+
+
+def _frank_wolfe_step(channel: Channel, f: np.ndarray, column: int) -> np.ndarray:
+    """The likelihood's maximum on the segment from ``f`` to the vertex ``e_column``.
+
+    SQUAREM's extrapolation can push a column to ~1e-100, where EM's multiplicative step
+    ``f_x g_x / sum(y)`` cannot revive it even when its gradient says it should grow (the
+    certified gap then stalls for 1e5 steps). A Frank-Wolfe step along ``e_column - f``
+    restores it at once; it never lowers ``L``, as ``L`` is concave along the segment and
+    its slope at ``f`` is ``g_column - sum(y) > 0``. The step is found by bisection on
+    that slope, ``sum_j y_j (c_j - u_j)/(u_j + t (c_j - u_j))`` with ``u = A f``,
+    ``c = A e_column``."""
+    y = channel.observed
+    used = y > 0
+    vertex = np.zeros_like(f)
+    vertex[column] = 1.0
+    u = channel.forward(f)[used]
+    direction = channel.forward(vertex)[used] - u
+    weights = y[used]
+
+    def slope(t: float) -> float:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = weights * direction / (u + t * direction)
+        return float(np.where(np.isnan(terms), -np.inf, terms).sum())
+
+    lo, hi = 0.0, 1.0
+    if slope(hi) < 0.0:
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if slope(mid) > 0.0:
+                lo = mid
+            else:
+                hi = mid
+        hi = lo
+    moved = (1.0 - hi) * f + hi * vertex
+    return moved / moved.sum()
 
 
 # -- the separable likelihood: one-dimensional dual search ---------------------------------------
