@@ -111,21 +111,49 @@ def test_confidence_interval_api():
             e.confidence_interval(bad)
 
 
-def test_grr_standard_errors_are_the_exact_variance_at_the_estimate():
-    """Var(fhat) of GRR is affine in f, so Var at the raw (unclipped) estimate is unbiased
-    for the variance: its mean over runs matches the closed form at the true frequency
-    (the clipped plug-in was ~4% high at small f). Mean of R variances with relative
-    spread v: bound z_{1-delta} v/sqrt(R) (v measured)."""
+def test_grr_standard_errors_are_the_variance_at_the_estimate_clipped_at_zero():
+    """Var(fhat) of GRR is ``a + b f`` (b > 0): the standard error is its root at
+    ``max(fhat, 0)``, so its square has mean ``Var(f) + b E[max(-fhat, 0)]``; with fhat
+    normal (``s`` its standard deviation) ``E[max(-fhat, 0)] = s phi(f/s) - f Phi(-f/s)``
+    (about 4% of Var at these small f). Mean of R variances with relative spread v: bound
+    ``z_{1-delta/d} v/sqrt(R)`` (v measured, Bonferroni over the d values)."""
     d, eps, reps = 40, 1.0, 400
     params = lf.protocols.grr.Params(epsilon=eps, d=d)
     values = _values(d, np.r_[[0.3, 0.1], np.full(d - 2, 0.6 / (d - 2))])
     truth = np.bincount(values, minlength=d) / values.size
-    var_est = np.array([lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=r).perturb(values))
-                        .frequencies().std ** 2 for r in range(reps)])
+    runs = [lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=r).perturb(values))
+            .frequencies() for r in range(reps)]
+    a, slope = (lf.theory.grr_variance(eps, d, values.size, f) for f in (0.0, 1.0))
+    slope -= a
+    for e in runs[:3]:
+        np.testing.assert_allclose(e.std ** 2, a + slope * np.maximum(e.values, 0.0), rtol=1e-9)
+    var_est = np.array([e.std ** 2 for e in runs])
     var_true = lf.theory.grr_variance(eps, d, values.size, truth)
-    ratio = var_est.mean(axis=0) / var_true
-    tol = stats.norm.ppf(1 - DELTA / d) * (var_est.std(axis=0, ddof=1) / var_true) / np.sqrt(reps)
+    s = np.sqrt(var_true)
+    expected = var_true + slope * (s * stats.norm.pdf(truth / s) - truth * stats.norm.sf(truth / s))
+    ratio = var_est.mean(axis=0) / expected
+    tol = stats.norm.ppf(1 - DELTA / d) * (var_est.std(axis=0, ddof=1) / expected) / np.sqrt(reps)
     assert np.all(np.abs(ratio - 1) <= tol), ratio
+
+
+def test_standard_errors_do_not_collapse_at_negative_estimates():
+    """Issue 29: GRR at a domain larger than n (about one report per value, n q = 0.7) gives
+    values nobody holds estimates far below 0, where the closed form a + b f reaches 0; their
+    standard error is the one at 0 (never less), and so is the interval's reach below 0."""
+    d, n = 10_000, 7_000
+    params = lf.protocols.grr.Params(epsilon=2.0, d=d)
+    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=7).perturb(np.arange(n) % 50))
+    e = server.frequencies()
+    at_zero = e._std_at(0.0)
+    negative = e.values < 0
+    a, slope = (lf.theory.grr_variance(2.0, d, n, f) for f in (0.0, 1.0))
+    assert a + (slope - a) * e.values.min() < 0.01 * a             # the closed form at fhat has collapsed
+    np.testing.assert_allclose(e.std[negative], at_zero[negative], rtol=1e-12)
+    assert np.all(e.std >= at_zero * (1 - 1e-12))
+    low, high = e.confidence_interval(0.05)
+    z = stats.norm.ppf(0.975)
+    np.testing.assert_allclose(low[negative], e.values[negative] - z * e.std[negative], rtol=1e-12)
+    assert np.all((low <= e.values) & (e.values <= high))
 
 
 # -- heavy hitters -------------------------------------------------------------------------

@@ -6,12 +6,16 @@ estimates of its default estimator; each model states the quantity its intervals
 
 * :class:`PlugIn`: an unbiased estimate that is an average of ``n`` independent bounded
   per-user terms, with a closed-form variance ``Var(f)`` (``ldpfast.theory``). The standard
-  error is ``sqrt(Var(fhat))`` at the estimate itself (the closed forms are affine or
-  quadratic in ``f``, so this is the exact variance there, extended below 0 by the same
-  polynomial). Intervals are *score* intervals ``{f : |fhat - f| <= z sqrt(Var(f))}`` and
-  the test of ``f <= t`` uses ``Var(t)``: both evaluate the variance at the frequency under
-  test, so they keep their level where the plug-in one would not (small counts, where the
-  variance changes fast with ``f``). Optionally an exact count test (:class:`BinomialCounts`).
+  error is ``sqrt(Var(fhat))``, or ``Var`` at the nearest point of [0, 1] where that is
+  larger: below 0 an affine or quadratic closed form that grows with ``f`` falls (to 0 for
+  GRR at large ``d``) while the truth there is 0, whose variance is the estimate's spread, so
+  ``fhat -+ z std`` keeps its level for every value; one that falls with ``f`` is kept, exact
+  for the sketch targets that collisions push below 0 (CMS+HE, Hashtogram's mean).
+  Intervals are *score* intervals ``{f : |fhat - f| <= z sqrt(Var(f))}`` (the same ``Var``;
+  not ``fhat -+ z std``) and the test of ``f <= t`` uses ``Var(t)``: both evaluate the
+  variance at the frequency under test, so they keep their level where the plug-in one
+  would not (small counts, where the variance changes fast with ``f``). Optionally an exact
+  count test (:class:`BinomialCounts`).
 * :class:`BinomialCounts`: the report count of a candidate is a sum of independent
   Bernoullis with two success probabilities (GRR, OLH): exact p-values from that
   Poisson-binomial upper tail, no normal approximation.
@@ -231,10 +235,13 @@ class PlugIn(Uncertainty):
         return _picklable_state(self, "variance")
 
     def _variance(self, f: Any, rows: np.ndarray) -> np.ndarray:
+        """``Var(f)``, or ``Var`` at the nearest point of [0, 1] where that is larger: below 0
+        a closed form that grows with ``f`` falls (to 0 for GRR at large ``d``), while a
+        frequency there is 0, whose variance that is."""
         a, b, c = _quadratic(self.variance, self.size, self._cache)[:, rows]
-        at = a + f * (b + c * f)
-        # far outside [0, 1] a polynomial may drop below Var(0): never report less there
-        return np.asarray(np.where(at > 0, at, a), dtype=np.float64)
+        f = np.asarray(f, dtype=np.float64)
+        edge = np.clip(f, 0.0, 1.0)
+        return np.asarray(np.maximum(a + f * (b + c * f), a + edge * (b + c * edge)))
 
     def std(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return np.asarray(np.sqrt(self._variance(values, rows)))
@@ -243,20 +250,29 @@ class PlugIn(Uncertainty):
         return np.asarray(np.sqrt(self._variance(float(frequency), rows)))
 
     def interval(self, values: np.ndarray, rows: np.ndarray, alpha: float) -> Interval:
-        """``{f : (fhat - f)^2 <= z^2 Var(f)}`` with ``Var`` the quadratic above: the roots
-        of ``(1 - z^2 c) f^2 - (2 fhat + z^2 b) f + fhat^2 - z^2 a``."""
+        """The hull of ``{f : (fhat - f)^2 <= z^2 V(f)}`` with ``V`` the variance of
+        :meth:`std` (the set holds ``fhat``): the roots of
+        ``(1 - z^2 c) f^2 - (2 fhat + z^2 b) f + fhat^2 - z^2 a`` (``V`` the polynomial),
+        joined below 0 by ``fhat -+ z sd(0)`` and above 1 by ``fhat -+ z sd(1)``."""
         z = _NORMAL.inv_cdf(1.0 - alpha / 2.0)
         a, b, c = _quadratic(self.variance, self.size, self._cache)[:, rows]
         z2 = z * z
         lead = 1.0 - z2 * c
         half = 2.0 * values + z2 * b
         disc = half * half - 4.0 * lead * (values * values - z2 * a)
-        ok = (lead > 1e-9) & (disc >= 0)
-        root = np.sqrt(np.where(ok, disc, 0.0))
-        safe = np.where(ok, lead, 1.0)
+        quadratic = lead > 1e-9
+        safe = np.where(quadratic, lead, 1.0)
+        root = np.sqrt(np.maximum(disc, 0.0))
         wald = z * self.std(values, rows)
-        return (np.where(ok, (half - root) / (2 * safe), values - wald),
-                np.where(ok, (half + root) / (2 * safe), values + wald))
+        # complex roots: the polynomial is below the clipped V wherever it could reach; a variance growing
+        # like f^2 / z^2 or faster (never in ldpfast's closed forms): the plug-in interval
+        pieces = [(np.where(quadratic, np.where(disc >= 0, (half - root) / (2 * safe), np.inf), values - wald),
+                   np.where(quadratic, (half + root) / (2 * safe), values + wald))]
+        below, above = (z * np.sqrt(self._variance(edge, rows)) for edge in (0.0, 1.0))
+        pieces += [(values - below, np.minimum(values + below, 0.0)), (np.maximum(values - above, 1.0), values + above)]
+        low = np.min([np.where(lo <= hi, lo, np.inf) for lo, hi in pieces], axis=0)
+        high = np.max([np.where(lo <= hi, hi, -np.inf) for lo, hi in pieces], axis=0)
+        return low, high
 
     def p_values(self, values: np.ndarray, rows: np.ndarray, threshold: float) -> np.ndarray:
         if self.counts is not None:
