@@ -473,3 +473,17 @@ def test_median_and_minimum_estimators_state_their_model():
     assert len(e.top_k(3)) == 3 and len(e.heavy_hitters(0.01)) >= 0
 
 
+
+
+def test_minimum_of_rows_standard_error_is_its_root_mean_square_error():
+    """The minimum M of k rows of spread sigma around a common theta is biased down, so its
+    error bar uses sigma sqrt(E M^2) (Z the rows' standard normals). Two rows: min^2 + max^2
+    = Z1^2 + Z2^2 and min, max have mirrored laws, so E M^2 = 1. Five rows: E M^2 against
+    the mean of 200,000 simulated M^2, within z_{1-DELTA/2} of its standard error."""
+    def model(k):
+        return uncertainty.MinimumOfRows(lambda f: np.full(np.shape(f), 4.0), k, 3)
+    rows = np.arange(3)
+    np.testing.assert_allclose(model(2).std(np.zeros(3), rows), 2.0, rtol=1e-6)
+    squares = np.random.default_rng(11).standard_normal((200_000, 5)).min(axis=1) ** 2
+    tol = stats.norm.ppf(1 - DELTA / 2) * squares.std(ddof=1) / np.sqrt(squares.size)
+    assert abs((model(5).std(np.zeros(3), rows)[0] / 2.0) ** 2 - squares.mean()) <= tol
