@@ -487,3 +487,25 @@ def test_minimum_of_rows_standard_error_is_its_root_mean_square_error():
     squares = np.random.default_rng(11).standard_normal((200_000, 5)).min(axis=1) ** 2
     tol = stats.norm.ppf(1 - DELTA / 2) * squares.std(ddof=1) / np.sqrt(squares.size)
     assert abs((model(5).std(np.zeros(3), rows)[0] / 2.0) ** 2 - squares.mean()) <= tol
+
+
+@pytest.mark.parametrize("coefficients", [(1e-4, 6e-4, 0.0), (1e-4, -5e-5, 0.0), (1e-4, 2e-4, -2.5e-4)])
+def test_plug_in_interval_is_the_hull_of_its_score_set(coefficients):
+    """The interval is the smallest one holding every f with (fhat - f)^2 <= z^2 V(f), V the
+    variance of the standard error (the polynomial, or its value at the nearest point of
+    [0, 1] where larger): checked against that set on a grid of step 1e-5 (so within 2e-5)."""
+    a, b, c = coefficients
+    values = np.linspace(-0.3, 1.3, 17)
+    model = uncertainty.PlugIn(lambda f: a + b * np.asarray(f) + c * np.square(f), values.size)
+    rows = np.arange(values.size)
+    low, high = model.interval(values, rows, 0.05)
+    grid = np.arange(-1.0, 2.0, 1e-5)
+
+    def polynomial(f):
+        return a + b * f + c * f * f
+    variance = np.maximum(polynomial(grid), polynomial(grid.clip(0, 1)))
+    np.testing.assert_allclose(model.std(values, rows) ** 2,
+                               np.maximum(polynomial(values), polynomial(values.clip(0, 1))), rtol=1e-9)
+    for fhat, lo, hi in zip(values, low, high):
+        inside = grid[(fhat - grid) ** 2 <= stats.norm.ppf(0.975) ** 2 * variance]
+        assert abs(inside.min() - lo) <= 2e-5 and abs(inside.max() - hi) <= 2e-5, (fhat, lo, hi)

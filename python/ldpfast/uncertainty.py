@@ -264,8 +264,8 @@ class PlugIn(Uncertainty):
         safe = np.where(quadratic, lead, 1.0)
         root = np.sqrt(np.maximum(disc, 0.0))
         wald = z * self.std(values, rows)
-        # complex roots: the polynomial is below the clipped V wherever it could reach; a variance growing
-        # like f^2 / z^2 or faster (never in ldpfast's closed forms): the plug-in interval
+        # complex roots: no f has (fhat - f)^2 <= z^2 times the polynomial, only the edge pieces count;
+        # lead <= 0, a variance growing like f^2 / z^2 or faster (no closed form of ldpfast): the plug-in interval
         pieces = [(np.where(quadratic, np.where(disc >= 0, (half - root) / (2 * safe), np.inf), values - wald),
                    np.where(quadratic, (half + root) / (2 * safe), values + wald))]
         below, above = (z * np.sqrt(self._variance(edge, rows)) for edge in (0.0, 1.0))
