@@ -225,8 +225,9 @@ FREQS_WIDE = np.r_[np.full(20, 0.05), np.zeros(D_WIDE - 20)]
 
 CASES: Dict[str, Case] = {
     "grr": Case(lambda: lf.protocols.grr.Params(epsilon=2.0, d=D), value_data, frequency),
-    # issue 29's regime: about 24 reports per value that no user holds (n q), where GRR's variance
-    # at 0 is 1/0.2 standard errors from the estimate at which the closed form reaches 0
+    # issue 29's regime: n q = 24 reports for a value no user holds, so the closed form a + b f reaches
+    # 0 about 5 of its standard errors at 0 below 0 (a/b over sqrt(a) = sqrt(n q (1 - q))/(1 - p - q));
+    # counts this small make the score intervals' level approximate: held to the lower side
     "grr/wide": Case(lambda: lf.protocols.grr.Params(epsilon=2.0, d=D_WIDE), lambda: value_data(5000, FREQS_WIDE),
                      frequency, exact=False),
     "hrr": Case(lambda: hadamard.HRRParams(epsilon=2.0, d=D), value_data, frequency),
