@@ -447,6 +447,7 @@ def test_to_pandas(monkeypatch):
     frame = e.to_pandas(alpha=0.1)
     assert list(frame.columns) == ["candidate", "estimate", "std", "count", "ci_low", "ci_high"]
     np.testing.assert_array_equal(frame["estimate"].to_numpy(), e.values)
+    np.testing.assert_array_equal(frame["std"].to_numpy(), e.std)      # the std of values -+ z std
     np.testing.assert_allclose(frame["ci_low"].to_numpy(), e.confidence_interval(0.1)[0])
     assert frame.attrs["protocol"] == "grr" and isinstance(frame, pd.DataFrame)
     assert "ci_low" not in e.postprocess("clip").to_pandas().columns
