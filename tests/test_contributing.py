@@ -104,8 +104,11 @@ def test_standard_errors_come_from_the_registered_variance(demo):
     server = demo.aggregator(params).update(reports)
     est = server.frequencies()
     np.testing.assert_array_equal(est.candidates, np.arange(params.d))
-    # the closed form is quadratic in f: the standard error is its value at the raw estimate
-    np.testing.assert_allclose(est.std, np.sqrt(params.variance(len(reports), est.values)), rtol=1e-9)
+    # the closed form is quadratic in f: the standard error is its value at the raw estimate, or at
+    # the nearest point of [0, 1] where that is larger (issue 29: it falls below 0 for this protocol)
+    raw, clipped = (params.variance(len(reports), f) for f in (est.values, est.values.clip(0, 1)))
+    assert (clipped > raw).any()
+    np.testing.assert_allclose(est.std, np.sqrt(np.maximum(raw, clipped)), rtol=1e-9)
     assert "DemoParams.variance" in est.note
     assert estimates._uncertainty_for(server, est.candidates)[0] is not None
 

@@ -111,21 +111,49 @@ def test_confidence_interval_api():
             e.confidence_interval(bad)
 
 
-def test_grr_standard_errors_are_the_exact_variance_at_the_estimate():
-    """Var(fhat) of GRR is affine in f, so Var at the raw (unclipped) estimate is unbiased
-    for the variance: its mean over runs matches the closed form at the true frequency
-    (the clipped plug-in was ~4% high at small f). Mean of R variances with relative
-    spread v: bound z_{1-delta} v/sqrt(R) (v measured)."""
+def test_grr_standard_errors_are_the_variance_at_the_estimate_clipped_at_zero():
+    """Var(fhat) of GRR is ``a + b f`` (b > 0): the standard error is its root at
+    ``max(fhat, 0)``, so its square has mean ``Var(f) + b E[max(-fhat, 0)]``; with fhat
+    normal (``s`` its standard deviation) ``E[max(-fhat, 0)] = s phi(f/s) - f Phi(-f/s)``
+    (about 4% of Var at these small f). Mean of R variances with relative spread v: bound
+    ``z_{1-delta/d} v/sqrt(R)`` (v measured, Bonferroni over the d values)."""
     d, eps, reps = 40, 1.0, 400
     params = lf.protocols.grr.Params(epsilon=eps, d=d)
     values = _values(d, np.r_[[0.3, 0.1], np.full(d - 2, 0.6 / (d - 2))])
     truth = np.bincount(values, minlength=d) / values.size
-    var_est = np.array([lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=r).perturb(values))
-                        .frequencies().std ** 2 for r in range(reps)])
+    runs = [lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=r).perturb(values))
+            .frequencies() for r in range(reps)]
+    a, slope = (lf.theory.grr_variance(eps, d, values.size, f) for f in (0.0, 1.0))
+    slope -= a
+    for e in runs[:3]:
+        np.testing.assert_allclose(e.std ** 2, a + slope * np.maximum(e.values, 0.0), rtol=1e-9)
+    var_est = np.array([e.std ** 2 for e in runs])
     var_true = lf.theory.grr_variance(eps, d, values.size, truth)
-    ratio = var_est.mean(axis=0) / var_true
-    tol = stats.norm.ppf(1 - DELTA / d) * (var_est.std(axis=0, ddof=1) / var_true) / np.sqrt(reps)
+    s = np.sqrt(var_true)
+    expected = var_true + slope * (s * stats.norm.pdf(truth / s) - truth * stats.norm.sf(truth / s))
+    ratio = var_est.mean(axis=0) / expected
+    tol = stats.norm.ppf(1 - DELTA / d) * (var_est.std(axis=0, ddof=1) / expected) / np.sqrt(reps)
     assert np.all(np.abs(ratio - 1) <= tol), ratio
+
+
+def test_standard_errors_do_not_collapse_at_negative_estimates():
+    """Issue 29: GRR at a domain larger than n (about one report per value, n q = 0.7) gives
+    values nobody holds estimates far below 0, where the closed form a + b f reaches 0; their
+    standard error is the one at 0 (never less), and so is the interval's reach below 0."""
+    d, n = 10_000, 7_000
+    params = lf.protocols.grr.Params(epsilon=2.0, d=d)
+    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=7).perturb(np.arange(n) % 50))
+    e = server.frequencies()
+    at_zero = e._std_at(0.0)
+    negative = e.values < 0
+    a, slope = (lf.theory.grr_variance(2.0, d, n, f) for f in (0.0, 1.0))
+    assert a + (slope - a) * e.values.min() < 0.01 * a             # the closed form at fhat has collapsed
+    np.testing.assert_allclose(e.std[negative], at_zero[negative], rtol=1e-12)
+    assert np.all(e.std >= at_zero * (1 - 1e-12))
+    low, high = e.confidence_interval(0.05)
+    z = stats.norm.ppf(0.975)
+    np.testing.assert_allclose(low[negative], e.values[negative] - z * e.std[negative], rtol=1e-12)
+    assert np.all((low <= e.values) & (e.values <= high))
 
 
 # -- heavy hitters -------------------------------------------------------------------------
@@ -419,6 +447,7 @@ def test_to_pandas(monkeypatch):
     frame = e.to_pandas(alpha=0.1)
     assert list(frame.columns) == ["candidate", "estimate", "std", "count", "ci_low", "ci_high"]
     np.testing.assert_array_equal(frame["estimate"].to_numpy(), e.values)
+    np.testing.assert_array_equal(frame["std"].to_numpy(), e.std)      # the std of values -+ z std
     np.testing.assert_allclose(frame["ci_low"].to_numpy(), e.confidence_interval(0.1)[0])
     assert frame.attrs["protocol"] == "grr" and isinstance(frame, pd.DataFrame)
     assert "ci_low" not in e.postprocess("clip").to_pandas().columns
@@ -445,3 +474,39 @@ def test_median_and_minimum_estimators_state_their_model():
     assert len(e.top_k(3)) == 3 and len(e.heavy_hitters(0.01)) >= 0
 
 
+
+
+def test_minimum_of_rows_standard_error_is_its_root_mean_square_error():
+    """The minimum M of k rows of spread sigma around a common theta is biased down, so its
+    error bar uses sigma sqrt(E M^2) (Z the rows' standard normals). Two rows: min^2 + max^2
+    = Z1^2 + Z2^2 and min, max have mirrored laws, so E M^2 = 1. Five rows: E M^2 against
+    the mean of 200,000 simulated M^2, within z_{1-DELTA/2} of its standard error."""
+    def model(k):
+        return uncertainty.MinimumOfRows(lambda f: np.full(np.shape(f), 4.0), k, 3)
+    rows = np.arange(3)
+    np.testing.assert_allclose(model(2).std(np.zeros(3), rows), 2.0, rtol=1e-6)
+    squares = np.random.default_rng(11).standard_normal((200_000, 5)).min(axis=1) ** 2
+    tol = stats.norm.ppf(1 - DELTA / 2) * squares.std(ddof=1) / np.sqrt(squares.size)
+    assert abs((model(5).std(np.zeros(3), rows)[0] / 2.0) ** 2 - squares.mean()) <= tol
+
+
+@pytest.mark.parametrize("coefficients", [(1e-4, 6e-4, 0.0), (1e-4, -5e-5, 0.0), (1e-4, 2e-4, -2.5e-4)])
+def test_plug_in_interval_is_the_hull_of_its_score_set(coefficients):
+    """The interval is the smallest one holding every f with (fhat - f)^2 <= z^2 V(f), V the
+    variance of the standard error (the polynomial, or its value at the nearest point of
+    [0, 1] where larger): checked against that set on a grid of step 1e-5 (so within 2e-5)."""
+    a, b, c = coefficients
+    values = np.linspace(-0.3, 1.3, 17)
+    model = uncertainty.PlugIn(lambda f: a + b * np.asarray(f) + c * np.square(f), values.size)
+    rows = np.arange(values.size)
+    low, high = model.interval(values, rows, 0.05)
+    grid = np.arange(-1.0, 2.0, 1e-5)
+
+    def polynomial(f):
+        return a + b * f + c * f * f
+    variance = np.maximum(polynomial(grid), polynomial(grid.clip(0, 1)))
+    np.testing.assert_allclose(model.std(values, rows) ** 2,
+                               np.maximum(polynomial(values), polynomial(values.clip(0, 1))), rtol=1e-9)
+    for fhat, lo, hi in zip(values, low, high):
+        inside = grid[(fhat - grid) ** 2 <= stats.norm.ppf(0.975) ** 2 * variance]
+        assert abs(inside.min() - lo) <= 2e-5 and abs(inside.max() - hi) <= 2e-5, (fhat, lo, hi)

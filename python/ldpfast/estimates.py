@@ -14,8 +14,9 @@ consistency post-processing.
 
 The standard errors, intervals and tests come from the protocol's registered model
 (``Protocol.variance``, see :mod:`ldpfast.uncertainty`): a closed-form variance evaluated
-at the estimate (standard errors) and at the frequency under test (score intervals and
-tests), exact count tests where the estimate is affine in a count of independent reports
+at the estimate (standard errors; at 0 for a negative estimate where the variance grows
+with ``f``, so ``values -+ z std`` covers values whose truth is 0 too) and at the frequency
+under test (score intervals and tests), exact count tests where the estimate is affine in a count of independent reports
 (GRR, OLH), the exact distribution of a median of group estimates (HadaOracle, HadaHeavy,
 Hashtogram, TreeHist-CS) or of a minimum of sketch rows (Multi-PCMS-Min). :attr:`Estimate.target` says
 what they cover: the true frequency ``f`` for unbiased oracles, a sketch frequency (at
@@ -87,7 +88,9 @@ class Estimate:
     Attributes:
         candidates: the values estimated (int64 or uint64).
         values: the estimates (raw unless :attr:`postprocessing` says otherwise).
-        std: standard errors of the raw estimates (NaN without a registered model).
+        std: standard errors of the raw estimates (NaN without a registered model):
+            ``values -+ z std`` are normal-approximation error bars (see :mod:`ldpfast.uncertainty`);
+            :meth:`confidence_interval` gives the model's intervals, which are not always those.
         n: the number of reports aggregated.
         protocol: the protocol id.
         postprocessing: ``"raw"`` or the :meth:`postprocess` method applied.
@@ -337,7 +340,11 @@ class Estimate:
         """A ``pandas.DataFrame`` with columns ``candidate`` (and ``label`` when the
         estimate has labels), ``estimate, std, count`` and, for raw estimates with standard
         errors, ``ci_low, ci_high`` (at ``confidence``, or ``1 - alpha``; default 95%, for
-        :attr:`target`, which ``frame.attrs["target"]`` names).
+        :attr:`target`, which ``frame.attrs["target"]`` names). ``ci_low, ci_high`` are
+        :meth:`confidence_interval` (score intervals ``{f : |estimate - f| <= z sd(f)}`` for
+        closed-form variances, the exact distribution of a median or a minimum otherwise),
+        not ``estimate -+ z std``, the normal error bar of the ``std`` column: both cover
+        every value at their level (the score interval more closely at small counts).
 
         Raises:
             MissingDependencyError: pandas is not installed (an ImportError).
@@ -355,8 +362,8 @@ class Estimate:
 
 # -- each protocol's registered model -------------------------------------------------------------
 #: The note of a standard error from a registered closed form, followed by its source.
-PLUG_IN = ("closed form of ldpfast.theory at the estimate (standard error) and at the frequency under test "
-           "(score intervals and tests)")
+PLUG_IN = ("closed form of ldpfast.theory at the estimate (standard error; at 0 or 1 outside [0, 1] where the "
+           "variance is larger there) and at the frequency under test (score intervals and tests)")
 
 
 def _uncertainty_for(server: Any, candidates: np.ndarray, registered: Any = None) -> Tuple[Optional[Uncertainty], str]:

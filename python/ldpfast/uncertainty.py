@@ -6,12 +6,16 @@ estimates of its default estimator; each model states the quantity its intervals
 
 * :class:`PlugIn`: an unbiased estimate that is an average of ``n`` independent bounded
   per-user terms, with a closed-form variance ``Var(f)`` (``ldpfast.theory``). The standard
-  error is ``sqrt(Var(fhat))`` at the estimate itself (the closed forms are affine or
-  quadratic in ``f``, so this is the exact variance there, extended below 0 by the same
-  polynomial). Intervals are *score* intervals ``{f : |fhat - f| <= z sqrt(Var(f))}`` and
-  the test of ``f <= t`` uses ``Var(t)``: both evaluate the variance at the frequency under
-  test, so they keep their level where the plug-in one would not (small counts, where the
-  variance changes fast with ``f``). Optionally an exact count test (:class:`BinomialCounts`).
+  error is ``sqrt(Var(fhat))``, or ``Var`` at the nearest point of [0, 1] where that is
+  larger: below 0 an affine or quadratic closed form that grows with ``f`` falls (to 0 for
+  GRR at large ``d``) while the truth there is 0, whose variance is the estimate's spread, so
+  ``fhat -+ z std`` keeps its level for every value; one that falls with ``f`` is kept, exact
+  for the sketch targets that collisions push below 0 (CMS+HE, Hashtogram's mean).
+  Intervals are *score* intervals ``{f : |fhat - f| <= z sqrt(Var(f))}`` (the same ``Var``;
+  not ``fhat -+ z std``) and the test of ``f <= t`` uses ``Var(t)``: both evaluate the
+  variance at the frequency under test, so they keep their level where the plug-in one
+  would not (small counts, where the variance changes fast with ``f``). Optionally an exact
+  count test (:class:`BinomialCounts`).
 * :class:`BinomialCounts`: the report count of a candidate is a sum of independent
   Bernoullis with two success probabilities (GRR, OLH): exact p-values from that
   Poisson-binomial upper tail, no normal approximation.
@@ -231,10 +235,13 @@ class PlugIn(Uncertainty):
         return _picklable_state(self, "variance")
 
     def _variance(self, f: Any, rows: np.ndarray) -> np.ndarray:
+        """``Var(f)``, or ``Var`` at the nearest point of [0, 1] where that is larger: below 0
+        a closed form that grows with ``f`` falls (to 0 for GRR at large ``d``), while a
+        frequency there is 0, whose variance that is."""
         a, b, c = _quadratic(self.variance, self.size, self._cache)[:, rows]
-        at = a + f * (b + c * f)
-        # far outside [0, 1] a polynomial may drop below Var(0): never report less there
-        return np.asarray(np.where(at > 0, at, a), dtype=np.float64)
+        f = np.asarray(f, dtype=np.float64)
+        edge = np.clip(f, 0.0, 1.0)
+        return np.asarray(np.maximum(a + f * (b + c * f), a + edge * (b + c * edge)))
 
     def std(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return np.asarray(np.sqrt(self._variance(values, rows)))
@@ -243,20 +250,29 @@ class PlugIn(Uncertainty):
         return np.asarray(np.sqrt(self._variance(float(frequency), rows)))
 
     def interval(self, values: np.ndarray, rows: np.ndarray, alpha: float) -> Interval:
-        """``{f : (fhat - f)^2 <= z^2 Var(f)}`` with ``Var`` the quadratic above: the roots
-        of ``(1 - z^2 c) f^2 - (2 fhat + z^2 b) f + fhat^2 - z^2 a``."""
+        """The hull of ``{f : (fhat - f)^2 <= z^2 V(f)}`` with ``V`` the variance of
+        :meth:`std` (the set holds ``fhat``): the roots of
+        ``(1 - z^2 c) f^2 - (2 fhat + z^2 b) f + fhat^2 - z^2 a`` (``V`` the polynomial),
+        joined below 0 by ``fhat -+ z sd(0)`` and above 1 by ``fhat -+ z sd(1)``."""
         z = _NORMAL.inv_cdf(1.0 - alpha / 2.0)
         a, b, c = _quadratic(self.variance, self.size, self._cache)[:, rows]
         z2 = z * z
         lead = 1.0 - z2 * c
         half = 2.0 * values + z2 * b
         disc = half * half - 4.0 * lead * (values * values - z2 * a)
-        ok = (lead > 1e-9) & (disc >= 0)
-        root = np.sqrt(np.where(ok, disc, 0.0))
-        safe = np.where(ok, lead, 1.0)
+        quadratic = lead > 1e-9
+        safe = np.where(quadratic, lead, 1.0)
+        root = np.sqrt(np.maximum(disc, 0.0))
         wald = z * self.std(values, rows)
-        return (np.where(ok, (half - root) / (2 * safe), values - wald),
-                np.where(ok, (half + root) / (2 * safe), values + wald))
+        # complex roots: no f has (fhat - f)^2 <= z^2 times the polynomial, only the edge pieces count;
+        # lead <= 0, a variance growing like f^2 / z^2 or faster (no closed form of ldpfast): the plug-in interval
+        pieces = [(np.where(quadratic, np.where(disc >= 0, (half - root) / (2 * safe), np.inf), values - wald),
+                   np.where(quadratic, (half + root) / (2 * safe), values + wald))]
+        below, above = (z * np.sqrt(self._variance(edge, rows)) for edge in (0.0, 1.0))
+        pieces += [(values - below, np.minimum(values + below, 0.0)), (np.maximum(values - above, 1.0), values + above)]
+        low = np.min([np.where(lo <= hi, lo, np.inf) for lo, hi in pieces], axis=0)
+        high = np.max([np.where(lo <= hi, hi, -np.inf) for lo, hi in pieces], axis=0)
+        return low, high
 
     def p_values(self, values: np.ndarray, rows: np.ndarray, threshold: float) -> np.ndarray:
         if self.counts is not None:
@@ -307,8 +323,9 @@ def min_quantile(k: int, p: float) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _order_sd(k: int, which: str) -> float:
-    """The standard deviation of the median (``which="median"``) or the minimum of ``k``
-    independent standard normals, by numerical integration of its density."""
+    """The standard deviation of the median (``which="median"``) of ``k`` independent
+    standard normals, or the root mean square of their minimum (``"min-rms"``), by
+    numerical integration of its density."""
     z = np.linspace(-12.0, 12.0, 24001)
     cdf = 1.0 - normal_sf(z)
     density = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
@@ -322,7 +339,7 @@ def _order_sd(k: int, which: str) -> float:
         weight = k * np.power(1.0 - cdf, k - 1)
     g = weight * density
     g /= g.sum()
-    mean = float((z * g).sum())
+    mean = 0.0 if which == "min-rms" else float((z * g).sum())
     return math.sqrt(float(((z - mean) ** 2 * g).sum()))
 
 
@@ -398,8 +415,11 @@ class MinimumOfRows(Uncertainty):
     whatever the differences between the rows (the row attaining ``theta_min`` bounds the
     lower end, the minimum of equal rows the upper one); the p-value of
     ``theta_min <= t`` is the one-row normal tail, conservative for the same reason. The
-    standard error is ``sigma sd(min)``, the estimate's spread when the rows are equal (it
-    is then biased down by ``sigma |E min|``, which the interval accounts for)."""
+    standard error is ``sigma sqrt(E min^2)``, the root mean square error when the rows are
+    equal (the estimate is then biased down by ``sigma |E min|``): ``fhat -+ z std`` covers
+    ``theta_min`` with probability ``P(|min| <= z sqrt(E min^2))`` there, exactly ``1 - alpha``
+    for 2 rows and more for more rows at ``alpha <= 0.1`` (the spread ``sigma sd(min)``
+    alone covered 80% at 90% for 2 rows)."""
 
     row_variance: VarianceFn
     rows_per_estimate: int
@@ -417,10 +437,10 @@ class MinimumOfRows(Uncertainty):
         return np.asarray(np.sqrt(np.maximum(a + f * (b + c * f), 0.0)))
 
     def std(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return self._sigma(values, rows) * _order_sd(self.rows_per_estimate, "min")
+        return self._sigma(values, rows) * _order_sd(self.rows_per_estimate, "min-rms")
 
     def std_at(self, frequency: float, rows: np.ndarray) -> np.ndarray:
-        return self._sigma(float(frequency), rows) * _order_sd(self.rows_per_estimate, "min")
+        return self._sigma(float(frequency), rows) * _order_sd(self.rows_per_estimate, "min-rms")
 
     def interval(self, values: np.ndarray, rows: np.ndarray, alpha: float) -> Interval:
         sigma = self._sigma(values, rows)
