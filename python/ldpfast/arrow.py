@@ -349,43 +349,50 @@ def _open(source: Source, params: Optional[Params], name: Optional[str] = None) 
 
 
 def _check_footer(handle: Any) -> None:
-    """The footer's three records of the size agree (the file's rows, each row group's rows,
-    each column chunk's values: one per row, ``list_size`` per row of a fixed-size list
-    column), so a damaged count cannot go unnoticed (the page checksums cover the data only)."""
+    """The footer's file row count is the sum of its row groups' and it has one column chunk
+    per column (what the page checksums, which cover the data only, cannot vouch for)."""
     meta, schema = handle.metadata, handle.schema_arrow
-    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
-    if sum(group.num_rows for group in groups) != meta.num_rows:
-        raise FormatError(f"the footer records {meta.num_rows} rows but its row groups "
-                          f"{[group.num_rows for group in groups]}")
+    group_rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    if sum(group_rows) != meta.num_rows:
+        raise FormatError(f"the footer records {meta.num_rows} rows but row groups of {group_rows}")
     if meta.num_columns != len(schema):
         raise FormatError(f"the footer has {meta.num_columns} column chunks per row group for {len(schema)} columns")
-    per_row = [field.type.list_size if _pyarrow().types.is_fixed_size_list(field.type) else 1 for field in schema]
-    for index, group in enumerate(groups):
-        for column, size in enumerate(per_row):
-            chunk = group.column(column)
-            if chunk.num_values != group.num_rows * size:
-                raise FormatError(f"row group {index} records {group.num_rows} rows but its column "
-                                  f"{schema[column].name!r} {chunk.num_values} values "
-                                  f"(expected {group.num_rows * size})")
+
+
+def _check_chunks(group: Any, index: int, schema: Any) -> None:
+    """Each column chunk of row group ``index`` records one value per row (``list_size`` per
+    row of a fixed-size list column). Called once the reader has decoded the group:
+    pyarrow aborts the process (an uncaught C++ exception) on some damaged column chunk
+    metadata read directly, while its reader turns the same damage into an error."""
+    is_list = _pyarrow().types.is_fixed_size_list
+    for column, field in enumerate(schema):
+        expected = group.num_rows * (field.type.list_size if is_list(field.type) else 1)
+        if group.column(column).num_values != expected:
+            raise FormatError(f"row group {index} records {group.num_rows} rows but its column {field.name!r} "
+                              f"{group.column(column).num_values} values (expected {expected})")
 
 
 def _verified_tables(handle: Any, name: str, batch_rows: int) -> Iterator[Any]:
     """The file's rows as Tables of at most ``batch_rows`` rows with the file's metadata,
-    page checksums verified; FormatError when a row group yields other than the number of
-    rows its footer records (after that group's earlier batches)."""
-    pa, meta, metadata = _pyarrow(), handle.metadata, handle.schema_arrow.metadata
+    page checksums verified, each row group's column chunk counts checked before its first
+    batch; FormatError when a row group yields other than the number of rows its footer
+    records (after that group's earlier batches)."""
+    pa, meta, schema = _pyarrow(), handle.metadata, handle.schema_arrow
     for index in range(meta.num_row_groups):
-        expected, read = meta.row_group(index).num_rows, 0
+        group = meta.row_group(index)
+        read = 0
         batches = handle.iter_batches(batch_size=batch_rows, row_groups=[index])
         while True:
             with _read_errors(name):
                 batch = next(batches, None)
                 if batch is None:
-                    if read != expected:
-                        raise FormatError(f"row group {index} yielded {read} rows, its footer records {expected}")
+                    if read != group.num_rows:
+                        raise FormatError(f"row group {index} yielded {read} rows, its footer records {group.num_rows}")
                     break
+                if read == 0:
+                    _check_chunks(group, index, schema)
                 read += batch.num_rows
-                table = pa.Table.from_batches([batch]).replace_schema_metadata(metadata)
+                table = pa.Table.from_batches([batch]).replace_schema_metadata(schema.metadata)
             yield table
 
 
