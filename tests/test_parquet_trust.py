@@ -127,16 +127,18 @@ def _small_file(workload, compression, folder):
 @pytest.mark.parametrize("workload", ["hrr", "oue"])
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_no_byte_flip_is_silently_counted(workload, compression, tmp_path):
-    """Every byte of a small file XOR 0xFF, and XOR one bit (bit i mod 8 of byte i; every
-    bit in the footer, whose damaged size statistics once aborted the process): each damaged
-    copy is refused with an ldpfast error naming the file, or aggregates to exactly the bytes
-    of the original aggregate (a flip in, e.g., statistics that no reader uses). Another
-    exception type (or a crash) fails too. All 8 bits everywhere: bench/parquet_damage.py."""
+    """Every byte of a small file XOR 0xFF and XOR one bit (bit i mod 8 of byte i), and for
+    the list column uncompressed every bit of the footer (a damaged level histogram there
+    once aborted the process): each damaged copy is refused with an ldpfast error naming
+    the file, or aggregates to exactly the bytes of the original aggregate (a flip in, e.g.,
+    statistics that no reader uses). Another exception type (or a crash) fails too. All 8
+    bits of every byte of every case: bench/parquet_damage.py."""
     params, server, original, expected = _small_file(workload, compression, tmp_path)
     footer = len(original) - 8 - int.from_bytes(original[-8:-4], "little")
+    every_footer_bit = (workload, compression) == ("oue", "none")
     outcomes = {"refused": 0, "identical": 0, "silent": []}
     for offset in range(len(original)):
-        masks = [1 << bit for bit in range(8)] if offset >= footer else [1 << offset % 8]
+        masks = [1 << bit for bit in range(8)] if every_footer_bit and offset >= footer else [1 << offset % 8]
         for mask in [0xFF] + masks:
             damaged = bytearray(original)
             damaged[offset] ^= mask
