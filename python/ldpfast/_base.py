@@ -1,7 +1,7 @@
 """The contract every protocol follows: parameters, report batches, clients, aggregators,
 and the registry that ties them together.
 
-* ``Params`` subclasses are frozen dataclasses: hashable, comparable, serializable to a
+* ``Params`` subclasses are frozen dataclasses: hashable, comparable (fields and label domain), serializable to a
   canonical JSON dict, with a ``fingerprint`` (sha256 of that JSON) (:mod:`ldpfast._params`).
 * ``Reports`` subclasses are typed containers of equal-length numpy columns; batches
   record the fingerprint of the parameters that made them (``params_fingerprint``; None

@@ -51,6 +51,29 @@ class Params:
     # set by the dataclass decorator on each subclass
     __dataclass_fields__: ClassVar[Dict[str, dataclasses.Field[Any]]]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The dataclass decorator runs after this and adds __eq__ only where the class body
+        # has none, so placing the domain-aware one here keeps it (the field-only __hash__
+        # it adds stays consistent: equal parameters have equal fields).
+        cls.__eq__ = Params.__eq__  # type: ignore[method-assign]  # deliberately replaces the dataclass one
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields and the same label domain (compared by its stored form, so a
+        :class:`~ldpfast.Domain` equals the ``DomainRef`` read back from its fingerprint):
+        parameters with other vocabularies of the same size are not equal."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared()[0])
+
+    def _compared(self) -> Tuple[Tuple[Any, ...], Optional[Dict[str, Any]]]:
+        domain = self.label_domain
+        return (tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.compare),
+                None if domain is None else domain.to_dict())
+
     def to_dict(self) -> Dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 

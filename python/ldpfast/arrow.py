@@ -149,7 +149,10 @@ def _table_params(meta: Dict[bytes, bytes], params: Optional[Params]) -> Tuple[s
     protocol_id = meta[_KEY_PROTOCOL].decode()
     stored = None
     if _KEY_PARAMS in meta:
-        stored = params_from_json(meta[_KEY_PARAMS].decode())
+        try:
+            stored = params_from_json(meta[_KEY_PARAMS].decode())
+        except ParameterError as exc:  # the data's own parameters, not the caller's
+            raise FormatError(f"stored parameters are invalid: {exc}") from None
         if stored.protocol != protocol_id:
             raise FormatError(f"metadata names protocol {protocol_id!r} but parameters of "
                               f"{stored.protocol!r}")
@@ -163,10 +166,20 @@ def _table_params(meta: Dict[bytes, bytes], params: Optional[Params]) -> Tuple[s
             raise IncompatibleError(f"reports were made with other parameters (fingerprint "
                                     f"{recorded.decode(errors='replace')[:16]}) than the expected {params}")
         if stored is not None and stored != params:
-            raise IncompatibleError(f"reports were made with different parameters: stored {stored}, "
-                                    f"expected {params}")
+            raise IncompatibleError(f"reports were made with different parameters: stored {_described(stored)}, "
+                                    f"expected {_described(params)}")
         stored = params
     return protocol_id, stored
+
+
+def _described(params: Params) -> str:
+    """The parameters, their label domain and their fingerprint, for an error message."""
+    domain = params.label_domain
+    info = {} if domain is None else domain.to_dict()
+    text = ("no label domain" if domain is None
+            else f"a vocabulary of {info['size']} labels (sha256 {info['sha256'][:16]})" if "sha256" in info
+            else f"domain {domain!r}")
+    return f"{params!r} with {text}, fingerprint {params.fingerprint[:16]}"
 
 
 def from_arrow(table: Any, params: Optional[Params] = None,
@@ -306,12 +319,14 @@ def _source_name(source: Source, name: Optional[str]) -> str:
 def _read_errors(name: str) -> Iterator[None]:
     """Turns what pyarrow raises on a damaged or foreign file (OSError, ArrowInvalid,
     UnicodeDecodeError, TypeError, ...) into FormatError naming the file; ldpfast's own
-    errors pass through."""
+    errors keep their class and get the file's name in front."""
     pa = _pyarrow()
     try:
         yield
-    except LdpfastError:
-        raise
+    except LdpfastError as exc:
+        if str(exc).startswith(name):
+            raise
+        raise type(exc)(f"{name}: {exc}") from None
     except (OSError, ValueError, TypeError, KeyError, IndexError, NotImplementedError,
             pa.ArrowException) as exc:
         raise FormatError(f"{name} is not a readable Parquet file (or is damaged): "
@@ -326,15 +341,65 @@ def _open(source: Source, params: Optional[Params], name: Optional[str] = None) 
             source = _pyarrow().BufferReader(source)
         handle = pq.ParquetFile(source, page_checksum_verification=True)
         protocol_id, stored = _table_params(handle.schema_arrow.metadata or {}, params)
-    if stored is None:
-        raise FormatError(f"{name} does not record its parameters; "
-                          "write it with ldpfast.arrow.write_parquet(reports, path, params)")
+        if stored is None:
+            raise FormatError("it does not record its parameters; "
+                              "write it with ldpfast.arrow.write_parquet(reports, path, params)")
+        _check_footer(handle)
     return handle, stored
 
 
-def read_parquet_params(path: Source, params: Optional[Params] = None) -> Params:
-    """The parameters recorded in a Parquet file (checked against ``params`` if given)."""
-    return _open(path, params)[1]
+def _check_footer(handle: Any) -> None:
+    """The footer's file row count is the sum of its row groups' and it has one column chunk
+    per column (what the page checksums, which cover the data only, cannot vouch for)."""
+    meta, schema = handle.metadata, handle.schema_arrow
+    group_rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    if sum(group_rows) != meta.num_rows:
+        raise FormatError(f"the footer records {meta.num_rows} rows but row groups of {group_rows}")
+    if meta.num_columns != len(schema):
+        raise FormatError(f"the footer has {meta.num_columns} column chunks per row group for {len(schema)} columns")
+
+
+def _check_chunks(group: Any, index: int, schema: Any) -> None:
+    """Each column chunk of row group ``index`` records one value per row (``list_size`` per
+    row of a fixed-size list column). Called once the reader has decoded the group:
+    pyarrow aborts the process (an uncaught C++ exception) on some damaged column chunk
+    metadata read directly, while its reader turns the same damage into an error."""
+    is_list = _pyarrow().types.is_fixed_size_list
+    for column, field in enumerate(schema):
+        expected = group.num_rows * (field.type.list_size if is_list(field.type) else 1)
+        if group.column(column).num_values != expected:
+            raise FormatError(f"row group {index} records {group.num_rows} rows but its column {field.name!r} "
+                              f"{group.column(column).num_values} values (expected {expected})")
+
+
+def _verified_tables(handle: Any, name: str, batch_rows: int) -> Iterator[Any]:
+    """The file's rows as Tables of at most ``batch_rows`` rows with the file's metadata,
+    page checksums verified, each row group's column chunk counts checked before its first
+    batch; FormatError when a row group yields other than the number of rows its footer
+    records (after that group's earlier batches)."""
+    pa, meta, schema = _pyarrow(), handle.metadata, handle.schema_arrow
+    for index in range(meta.num_row_groups):
+        group = meta.row_group(index)
+        read = 0
+        batches = handle.iter_batches(batch_size=batch_rows, row_groups=[index])
+        while True:
+            with _read_errors(name):
+                batch = next(batches, None)
+                if batch is None:
+                    if read != group.num_rows:
+                        raise FormatError(f"row group {index} yielded {read} rows, its footer records {group.num_rows}")
+                    break
+                if read == 0:
+                    _check_chunks(group, index, schema)
+                read += batch.num_rows
+                table = pa.Table.from_batches([batch]).replace_schema_metadata(schema.metadata)
+            yield table
+
+
+def read_parquet_params(path: Source, params: Optional[Params] = None, *, name: Optional[str] = None) -> Params:
+    """The parameters recorded in a Parquet file (checked against ``params`` if given);
+    ``name``: how errors call the file (default: the path)."""
+    return _open(path, params, name)[1]
 
 
 def read_parquet(path: Source, params: Optional[Params] = None) -> Tuple[Params, Reports]:
@@ -344,13 +409,17 @@ def read_parquet(path: Source, params: Optional[Params] = None) -> Tuple[Params,
         ``(params, reports)``: the recorded parameters and the whole batch.
 
     Raises:
-        FormatError: not such a file, or its metadata/columns are invalid, or a page
-            checksum does not match.
-        IncompatibleError: ``params`` given and different from the recorded ones.
+        FormatError: not such a file, or its metadata/columns are invalid, a page
+            checksum does not match, or the rows read are not the rows its footer records.
+        IncompatibleError: ``params`` given and different from the recorded ones (label
+            domain included).
     """
-    handle, stored = _open(path, params)
-    with _read_errors(_source_name(path, None)):
-        return stored, from_arrow(handle.read(), stored)
+    name = _source_name(path, None)
+    handle, stored = _open(path, params, name)
+    tables = list(_verified_tables(handle, name, 1 << 20))
+    with _read_errors(name):
+        table = _pyarrow().concat_tables(tables) if tables else handle.schema_arrow.empty_table()
+        return stored, from_arrow(table, stored)
 
 
 def iter_parquet(path: Source, params: Optional[Params] = None, batch_rows: int = 1 << 20, *,
@@ -360,17 +429,13 @@ def iter_parquet(path: Source, params: Optional[Params] = None, batch_rows: int 
     ``(params, reports)``, or with ``tables=True`` ``(params, table)``: the batch as a
     ``pyarrow.Table`` with the file's metadata, page checksums verified, for the caller to
     convert with :func:`from_arrow` (e.g. slices of it, to find a bad row). ``name``: how
-    errors call the file (default: the path). Raises the errors of :func:`read_parquet`,
-    possibly after some batches."""
+    errors call the file (default: the path); every error names it. Raises the errors of
+    :func:`read_parquet`, possibly after some batches (a row group that yields fewer or
+    more rows than its footer records is refused when it ends)."""
     name = _source_name(path, name)
     handle, stored = _open(path, params, name)
     reports_type = protocol_or_format_error(stored.protocol).reports
-    batches = handle.iter_batches(batch_size=batch_rows)
-    while True:
+    for table in _verified_tables(handle, name, batch_rows):
         with _read_errors(name):
-            batch = next(batches, None)
-            if batch is None:
-                return
-            table = _pyarrow().Table.from_batches([batch]).replace_schema_metadata(handle.schema_arrow.metadata)
             out = table if tables else from_arrow(table, stored, reports_type=reports_type)
         yield stored, out

@@ -46,7 +46,7 @@ import numpy as np
 from ._base import Aggregator, Params, Protocol, Reports, protocol
 from ._container import _native
 from ._optional import require
-from .errors import IncompatibleError, ParameterError, ReportError
+from .errors import IncompatibleError, LdpfastError, ParameterError, ReportError
 
 __all__ = ["aggregate", "aggregate_bag", "aggregate_dataframe", "aggregate_parquet",
            "aggregate_partition", "aggregate_files", "merge_partials", "tree_reduce"]
@@ -202,8 +202,11 @@ def aggregate_files(kind: Type[Aggregator], zero: bytes, paths: Sequence[str], b
 
     agg = _zero(kind, zero)
     for path in paths:
-        for _, batch in iter_parquet(path, agg.params, batch_rows=batch_rows):
-            agg.update(batch)
+        for _, batch in iter_parquet(path, agg.params, batch_rows=batch_rows):  # its errors name the file
+            try:
+                agg.update(batch)
+            except LdpfastError as exc:
+                raise type(exc)(f"{path}: {exc}") from None
     return agg.to_bytes()
 
 

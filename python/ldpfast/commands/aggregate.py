@@ -52,7 +52,7 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 
 from .._base import Aggregator, Params, params_from_json, protocol
 from .._optional import require
-from ..errors import FormatError, IncompatibleError, ParameterError, ReportError, StorageError
+from ..errors import FormatError, IncompatibleError, LdpfastError, ParameterError, StorageError
 
 HELP = "aggregate a directory of Parquet report files, resumably (checkpoint after each file)"
 
@@ -184,18 +184,34 @@ def decode_checkpoint(data: bytes) -> Tuple[Aggregator, List[Dict[str, Any]]]:
     return agg, done
 
 
+@contextlib.contextmanager
+def _named(source: str) -> Iterator[None]:
+    """Puts ``source`` (the file, or the option and its file) in front of an ldpfast error's message."""
+    try:
+        yield
+    except LdpfastError as exc:
+        raise type(exc)(f"{source}: {exc}") from None
+
+
+def _read_init(path: Path) -> Tuple[Aggregator, bytes]:
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise ParameterError(f"--init: cannot read {path}: {exc}") from None
+    with _named(f"--init {path}"):
+        return Aggregator.from_bytes(blob), blob
+
+
 def _load_params(args: argparse.Namespace, files: List[Path]) -> Params:
     if args.params is None and args.init is not None:
-        try:
-            return Aggregator.from_bytes(args.init.read_bytes()).params
-        except OSError as exc:
-            raise ParameterError(f"--init: cannot read {args.init}: {exc}") from None
+        return _read_init(args.init)[0].params
     if args.params is not None:
         try:
             text = args.params.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise ParameterError(f"--params: cannot read {args.params}: {exc}") from None
-        return params_from_json(text)
+        with _named(f"--params {args.params}"):
+            return params_from_json(text)
     if not files:
         raise ParameterError(f"--params is required: no *.parquet files in {args.reports}")
     from ..arrow import read_parquet_params
@@ -207,15 +223,13 @@ def _initial(args: argparse.Namespace, params: Params) -> Aggregator:
     if args.init is None:
         aggregator: Type[Aggregator] = protocol(params.protocol).aggregator
         return aggregator(params)
-    try:
-        blob = args.init.read_bytes()
-    except OSError as exc:
-        raise ParameterError(f"--init: cannot read {args.init}: {exc}") from None
-    agg = Aggregator.from_bytes(blob)
+    agg, blob = _read_init(args.init)
     if agg.params != params:
-        raise IncompatibleError(f"--init holds an aggregator with parameters {agg.params}, not {params}")
+        raise IncompatibleError(f"--init {args.init} holds an aggregator with parameters {agg.params} "
+                                f"(fingerprint {agg.params.fingerprint[:16]}), not {params} "
+                                f"(fingerprint {params.fingerprint[:16]})")
     if type(agg).from_bytes(blob).merge(type(agg).from_bytes(blob)).to_bytes() != blob:
-        raise ParameterError("--init must hold an empty aggregator (it already has reports)")
+        raise ParameterError(f"--init {args.init} must hold an empty aggregator (it already has reports)")
     return agg
 
 
@@ -230,8 +244,9 @@ def _resume(state: Path, initial: Aggregator, files: List[Path]) -> Tuple[Aggreg
     except FormatError as exc:
         raise FormatError(f"--state {state}: {exc}") from None
     if agg.params != params:
-        raise IncompatibleError(f"--state {state} holds an aggregator with parameters {agg.params}, "
-                                f"not {params}")
+        raise IncompatibleError(f"--state {state} holds an aggregator with parameters {agg.params} "
+                                f"(fingerprint {agg.params.fingerprint[:16]}), not {params} "
+                                f"(fingerprint {params.fingerprint[:16]})")
     try:  # e.g. OCMS candidates: merging the initial aggregator checks its options match
         type(agg).from_bytes(agg.to_bytes()).merge(initial)
     except IncompatibleError as exc:
@@ -374,10 +389,8 @@ def _run(args: argparse.Namespace) -> int:
             for path in files[len(done):]:
                 data = _read_report_file(path)
                 for _, batch in iter_parquet(data, params, batch_rows=args.batch_rows, name=str(path)):
-                    try:
+                    with _named(str(path)):
                         agg.update(batch)
-                    except (ReportError, IncompatibleError) as exc:
-                        raise type(exc)(f"{path}: {exc}") from None
                     reports += len(batch)
                     progress.update(reports=len(batch))
                 done.append({"name": path.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
