@@ -438,3 +438,45 @@ def test_configured_refuses_a_permanent_budget_no_finite_estimate_meets():
     with pytest.raises(ParameterError, match=r"eps_inf must be at least 2 h ln\(129/127\) = 0.03125.*got 0.01"):
         rappor.configured(0.005, 0.01)
 
+
+def test_upper_bounds_hold_for_every_candidate_selected_or_not():
+    # A fixed population (4 heavy candidates, a light one, 8% of values outside the
+    # dictionary); each run re-randomizes it (fresh secrets and IRR). `upper` = s + z sigma
+    # where E[s] >= f (a candidate's own bits; other values only add) and sigma >= sd(s);
+    # sigma <= sqrt(h * 0.25/min pi(1-pi)) sd(s) = 1.53 sd(s) here (Cauchy-Schwarz over the
+    # h bits, one bit's variance between pi(1-pi) = 0.2148 and 1/4), so
+    # z sd(s) <= E[upper] - E[s] <= 1.53 z sd(s) up to sampling error (Z = 5.84 standard
+    # errors: the mean's sd(s)/sqrt(R), the sample sd's relative 1/sqrt(2R)).
+    params = rappor.Params(k=16, h=2, m=8, p=0.25, q=0.75, f=0.25)
+    candidates = [f"c{i}".encode() for i in range(40)]
+    n, runs, alpha = 10_000, 200, 0.05
+    counts = [3000, 2500, 2000, 1500, 200]
+    population = sum(([candidates[i]] * c for i, c in enumerate(counts)), [])
+    population += [f"other-{j}".encode() for j in range(n - len(population))]
+    order = np.random.default_rng(5).permutation(n)
+    population = [population[i] for i in order]
+    cohorts = np.arange(n) % 8
+    reports = rappor.Client(params, rng=6).perturb(population * runs, cohorts=np.tile(cohorts, runs))
+    truth = np.array(counts + [0] * 35) / n
+    uppers, unselected = [], 0
+    for r in range(runs):
+        part = rappor.Reports(cohort=reports.cohort[r * n:(r + 1) * n], bits=reports.bits[r * n:(r + 1) * n])
+        decoded = rappor.Server(params).update(part).decode(candidates, method="lasso", alpha=alpha)
+        assert np.isnan(decoded.std[~decoded.selected]).all() and np.isfinite(decoded.std[decoded.selected]).all()
+        assert "no standard error (0 by selection): see upper" in decoded.note or decoded.selected.all()
+        unselected += not decoded.selected[4]
+        uppers.append(decoded.upper)
+    uppers = np.array(uppers)
+    assert unselected > 0                    # the light candidate is sometimes left out
+    misses = (uppers < truth).sum(axis=0)    # pointwise level 1 - alpha: Binomial(runs, <= alpha)
+    assert misses.max() <= stats.binom.isf(ALPHA / 40, runs, alpha), misses
+    # E[s] of the light candidate from the population's Bloom filters
+    client = rappor.Client(params)
+    blooms = np.unpackbits(client.bloom(population, cohorts).bits, axis=1, bitorder="little", count=16)
+    own = np.unpackbits(client.bloom([candidates[4]] * 8, np.arange(8)).bits, axis=1, bitorder="little", count=16)
+    expected = sum((cohorts == c).sum() / n * blooms[cohorts == c][:, own[c] == 1].mean() for c in range(8))
+    z, sd = stats.norm.isf(alpha), uppers[:, 4].std(ddof=1)
+    excess = uppers[:, 4].mean() - expected
+    slack = 5.84 / math.sqrt(2 * runs)
+    assert z * sd * (1 - slack) - 5.84 * sd / math.sqrt(runs) < excess, (excess, sd)
+    assert excess < 1.53 * z * sd * (1 + slack) + 5.84 * sd / math.sqrt(runs), (excess, sd)

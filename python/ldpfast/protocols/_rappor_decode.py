@@ -134,8 +134,11 @@ class Decoded:
     Attributes:
         candidates: the candidates (labels as given).
         values: estimated frequencies (fractions of ``n``); 0 for candidates not selected.
-        std: standard errors (sandwich, see the module docstring); NaN where not estimated
-            (candidates left out of the fit, or beyond the 500 largest for ``"em"``).
+        std: standard errors (sandwich, see the module docstring) of the fitted candidates
+            (for ``"lasso"``/``"nnls"`` given the selection); NaN where no standard error
+            exists: a candidate left out of the fit (or beyond the 500 largest for ``"em"``)
+            is 0 by selection, not an estimate with a sampling distribution. ``upper``
+            bounds it instead.
         selected: which candidates the fit kept (all for ``"ls"``; positive ones otherwise).
         method: ``"ls"``, ``"lasso"``, ``"nnls"`` or ``"em"``.
         n: reports aggregated.
@@ -143,6 +146,11 @@ class Decoded:
         other: the mass not explained by the candidates (EM's "other" component; else
             ``1 - sum(values)``).
         note: what was done.
+        upper: for every candidate, fitted or not, a one-sided upper confidence bound of its
+            frequency at level ``1 - alpha`` (pointwise, normal approximation) from its own
+            Bloom bits alone, so it holds whatever the selection and whatever else was
+            reported (:meth:`Decoder.upper_bounds`); conservative where other values share
+            the candidate's bits.
     """
 
     candidates: np.ndarray
@@ -154,6 +162,7 @@ class Decoded:
     iterations: int
     other: float
     note: str
+    upper: np.ndarray
 
     def p_values(self) -> np.ndarray:
         """One-sided p-values of ``H0: f = 0`` (``P(Z > value/std)``; NaN without a std)."""
@@ -285,10 +294,43 @@ class Decoder:
             return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
                            n=self.n, iterations=int(iterations), other=float(other),
                            note=f"EM of the bit counts' composite likelihood, {iterations} iterations; "
-                                f"standard errors for the {selected.size} largest")
+                                f"standard errors for the {selected.size} largest",
+                           upper=self.upper_bounds(design_, t, rate, alpha))
         values, std = self._least_squares(design_, selected, t, weight, C)
+        if selected.size < C:
+            note += f"; the {C - selected.size} others have no standard error (0 by selection): see upper"
         return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
-                       n=self.n, iterations=int(iterations), other=float(1.0 - values.sum()), note=note)
+                       n=self.n, iterations=int(iterations), other=float(1.0 - values.sum()), note=note,
+                       upper=self.upper_bounds(design_, t, rate, alpha))
+
+    def upper_bounds(self, design: Design, t: np.ndarray, rate: np.ndarray, alpha: float) -> np.ndarray:
+        """One-sided upper confidence bounds at level ``1 - alpha`` of every candidate's
+        frequency, ``min(1, max(0, s + z sigma))``. ``s = sum_c (n_c/n) mean_j t[c, j]`` over
+        the candidate's ``h_c`` distinct bits ``j`` in cohort ``c``: a report of the candidate
+        sets all of them and any other report only adds, so ``E[s] >= f`` whatever the
+        other values (given the reports' values and cohorts). ``sigma^2 = sum_c (n_c/n)^2
+        sum_j pi (1 - pi)/(h_c n_c gap^2)`` at the observed one-rates ``pi`` bounds
+        ``Var(s)``: a report's ``h_c`` bits add at most ``h_c`` times their variances
+        (Cauchy-Schwarz), and mixing values within a cohort lowers the sum of the reports'
+        bit variances below ``n_c pi (1 - pi)`` (concavity)."""
+        p = self.params
+        C = design.col_ptr.size - 1
+        check_allocation(96 * design.rows.size, f"the upper bounds of {C} candidates' {design.rows.size} Bloom bits")
+        per_column = np.diff(design.col_ptr)
+        column = np.repeat(np.arange(C), per_column)
+        cohort = design.rows.astype(np.int64) // p.k
+        key = column * p.m + cohort                      # non-decreasing: rows are sorted per column
+        starts = np.flatnonzero(np.diff(key, prepend=-1))
+        runs = np.diff(np.append(starts, key.size))
+        h_c = np.repeat(runs, runs)                      # the candidate's distinct bits in the entry's cohort
+        n_c = self.cohort_reports.astype(np.float64)[cohort]
+        rows = design.rows.astype(np.int64)
+        share = n_c / (self.n * h_c)
+        centre = np.bincount(column, weights=share * t[rows], minlength=C)
+        gap = p.q_star - p.p_star
+        spread = np.bincount(column, weights=share * rate[rows] * (1.0 - rate[rows]) / self.n, minlength=C)
+        bound: np.ndarray = centre + NormalDist().inv_cdf(1.0 - alpha) * np.sqrt(spread) / abs(gap)
+        return np.clip(bound, 0.0, 1.0, out=bound)
 
     def _least_squares(self, design: Design, selected: np.ndarray, t: np.ndarray, weight: np.ndarray,
                        C: int) -> Tuple[np.ndarray, np.ndarray]:
