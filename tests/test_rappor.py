@@ -480,3 +480,29 @@ def test_upper_bounds_hold_for_every_candidate_selected_or_not():
     slack = 5.84 / math.sqrt(2 * runs)
     assert z * sd * (1 - slack) - 5.84 * sd / math.sqrt(runs) < excess, (excess, sd)
     assert excess < 1.53 * z * sd * (1 + slack) + 5.84 * sd / math.sqrt(runs), (excess, sd)
+
+
+def test_decoding_beyond_the_memory_budget_is_refused_before_allocating():
+    import tracemalloc
+
+    import ldpfast
+
+    params = rappor.Params(k=32, h=2, m=2**12, d=400)
+    server = rappor.Server(params).update(rappor.Client(params, rng=1).perturb(np.arange(1000) % 400))
+    try:
+        # the candidates' Bloom bits (400 x 4096 pairs at 48 + 9 x 2.725 + 80 bytes: 238 MiB) fit;
+        # the dense fit (131072 cohort bits x 400 candidates, 4 float matrices: 1.6 GiB) does not
+        ldpfast.set_memory_limit(512 << 20)
+        tracemalloc.start()
+        with pytest.raises(ParameterError, match=r"dense least-squares fit of 400 candidates over 131072 cohort bits"):
+            server.decode(method="ls")
+        assert tracemalloc.get_traced_memory()[1] < 240 << 20   # at most the Bloom bits' check, not the fit
+        tracemalloc.stop()
+        ldpfast.set_memory_limit(64 << 20)
+        tracemalloc.start()
+        with pytest.raises(ParameterError, match=r"the Bloom bits of 400 candidates in 4096 cohorts would need"):
+            server.decode(method="lasso")
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
+        ldpfast.set_memory_limit(None)

@@ -188,6 +188,10 @@ class Design:
     n_rows: int
 
     def dense(self, columns: np.ndarray) -> np.ndarray:
+        """The ``columns`` as a dense float matrix; the fits and standard errors that use it
+        hold up to four matrices of its size at once (checked against the memory budget)."""
+        check_allocation(32 * self.n_rows * columns.size, f"a dense least-squares fit of {columns.size} candidates "
+                                                           f"over {self.n_rows} cohort bits")
         out = np.zeros((self.n_rows, columns.size), dtype=np.float64)
         for j, i in enumerate(columns):
             out[self.rows[self.col_ptr[i]:self.col_ptr[i + 1]], j] = 1.0
@@ -197,7 +201,10 @@ class Design:
 def design(p: Any, labels: np.ndarray) -> Design:
     data, offsets = encode_values(labels, "candidates")
     C = offsets.size - 1
-    check_allocation(C * p.m * p.h * 16, f"the Bloom bits of {C} candidates in {p.m} cohorts")
+    # per (candidate, cohort) pair: its indices, offsets and cohort (48 bytes), its value's
+    # bytes gathered (9 per byte) and per hash its position, row, sort key and mask (40)
+    per_pair = 48 + 9 * data.size / max(C, 1) + 40 * p.h
+    check_allocation(int(C * p.m * per_pair), f"the Bloom bits of {C} candidates in {p.m} cohorts")
     reps = np.repeat(np.arange(C), p.m)
     lengths = np.diff(offsets)[reps]
     starts = offsets[:-1][reps]
