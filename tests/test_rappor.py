@@ -399,6 +399,17 @@ def test_secrets_anyone_could_compute_or_users_would_share_are_refused():
     assert client.perturb([1, 2, 3], [b"u", b"v", b"w"]) == fresh.perturb([1, 2, 3], [b"u", b"v", b"w"])
 
 
+
+def test_repeated_secrets_are_found_byte_for_byte_whatever_the_fingerprints():
+    from ldpfast.protocols import _rappor_inputs
+
+    rows = np.array([[1, 2], [3, 4], [5, 6], [3, 4]], np.uint8)
+    colliding = np.zeros(4, np.uint64)      # every fingerprint equal: the rows decide
+    assert _rappor_inputs._first_repeat(rows, colliding) == (1, 3)
+    assert _rappor_inputs._first_repeat(rows[:3], colliding[:3]) is None
+    fingerprints, blank = _rappor_inputs._fingerprints(rows)
+    assert _rappor_inputs._first_repeat(rows, fingerprints) == (1, 3) and not blank.any()
+
 def test_integer_values_are_range_checked_against_the_dictionary():
     client = rappor.Client(rappor.Params(k=16, m=4, d=16), rng=1)
     for values, shown in [([2**70], 2**70), ([3, 16], 16), (np.array([20], np.uint64), 20), (2**64, 2**64),

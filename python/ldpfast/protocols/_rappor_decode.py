@@ -408,7 +408,8 @@ class Decoder:
         ``wanted``, as a function of their frequencies, or None with the reason."""
         if auto_method(dictionary.size) != "ls":
             return None, ("no closed-form variance: beyond 500 candidates the default decode selects (lasso); "
-                          "server.decode() gives the refit's sandwich standard errors")
+                          "server.decode() gives the selected candidates' sandwich standard errors and every "
+                          "candidate's upper bound (Decoded.upper)")
         p = self.params
         X = design(p, dictionary).dense(np.arange(dictionary.size))
         _, weight, _ = self._targets()

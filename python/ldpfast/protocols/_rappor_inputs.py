@@ -37,12 +37,13 @@ def secret_rows(secrets: Any, n: int, drbg: bool) -> np.ndarray:
         arr = np.ascontiguousarray(arr)
     else:
         arr = _pad(_keys(secrets, n, drbg))
-    check_allocation(3 * arr.nbytes + 8 * n, f"checking {n} secrets of {arr.shape[1]} bytes for repeats")
-    blank = np.flatnonzero(~arr.any(axis=1))
+    check_allocation(3 * arr.nbytes + 48 * n, f"checking {n} secrets of {arr.shape[1]} bytes for repeats")
+    fingerprint, zero = _fingerprints(arr)
+    blank = np.flatnonzero(zero)
     if blank.size:
         raise ParameterError(f"secrets[{int(blank[0])}] is empty or all zero bytes (HMAC pads keys with zeros): "
                              "anyone can compute that user's permanent responses")
-    repeat = _first_repeat(arr)
+    repeat = _first_repeat(arr, fingerprint)
     if repeat is not None:
         raise ParameterError(f"secrets[{repeat[0]}] and secrets[{repeat[1]}] are one key (HMAC pads keys with "
                              "zeros): two users would share their permanent responses; one secret per user, and "
@@ -86,16 +87,38 @@ def _pad(keys: Sequence[bytes]) -> np.ndarray:
     return arr
 
 
-def _first_repeat(rows: np.ndarray) -> Optional[Tuple[int, int]]:
-    """The indices of two equal rows (the lower first), or None."""
-    if rows.shape[0] < 2:
+def _fingerprints(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """A 64-bit fingerprint of each row (a polynomial hash over its 8-byte words, wrapping
+    mod 2^64) and which rows are all zero."""
+    words = np.zeros((rows.shape[0], -(-rows.shape[1] // 8) * 8), dtype=np.uint8)
+    words[:, :rows.shape[1]] = rows
+    fingerprint = np.zeros(rows.shape[0], dtype=np.uint64)
+    blank = np.ones(rows.shape[0], dtype=bool)
+    with np.errstate(over="ignore"):
+        for column in words.view(np.uint64).T:
+            fingerprint = fingerprint * np.uint64(0x9E3779B97F4A7C15) + column
+            fingerprint ^= fingerprint >> np.uint64(29)
+            blank &= column == 0
+    return fingerprint, blank
+
+
+def _first_repeat(rows: np.ndarray, fingerprint: np.ndarray) -> Optional[Tuple[int, int]]:
+    """The indices of two equal rows (the lower first), or None: only rows whose
+    fingerprint repeats are compared byte for byte."""
+    ordered = np.sort(fingerprint)
+    if not np.any(ordered[1:] == ordered[:-1]):
         return None
-    records = rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
-    order = np.argsort(records, kind="stable")
-    same = np.flatnonzero(records[order[1:]] == records[order[:-1]])
+    order = np.argsort(fingerprint, kind="stable")
+    tied = np.zeros(order.size, dtype=bool)
+    tied[1:] = fingerprint[order[1:]] == fingerprint[order[:-1]]
+    tied[:-1] |= tied[1:]
+    suspects = np.sort(order[tied])
+    records = np.ascontiguousarray(rows[suspects]).view(np.dtype((np.void, rows.shape[1]))).ravel()
+    within = np.argsort(records, kind="stable")
+    same = np.flatnonzero(records[within[1:]] == records[within[:-1]])
     if not same.size:
         return None
-    first, second = sorted((int(order[same[0]]), int(order[same[0] + 1])))
+    first, second = sorted((int(suspects[within[same[0]]]), int(suspects[within[same[0] + 1]])))
     return first, second
 
 
