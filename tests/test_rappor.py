@@ -17,7 +17,7 @@ from scipy import stats
 
 from ldpfast import audit
 from ldpfast._base import protocol
-from ldpfast.errors import ParameterError, ReportError
+from ldpfast.errors import ParameterError, PrivacyWarning, ReportError
 from ldpfast.protocols import rappor
 from ldpfast.protocols._memo import new_secrets
 
@@ -181,7 +181,9 @@ def test_params_budgets_follow_the_paper():
     assert rappor.Params(f=0.3).f128 == 39 and rappor.Params(f=0.3, encoding="cpp").f128 == 38
     assert rappor.Params(p=0.0, q=1.0).irr_thresholds() is None
     for bad, message in [({"k": 33}, "k must be in"), ({"k": 36, "encoding": "cpp-drbg"}, "multiple of 8"),
-                         ({"h": 17}, "h must be in"), ({"f": 0.0}, "f must be > 0"), ({"p": 0.5, "q": 0.5}, "differ"),
+                         ({"h": 17}, "h must be in"), ({"f": 1.0}, r"f must give f_effective < 1 .*got f=1.0"),
+                         ({"f": 0.999}, r"got f=0.999 \(f_effective = 1 in the python"),
+                         ({"p": 0.5, "q": 0.5}, "differ"),
                          ({"encoding": "java"}, "encoding must be one of"),
                          ({"f": 0.001, "encoding": "cpp"}, "rounds to 0/128")]:
         with pytest.raises(ParameterError, match=message):
@@ -308,3 +310,210 @@ def test_frequencies_of_string_candidates():
     estimate = rappor.Server(params).update(reports).frequencies(["a", "b", "c"])
     assert repr(estimate).startswith("Estimate(protocol='rappor', n=2000, 3 candidates {a: ")
     assert np.isfinite(estimate.std).all() and "sandwich" in estimate.note
+
+
+# -- the published client's IRR, secrets, values, f = 0 and f = 1 (issue 29) ------------------
+def ref_encode(encoding, secret, word, cohort, h, k, f, p_word, q_word):
+    """google/rappor's Encoder (client/python/rappor.py; client/cpp/encoder.cc's EncodeBits):
+    Bloom filter, PRR, then ``irr = (p_bits & ~prr) | (q_bits & prr)`` with the words its
+    ``irr_rand.p_gen()``/``q_gen()`` (C++: ``GetMask(prob_p)``/``GetMask(prob_q)``) return."""
+    bloom = ref_bloom(word, cohort, h, k)
+    prr = ref_prr_python(secret, bloom, f, k) if encoding == "python" else ref_prr_cpp(secret, b"m", bloom, f, k)
+    return (p_word & ~prr) | (q_word & prr)
+
+
+def ref_mask_word(rng, prob, k):
+    """A word whose bits are 1 with probability ``prob`` (the reference ``_SecureRandom``'s rule)."""
+    return sum(int(rng.random() < prob) << i for i in range(k))
+
+
+@pytest.mark.parametrize("encoding, f", [("python", 0.5), ("python", 0.0), ("cpp", 0.25), ("cpp", 0.0)])
+def test_injected_irr_words_give_the_published_clients_reports_bit_for_bit(encoding, f):
+    k, h, m, n = 32, 2, 16, 200
+    rng = np.random.default_rng(29)
+    words = [rng.bytes(int(v)) for v in rng.integers(0, 40, n)]
+    secrets = [rng.bytes(int(v)) for v in rng.integers(1, 80, n)]
+    cohorts = rng.integers(0, m, n)
+    p_words = [ref_mask_word(rng, 0.25, k) for _ in range(n)]
+    q_words = [ref_mask_word(rng, 0.75, k) for _ in range(n)]
+    with pytest.warns(PrivacyWarning) if f == 0.0 else _no_warning():
+        params = rappor.Params(k=k, h=h, m=m, p=0.25, q=0.75, f=f, encoding=encoding,
+                               encoder_id="m" if encoding == "cpp" else "")
+    got = rappor.Client(params).perturb(words, secrets, cohorts, irr_words=(p_words, q_words))
+    expected = [ref_encode(encoding, secrets[i], words[i], int(cohorts[i]), h, k, f, p_words[i], q_words[i])
+                for i in range(n)]
+    assert got.to_integers() == expected
+    assert got.cohort.tolist() == cohorts.tolist()
+    if f == 0.0:   # no PRR: the report is the IRR of the Bloom filter itself
+        bloom = [ref_bloom(words[i], int(cohorts[i]), h, k) for i in range(n)]
+        assert expected == [(p_words[i] & ~bloom[i]) | (q_words[i] & bloom[i]) for i in range(n)]
+
+
+class _no_warning:
+    def __enter__(self):
+        self._catch = __import__("warnings").catch_warnings()
+        self._catch.__enter__()
+        __import__("warnings").simplefilter("error", PrivacyWarning)
+
+    def __exit__(self, *exc):
+        return self._catch.__exit__(*exc)
+
+
+def test_injected_irr_words_are_checked():
+    client = rappor.Client(rappor.Params(k=8, m=2))
+    secrets = [b"one", b"two"]
+    for words, message in [((1, 2), r"p_words must be a sequence of 2 entries \(one per value\), got int 1"),
+                           ([[1, 2]], r"irr_words must be a pair"),
+                           (([1, 256], [0, 0]), r"p_words\[1\] must be an integer in \[0, 2\^8\), got 256"),
+                           (([1, 2], [0, -1]), r"q_words\[1\] must be an integer in \[0, 2\^8\), got -1"),
+                           (([1, 2], [0, True]), r"q_words\[1\] must be an integer"),
+                           (([1, 2], [0]), r"q_words must have one word per value \(2\), got 1")]:
+        with pytest.raises(ParameterError, match=message):
+            client.perturb(["a", "b"], secrets, irr_words=words)
+    # all ones / all zeros: the report is q's word where the PRR is 1, p's where it is 0
+    prr = client.permanent(["a", "b"], secrets).to_integers()
+    assert client.perturb(["a", "b"], secrets, irr_words=([0, 0], [255, 255])).to_integers() == prr
+    assert client.perturb(["a", "b"], secrets, irr_words=([255, 255], [0, 0])).to_integers() == [255 ^ v for v in prr]
+
+
+def test_secrets_anyone_could_compute_or_users_would_share_are_refused():
+    client = rappor.Client(rappor.Params(k=16, m=4, d=16), rng=1)
+    fresh = rappor.Client(rappor.Params(k=16, m=4, d=16), rng=1)
+    cases = [([b""] * 3, r"secrets\[0\] is empty or all zero bytes"),
+             ([b"a", b"\x00\x00", b"b"], r"secrets\[1\] is empty or all zero bytes"),
+             ([b"a", b"b", b"a"], r"secrets\[0\] and secrets\[2\] are one key"),
+             ([b"b", b"a", b"a\x00"], r"secrets\[1\] and secrets\[2\] are one key"),   # HMAC zero-pads keys
+             (["x", "y", "z"], r"secrets\[0\] must be bytes, got str"),
+             ([b"a", 2, b"c"], r"secrets\[1\] must be bytes, got int"),
+             (b"abc", r"secrets must be a sequence of 3 byte strings"),
+             ([b"a", b"b"], r"secrets must have one entry per value \(3\), got 2"),
+             (np.zeros((3, 8), np.uint8), r"secrets\[0\] is empty or all zero bytes"),
+             (np.array([[1, 2], [3, 4], [1, 2]], np.uint8), r"secrets\[0\] and secrets\[2\] are one key")]
+    for secrets, message in cases:
+        with pytest.raises(ParameterError, match=message):
+            client.perturb([1, 2, 3], secrets)
+    drbg = rappor.Client(rappor.Params(k=16, m=4, encoding="cpp-drbg"))
+    with pytest.raises(ParameterError, match="one length in the cpp-drbg encoding"):
+        drbg.perturb(["a", "b"], [b"a" * 32, b"b" * 31])
+    # a refused call leaves the client as it was: its next reports are a fresh client's
+    assert client.perturb([1, 2, 3], [b"u", b"v", b"w"]) == fresh.perturb([1, 2, 3], [b"u", b"v", b"w"])
+
+
+
+def test_repeated_secrets_are_found_byte_for_byte_whatever_the_fingerprints():
+    from ldpfast.protocols import _rappor_inputs
+
+    rows = np.array([[1, 2], [3, 4], [5, 6], [3, 4]], np.uint8)
+    colliding = np.zeros(4, np.uint64)      # every fingerprint equal: the rows decide
+    assert _rappor_inputs._first_repeat(rows, colliding) == (1, 3)
+    assert _rappor_inputs._first_repeat(rows[:3], colliding[:3]) is None
+    fingerprints, blank = _rappor_inputs._fingerprints(rows)
+    assert _rappor_inputs._first_repeat(rows, fingerprints) == (1, 3) and not blank.any()
+
+def test_integer_values_are_range_checked_against_the_dictionary():
+    client = rappor.Client(rappor.Params(k=16, m=4, d=16), rng=1)
+    for values, shown in [([2**70], 2**70), ([3, 16], 16), (np.array([20], np.uint64), 20), (2**64, 2**64),
+                          ([1, "a", 2**65], 2**65)]:
+        with pytest.raises(ParameterError, match=rf"values must be integers in \[0, 16\), got {shown} at index"):
+            client.perturb(values, [b"k%d" % i for i in range(np.size(values) if not isinstance(values, int) else 1)])
+    assert len(client.perturb([0, 15, "a"], [b"x", b"y", b"z"])) == 3   # strings are the deployment's own words
+
+
+def test_a_deployment_without_prr_is_decoded_with_a_warning():
+    # f = 0 (no PRR): reports still decode without bias (q* = q, p* = p); each estimate is
+    # within Z (5.84) standard errors of the truth except with probability ALPHA.
+    with pytest.warns(PrivacyWarning, match="no longitudinal protection"):
+        params = rappor.Params(k=16, h=2, m=8, p=0.25, q=0.75, f=0.0, d=6)
+    assert params.f128 == 0 and params.eps_inf == math.inf and (params.q_star, params.p_star) == (0.75, 0.25)
+    assert params.eps_1 == pytest.approx(2 * math.log(0.75 * 0.75 / (0.25 * 0.25)), rel=1e-12)
+    client = rappor.Client(params, rng=3)
+    secrets = new_secrets(4)
+    assert client.permanent([0, 1, 2, 3], secrets, np.arange(4)) == client.bloom([0, 1, 2, 3], np.arange(4))
+    f = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
+    values = np.random.default_rng(9).choice(6, size=200_000, p=f)
+    reports = client.perturb(values, cohorts=np.arange(values.size) % 8)
+    server = rappor.Server(params).update(reports)
+    truth = np.bincount(values, minlength=6) / values.size
+    decoded = server.decode(method="ls")
+    assert np.all(np.abs(decoded.values - truth) < 5.84 * decoded.std)
+    # the deployment's logs read back as its integers
+    again = rappor.Server(params).update(rappor.Reports.from_integers(reports.cohort, reports.to_integers(), 16))
+    assert np.array_equal(again.counts, server.counts)
+    with pytest.raises(ParameterError, match=r"rounds to 0/128 .*read with f=0"):
+        rappor.Params(f=0.001, encoding="cpp")
+
+
+def test_configured_refuses_a_permanent_budget_no_finite_estimate_meets():
+    limit = 2 * math.log(129 / 127)
+    assert rappor.configured(0.01, limit * 1.001).f_effective == 127 / 128
+    with pytest.raises(ParameterError, match=r"eps_inf must be at least 2 h ln\(129/127\) = 0.03125.*got 0.01"):
+        rappor.configured(0.005, 0.01)
+
+
+def test_upper_bounds_hold_for_every_candidate_selected_or_not():
+    # A fixed population (4 heavy candidates, a light one, 8% of values outside the
+    # dictionary); each run re-randomizes it (fresh secrets and IRR). `upper` = s + z sigma
+    # where E[s] >= f (a candidate's own bits; other values only add) and sigma >= sd(s);
+    # sigma <= sqrt(h * 0.25/min pi(1-pi)) sd(s) = 1.53 sd(s) here (Cauchy-Schwarz over the
+    # h bits, one bit's variance between pi(1-pi) = 0.2148 and 1/4), so
+    # z sd(s) <= E[upper] - E[s] <= 1.53 z sd(s) up to sampling error (Z = 5.84 standard
+    # errors: the mean's sd(s)/sqrt(R), the sample sd's relative 1/sqrt(2R)).
+    params = rappor.Params(k=16, h=2, m=8, p=0.25, q=0.75, f=0.25)
+    candidates = [f"c{i}".encode() for i in range(40)]
+    n, runs, alpha = 10_000, 200, 0.05
+    counts = [3000, 2500, 2000, 1500, 200]
+    population = sum(([candidates[i]] * c for i, c in enumerate(counts)), [])
+    population += [f"other-{j}".encode() for j in range(n - len(population))]
+    order = np.random.default_rng(5).permutation(n)
+    population = [population[i] for i in order]
+    cohorts = np.arange(n) % 8
+    reports = rappor.Client(params, rng=6).perturb(population * runs, cohorts=np.tile(cohorts, runs))
+    truth = np.array(counts + [0] * 35) / n
+    uppers, unselected = [], 0
+    for r in range(runs):
+        part = rappor.Reports(cohort=reports.cohort[r * n:(r + 1) * n], bits=reports.bits[r * n:(r + 1) * n])
+        decoded = rappor.Server(params).update(part).decode(candidates, method="lasso", alpha=alpha)
+        assert np.isnan(decoded.std[~decoded.selected]).all() and np.isfinite(decoded.std[decoded.selected]).all()
+        assert "no standard error (0 by selection): see upper" in decoded.note or decoded.selected.all()
+        unselected += not decoded.selected[4]
+        uppers.append(decoded.upper)
+    uppers = np.array(uppers)
+    assert unselected > 0                    # the light candidate is sometimes left out
+    misses = (uppers < truth).sum(axis=0)    # pointwise level 1 - alpha: Binomial(runs, <= alpha)
+    assert misses.max() <= stats.binom.isf(ALPHA / 40, runs, alpha), misses
+    # E[s] of the light candidate from the population's Bloom filters
+    client = rappor.Client(params)
+    blooms = np.unpackbits(client.bloom(population, cohorts).bits, axis=1, bitorder="little", count=16)
+    own = np.unpackbits(client.bloom([candidates[4]] * 8, np.arange(8)).bits, axis=1, bitorder="little", count=16)
+    expected = sum((cohorts == c).sum() / n * blooms[cohorts == c][:, own[c] == 1].mean() for c in range(8))
+    z, sd = stats.norm.isf(alpha), uppers[:, 4].std(ddof=1)
+    excess = uppers[:, 4].mean() - expected
+    slack = 5.84 / math.sqrt(2 * runs)
+    assert z * sd * (1 - slack) - 5.84 * sd / math.sqrt(runs) < excess, (excess, sd)
+    assert excess < 1.53 * z * sd * (1 + slack) + 5.84 * sd / math.sqrt(runs), (excess, sd)
+
+
+def test_decoding_beyond_the_memory_budget_is_refused_before_allocating():
+    import tracemalloc
+
+    import ldpfast
+
+    params = rappor.Params(k=32, h=2, m=2**12, d=400)
+    server = rappor.Server(params).update(rappor.Client(params, rng=1).perturb(np.arange(1000) % 400))
+    try:
+        # the candidates' Bloom bits (400 x 4096 pairs at 48 + 9 x 2.725 + 80 bytes: 238 MiB) fit;
+        # the dense fit (131072 cohort bits x 400 candidates, 4 float matrices: 1.6 GiB) does not
+        ldpfast.set_memory_limit(512 << 20)
+        tracemalloc.start()
+        with pytest.raises(ParameterError, match=r"dense least-squares fit of 400 candidates over 131072 cohort bits"):
+            server.decode(method="ls")
+        assert tracemalloc.get_traced_memory()[1] < 240 << 20   # at most the Bloom bits' check, not the fit
+        tracemalloc.stop()
+        ldpfast.set_memory_limit(64 << 20)
+        tracemalloc.start()
+        with pytest.raises(ParameterError, match=r"the Bloom bits of 400 candidates in 4096 cohorts would need"):
+            server.decode(method="lasso")
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
+        ldpfast.set_memory_limit(None)

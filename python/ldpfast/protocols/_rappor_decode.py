@@ -134,8 +134,11 @@ class Decoded:
     Attributes:
         candidates: the candidates (labels as given).
         values: estimated frequencies (fractions of ``n``); 0 for candidates not selected.
-        std: standard errors (sandwich, see the module docstring); NaN where not estimated
-            (candidates left out of the fit, or beyond the 500 largest for ``"em"``).
+        std: standard errors (sandwich, see the module docstring) of the fitted candidates
+            (for ``"lasso"``/``"nnls"`` given the selection); NaN where no standard error
+            exists: a candidate left out of the fit (or beyond the 500 largest for ``"em"``)
+            is 0 by selection, not an estimate with a sampling distribution. ``upper``
+            bounds it instead.
         selected: which candidates the fit kept (all for ``"ls"``; positive ones otherwise).
         method: ``"ls"``, ``"lasso"``, ``"nnls"`` or ``"em"``.
         n: reports aggregated.
@@ -143,6 +146,11 @@ class Decoded:
         other: the mass not explained by the candidates (EM's "other" component; else
             ``1 - sum(values)``).
         note: what was done.
+        upper: for every candidate, fitted or not, a one-sided upper confidence bound of its
+            frequency at level ``1 - alpha`` (pointwise, normal approximation) from its own
+            Bloom bits alone, so it holds whatever the selection and whatever else was
+            reported (:meth:`Decoder.upper_bounds`); conservative where other values share
+            the candidate's bits.
     """
 
     candidates: np.ndarray
@@ -154,6 +162,7 @@ class Decoded:
     iterations: int
     other: float
     note: str
+    upper: np.ndarray
 
     def p_values(self) -> np.ndarray:
         """One-sided p-values of ``H0: f = 0`` (``P(Z > value/std)``; NaN without a std)."""
@@ -179,6 +188,10 @@ class Design:
     n_rows: int
 
     def dense(self, columns: np.ndarray) -> np.ndarray:
+        """The ``columns`` as a dense float matrix; the fits and standard errors that use it
+        hold up to four matrices of its size at once (checked against the memory budget)."""
+        check_allocation(32 * self.n_rows * columns.size, f"a dense least-squares fit of {columns.size} candidates "
+                                                           f"over {self.n_rows} cohort bits")
         out = np.zeros((self.n_rows, columns.size), dtype=np.float64)
         for j, i in enumerate(columns):
             out[self.rows[self.col_ptr[i]:self.col_ptr[i + 1]], j] = 1.0
@@ -188,7 +201,10 @@ class Design:
 def design(p: Any, labels: np.ndarray) -> Design:
     data, offsets = encode_values(labels, "candidates")
     C = offsets.size - 1
-    check_allocation(C * p.m * p.h * 16, f"the Bloom bits of {C} candidates in {p.m} cohorts")
+    # per (candidate, cohort) pair: its indices, offsets and cohort (48 bytes), its value's
+    # bytes gathered (9 per byte) and per hash its position, row, sort key and mask (40)
+    per_pair = 48 + 9 * data.size / max(C, 1) + 40 * p.h
+    check_allocation(int(C * p.m * per_pair), f"the Bloom bits of {C} candidates in {p.m} cohorts")
     reps = np.repeat(np.arange(C), p.m)
     lengths = np.diff(offsets)[reps]
     starts = offsets[:-1][reps]
@@ -285,10 +301,43 @@ class Decoder:
             return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
                            n=self.n, iterations=int(iterations), other=float(other),
                            note=f"EM of the bit counts' composite likelihood, {iterations} iterations; "
-                                f"standard errors for the {selected.size} largest")
+                                f"standard errors for the {selected.size} largest",
+                           upper=self.upper_bounds(design_, t, rate, alpha))
         values, std = self._least_squares(design_, selected, t, weight, C)
+        if selected.size < C:
+            note += f"; the {C - selected.size} others have no standard error (0 by selection): see upper"
         return Decoded(candidates=labels, values=values, std=std, selected=_mask(C, selected), method=method,
-                       n=self.n, iterations=int(iterations), other=float(1.0 - values.sum()), note=note)
+                       n=self.n, iterations=int(iterations), other=float(1.0 - values.sum()), note=note,
+                       upper=self.upper_bounds(design_, t, rate, alpha))
+
+    def upper_bounds(self, design: Design, t: np.ndarray, rate: np.ndarray, alpha: float) -> np.ndarray:
+        """One-sided upper confidence bounds at level ``1 - alpha`` of every candidate's
+        frequency, ``min(1, max(0, s + z sigma))``. ``s = sum_c (n_c/n) mean_j t[c, j]`` over
+        the candidate's ``h_c`` distinct bits ``j`` in cohort ``c``: a report of the candidate
+        sets all of them and any other report only adds, so ``E[s] >= f`` whatever the
+        other values (given the reports' values and cohorts). ``sigma^2 = sum_c (n_c/n)^2
+        sum_j pi (1 - pi)/(h_c n_c gap^2)`` at the observed one-rates ``pi`` bounds
+        ``Var(s)``: a report's ``h_c`` bits add at most ``h_c`` times their variances
+        (Cauchy-Schwarz), and mixing values within a cohort lowers the sum of the reports'
+        bit variances below ``n_c pi (1 - pi)`` (concavity)."""
+        p = self.params
+        C = design.col_ptr.size - 1
+        check_allocation(96 * design.rows.size, f"the upper bounds of {C} candidates' {design.rows.size} Bloom bits")
+        per_column = np.diff(design.col_ptr)
+        column = np.repeat(np.arange(C), per_column)
+        cohort = design.rows.astype(np.int64) // p.k
+        key = column * p.m + cohort                      # non-decreasing: rows are sorted per column
+        starts = np.flatnonzero(np.diff(key, prepend=-1))
+        runs = np.diff(np.append(starts, key.size))
+        h_c = np.repeat(runs, runs)                      # the candidate's distinct bits in the entry's cohort
+        n_c = self.cohort_reports.astype(np.float64)[cohort]
+        rows = design.rows.astype(np.int64)
+        share = n_c / (self.n * h_c)
+        centre = np.bincount(column, weights=share * t[rows], minlength=C)
+        gap = p.q_star - p.p_star
+        spread = np.bincount(column, weights=share * rate[rows] * (1.0 - rate[rows]) / self.n, minlength=C)
+        bound: np.ndarray = centre + NormalDist().inv_cdf(1.0 - alpha) * np.sqrt(spread) / abs(gap)
+        return np.clip(bound, 0.0, 1.0, out=bound)
 
     def _least_squares(self, design: Design, selected: np.ndarray, t: np.ndarray, weight: np.ndarray,
                        C: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -359,7 +408,8 @@ class Decoder:
         ``wanted``, as a function of their frequencies, or None with the reason."""
         if auto_method(dictionary.size) != "ls":
             return None, ("no closed-form variance: beyond 500 candidates the default decode selects (lasso); "
-                          "server.decode() gives the refit's sandwich standard errors")
+                          "server.decode() gives the selected candidates' sandwich standard errors and every "
+                          "candidate's upper bound (Decoded.upper)")
         p = self.params
         X = design(p, dictionary).dense(np.arange(dictionary.size))
         _, weight, _ = self._targets()

@@ -38,10 +38,10 @@ lasso then least squares (the paper's analysis), NNLS or EM, with sandwich stand
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
+import warnings
 from fractions import Fraction
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -50,11 +50,12 @@ from .._base import AuditHooks
 from .._memory import check_allocation
 from ..audit import log_ratio
 from .._validate import check_int, check_values
-from ..errors import FormatError, ParameterError, ReportError
+from ..errors import FormatError, ParameterError, PrivacyWarning, ReportError
 from .._base import WireField, bits_for
 from ._bitvec import BitCountServer, bit_rows, row_bytes
 from ._memo import MemoClient, MemoServer, new_secrets
 from ._rappor_hooks import audit_plan, channel
+from ._rappor_inputs import check_dictionary_values, irr_rows, secret_rows
 from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_rows,
                              encode_values)
 from ._registration import zipf_values
@@ -88,7 +89,9 @@ class Params(_base.Params):
         m: cohorts (``num_cohorts``), 1 to 2^20.
         p: ``P(IRR bit = 1 | PRR bit = 0)`` (``prob_p``).
         q: ``P(IRR bit = 1 | PRR bit = 1)`` (``prob_q``).
-        f: the PRR's noise probability (``prob_f``), in (0, 1].
+        f: the PRR's noise probability (``prob_f``), in [0, 1): ``f = 0`` (no PRR, as some
+            deployments) reads their reports with a PrivacyWarning (no longitudinal
+            protection); ``f_effective = 1`` is refused (no finite estimate).
         encoding: ``"python"``, ``"cpp"`` or ``"cpp-drbg"`` (module docstring).
         encoder_id: the C++ client's encoder id (metric name), ASCII, in its PRR message.
         d: size of an integer dictionary ``[0, d)`` (values sent as decimal strings), what
@@ -123,16 +126,22 @@ class Params(_base.Params):
         object.__setattr__(self, "m", check_int("m", self.m, 1, 2**20))
         for name in ("p", "q", "f"):
             object.__setattr__(self, name, _check_prob(name, getattr(self, name)))
-        if self.f == 0.0:
-            raise ParameterError("f must be > 0 (f = 0 makes the PRR the Bloom filter itself: no privacy)")
         if self.p == self.q:
             raise ParameterError(f"p and q must differ (p = q makes reports independent of the value), got {self.p}")
         if not isinstance(self.encoder_id, str) or not self.encoder_id.isascii() or len(self.encoder_id) > 256:
             raise ParameterError(f"encoder_id must be an ASCII string of at most 256 characters, got "
                                  f"{self.encoder_id!r:.80}")
         object.__setattr__(self, "d", check_int("d", self.d, 0, _MAX_D))
+        if self.f128 == 0 and self.f != 0.0:
+            raise ParameterError(f"f={self.f!r} rounds to 0/128 in the {self.encoding} encoding (no PRR noise); "
+                                 "a deployment without a PRR is read with f=0")
+        if self.f128 == 128:
+            raise ParameterError(f"f must give f_effective < 1 (f <= 127/128), got f={self.f!r} (f_effective = 1 in "
+                                 f"the {self.encoding} encoding): a PRR of fair coins makes the reports independent "
+                                 "of the value, and no estimate is finite")
         if self.f128 == 0:
-            raise ParameterError(f"f={self.f!r} rounds to 0/128 in the {self.encoding} encoding (no PRR noise)")
+            warnings.warn("RAPPOR with f=0 has no PRR: the reports carry no longitudinal protection (eps_inf = inf: "
+                          "repeated reports of one value reveal its Bloom filter)", PrivacyWarning, stacklevel=3)
 
     # -- the samplers' exact probabilities ------------------------------------------------
     @property
@@ -176,7 +185,9 @@ class Params(_base.Params):
     @property
     def eps_inf(self) -> float:
         """``2 h ln((1 - f/2)/(f/2))``: the PRR's budget (unboundedly many reports of one
-        value), exact and rounded up to a double."""
+        value), exact and rounded up to a double; infinite for ``f = 0`` (no PRR)."""
+        if self.f128 == 0:
+            return math.inf
         half = Fraction(self.f128, 256)
         return _log_ratio(((1 - half) / half) ** (2 * self.h))
 
@@ -260,9 +271,10 @@ class Reports(_base.Reports):
 class Client(MemoClient):
     """RAPPOR client: ``perturb(values, secrets=None, cohorts=None)`` (the IRR, what is sent),
     ``permanent(...)`` (the PRR, never sent). ``secrets``: one per value, a ``uint8[n, L]``
-    array or a sequence of bytes (HMAC keys: shorter keys behave as if zero-padded, so
-    variable-length secrets are padded; ``cpp-drbg`` needs equal lengths), the same for a
-    user every round; None draws fresh ones (see :class:`ldpfast.protocols._memo.MemoClient`).
+    array or a sequence of bytes (HMAC keys, zero-padded; ``cpp-drbg`` needs equal lengths),
+    the same for a user every round; empty, all-zero and repeated keys are refused
+    (:mod:`ldpfast.protocols._rappor_inputs`); None draws fresh ones (see
+    :class:`ldpfast.protocols._memo.MemoClient`).
     ``cohorts``: None derives them from the secrets (the C++ client's rule). ``rng=None``
     (default) draws the IRR's randomness from the OS; a seed is for simulation only."""
 
@@ -271,23 +283,7 @@ class Client(MemoClient):
     def _rappor_secrets(self, secrets: Any, n: int) -> np.ndarray:
         if secrets is None:
             return self._secrets(None, n)
-        if isinstance(secrets, np.ndarray):
-            arr = secrets
-        else:
-            keys = [bytes(s) for s in secrets]
-            if self.params.encoding == "cpp-drbg":
-                if len({len(s) for s in keys}) > 1:
-                    raise ParameterError("secrets must all have one length in the cpp-drbg encoding")
-            else:   # HMAC keys: longer than a block are hashed, shorter ones zero-padded (RFC 2104)
-                keys = [hashlib.sha256(s).digest() if len(s) > 64 else s for s in keys]
-            width = max([len(s) for s in keys] + [1])
-            arr = np.zeros((len(keys), width), dtype=np.uint8)
-            for i, s in enumerate(keys):
-                arr[i, :len(s)] = np.frombuffer(s, dtype=np.uint8)
-        if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] < 1:
-            raise ParameterError(f"secrets must be {n} byte strings or a uint8 array of shape ({n}, L), got "
-                                 f"{arr.dtype} of shape {arr.shape}")
-        return np.ascontiguousarray(arr)
+        return secret_rows(secrets, n, self.params.encoding == "cpp-drbg")
 
     def _cohorts(self, cohorts: Any, keys: np.ndarray, n: int) -> np.ndarray:
         p = self.params
@@ -310,12 +306,15 @@ class Client(MemoClient):
         cohort = self._cohorts(cohorts, np.zeros((n, 1), np.uint8), n)
         return Reports(cohort=cohort, bits=bloom_rows(p, data, offsets, cohort, self.threads))
 
-    def _prr(self, values: Any, secrets: Any, cohorts: Any) -> Reports:
+    def _prr(self, values: Any, secrets: Any, cohorts: Any, check: Optional[Callable[[int], None]] = None) -> Reports:
+        """The PRRs; ``check(n)`` runs on the number of values before any randomness is used."""
         p = self.params
         data, offsets = encode_values(values)
         n = offsets.size - 1
         if p.d and n:
-            _check_dictionary_values(values, p.d)
+            check_dictionary_values(values, p.d)
+        if check is not None:
+            check(n)
         check_allocation(n * row_bytes(p.k) * 3, f"{n} RAPPOR reports of {p.k} bits")
         keys = self._rappor_secrets(secrets, n)
         cohort = self._cohorts(cohorts, keys, n)
@@ -329,9 +328,19 @@ class Client(MemoClient):
         of each value reveal; never send these)."""
         return self._prr(values, secrets, cohorts)
 
-    def perturb(self, values: Any, secrets: Any = None, cohorts: Any = None) -> Reports:
-        """One report (the IRR of the memoized PRR) per value."""
-        prr = self._prr(values, secrets, cohorts)
+    def perturb(self, values: Any, secrets: Any = None, cohorts: Any = None, irr_words: Any = None) -> Reports:
+        """One report (the IRR of the memoized PRR) per value. ``irr_words``: injected IRR
+        words ``(p_words, q_words)``, a ``k``-bit integer each per value (as
+        :meth:`Reports.to_integers`; google/rappor's ``irr_rand.p_gen()``/``q_gen()``, C++
+        ``GetMask(prob_p/prob_q, k)``): the report is ``(p & ~prr) | (q & prr)``, the published
+        client's bit for bit. For checks against it: on a device words must come from a
+        cryptographic generator; None (default) draws the IRR here."""
+        injected: List[np.ndarray] = []
+        check = None if irr_words is None else lambda n: injected.extend(irr_rows(irr_words, n, self.params.k))
+        prr = self._prr(values, secrets, cohorts, check)
+        if injected:
+            p_rows, q_rows = injected
+            return Reports(cohort=prr.cohort, bits=(p_rows & ~prr.bits) | (q_rows & prr.bits))
         thresholds = self.params.irr_thresholds()
         if thresholds is None or not len(prr):
             return prr
@@ -425,16 +434,6 @@ class Server(MemoServer, BitCountServer):
         return self._decoder().default_variance(dictionary, wanted)
 
 
-def _check_dictionary_values(values: Any, d: int) -> None:
-    """Integer values must lie in the dictionary ``[0, d)`` (strings are not checked)."""
-    try:
-        arr = np.asarray(values)
-    except (ValueError, TypeError, UnicodeError):   # mixed str/bytes: not integers
-        return
-    if arr.dtype.kind in "iu":
-        check_values(arr.ravel(), d)
-
-
 # -- registration ------------------------------------------------------------------------------
 def _example() -> Tuple[Params, np.ndarray]:
     return Params(k=30, h=2, m=8, p=0.25, q=0.75, f=0.25, d=16), zipf_values(16)  # k % 8: padding to reject
@@ -461,7 +460,10 @@ def configured(eps_1: float, eps_inf: float, **changes: Any) -> Params:
     base.update(changes)
     h = int(base["h"])
     f = 2.0 / (1.0 + math.exp(eps_inf / (2 * h)))
-    f = min(1.0, math.ceil(f * 128) / 128)
+    f = math.ceil(f * 128) / 128
+    if f >= 1.0:
+        raise ParameterError(f"eps_inf must be at least 2 h ln(129/127) = {2 * h * math.log(129 / 127):.6g} (f = "
+                             f"127/128, the noisiest PRR that still gives finite estimates), got {eps_inf!r}")
 
     def spent(step: int) -> float:
         p = step / 2.0**53

@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import _base, _core
 from .._delta import _State
+from .._memory import _length, check_allocation
 from .._validate import (check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold,
                          uint64_column)
 from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
@@ -59,6 +60,11 @@ MAX_M = 1 << 16
 MAX_DEFAULT_CANDIDATES = 1 << 16
 #: Bits sampled per step by the client.
 _CHUNK_BITS = 1 << 22
+#: Peak bytes per candidate of building a server: the converted candidates (8) beside a
+#: sorted copy and its comparison (9), then beside the kept copy and the sums (16); the
+#: process's peak memory grew by 17 bytes per candidate (2^24 int64 candidates; 9 for uint64,
+#: whose conversion is free; the sums' zero pages count once written), 32 with margin.
+_BUILD_BYTES = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +240,9 @@ class Server(_base.Aggregator):
         if candidates is None:
             if params.d > MAX_DEFAULT_CANDIDATES:
                 raise ParameterError(f"d = {params.d} > {MAX_DEFAULT_CANDIDATES}: pass the candidates to count")
+        count = params.d if candidates is None else _length(candidates)
+        check_allocation(_BUILD_BYTES * count, f"a 'cms-rappor' server counting {count} candidates")
+        if candidates is None:
             xs = np.arange(params.d, dtype=np.uint64)
         else:
             xs = self._checked_candidates(candidates)
@@ -257,7 +266,15 @@ class Server(_base.Aggregator):
         return self._candidates.copy()
 
     def _checked_candidates(self, candidates: Any) -> np.ndarray:
-        return check_values(candidates, self.params.d, "candidates", "values in", distinct=True).copy()
+        xs = check_values(candidates, self.params.d, "candidates", "values in")
+        ordered = np.sort(xs)   # in place on a copy; np.unique's hash table takes 51 bytes per value
+        if np.any(ordered[1:] == ordered[:-1]):
+            raise ParameterError("candidates must be distinct")
+        del ordered
+        return xs.copy()
+
+    def _state_nbytes(self) -> int:
+        return super()._state_nbytes() + int(self._candidates.nbytes)   # the candidates are state, kept beside _st
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
     def _validate(self, reports: Reports) -> None:
@@ -281,6 +298,7 @@ class Server(_base.Aggregator):
         """Add ``other``'s sums (exact; ``other`` is unchanged). Parameters and candidates
         must be equal."""
         if type(other) is type(self) and other.params == self.params and other is not self:
+            self._check_call(self._candidates.size, f"comparing the {self._candidates.size} candidates of two servers")
             if not np.array_equal(self._candidates, other._candidates):
                 raise IncompatibleError("cannot merge servers that count different candidates")
         return super().merge(other)
@@ -293,7 +311,10 @@ class Server(_base.Aggregator):
         Raises:
             ReportError: no reports; ParameterError: a candidate that is not counted.
         """
-        self._check_query(candidates, 40, self._sums.size, "a CMS-RAPPOR query")
+        # per queried candidate its uint64 copy, position, match, sum and three float arrays;
+        # a list of candidates also sorts the counted ones (an order and a sorted copy)
+        self._check_query(candidates, 64, self._sums.size, "a CMS-RAPPOR query",
+                          extra=0 if candidates is None else 16 * self._sums.size)
         if self._n == 0:
             raise ReportError("cannot estimate frequencies from zero reports")
         sums = self._sums if candidates is None else self._sums[self._positions(candidates)]
@@ -325,6 +346,8 @@ class Server(_base.Aggregator):
                 raise FormatError(f"stored {name} must be a 1-D uint64 array")
         if state["n"].size != 1 or state["sums"].size != state["candidates"].size:
             raise FormatError("stored sums and candidates have inconsistent shapes")
+        self._check_call(_BUILD_BYTES * state["candidates"].size,
+                         f"loading a 'cms-rappor' server counting {state['candidates'].size} candidates")
         try:
             self._checked_candidates(state["candidates"])
         except ParameterError as exc:
