@@ -140,6 +140,10 @@ def privsketch_padding_sample(
     key: bytes, offsets: _I64, items: _U64, pad_len: int, dummy: int, threads: int = 0
 ) -> _U64: ...
 
+# Symbol histograms (GRR's server).
+def histogram_update(y: _U64, counts: _U64, threads: int = 0) -> Tuple[int, int, bool]: ...  # in place: counts
+def histogram_update_scratch_bytes(n: int, size: int, threads: int = 0) -> int: ...
+
 # Projective Geometry Response.
 def pgr_perturb(key: bytes, x: _U64, q: int, t: int, in_threshold: int, threads: int = 0) -> _U32: ...
 def pgr_update(y: _U32, points: int, counts: _U64, threads: int = 0) -> int: ...  # in place: counts
