@@ -160,3 +160,17 @@ def test_server_refuses_a_large_batch_with_one_bad_report_unchanged():
     with pytest.raises(ReportError, match=r"y must be symbols in \[0, 16\), got 16 at index 40000"):
         server.update(grr.Reports(y=y))
     assert server.to_bytes() == before
+
+
+def test_histogram_affine_is_numpys_affine_map_of_the_rounded_counts():
+    rng = np.random.default_rng(4)
+    counts = np.concatenate([rng.integers(0, 1 << 20, 1000, dtype=np.uint64),
+                             np.array([0, 2**53 + 1, 2**63 - 1, 2**63 + 3, 2**64 - 1], np.uint64)])
+    # equal up to the rounding of the product (a compiler may fuse the multiply-add)
+    np.testing.assert_allclose(_core.histogram_affine(counts, 0.37, -1.5), counts.astype(np.float64) * 0.37 - 1.5,
+                               rtol=2**-52, atol=2**-50)
+    square = counts[:1000].reshape(10, 100)
+    np.testing.assert_array_equal(_core.histogram_affine(square, 2.0, 0.0), 2.0 * square)
+    params = grr.Params(1.0, 10)  # decode_counts: the histogram path and the numpy path agree
+    np.testing.assert_allclose(grr.decode_counts(params, counts[:10], 5000),
+                               grr.decode_counts(params, counts[:10].astype(np.int64), 5000), rtol=1e-15)

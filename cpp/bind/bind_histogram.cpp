@@ -1,4 +1,6 @@
 // Histogram binding (GRR's server update): counts in place, all or nothing.
+#include <vector>
+
 #include "common.hpp"
 #include "ldpfast/histogram.hpp"
 
@@ -16,6 +18,16 @@ py::tuple py_histogram_update(const py::handle& y_obj, const py::handle& counts_
   const HistogramUpdate r = interruptible([&] { return histogram_update(py_in, n, pc, size, threads); });
   return py::make_tuple(r.first_bad, r.bad_value, r.overflow);
 }
+
+py::array_t<double> py_histogram_affine(const py::handle& counts_obj, double scale, double offset) {
+  auto counts = checked_array<std::uint64_t>(counts_obj, "counts", -1);
+  py::array_t<double> out(std::vector<py::ssize_t>(counts.shape(), counts.shape() + counts.ndim()));
+  const std::uint64_t* pc = counts.data();
+  double* po = out.mutable_data();
+  const std::size_t n = static_cast<std::size_t>(counts.size());
+  without_gil([&] { histogram_affine(pc, n, scale, offset, po); });
+  return out;
+}
 }  // namespace
 
 void register_histogram(py::module_& m) {
@@ -25,6 +37,9 @@ void register_histogram(py::module_& m) {
         "unchanged and first_bad is the index of the first y[i] >= len(counts) (value: y[i] as read), or "
         "overflow is True (a counter would wrap). GIL released; an interruption (Ctrl-C) leaves counts "
         "unchanged.");
+  m.def("histogram_affine", &py_histogram_affine, py::arg("counts"), py::arg("scale"), py::arg("offset"),
+        "scale * counts + offset as a new float64 array of counts' shape (each count rounded to the nearest "
+        "double), in one pass with the GIL released.");
   m.def("histogram_update_scratch_bytes", &histogram_update_scratch_bytes, py::arg("n"), py::arg("size"),
         py::arg("threads") = 0, "Bytes histogram_update allocates for n values into size counters.");
 }

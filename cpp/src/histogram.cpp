@@ -148,6 +148,10 @@ HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uin
   return update_tables<std::uint32_t>(y, n, counts, size, workers);
 }
 
+void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, double offset, double* out) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = scale * static_cast<double>(counts[i]) + offset;
+}
+
 std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads) {
   const std::size_t workers = table_workers(n, size, threads);
   if (workers == 0) return n * (size - 1 <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8);

@@ -18,6 +18,10 @@ struct HistogramUpdate {
 HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
                                  int threads);
 
+// out[i] = scale * counts[i] + offset, each count converted to the nearest double (an
+// affine decode of a histogram, e.g. GRR's debias, in one pass).
+void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, double offset, double* out);
+
 // Bytes histogram_update allocates for n values into `size` counters.
 std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads);
 

@@ -128,9 +128,12 @@ def decode_counts(params: Params, counts: ArrayLike, n: int, clip: bool = False)
     if n <= 0:
         raise ReportError("cannot estimate frequencies from zero reports")
     em1 = math.expm1(params.epsilon)
-    # one pass and one array: fhat = C (e+d-1)/(n(e-1)) - 1/(e-1)
-    fhat = np.asarray(np.multiply(np.asarray(counts), (em1 + params.d) / (n * em1), dtype=np.float64))
-    fhat -= 1.0 / em1
+    scale, offset = (em1 + params.d) / (n * em1), -1.0 / em1  # fhat = C (e+d-1)/(n(e-1)) - 1/(e-1)
+    counts = np.asarray(counts)
+    if counts.dtype == np.uint64 and counts.flags.c_contiguous and counts.flags.aligned:  # a histogram: one pass
+        fhat = _core.histogram_affine(counts, scale, offset)
+    else:
+        fhat = np.asarray(counts * scale + offset, dtype=np.float64)
     if clip:
         np.clip(fhat, 0.0, 1.0, out=fhat)
     return fhat
