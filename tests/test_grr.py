@@ -174,3 +174,16 @@ def test_histogram_affine_is_numpys_affine_map_of_the_rounded_counts():
     params = grr.Params(1.0, 10)  # decode_counts: the histogram path and the numpy path agree
     np.testing.assert_allclose(grr.decode_counts(params, counts[:10], 5000),
                                grr.decode_counts(params, counts[:10].astype(np.int64), 5000), rtol=1e-15)
+
+
+def test_histogram_update_stops_at_a_wrap_at_the_end_of_a_staged_block():
+    """A counter wraps at the last value of the first 2^20-value block; the bad value in the
+    next block is never reached: the batch is refused as an overflow, counts unchanged."""
+    size, block = 1 << 19, 1 << 20
+    y = np.random.default_rng(6).integers(0, size, block + 5, dtype=np.uint64)
+    y[block + 2] = size
+    counts = np.zeros(size, dtype=np.uint64)
+    counts[y[block - 1]] = 2**64 - 1 - int(np.count_nonzero(y[:block - 1] == y[block - 1]))
+    before = counts.copy()
+    assert _core.histogram_update(y, counts, 1) == (y.size, 0, True)
+    np.testing.assert_array_equal(counts, before)

@@ -74,6 +74,46 @@ bool add_tables(const std::vector<std::vector<T>>& tables, std::uint64_t* counts
   return false;
 }
 
+// The counting loops take everything by value: a store through `table` or `counts` could
+// otherwise alias a captured bound or counter, which the compiler would then reload.
+
+// Counts y[begin, end) into table; returns end, or the index of the first bad value
+// (*bad: it and its value).
+template <class T>
+std::size_t count_table(const std::uint64_t* y, std::size_t begin, std::size_t end, T* table, std::uint64_t size,
+                        HistogramUpdate* bad) {
+  for (std::size_t i = begin; i < end; ++i) {
+    const std::uint64_t v = read_once(y + i);
+    if (v >= size) {
+      *bad = HistogramUpdate{i, v, false};
+      return i;
+    }
+    ++table[v];
+  }
+  return end;
+}
+
+// Counts y[begin, end) into counts, staging each counted value; returns end, the index
+// of the first bad value (*stop: it and its value), or just past the value whose counter
+// wrapped (stop->overflow). staged[begin, returned index) are in counts.
+template <class P>
+std::size_t count_staged(const std::uint64_t* y, std::size_t begin, std::size_t end, std::uint64_t* counts,
+                         std::uint64_t size, P* staged, HistogramUpdate* stop) {
+  for (std::size_t i = begin; i < end; ++i) {
+    const std::uint64_t v = read_once(y + i);
+    if (v >= size) {
+      *stop = HistogramUpdate{i, v, false};
+      return i;
+    }
+    staged[i] = static_cast<P>(v);
+    if (++counts[v] == 0) {
+      stop->overflow = true;
+      return i + 1;
+    }
+  }
+  return end;
+}
+
 template <class T>
 HistogramUpdate update_tables(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
                               std::size_t workers) {
@@ -82,16 +122,9 @@ HistogramUpdate update_tables(const std::uint64_t* y, std::size_t n, std::uint64
   parallel_for(workers, static_cast<int>(workers), [&](std::size_t w) {
     tables[w].assign(size, 0);  // cleared by the thread that counts into it
     T* table = tables[w].data();
+    HistogramUpdate* worker_bad = &bad[w];
     for_blocks(n * w / workers, n * (w + 1) / workers, kBlock, [&](std::size_t begin, std::size_t end) {
-      if (bad[w].first_bad < n) return;
-      for (std::size_t i = begin; i < end; ++i) {
-        const std::uint64_t v = read_once(y + i);
-        if (v >= size) {
-          bad[w] = HistogramUpdate{i, v, false};
-          return;
-        }
-        ++table[v];
-      }
+      if (worker_bad->first_bad == n) count_table(y, begin, end, table, size, worker_bad);
     });
   });
   // Each worker stops at its first bad value: the batch's first is in the earliest range.
@@ -111,26 +144,14 @@ HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64
   HistogramUpdate out{n, 0, false};
   try {
     for_blocks(0, n, kBlock, [&](std::size_t begin, std::size_t end) {
-      if (out.first_bad < n || out.overflow) return;
-      for (std::size_t i = begin; i < end; ++i) {
-        const std::uint64_t v = read_once(y + i);
-        if (v >= size) {
-          out = HistogramUpdate{i, v, false};
-          return;
-        }
-        staged[i] = static_cast<P>(v);
-        counted = i + 1;
-        if (++counts[v] == 0) {
-          out.overflow = true;
-          return;
-        }
-      }
+      if (counted == begin && !out.overflow)
+        counted = count_staged(y, begin, end, counts, size, staged.get(), &out);
     });
   } catch (...) {
     take_back();
     throw;
   }
-  if (out.first_bad < n || out.overflow) take_back();
+  if (counted < n || out.overflow) take_back();
   return out;
 }
 
