@@ -105,16 +105,16 @@ def c_loops() -> Optional[CLoops]:
     compiler = shutil.which(os.environ.get("CC", "cc"))
     if compiler is None:
         return None
-    build = tempfile.mkdtemp(prefix="ldpfast-bench-")
-    source, library = os.path.join(build, "loops.c"), os.path.join(build, "loops.so")
-    with open(source, "w") as f:
-        f.write(_C_LOOPS)
-    done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", library, source], capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        print(f"bench: cannot build the C yardsticks ({compiler}): {done.stderr.strip()}")
-        return None
-    return CLoops(ctypes.CDLL(library))
+    with tempfile.TemporaryDirectory(prefix="ldpfast-bench-") as build:  # a loaded library outlives its file
+        source, library = os.path.join(build, "loops.c"), os.path.join(build, "loops.so")
+        with open(source, "w") as f:
+            f.write(_C_LOOPS)
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", library, source], capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            print(f"bench: cannot build the C yardsticks ({compiler}): {done.stderr.strip()}")
+            return None
+        return CLoops(ctypes.CDLL(library))
 
 
 def read_bandwidth(loops: Optional[CLoops], mib: int = 256, repeat: int = 5) -> float:

@@ -33,9 +33,9 @@ constexpr std::size_t kMaxNarrowRange = std::size_t{0xFFFFFFFF};  // values a 32
 
 inline std::uint64_t read_once(const std::uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
-// Private tables for a batch (0: stage). Clearing and adding a table costs about what
-// staging 2 to 3 values does (measured, bench/grr_server.py): tables once each worker gets
-// kTableValuesPerCounter values per counter.
+// Private tables for a batch (0: stage). Clearing and adding a table costs, per counter,
+// about what staging 2 to 3 values does (measured at d = 10^5, bench/grr_server.py):
+// tables once each worker gets kTableValuesPerCounter values per counter.
 std::size_t table_workers(std::size_t n, std::size_t size, int threads) {
   if (size > kMaxTableCounters || n / kTableValuesPerCounter < size) return 0;
   const std::size_t per_worker = std::max(size * kTableValuesPerCounter, kMinWorkerValues);
