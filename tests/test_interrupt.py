@@ -358,7 +358,7 @@ ALARMS = PRELUDE + textwrap.dedent("""
         polls[0] += 1
         if polls[0] == polls[1]:
             raise KeyboardInterrupt
-    signal.signal(signal.SIGALRM, handler)
+    signal.signal(signal.SIGALRM, handler)  # polls[1] = 0 disarms it (polls[0] >= 1 when compared)
 """)
 
 ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
@@ -392,6 +392,7 @@ ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
         signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
         try:
             _core.hadamard_update(None, rows, bits, group_rows, base, z, threads, sizes, count)
+            polls[1] = 0  # disarmed: an alarm after the try could not be caught
             finished = True
         except KeyboardInterrupt:  # inside the call, or just after it returned
             finished = False
@@ -445,6 +446,7 @@ HISTOGRAM_ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
         signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
         try:
             _core.histogram_update(y, counts, threads)
+            polls[1] = 0  # disarmed: an alarm after the try could not be caught
             finished = True
         except KeyboardInterrupt:  # inside the call, or just after it returned
             finished = False
