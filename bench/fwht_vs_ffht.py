@@ -1,6 +1,8 @@
 """Time ldpfast's FWHT against FFHT (FALCONN-LIB, PyPI ``ffht``) and a numpy butterfly.
 
-All contenders transform the same 1-D array in place, in the same run. Each timing is the
+All contenders transform the same 1-D array in place, in the same run (FFHT through
+``fht_``, its in-place call: ``fht`` returns a transformed copy, whose allocation and
+copy it would time too). Each timing is the
 best of several runs (other processes add noise, never remove it); the input is restored
 from a copy before every run, outside the timed region. ldpfast is timed per backend with
 threads=1 (FFHT is single-threaded) and with the default thread count. The ratio columns
@@ -85,7 +87,7 @@ def main() -> None:
                     work = np.empty_like(source)
                     cells = {}
                     if ffht:
-                        cells["ffht"] = best_time(ffht.fht, work, source, args.budget)
+                        cells["ffht"] = best_time(ffht.fht_, work, source, args.budget)
                     if not args.no_numpy:
                         cells["numpy"] = best_time(numpy_butterfly, work, source, args.budget,
                                                    min_runs=3, max_runs=20)

@@ -5,8 +5,10 @@
 * :func:`stream_bandwidth` -- a STREAM-like copy and triad in numpy over ``threads``
   Python threads (numpy releases the GIL inside large array operations), in GB/s counted
   as bytes read + written, on arrays larger than the last-level cache (best of several).
-* :func:`median_time` -- the median wall time of repeated calls.
+* :func:`median_time` / :func:`best_time` -- the median / shortest wall time of repeated calls.
 * :func:`median_cpu` -- a call's result and the median process CPU time of repeated calls.
+* :func:`c_loops` -- plain C loops (a scalar histogram, a streaming read) built with the
+  system C compiler, the yardsticks of bench/limits.py and bench/grr_server.py.
 
 Used by ``bench/run_all.py`` and the scaling scripts; runnable alone:
 
@@ -15,13 +17,16 @@ Used by ``bench/run_all.py`` and the scaling scripts; runnable alone:
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
@@ -35,6 +40,16 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
     return float(np.median(times))
 
 
+def best_time(fn: Callable[[], object], repeat: int) -> float:
+    """The shortest wall time of repeated calls (other processes add time, never remove it)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def median_cpu(fn: Callable[..., Any], *args: Any, repeat: int = 1, **kwargs: Any) -> Tuple[Any, float]:
     """``(fn(*args, **kwargs), median process CPU seconds over repeat calls)``."""
     times, out = [], None
@@ -43,6 +58,71 @@ def median_cpu(fn: Callable[..., Any], *args: Any, repeat: int = 1, **kwargs: An
         out = fn(*args, **kwargs)
         times.append(time.process_time() - t0)
     return out, float(np.median(times))
+
+
+_C_LOOPS = r"""
+#include <stddef.h>
+#include <stdint.h>
+void histogram(const uint64_t* y, size_t n, uint64_t* counts) {
+  for (size_t i = 0; i < n; ++i) ++counts[y[i]];
+}
+uint64_t read_sum(const uint64_t* a, size_t n) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) { s0 += a[i]; s1 += a[i + 1]; s2 += a[i + 2]; s3 += a[i + 3]; }
+  for (; i < n; ++i) s0 += a[i];
+  return s0 + s1 + s2 + s3;
+}
+"""
+
+
+class CLoops:
+    """The loops of ``_C_LOOPS`` on numpy arrays (no checks beyond dtypes: ``histogram``
+    trusts every ``y`` to be below ``len(counts)``)."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self._lib = lib
+        u64p, size = ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t
+        lib.histogram.argtypes, lib.histogram.restype = [u64p, size, u64p], None
+        lib.read_sum.argtypes, lib.read_sum.restype = [u64p, size], ctypes.c_uint64
+
+    @staticmethod
+    def _pointer(a: np.ndarray) -> Any:
+        assert a.dtype == np.uint64 and a.flags.c_contiguous
+        return a.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64))
+
+    def histogram(self, y: np.ndarray, counts: np.ndarray) -> None:
+        """``counts[y[i]] += 1`` (scalar loop, ``cc -O2``)."""
+        self._lib.histogram(self._pointer(y), y.size, self._pointer(counts))
+
+    def read_sum(self, a: np.ndarray) -> int:
+        """The sum of ``a`` (one sequential read)."""
+        return int(self._lib.read_sum(self._pointer(a), a.size))
+
+
+def c_loops() -> Optional[CLoops]:
+    """:class:`CLoops` built with the system C compiler (``cc -O2``), or None without one."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="ldpfast-bench-") as build:  # a loaded library outlives its file
+        source, library = os.path.join(build, "loops.c"), os.path.join(build, "loops.so")
+        with open(source, "w") as f:
+            f.write(_C_LOOPS)
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", library, source], capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            print(f"bench: cannot build the C yardsticks ({compiler}): {done.stderr.strip()}")
+            return None
+        return CLoops(ctypes.CDLL(library))
+
+
+def read_bandwidth(loops: Optional[CLoops], mib: int = 256, repeat: int = 5) -> float:
+    """Single-thread sequential read bandwidth in GB/s over an array larger than the
+    last-level cache: the C read loop, else numpy's sum (best of ``repeat``)."""
+    a = np.ones(mib * 2**20 // 8, dtype=np.uint64)
+    read = (lambda: loops.read_sum(a)) if loops else (lambda: a.sum())
+    return a.nbytes / best_time(read, repeat) / 1e9
 
 
 def _cpu_model() -> str:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfast import _base, theory
+from ldpfast import _base, _core, theory
 from ldpfast.protocols import grr
 from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError
 
@@ -113,3 +113,77 @@ def test_merge_bytes_pickle_and_estimates():
     with pytest.raises(FormatError):
         grr.Server.from_bytes(grr.Server(grr.Params(1.5, 21)).to_bytes()[:-5] + b"\x00" * 5)
     assert _base.protocols()["grr"].aggregator is grr.Server
+
+
+# histogram_update's paths (cpp/src/histogram.cpp): staged (fewer than 4 values per
+# counter), one private table, two tables (threads=2, 2^16 values or more each).
+HISTOGRAM_PATHS = [(5_000, 4096, 1), (1 << 16, 64, 1), (1 << 18, 64, 2)]
+
+
+@pytest.mark.parametrize("n,size,threads", HISTOGRAM_PATHS, ids=["staged", "table", "two-tables"])
+def test_histogram_update_adds_exactly_the_bincount(n, size, threads):
+    rng = np.random.default_rng(n)
+    y = rng.integers(0, size, n, dtype=np.uint64)
+    counts = rng.integers(0, 1 << 40, size, dtype=np.uint64)
+    expected = counts + np.bincount(y, minlength=size).astype(np.uint64)
+    assert _core.histogram_update(y, counts, threads) == (n, 0, False)
+    np.testing.assert_array_equal(counts, expected)
+
+
+@pytest.mark.parametrize("n,size,threads", HISTOGRAM_PATHS, ids=["staged", "table", "two-tables"])
+def test_histogram_update_refuses_a_bad_value_or_a_wrap_and_changes_nothing(n, size, threads):
+    rng = np.random.default_rng(n + 1)
+    y = rng.integers(0, size, n, dtype=np.uint64)
+    counts = rng.integers(0, 1 << 40, size, dtype=np.uint64)
+    before = counts.copy()
+    # the first bad value is reported, whichever worker range the later ones fall in
+    for first, later in ((0, n - 1), (n // 2 - 1, n - 1), (n - 1, None)):
+        bad = y.copy()
+        bad[first] = size + first
+        if later is not None:
+            bad[later] = 2**64 - 1
+        assert _core.histogram_update(bad, counts, threads) == (first, size + first, False)
+        np.testing.assert_array_equal(counts, before)
+    # a counter that would wrap: the batch's last value lands on it
+    counts[y[-1]] = 2**64 - 1 - int(np.count_nonzero(y[:-1] == y[-1]))
+    before = counts.copy()
+    assert _core.histogram_update(y, counts, threads) == (n, 0, True)
+    np.testing.assert_array_equal(counts, before)
+
+
+def test_server_refuses_a_large_batch_with_one_bad_report_unchanged():
+    params = grr.Params(1.0, 16)
+    server = grr.Server(params).update(grr.Client(params, rng=2).perturb(np.arange(1000) % 16))
+    before = server.to_bytes()
+    y = grr.Client(params, rng=3).perturb(np.arange(1 << 16) % 16).y  # counted in a private table
+    y[40_000] = 16
+    with pytest.raises(ReportError, match=r"y must be symbols in \[0, 16\), got 16 at index 40000"):
+        server.update(grr.Reports(y=y))
+    assert server.to_bytes() == before
+
+
+def test_histogram_affine_is_numpys_affine_map_of_the_rounded_counts():
+    rng = np.random.default_rng(4)
+    counts = np.concatenate([rng.integers(0, 1 << 20, 1000, dtype=np.uint64),
+                             np.array([0, 2**53 + 1, 2**63 - 1, 2**63 + 3, 2**64 - 1], np.uint64)])
+    # equal up to the rounding of the product (a compiler may fuse the multiply-add)
+    np.testing.assert_allclose(_core.histogram_affine(counts, 0.37, -1.5), counts.astype(np.float64) * 0.37 - 1.5,
+                               rtol=2**-52, atol=2**-50)
+    square = counts[:1000].reshape(10, 100)
+    np.testing.assert_array_equal(_core.histogram_affine(square, 2.0, 0.0), 2.0 * square)
+    params = grr.Params(1.0, 10)  # decode_counts: the histogram path and the numpy path agree
+    np.testing.assert_allclose(grr.decode_counts(params, counts[:10], 5000),
+                               grr.decode_counts(params, counts[:10].astype(np.int64), 5000), rtol=1e-15)
+
+
+def test_histogram_update_stops_at_a_wrap_at_the_end_of_a_staged_block():
+    """A counter wraps at the last value of the first 2^20-value block; the bad value in the
+    next block is never reached: the batch is refused as an overflow, counts unchanged."""
+    size, block = 1 << 19, 1 << 20
+    y = np.random.default_rng(6).integers(0, size, block + 5, dtype=np.uint64)
+    y[block + 2] = size
+    counts = np.zeros(size, dtype=np.uint64)
+    counts[y[block - 1]] = 2**64 - 1 - int(np.count_nonzero(y[:block - 1] == y[block - 1]))
+    before = counts.copy()
+    assert _core.histogram_update(y, counts, 1) == (y.size, 0, True)
+    np.testing.assert_array_equal(counts, before)

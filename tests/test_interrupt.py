@@ -120,6 +120,18 @@ CASES = {
             _core.hadamard_update(None, rows_pattern[:5000], bits_pattern[:5000], group_rows, base, z)
             return z.tolist()
     """,
+    "grr_histogram_update": """
+        rng = np.random.default_rng(5)
+        width, per_pattern = 1 << 12, 1 << 21      # private tables; 16 MiB patterns
+        pattern = rng.integers(0, width, per_pattern, dtype=np.uint64)
+        make = lambda k: (repeated(pattern, -(-k // per_pattern)), np.zeros(width, np.uint64))
+        run = lambda y, counts: _core.histogram_update(y, counts)
+        size, small = 1 << 30, 1 << 24
+        def check():
+            counts = np.zeros(width, np.uint64)
+            _core.histogram_update(pattern[:5000], counts)
+            return counts.tolist()
+    """,
     "privsketch_decode_full": """
         rng = np.random.default_rng(4)
         K, M = 4, 64
@@ -335,7 +347,7 @@ def test_long_fwht_rows_are_identical_for_every_schedule(backend):
     np.testing.assert_array_equal(one, many)
 
 
-ROLLBACK_CHILD = PRELUDE + textwrap.dedent("""
+ALARMS = PRELUDE + textwrap.dedent("""
     import signal
     # A SIGALRM every millisecond is always pending when the kernel polls for signals (at
     # most every 20 ms); the handler raises KeyboardInterrupt at the k-th poll, k = 1, 2, ...
@@ -346,7 +358,10 @@ ROLLBACK_CHILD = PRELUDE + textwrap.dedent("""
         polls[0] += 1
         if polls[0] == polls[1]:
             raise KeyboardInterrupt
-    signal.signal(signal.SIGALRM, handler)
+    signal.signal(signal.SIGALRM, handler)  # polls[1] = 0 disarms it (polls[0] >= 1 when compared)
+""")
+
+ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
     width, n, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     rng = np.random.default_rng(12)
     row_pattern = rng.integers(0, width, 1 << 20).astype(np.uint32)
@@ -377,6 +392,7 @@ ROLLBACK_CHILD = PRELUDE + textwrap.dedent("""
         signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
         try:
             _core.hadamard_update(None, rows, bits, group_rows, base, z, threads, sizes, count)
+            polls[1] = 0  # disarmed: an alarm after the try could not be caught
             finished = True
         except KeyboardInterrupt:  # inside the call, or just after it returned
             finished = False
@@ -404,6 +420,60 @@ def test_an_update_interrupted_at_any_poll_changes_nothing(width, n, threads):
     back out), z and the counts are exactly as before; uninterrupted, the whole batch."""
     proc = subprocess.run([sys.executable, "-c", ROLLBACK_CHILD, str(width), str(n), str(threads)], env=_env(),
                           capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["finished"] and result["unchanged"] + result["complete"] == result["runs"], result  # no partial
+    assert result["unchanged"] >= 2, result  # the call was long enough to be interrupted more than once
+
+
+HISTOGRAM_ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
+    width, n, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    rng = np.random.default_rng(13)
+    pattern = rng.integers(0, width, 1 << 18, dtype=np.uint64)  # 2 MiB
+    start = rng.integers(0, 1 << 40, width, dtype=np.uint64)
+    while True:  # the batch grows until one uninterrupted call takes MIN_CALL_S
+        y = repeated(pattern, n >> 18)
+        t = time.perf_counter()
+        _core.histogram_update(y, start.copy(), threads)
+        if time.perf_counter() - t >= MIN_CALL_S:
+            break
+        n *= 2
+    reference = start + np.uint64(n >> 18) * np.bincount(pattern, minlength=width).astype(np.uint64)
+    unchanged = complete = 0
+    for k in range(1, 1000):
+        counts = start.copy()
+        polls[:] = [0, k]
+        signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
+        try:
+            _core.histogram_update(y, counts, threads)
+            polls[1] = 0  # disarmed: an alarm after the try could not be caught
+            finished = True
+        except KeyboardInterrupt:  # inside the call, or just after it returned
+            finished = False
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        if np.array_equal(counts, start):
+            unchanged += 1
+        elif np.array_equal(counts, reference):
+            complete += 1
+        else:
+            break  # a partial state
+        if finished:
+            break
+    print(json.dumps({"runs": k, "unchanged": unchanged, "complete": complete, "finished": finished, "n": n}))
+""")
+
+
+@POSIX
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd_create (Linux)")
+@pytest.mark.parametrize("width, n, threads", [(1 << 12, 1 << 24, 1), (1 << 12, 1 << 24, 2),
+                                               ((1 << 22) + (1 << 20), 1 << 22, 1)],
+                         ids=["grr-table", "grr-two-tables", "grr-staged"])
+def test_a_histogram_update_interrupted_at_any_poll_changes_nothing(width, n, threads):
+    """histogram_update (the GRR server) counts private tables, or counts in place and
+    stages the values: interrupted at any interruption point, the counts are exactly as
+    before (tables dropped, staged values taken back out); uninterrupted, the whole batch."""
+    proc = subprocess.run([sys.executable, "-c", HISTOGRAM_ROLLBACK_CHILD, str(width), str(n), str(threads)],
+                          env=_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["finished"] and result["unchanged"] + result["complete"] == result["runs"], result  # no partial

@@ -136,9 +136,17 @@ def test_copying_or_counting_a_batch_larger_than_the_budget_is_refused(limit):
     reports = ocms.Client(params, rng=1).perturb(np.arange(2**15))  # 768 KiB of columns, copied first
     limit(512 << 10)
     _refused_small(lambda: ocms.Server(params).update(reports), r"a copy of a batch of 32768 reports")
+    # GRR reads y once (no copy); a batch of under 4 reports per counter is staged at 4 bytes
+    # a report: 2^15 reports need 128 KiB beside the 512 KiB state, over a 32 KiB margin
+    params = grr.Params(epsilon=1.0, d=2**16)
+    limit((512 + 32) << 10)
+    reports = grr.Client(params, rng=1).perturb(np.arange(2**15))
+    _refused_small(lambda: grr.Server(params).update(reports), r"counting a batch of 32768 GRR reports")
+    assert grr.Server(params).update(grr.Reports(y=reports.y[:2**12])).n == 2**12  # 16 KiB staged: fits
+    # a batch of many reports per counter is counted in a table of the histogram's size
     params = grr.Params(epsilon=1.0, d=16)
-    reports = grr.Client(params, rng=1).perturb(np.arange(2**17) % 16)  # GRR reads y once: no copy
-    _refused_small(lambda: grr.Server(params).update(reports), r"counting a batch of 131072 GRR reports")
+    limit(1 << 10)
+    assert grr.Server(params).update(grr.Client(params, rng=1).perturb(np.arange(2**17) % 16)).n == 2**17
 
 
 # The issue-20/21b servers: OUE's column counts (as large as the state: one report is d

@@ -9,4 +9,5 @@ PYBIND11_MODULE(_core, m) {
   ldpfast::bind::register_privsketch(m);
   ldpfast::bind::register_pgr(m);
   ldpfast::bind::register_bitvec(m);
+  ldpfast::bind::register_histogram(m);
 }

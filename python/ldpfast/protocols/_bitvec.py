@@ -71,6 +71,9 @@ class BitCountServer(Aggregator):
     #: The Reports column holding each report's group (None: one group).
     group_column: ClassVar[Optional[str]] = None
     _ingest_validates: ClassVar[bool] = True
+    # bitvec_column_counts reads each row word and group once (checked, then counted) into
+    # fresh counts: the template need not copy the batch first
+    _reads_once: ClassVar[bool] = True
 
     def __init__(self, params: Any, threads: int = 0):
         super().__init__(params)

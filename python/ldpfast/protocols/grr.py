@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from .. import _base, _core
 from .._validate import (check_below, check_epsilon, check_int, check_values, rr_threshold,
                          uint64_column)
-from ..errors import FormatError, ParameterError, ReportError
+from ..errors import FormatError, IncompatibleError, ParameterError, ReportError
 from .._base import AuditHooks, ComparisonRow
 from ..audit import Plan, value_inputs
 from ..estimates import PLUG_IN
@@ -128,8 +128,15 @@ def decode_counts(params: Params, counts: ArrayLike, n: int, clip: bool = False)
     if n <= 0:
         raise ReportError("cannot estimate frequencies from zero reports")
     em1 = math.expm1(params.epsilon)
-    fhat = ((em1 + params.d) * (np.asarray(counts, dtype=np.float64) / n) - 1.0) / em1
-    return np.clip(fhat, 0.0, 1.0) if clip else fhat
+    scale, offset = (em1 + params.d) / (n * em1), -1.0 / em1  # fhat = C (e+d-1)/(n(e-1)) - 1/(e-1)
+    counts = np.asarray(counts)
+    if counts.dtype == np.uint64 and counts.flags.c_contiguous and counts.flags.aligned:  # a histogram: one pass
+        fhat = _core.histogram_affine(counts, scale, offset)
+    else:
+        fhat = np.asarray(counts * scale + offset, dtype=np.float64)
+    if clip:
+        np.clip(fhat, 0.0, 1.0, out=fhat)
+    return fhat
 
 
 class Server(_base.Aggregator):
@@ -165,23 +172,24 @@ class Server(_base.Aggregator):
         """The report histogram (a copy)."""
         return self._counts.copy()
 
-    # _ingest reads y once (clamped to d into its own array, which it counts), so the
-    # template neither copies the batch nor runs _validate first
+    # _ingest counts y in C++ (histogram_update), which reads each value once, checks it and
+    # leaves the counts unchanged unless the whole batch is valid
     _reads_once: ClassVar[bool] = True
     _ingest_validates: ClassVar[bool] = True
 
     def _validate(self, reports: Reports) -> None:
         check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
 
-    def _ingest(self, reports: Reports) -> _base.Delta:
-        d = self.params.d
-        self._check_call(8 * len(reports), lambda: f"counting a batch of {len(reports)} GRR reports")
-        symbols = np.minimum(reports.y, np.uint64(d))  # the one read of y: values >= d become d
-        delta = self._delta().add_counts("counts", symbols, size=d + 1)
-        if delta.touches("counts", d):
-            self._validate(reports)  # names the first bad report
-            raise ReportError(f"y must be symbols in [0, {d}) (a value changed during update)")
-        return delta
+    def _ingest(self, reports: Reports) -> None:
+        n, counts = len(reports), self._counts
+        self._check_call(_core.histogram_update_scratch_bytes(n, counts.size),
+                         lambda: f"counting a batch of {n} GRR reports")
+        self._st.changed()
+        bad, value, overflow = _core.histogram_update(reports.y, counts)
+        if bad < n:
+            raise ReportError(f"y must be symbols in [0, {self.params.d}), got {value} at index {bad}")
+        if overflow:
+            raise IncompatibleError("adding the batch would overflow the uint64 state array 'counts'")
 
     def estimate(self, candidates: Optional[ArrayLike] = None, counts: bool = False, *,
                  clip: bool = False) -> np.ndarray:
@@ -198,7 +206,9 @@ class Server(_base.Aggregator):
             xs = check_values(candidates, self.params.d, "candidates", "values in")
             histogram = self._counts[xs]
         est = decode_counts(self.params, histogram, n, clip)
-        return est * n if counts else est
+        if counts:
+            est *= n
+        return est
 
     def estimate_counts(self, candidates: Optional[ArrayLike] = None, clip: bool = False) -> np.ndarray:
         """Alias of ``estimate(candidates, counts=True, clip=clip)`` (kept for compatibility)."""
