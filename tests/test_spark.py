@@ -448,3 +448,49 @@ def test_local_cluster_executors_in_their_own_jvms(tmp_path):
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"npcms": [True, True]}
+
+
+# -- the Python of a session ldpfast starts -------------------------------------------------------
+SESSION_OF_ITS_OWN = textwrap.dedent("""
+    import json, sys
+    import ldpfast.spark
+    from ldpfast.dask import aggregate_files
+
+    server = ldpfast.spark.aggregate(sys.argv[1])  # no session: ldpfast starts a local one
+    files = ldpfast.spark.list_report_files(sys.argv[1])
+    expected = aggregate_files(type(server), type(server)(server.params).to_bytes(), files)
+    from pyspark import SparkContext
+    print(json.dumps([server.to_bytes() == expected, SparkContext._active_spark_context.pythonExec]))
+""")
+
+
+def test_a_session_ldpfast_starts_runs_this_python_on_its_workers(tmp_path):
+    """As from a virtual environment that is not activated: ``python3`` on the PATH is
+    another Python (here one that fails), PYSPARK_PYTHON unset. The local session ldpfast
+    starts runs its workers on this interpreter."""
+    _hrr_files(tmp_path / "reports", n_files=2, n=1_000)
+    (tmp_path / "bin").mkdir()
+    other = tmp_path / "bin" / "python3"
+    other.write_text("#!/bin/sh\necho 'not the caller's Python' >&2\nexit 1\n")
+    other.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK")}
+    env.update(PATH=os.pathsep.join([str(tmp_path / "bin"), "/usr/bin", "/bin"]),
+               PYTHONPATH=str(Path(ldpfast.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-c", SESSION_OF_ITS_OWN, str(tmp_path / "reports")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, sys.executable]
+
+
+def test_a_python_the_user_names_is_kept(spark, monkeypatch):
+    from ldpfast.spark._run import _with_this_python
+
+    context = spark.sparkContext
+    before = context.pythonExec
+    try:
+        monkeypatch.setenv("PYSPARK_PYTHON", "/opt/their/python")
+        assert _with_this_python(spark).sparkContext.pythonExec == "/opt/their/python"
+        monkeypatch.delenv("PYSPARK_PYTHON")
+        assert _with_this_python(spark).sparkContext.pythonExec == sys.executable
+    finally:
+        context.pythonExec = before
