@@ -29,7 +29,7 @@ pytest.importorskip("pyspark", reason="PySpark is not installed (pip install 'ld
 import _toy_protocol  # noqa: E402,F401  (registers "toy-count": a protocol from outside ldpfast)
 import ldpfast.spark as lspark  # noqa: E402
 from ldpfast.dask import aggregate_files as single_process  # noqa: E402
-from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError  # noqa: E402
+from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError, StorageError  # noqa: E402
 from ldpfast.spark._tasks import _keys, _spark_hash_long  # noqa: E402
 from ldpfast.testing._case import Case, Options  # noqa: E402
 from test_conformance import SUBJECTS  # noqa: E402
@@ -448,6 +448,14 @@ def test_local_cluster_executors_in_their_own_jvms(tmp_path):
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"npcms": [True, True]}
+
+
+def test_a_missing_directory_or_file_is_named_as_missing(tmp_path):
+    _, params = _hrr()
+    missing = str(tmp_path / "missing")
+    for source, start in ((missing, params), (missing, None), ([missing + ".parquet"], params)):
+        with pytest.raises(StorageError, match="no such directory or file: " + re.escape(missing)):
+            lspark.aggregate(source, start)
 
 
 # -- the Python of a session ldpfast starts -------------------------------------------------------

@@ -52,7 +52,7 @@ from typing import Any, List, Optional, Sequence, Union, cast
 
 from .._base import Aggregator, params_from_json, protocol
 from ..arrow import FINGERPRINT_COLUMN
-from ..errors import ParameterError
+from ..errors import ParameterError, StorageError
 from ._run import (PathLike, _absolute, _aggregate_paths, _check_schema, _checked_int, _checksums_verified,
                    _column_specs, _DataFrameRun, _job, _label_domain, _planned_partitions,
                    _spill_directory)
@@ -64,15 +64,18 @@ __all__ = ["aggregate", "aggregate_files", "aggregate_dataframe", "list_report_f
 def list_report_files(source: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     """The report files of ``source``: a directory (its ``*.parquet`` files in sorted name
     order, as ``ldpfast aggregate`` ingests them), one file, or a list of files (in order).
-    Directories given as URIs (``s3://bucket/reports/``) are listed with ``pyarrow.fs``."""
+    Directories given as URIs (``s3://bucket/reports/``) are listed with ``pyarrow.fs``.
+    A local path or a URI that does not exist raises StorageError."""
     if isinstance(source, (list, tuple)):
-        return [_absolute(os.fspath(p)) for p in source]
+        return [_existing(_absolute(os.fspath(p))) for p in source]
     path = _absolute(os.fspath(cast(PathLike, source)))
     if "://" in path and not path.startswith("file://"):
         from pyarrow import fs
 
         filesystem, inner = fs.FileSystem.from_uri(path)
         info = filesystem.get_file_info(inner)
+        if info.type == fs.FileType.NotFound:
+            raise StorageError(f"no such directory or file: {path}")
         if info.type != fs.FileType.Directory:
             return [path]
         outer, within = path.rstrip("/"), inner.rstrip("/")
@@ -82,7 +85,15 @@ def list_report_files(source: Union[PathLike, Sequence[PathLike]]) -> List[str]:
                 if e.base_name.endswith(".parquet") and e.type == fs.FileType.File]
     if os.path.isdir(path):
         return [os.path.join(path, name) for name in sorted(os.listdir(path)) if name.endswith(".parquet")]
-    return [path]
+    return [_existing(path)]
+
+
+def _existing(path: str) -> str:
+    """``path``, unless it is a local path to nothing (a URI in a list is left to the task
+    that reads it)."""
+    if "://" not in path and not os.path.exists(path):
+        raise StorageError(f"no such directory or file: {path}")
+    return path
 
 
 def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = None, *, spark: Any = None,
@@ -114,6 +125,7 @@ def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = No
         The aggregator, byte-identical to folding the files in one process.
 
     Raises:
+        StorageError: a local path (or the URI given) does not exist.
         IncompatibleError: a file records other parameters (names the file).
         FormatError: a file is not a report file, or a page checksum does not match.
         ReportError, DTypeError: a report does not fit the parameters (names file and row).
