@@ -354,17 +354,6 @@ def _aggregate_paths(files: List[str], params: Any, *, spark: Any = None, tasks:
     return total, entries
 
 
-def _checksums_verified(spark: Any) -> bool:
-    key = "spark.hadoop.parquet.page.verify-checksum.enabled"
-    try:
-        value = spark.conf.get(key, None)
-    except Exception:  # pragma: no cover - old or restricted sessions
-        value = None
-    if value is None:
-        value = spark.sparkContext.getConf().get(key, None)
-    return str(value).lower() == "true"
-
-
 def _check_schema(df: Any, specs: Sequence[_Column]) -> None:
     """Refuse, before any job, a DataFrame whose rows cannot be checked or converted."""
     from pyspark.sql import types as T
