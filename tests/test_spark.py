@@ -596,3 +596,18 @@ def test_a_python_the_user_names_is_kept(spark, monkeypatch):
         assert _with_this_python(spark).sparkContext.pythonExec == sys.executable
     finally:
         context.pythonExec = before
+
+
+def test_files_read_through_a_source_the_plan_does_not_show_are_refused(spark, tmp_path):
+    """With Parquet read as a DataSource V2 table, ldpfast cannot see the Hadoop settings of
+    the reader: refused unless the caller says the reader verifies the checksums."""
+    proto, params, paths = _hrr_files(tmp_path / "reports", n_files=2, n=1_000)
+    spark.conf.set("spark.sql.sources.useV1SourceList", "")
+    try:
+        df = spark.read.parquet(str(tmp_path / "reports"))
+        with pytest.raises(ParameterError, match="through a source ldpfast cannot inspect"):
+            lspark.aggregate_dataframe(df, params)
+        got = lspark.aggregate_dataframe(df, params, require_page_checksums=False)
+    finally:
+        spark.conf.unset("spark.sql.sources.useV1SourceList")
+    assert got.to_bytes() == single_process(type(got), proto.aggregator(params).to_bytes(), paths)
