@@ -29,7 +29,8 @@ pytest.importorskip("pyspark", reason="PySpark is not installed (pip install 'ld
 import _toy_protocol  # noqa: E402,F401  (registers "toy-count": a protocol from outside ldpfast)
 import ldpfast.spark as lspark  # noqa: E402
 from ldpfast.dask import aggregate_files as single_process  # noqa: E402
-from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError  # noqa: E402
+from ldpfast.errors import (DTypeError, FormatError, IncompatibleError, ParameterError, ReportError,  # noqa: E402
+                            StorageError)
 from ldpfast.spark._tasks import _keys, _spark_hash_long  # noqa: E402
 from ldpfast.testing._case import Case, Options  # noqa: E402
 from test_conformance import SUBJECTS  # noqa: E402
@@ -180,8 +181,8 @@ def test_a_file_of_other_parameters_is_refused_naming_it(spark, tmp_path, job_gr
         lspark.aggregate_files(tmp_path / "reports", params, spark=spark)
     assert _failed_tasks(spark, job_group) == 0  # refused once, not retried
     df = spark.read.parquet(str(tmp_path / "reports"))
-    with pytest.raises(IncompatibleError, match=re.escape(paths[2]) + r", row 0: made with other parameters"):
-        lspark.aggregate_dataframe(df, params)
+    with pytest.raises(IncompatibleError, match=re.escape(paths[2]) + ": reports were made with different parameters"):
+        lspark.aggregate_dataframe(df, params)  # from its metadata, before any job
 
 
 def test_labelled_reports_keep_their_vocabulary_and_another_one_is_refused(spark, tmp_path):
@@ -206,8 +207,10 @@ def test_labelled_reports_keep_their_vocabulary_and_another_one_is_refused(spark
     other = proto.params(epsilon=1.0, d=64).with_domain(Domain([f"other-{i}" for i in range(64)]))
     with pytest.raises(IncompatibleError, match=re.escape(paths[0])):
         lspark.aggregate_files(paths, other, spark=spark)
-    with pytest.raises(IncompatibleError, match=r"row 0: made with other parameters"):
+    with pytest.raises(IncompatibleError, match=re.escape(paths[0]) + ": its metadata records parameters of"):
         lspark.aggregate_dataframe(df, other)
+    with pytest.raises(IncompatibleError, match=r"row 0: made with other parameters"):  # the rows say so too
+        lspark.aggregate_dataframe(df.localCheckpoint(), other)  # no files: only the rows are checked
 
 
 def test_a_dataframe_without_fingerprints_is_refused_before_any_job(spark, tmp_path, job_group):
@@ -243,13 +246,48 @@ def test_a_damaged_page_is_refused(spark, tmp_path):
     df = spark.read.parquet(str(tmp_path / "reports"))
     with pytest.raises(Exception, match="(?i)checksum|crc"):  # Spark's reader verifies (session setting)
         lspark.aggregate_dataframe(df, params)
-    key = "spark.hadoop.parquet.page.verify-checksum.enabled"
+
+
+def test_the_checksum_guard_reads_the_setting_spark_applies(spark, tmp_path):
+    """Which key makes Spark verify page checksums is measured here, on a damaged file not
+    named *.parquet: set at run time, the plain parquet-mr key and the reader option are
+    applied (and accepted), ``spark.hadoop.<key>`` is not (and is refused, saying why); a
+    run-time ``false`` over the session's ``true`` is refused."""
+    key = "parquet.page.verify-checksum.enabled"
+    proto, params = _hrr()
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    damaged = folder / "part-0000.data"  # Spark reads every file of the directory, whatever its name
+    arrow.write_parquet(_perturb(proto, params, np.arange(20_000) % 4096, 5), damaged, params,
+                        compression="none", fingerprint_column=True)
+    _flip_a_data_byte(damaged)
+    context_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    context_conf.unset(key)  # as if the session had started without spark.hadoop.<key>
+    try:
+        spark.conf.set(f"spark.hadoop.{key}", "true")
+        try:
+            spark.read.parquet(str(folder)).selectExpr("sum(rows)").collect()  # the damaged page is read: no check
+            with pytest.raises(ParameterError, match=re.escape(f"'spark.hadoop.{key}' is set in spark.conf, but "
+                                                               "Spark applies spark.hadoop.* keys only when")):
+                lspark.aggregate_dataframe(spark.read.parquet(str(folder)), params)
+        finally:
+            spark.conf.unset(f"spark.hadoop.{key}")
+        spark.conf.set(key, "true")
+        try:
+            with pytest.raises(Exception, match="(?i)checksum|crc"):
+                lspark.aggregate_dataframe(spark.read.parquet(str(folder)), params)
+        finally:
+            spark.conf.unset(key)
+        with pytest.raises(Exception, match="(?i)checksum|crc"):
+            lspark.aggregate_dataframe(spark.read.option(key, "true").parquet(str(folder)), params)
+    finally:
+        context_conf.set(key, "true")
     spark.conf.set(key, "false")
     try:
-        with pytest.raises(ParameterError, match=re.escape(key)):
-            lspark.aggregate_dataframe(spark.read.parquet(str(tmp_path / "reports")), params)
+        with pytest.raises(ParameterError, match=re.escape(str(damaged)) + ".*" + re.escape(f"{key} = false")):
+            lspark.aggregate_dataframe(spark.read.parquet(str(folder)), params)
     finally:
-        spark.conf.set(key, "true")
+        spark.conf.unset(key)
 
 
 # -- columns Spark widens -----------------------------------------------------------------------
@@ -448,3 +486,128 @@ def test_local_cluster_executors_in_their_own_jvms(tmp_path):
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"npcms": [True, True]}
+
+
+# -- the files a DataFrame reads, checked before any job -----------------------------------------
+def _jobs(spark, group):
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_file_whose_metadata_records_other_parameters_is_refused_before_any_job(spark, tmp_path, job_group):
+    """A file whose rows carry eps 1's fingerprint but whose metadata records eps 2: the
+    per-row check alone would aggregate it; the file's metadata is checked too, naming it.
+    Metadata whose fingerprint is not that of its own parameters is a FormatError."""
+    import pyarrow.parquet as pq
+
+    proto, params, paths = _hrr_files(tmp_path / "reports", n_files=2, n=1_000)
+    other = proto.params(epsilon=2.0, d=4096)
+    table = arrow.to_arrow(_perturb(proto, params, np.arange(1_000), 3), params, fingerprint_column=True)
+    other_metadata = arrow.to_arrow(_perturb(proto, other, np.arange(10), 3), other).schema.metadata
+    pq.write_table(table.replace_schema_metadata(other_metadata), paths[1])
+    df = spark.read.parquet(str(tmp_path / "reports"))
+    jobs = _jobs(spark, job_group)
+    with pytest.raises(IncompatibleError, match=re.escape(paths[1]) + ": reports were made with different parameters"):
+        lspark.aggregate_dataframe(df, params)
+    assert _jobs(spark, job_group) == jobs
+    forged = {**other_metadata, b"ldpfast.fingerprint": params.fingerprint.encode()}
+    pq.write_table(table.replace_schema_metadata(forged), paths[1])
+    with pytest.raises(FormatError, match=re.escape(paths[1]) + ": stored parameter fingerprint does not match"):
+        lspark.aggregate_dataframe(spark.read.parquet(str(tmp_path / "reports")), params)
+
+
+def test_an_empty_file_is_refused_naming_it(spark, tmp_path, job_group):
+    proto, params, paths = _hrr_files(tmp_path / "reports", n_files=2, n=1_000)
+    empty = tmp_path / "reports" / "part-0002.parquet"
+    empty.write_bytes(b"")
+    df = spark.read.parquet(str(tmp_path / "reports"))
+    assert df.count() == 2_000  # Spark skips the empty file without a word
+    jobs = _jobs(spark, job_group)
+    with pytest.raises(FormatError, match=re.escape(str(empty)) + r" is empty \(0 bytes\)"):
+        lspark.aggregate_dataframe(df, params)
+    assert _jobs(spark, job_group) == jobs
+
+
+def test_a_file_with_a_report_column_of_another_type_is_refused_at_once(spark, tmp_path, job_group):
+    """Spark fails every attempt of the task reading a file whose column type differs from
+    the DataFrame's (a Spark error after the retries); the footers are checked first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    proto, params, paths = _hrr_files(tmp_path / "reports", n_files=2, n=1_000)
+    table = arrow.to_arrow(_perturb(proto, params, np.arange(1_000), 3), params, fingerprint_column=True)
+    pq.write_table(table.set_column(0, "rows", table.column("rows").cast(pa.float64())), paths[1])
+    df = spark.read.schema(spark.read.parquet(paths[0]).schema).parquet(str(tmp_path / "reports"))
+    jobs = _jobs(spark, job_group)
+    with pytest.raises(DTypeError, match=re.escape(paths[1]) + ": report column 'rows' is double in this file, "
+                                         "but the DataFrame reads it as long"):
+        lspark.aggregate_dataframe(df, params)
+    assert _jobs(spark, job_group) == jobs
+
+
+def test_a_missing_directory_or_file_is_named_as_missing(tmp_path):
+    _, params = _hrr()
+    missing = str(tmp_path / "missing")
+    for source, start in ((missing, params), (missing, None), ([missing + ".parquet"], params)):
+        with pytest.raises(StorageError, match="no such directory or file: " + re.escape(missing)):
+            lspark.aggregate(source, start)
+
+
+# -- the Python of a session ldpfast starts -------------------------------------------------------
+SESSION_OF_ITS_OWN = textwrap.dedent("""
+    import json, sys
+    import ldpfast.spark
+    from ldpfast.dask import aggregate_files
+
+    server = ldpfast.spark.aggregate(sys.argv[1])  # no session: ldpfast starts a local one
+    files = ldpfast.spark.list_report_files(sys.argv[1])
+    expected = aggregate_files(type(server), type(server)(server.params).to_bytes(), files)
+    from pyspark import SparkContext
+    print(json.dumps([server.to_bytes() == expected, SparkContext._active_spark_context.pythonExec]))
+""")
+
+
+def test_a_session_ldpfast_starts_runs_this_python_on_its_workers(tmp_path):
+    """As from a virtual environment that is not activated: ``python3`` on the PATH is
+    another Python (here one that fails), PYSPARK_PYTHON unset. The local session ldpfast
+    starts runs its workers on this interpreter."""
+    _hrr_files(tmp_path / "reports", n_files=2, n=1_000)
+    (tmp_path / "bin").mkdir()
+    other = tmp_path / "bin" / "python3"
+    other.write_text("#!/bin/sh\necho 'not the caller's Python' >&2\nexit 1\n")
+    other.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK")}
+    env.update(PATH=os.pathsep.join([str(tmp_path / "bin"), "/usr/bin", "/bin"]),
+               PYTHONPATH=str(Path(ldpfast.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-c", SESSION_OF_ITS_OWN, str(tmp_path / "reports")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, sys.executable]
+
+
+def test_a_python_the_user_names_is_kept(spark, monkeypatch):
+    from ldpfast.spark._run import _with_this_python
+
+    context = spark.sparkContext
+    before = context.pythonExec
+    try:
+        monkeypatch.setenv("PYSPARK_PYTHON", "/opt/their/python")
+        assert _with_this_python(spark).sparkContext.pythonExec == "/opt/their/python"
+        monkeypatch.delenv("PYSPARK_PYTHON")
+        assert _with_this_python(spark).sparkContext.pythonExec == sys.executable
+    finally:
+        context.pythonExec = before
+
+
+def test_files_read_through_a_source_the_plan_does_not_show_are_refused(spark, tmp_path):
+    """With Parquet read as a DataSource V2 table, ldpfast cannot see the Hadoop settings of
+    the reader: refused unless the caller says the reader verifies the checksums."""
+    proto, params, paths = _hrr_files(tmp_path / "reports", n_files=2, n=1_000)
+    spark.conf.set("spark.sql.sources.useV1SourceList", "")
+    try:
+        df = spark.read.parquet(str(tmp_path / "reports"))
+        with pytest.raises(ParameterError, match="through a source ldpfast cannot inspect"):
+            lspark.aggregate_dataframe(df, params)
+        got = lspark.aggregate_dataframe(df, params, require_page_checksums=False)
+    finally:
+        spark.conf.unset("spark.sql.sources.useV1SourceList")
+    assert got.to_bytes() == single_process(type(got), proto.aggregator(params).to_bytes(), paths)

@@ -423,9 +423,10 @@ def _spark_session(master: Optional[str]) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
-    return (SparkSession.builder.master(master or "local[*]").appName("ldpfast aggregate")
-            .config("spark.pyspark.python", sys.executable).config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate())
+    from ..spark._run import _with_this_python
+
+    return _with_this_python(SparkSession.builder.master(master or "local[*]").appName("ldpfast aggregate")
+                             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
 
 
 def _run_spark(args: argparse.Namespace, files: List[Path], params: Params) -> int:

@@ -21,7 +21,8 @@ Two routes, chosen by what is given (see docs/spark.md for the measurements):
   the fingerprint column ``ldpfast_fingerprint`` (``write_parquet(...,
   fingerprint_column=True)``), checked in every row; columns Spark widened (uint32 read as
   bigint, uint64 as decimal(20,0), fixed-size lists as arrays) are converted back, and a
-  value that does not fit is refused, never wrapped.
+  value that does not fit is refused, never wrapped. Before any job, the footer of every
+  Parquet file the DataFrame reads is checked (:mod:`ldpfast.spark._sources`).
 
 Partial aggregators then travel as their versioned bytes (``to_bytes``), never whole
 through a JVM: written to a directory that the driver and the executors share (``spill``;
@@ -52,10 +53,11 @@ from typing import Any, List, Optional, Sequence, Union, cast
 
 from .._base import Aggregator, params_from_json, protocol
 from ..arrow import FINGERPRINT_COLUMN
-from ..errors import ParameterError
-from ._run import (PathLike, _absolute, _aggregate_paths, _check_schema, _checked_int, _checksums_verified,
+from ..errors import ParameterError, StorageError
+from ._run import (PathLike, _absolute, _aggregate_paths, _check_schema, _checked_int,
                    _column_specs, _DataFrameRun, _job, _label_domain, _planned_partitions,
                    _spill_directory)
+from ._sources import check_sources
 from ._tasks import _FETCH_BYTES, _PIECE_BYTES, _ROWS, _dataframe_task, _read_source
 
 __all__ = ["aggregate", "aggregate_files", "aggregate_dataframe", "list_report_files", "FINGERPRINT_COLUMN"]
@@ -64,15 +66,18 @@ __all__ = ["aggregate", "aggregate_files", "aggregate_dataframe", "list_report_f
 def list_report_files(source: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     """The report files of ``source``: a directory (its ``*.parquet`` files in sorted name
     order, as ``ldpfast aggregate`` ingests them), one file, or a list of files (in order).
-    Directories given as URIs (``s3://bucket/reports/``) are listed with ``pyarrow.fs``."""
+    Directories given as URIs (``s3://bucket/reports/``) are listed with ``pyarrow.fs``.
+    A local path or a URI that does not exist raises StorageError."""
     if isinstance(source, (list, tuple)):
-        return [_absolute(os.fspath(p)) for p in source]
+        return [_existing(_absolute(os.fspath(p))) for p in source]
     path = _absolute(os.fspath(cast(PathLike, source)))
     if "://" in path and not path.startswith("file://"):
         from pyarrow import fs
 
         filesystem, inner = fs.FileSystem.from_uri(path)
         info = filesystem.get_file_info(inner)
+        if info.type == fs.FileType.NotFound:
+            raise StorageError(f"no such directory or file: {path}")
         if info.type != fs.FileType.Directory:
             return [path]
         outer, within = path.rstrip("/"), inner.rstrip("/")
@@ -82,7 +87,15 @@ def list_report_files(source: Union[PathLike, Sequence[PathLike]]) -> List[str]:
                 if e.base_name.endswith(".parquet") and e.type == fs.FileType.File]
     if os.path.isdir(path):
         return [os.path.join(path, name) for name in sorted(os.listdir(path)) if name.endswith(".parquet")]
-    return [path]
+    return [_existing(path)]
+
+
+def _existing(path: str) -> str:
+    """``path``, unless it is a local path to nothing (a URI in a list is left to the task
+    that reads it)."""
+    if "://" not in path and not os.path.exists(path):
+        raise StorageError(f"no such directory or file: {path}")
+    return path
 
 
 def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = None, *, spark: Any = None,
@@ -114,6 +127,7 @@ def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = No
         The aggregator, byte-identical to folding the files in one process.
 
     Raises:
+        StorageError: a local path (or the URI given) does not exist.
         IncompatibleError: a file records other parameters (names the file).
         FormatError: a file is not a report file, or a page checksum does not match.
         ReportError, DTypeError: a report does not fit the parameters (names file and row).
@@ -140,14 +154,23 @@ def aggregate_dataframe(df: Any, params: Any, *, fan_in: int = 8, piece_bytes: i
         params: the parameters the reports were made with, or an empty aggregator to
             start from (as in :func:`aggregate_files`).
         fan_in, piece_bytes, spill: as in :func:`aggregate_files`.
-        require_page_checksums: refuse a DataFrame read from Parquet files unless the
-            session verifies page checksums (``spark.hadoop.parquet.page.verify-checksum.enabled
-            = true``); pass False only when the reader verifies them otherwise.
+        require_page_checksums: refuse a DataFrame read from Parquet files unless Spark
+            reads each of them with ``parquet.page.verify-checksum.enabled = true`` (at run
+            time ``spark.conf.set('parquet.page.verify-checksum.enabled', 'true')``, when the
+            session starts ``spark.hadoop.parquet.page.verify-checksum.enabled``, or the
+            reader option); pass False only when the reader verifies them otherwise.
+
+    Before any job, every Parquet file the DataFrame reads (found in its plan) is checked:
+    not empty, its ldpfast metadata (when it has some) records these parameters, its report
+    columns have the types the DataFrame reads.
 
     Raises:
         ParameterError: no fingerprint column, or page checksums not verified (before any
             job).
-        IncompatibleError: a row was made with other parameters.
+        IncompatibleError: a file's metadata or a row records other parameters (names the
+            file; the row when Spark can tell).
+        FormatError: a file is empty or not Parquet (names the file, before any job).
+        DTypeError: a report column of the wrong type (names the file, before any job).
         ReportError, DTypeError: a report does not fit (names the file and row when Spark
             can tell, else the Spark partition and row).
     """
@@ -157,15 +180,9 @@ def aggregate_dataframe(df: Any, params: Any, *, fan_in: int = 8, piece_bytes: i
     job_params = params_from_json(job.params_json)
     specs = _column_specs(protocol(job_params.protocol), job_params)
     _check_schema(df, specs)
-    spark = df.sparkSession
-    if require_page_checksums and not _checksums_verified(spark) and \
-            any(str(f).endswith(".parquet") for f in df.inputFiles()):
-        raise ParameterError(
-            "the DataFrame is read from Parquet files but this Spark session does not verify their page "
-            "checksums, so a damaged page would be aggregated silently: start the session with "
-            ".config('spark.hadoop.parquet.page.verify-checksum.enabled', 'true'), or aggregate the files "
-            "with ldpfast.spark.aggregate_files (which verifies them)")
     columns = [s.name for s in specs] + [FINGERPRINT_COLUMN]
+    check_sources(df, job_params, columns, require_page_checksums)
+    spark = df.sparkSession
     selected = df.select(*columns)
     parts = _planned_partitions(selected)
     domain = _label_domain(params)

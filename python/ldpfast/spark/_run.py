@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import uuid
@@ -75,11 +76,30 @@ def _column_specs(proto: Protocol, params: Params) -> List[_Column]:
 
 
 def _spark_session(spark: Any) -> Any:
+    """``spark``, else the active session, else a new one (see :func:`_with_this_python`)."""
     if spark is not None:
         return spark
     SparkSession = require("pyspark.sql", "ldpfast.spark").SparkSession
     active = SparkSession.getActiveSession()
-    return active if active is not None else SparkSession.builder.getOrCreate()
+    if active is not None:
+        return active
+    starts = require("pyspark", "ldpfast.spark").SparkContext._active_spark_context is None
+    session = SparkSession.builder.getOrCreate()
+    return _with_this_python(session) if starts else session
+
+
+def _with_this_python(session: Any) -> Any:
+    """``session``, a new one, with its Python workers made to run this interpreter when its
+    master is local (one machine) and neither ``spark.pyspark.python`` nor ``PYSPARK_PYTHON``
+    names one: PySpark starts them as ``python3`` from the PATH (it reads only
+    ``PYSPARK_PYTHON``, when the context starts), which from a virtual environment that is
+    not activated is another Python, without ldpfast."""
+    sc = session.sparkContext
+    master = str(sc.master)
+    if master == "local" or master.startswith(("local[", "local-cluster[")):
+        sc.pythonExec = sc.getConf().get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") \
+            or sys.executable
+    return session
 
 
 def _zero_of(params_or_zero: Any) -> Tuple[type, bytes]:
@@ -332,17 +352,6 @@ def _aggregate_paths(files: List[str], params: Any, *, spark: Any = None, tasks:
     order = {path: i for i, path in enumerate(files)}
     entries = sorted((json.loads(r) for r in records), key=lambda e: order[e["path"]])
     return total, entries
-
-
-def _checksums_verified(spark: Any) -> bool:
-    key = "spark.hadoop.parquet.page.verify-checksum.enabled"
-    try:
-        value = spark.conf.get(key, None)
-    except Exception:  # pragma: no cover - old or restricted sessions
-        value = None
-    if value is None:
-        value = spark.sparkContext.getConf().get(key, None)
-    return str(value).lower() == "true"
 
 
 def _check_schema(df: Any, specs: Sequence[_Column]) -> None:
