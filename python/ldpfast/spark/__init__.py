@@ -138,7 +138,7 @@ def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = No
             raise ParameterError("aggregate_files needs params when there are no report files")
         from ..arrow import read_parquet_params
 
-        params = read_parquet_params(_read_source(files[0]), None)
+        params = read_parquet_params(_read_source(files[0]), None, name=files[0])
     return _aggregate_paths(files, params, spark=spark, tasks=tasks, fan_in=fan_in, batch_rows=batch_rows,
                             piece_bytes=piece_bytes, spill=spill)[0]
 
