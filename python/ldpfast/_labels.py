@@ -5,7 +5,7 @@ Categoricals, Arrow string and dictionary arrays) and the versioned label hash o
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -24,13 +24,14 @@ def _label_bytes(label: Any, name: str = "label") -> bytes:
     """The bytes a label stands for (a str's UTF-8). Refused: other types, a str with a lone
     surrogate (it has no UTF-8 form) and a label ending in NUL (numpy string arrays drop
     trailing NULs, so the label would be another one when it comes in an array)."""
-    try:
-        data = label.encode("utf-8") if isinstance(label, str) else label
-    except UnicodeEncodeError:
-        data = None
-    if not isinstance(data, bytes) or data.endswith(b"\0"):
-        raise _label_refusal(label, name)
-    return data
+    if isinstance(label, str) and label[-1:] != "\0":
+        try:
+            return label.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+    elif isinstance(label, bytes) and label[-1:] != b"\0":
+        return label
+    raise _label_refusal(label, name)
 
 
 def _label_refusal(label: Any, name: str) -> LdpfastError:
@@ -43,16 +44,20 @@ def _label_refusal(label: Any, name: str) -> LdpfastError:
     return ParameterError(f"{name} must be valid Unicode (a lone surrogate has no UTF-8 form), got {label!r:.60}")
 
 
-def _labels_bytes(uniques: Sequence[Any], inverse: Optional[np.ndarray] = None) -> Iterator[bytes]:
-    """:func:`_label_bytes` of each distinct label; a refusal names the label by its first
-    index in the input (``inverse``: the distinct label of each input value; None when
-    ``uniques`` is the input)."""
-    for position, label in enumerate(uniques):
-        try:
-            data = _label_bytes(label)
-        except LdpfastError:
-            raise _label_refusal(label, _input_name(position, inverse)) from None
-        yield data
+def _first_refusal(uniques: Sequence[Any], inverse: Optional[np.ndarray] = None) -> LdpfastError:
+    """The error of the first label :func:`_label_bytes` does not take (there is one), naming
+    it by its first index in the input (``inverse``: the distinct label of each input value;
+    None when ``uniques`` is the input)."""
+    position = next(i for i, label in enumerate(uniques) if not _takes(label))
+    return _label_refusal(uniques[position], _input_name(position, inverse))
+
+
+def _takes(label: Any) -> bool:
+    try:
+        _label_bytes(label)
+    except LdpfastError:
+        return False
+    return True
 
 
 def _input_name(position: int, inverse: Optional[np.ndarray]) -> str:
@@ -62,14 +67,10 @@ def _input_name(position: int, inverse: Optional[np.ndarray]) -> str:
     return f"labels[{int(where[0])}]" if where.size else f"category {position} of the labels"
 
 
-def _digest(data: bytes) -> int:
-    return int.from_bytes(hashlib.sha256(LABEL_HASH_PREFIX + data).digest()[:8], "big")
-
-
 def label_hash(label: Label) -> int:
     """``H(label)``: the first 8 bytes of ``SHA-256(LABEL_HASH_PREFIX + bytes(label))`` as a
     big-endian integer (version 1; see the module docstring)."""
-    return _digest(_label_bytes(label))
+    return int.from_bytes(hashlib.sha256(LABEL_HASH_PREFIX + _label_bytes(label)).digest()[:8], "big")
 
 
 def hash_labels(labels: Any, d: Optional[int] = None) -> np.ndarray:
@@ -78,7 +79,10 @@ def hash_labels(labels: Any, d: Optional[int] = None) -> np.ndarray:
     if d is not None:
         d = check_int("d", d, 2, 2**64)
     uniques, inverse = _factorized(labels)
-    hashed = np.fromiter(map(_digest, _labels_bytes(uniques, inverse)), dtype=np.uint64, count=len(uniques))
+    try:
+        hashed = np.fromiter(map(label_hash, uniques), dtype=np.uint64, count=len(uniques))
+    except LdpfastError:
+        raise _first_refusal(uniques, inverse) from None
     if d is not None and d < 2**64:
         hashed %= np.uint64(d)
     return np.take(hashed, inverse)

@@ -45,7 +45,7 @@ from typing import Any, Dict, List, Optional, Set, Union
 import numpy as np
 
 from ._labels import (LABEL_HASH_PREFIX, LABEL_HASH_VERSION, _categorical, _encoding_nbytes, _factorized, _flat,
-                      _input_name, _label_bytes, _label_refusal, _labels_bytes, _no_missing, hash_labels, is_labels,
+                      _first_refusal, _input_name, _label_bytes, _label_refusal, _no_missing, hash_labels, is_labels,
                       label_hash)
 from .errors import DTypeError, FormatError, LdpfastError, ParameterError
 
@@ -149,7 +149,10 @@ class Domain(_DomainBase):
         text = isinstance(seq[0], str)
         if kinds - {str, bytes}:            # numpy scalars become plain str / bytes
             seq = [str(s) for s in seq] if text else [bytes(s) for s in seq]
-        digest = _vocabulary_digest(text, list(_labels_bytes(seq)))   # refuses the labels no domain takes
+        try:
+            digest = _vocabulary_digest(text, [_label_bytes(label) for label in seq])
+        except LdpfastError:
+            raise _first_refusal(seq) from None
         self._labels = np.empty(len(seq), dtype=object)
         self._labels[:] = seq
         self._labels.flags.writeable = False
@@ -261,7 +264,7 @@ class Domain(_DomainBase):
         of labels and ``offsets`` the ``count + 1`` byte offsets of the labels in their
         concatenation, all unsigned 64-bit little-endian."""
         if self._digest is None:
-            self._digest = _vocabulary_digest(self._text, list(_labels_bytes(self._labels.tolist())))
+            self._digest = _vocabulary_digest(self._text, [_label_bytes(label) for label in self._labels.tolist()])
         return self._digest
 
     def to_dict(self) -> Dict[str, Any]:
@@ -384,7 +387,10 @@ class PrefixDomain(_DomainBase):
         width = self._width()
         uniques, inverse = _factorized(values)
         pad = bytes(8 - width)
-        packed = b"".join(pad + data[:width].ljust(width, b"\0") for data in _labels_bytes(uniques, inverse))
+        try:
+            packed = b"".join(pad + _label_bytes(label)[:width].ljust(width, b"\0") for label in uniques)
+        except LdpfastError:
+            raise _first_refusal(uniques, inverse) from None
         return np.take(np.frombuffer(packed, dtype=">u8").astype(np.uint64), inverse)
 
     def _encode_nbytes(self, values: Any) -> int:
