@@ -288,6 +288,15 @@ def test_lone_surrogates_and_trailing_nuls_are_refused_naming_the_index(form, ba
         label_hash(bad)
 
 
+def test_a_refused_label_of_a_set_protocol_names_its_user():
+    from ldpfast.protocols import ps_olh
+
+    for domain, bad, reason in ((HashedDomain(), "x\0", "NUL"), (Domain(["a", "b", "c"]), "kiwi", "in the domain")):
+        params = ps_olh.PSOLHParams(epsilon=2.0, d=2**20, pad_len=2).with_domain(domain)
+        with pytest.raises(ParameterError, match=rf"user 1: labels\[1\] must .*{reason}"):
+            ps_olh.PSOLHClient(params, rng=SEED).perturb([["a", "b"], ["c", bad], ["a"]])
+
+
 def test_numpy_string_arrays_drop_trailing_nuls_before_a_domain_sees_them():
     """The documented rule: a NUL inside a label is kept everywhere; numpy 'U'/'S' arrays
     cannot hold a trailing one, so their labels are those without it."""

@@ -97,7 +97,10 @@ class _DomainBase:
         if isinstance(sets, (list, tuple)) and any(is_labels(s) for s in sets[:1]):
             lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
             flat = [label for user in sets for label in user]
-            items = self.encode(flat).astype(np.int64)
+            try:
+                items = self.encode(flat).astype(np.int64)
+            except LdpfastError:
+                raise self._first_user_refused(sets) from None
             users = np.repeat(np.arange(len(sets)), lengths)
             order = np.lexsort((items, users))
             users, items = users[order], items[order]
@@ -107,6 +110,16 @@ class _DomainBase:
             np.cumsum(np.bincount(users[keep], minlength=len(sets)), out=offsets[1:])
             return offsets, items[keep].astype(np.uint64)
         return sets
+
+    def _first_user_refused(self, sets: Any) -> LdpfastError:
+        """The error of the first user whose labels :meth:`encode` refuses, naming the user
+        (the label's index is then within that user's labels)."""
+        for user, labels in enumerate(sets):
+            try:
+                self.encode(labels)
+            except LdpfastError as exc:
+                return type(exc)(f"user {user}: {exc}")
+        raise AssertionError("encode refused all users' labels together, but no user's alone")
 
     @property
     def fingerprint(self) -> str:
