@@ -249,3 +249,73 @@ def test_a_million_word_vocabulary_round_trips():
     np.testing.assert_array_equal(dom.encode(words[picks]), picks)
     again = pickle.loads(pickle.dumps(dom))
     assert again.fingerprint == dom.fingerprint and again.decode(picks[:5]).tolist() == words[picks[:5]].tolist()
+
+
+def test_inputs_that_are_not_labels_are_refused_with_one_error():
+    for bad in (None, 5, 2.5):
+        with pytest.raises(DTypeError, match=f"labels must be a list.*got {type(bad).__name__}"):
+            Domain(bad)
+        with pytest.raises(DTypeError, match="labels must be a list"):
+            HashedDomain(1000).encode(bad)
+
+
+LABEL_FORMS = {
+    "list": list,
+    "object array": lambda labels: np.array(labels, dtype=object),
+    "pandas": lambda labels: pd.Series(labels, dtype=object),
+    "categorical": lambda labels: pd.Categorical.from_codes(  # object categories: pandas' own strings are UTF-8
+        [list(dict.fromkeys(labels)).index(s) for s in labels], pd.Index(list(dict.fromkeys(labels)), dtype=object)),
+    "arrow": lambda labels: pa.array(labels),
+}
+
+
+@pytest.mark.parametrize("form", sorted(LABEL_FORMS))
+@pytest.mark.parametrize("bad,reason", [("x\ud800", "valid Unicode"), ("x\0", "NUL"), (b"x\0", "NUL")])
+def test_lone_surrogates_and_trailing_nuls_are_refused_naming_the_index(form, bad, reason):
+    """A lone surrogate has no UTF-8 bytes; numpy string arrays drop a trailing NUL (so such
+    a label would be another one from an array): every domain refuses both, from every
+    input kind that can hold them, naming the label's index."""
+    if form == "arrow" and bad == "x\ud800":
+        pytest.skip("Arrow strings are UTF-8: they cannot hold a lone surrogate")
+    good = ["a", "b"] if isinstance(bad, str) else [b"a", b"b"]
+    labels = LABEL_FORMS[form](good + [bad])
+    with pytest.raises(ParameterError, match=rf"labels\[2\] must .*{reason}"):
+        Domain(labels)
+    for domain in (HashedDomain(2**40), PrefixDomain(4), Domain(good)):
+        with pytest.raises(ParameterError, match=rf"labels\[2\] must .*{reason}"):
+            domain.encode(labels)
+    with pytest.raises(ParameterError, match=reason):
+        label_hash(bad)
+
+
+def test_a_refused_label_of_a_set_protocol_names_its_user():
+    from ldpfast.protocols import ps_olh
+
+    for domain, bad, reason in ((HashedDomain(), "x\0", "NUL"), (Domain(["a", "b", "c"]), "kiwi", "in the domain")):
+        params = ps_olh.PSOLHParams(epsilon=2.0, d=2**20, pad_len=2).with_domain(domain)
+        with pytest.raises(ParameterError, match=rf"user 1: labels\[1\] must .*{reason}"):
+            ps_olh.PSOLHClient(params, rng=SEED).perturb([["a", "b"], ["c", bad], ["a"]])
+
+
+def test_numpy_string_arrays_drop_trailing_nuls_before_a_domain_sees_them():
+    """The documented rule: a NUL inside a label is kept everywhere; numpy 'U'/'S' arrays
+    cannot hold a trailing one, so their labels are those without it."""
+    assert np.array(["x\0"]).tolist() == ["x"]
+    np.testing.assert_array_equal(HashedDomain(2**40).encode(np.array(["x\0", "a\0b"])),
+                                  HashedDomain(2**40).encode(["x", "a\0b"]))
+
+
+def test_hashed_domain_takes_d_up_to_2_to_the_64():
+    """At d = 2^64 (HadaHeavy, HadaOracle, Hashtogram, TreeHist-CS) a label's value is its
+    hash; above, the constructor refuses d with the allowed range."""
+    from ldpfast.protocols import hadaheavy
+
+    assert HashedDomain(2**64).encode(["apple", "café"]).tolist() == [label_hash("apple"), label_hash("café")]
+    params = hadaheavy.Params.create(epsilon=2.0, d=2**64, n=1000, hash_seed=1).with_domain(HashedDomain())
+    ids = hadaheavy.Client(params, rng=SEED).perturb(["apple"] * 3)
+    assert ids.params_fingerprint == params.fingerprint
+    for bad in (2**64 + 1, 1, 2.0**40, True):
+        with pytest.raises(ParameterError, match=r"d must be an integer in \[2, 2\^64\], got"):
+            HashedDomain(bad)
+    with pytest.raises(ParameterError, match="d must be in"):
+        hash_labels(["a"], d=2**65)

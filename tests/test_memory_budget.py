@@ -202,3 +202,39 @@ def test_new_protocol_queries_beyond_the_budget_are_refused(limit):
     limit(4 << 20)
     _refused_small(server.estimate, r"a 'oue' query over all 262144 values")
     assert server.estimate([1, 2, 3]).shape == (3,)
+
+
+def test_label_candidates_are_refused_before_they_are_encoded(limit):
+    """The issue's reproducer: 4 million label candidates of a HashedDomain were hashed
+    (+285 MiB, +567 MiB from a numpy array) before the query's own check refused them."""
+    params = ocms.Params.optimal(epsilon=3.0, d=2**64 - 60).with_domain(ldpfast.HashedDomain())
+    server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(["a", "b", "a"]))
+    labels = [f"candidate-{i}" for i in range(4_000_000)]
+    as_array = np.array(labels)
+    limit(64 << 20)
+    for query in (lambda: server.estimate(labels), lambda: server.frequencies(labels),
+                  lambda: server.estimate(candidates=as_array)):
+        _refused_small(query, r"encoding 4000000 candidate labels would need")
+    limit(None)
+    assert server.estimate(labels[:3]).shape == (3,)
+
+
+@pytest.mark.parametrize("n", [2291, 177_033])   # just after a resize of the table of distinct labels (measured)
+def test_the_encoding_estimate_bounds_the_memory_encoding_takes(n):
+    """What the budget check assumes, against what tracemalloc measures, for every domain and
+    the input kinds whose conversion numpy makes (pandas and Arrow allocate outside the
+    Python allocator)."""
+    labels = [f"label-{i}-é" for i in range(n)]
+    forms = {"list": labels, "object array": np.array(labels, dtype=object), "str array": np.array(labels),
+             "bytes array": np.array([s.encode() for s in labels])}
+    for domain in (ldpfast.HashedDomain(2**40), ldpfast.PrefixDomain(5), ldpfast.Domain(labels)):
+        for form, values in forms.items():
+            if form == "bytes array" and isinstance(domain, ldpfast.Domain):
+                continue        # a str vocabulary does not take bytes
+            tracemalloc.start()
+            try:
+                domain.encode(values)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak <= domain._encode_nbytes(values), (type(domain).__name__, form, peak / n)

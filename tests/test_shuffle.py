@@ -170,3 +170,39 @@ def test_cli_shuffle_params_and_json(capsys):
     assert shown["eps0"] == 2.0 and shown["lower"] <= shown["upper"] < 2.0
     assert main(["shuffle", "--eps", "1", "--n", "1"]) == 2
     assert "n must be" in capsys.readouterr().err
+
+
+def test_pair_deltas_refuse_an_eps_that_is_not_a_finite_number():
+    for bad in (math.nan, -0.5, math.inf, "1", True):
+        with pytest.raises(ParameterError, match=f"eps must be a finite number >= 0, got {bad!r}"):
+            sh.pair_delta(1.0, 100, bad)
+        with pytest.raises(ParameterError, match="eps must be"):
+            sh.binary_rr_shuffle_delta(1.0, 100, bad)
+    with pytest.raises(ParameterError, match="eps0"):
+        sh.pair_delta(math.nan, 100, 0.5)
+    with pytest.raises(ParameterError, match="k must be"):
+        sh.pair_delta(1.0, 100, 0.5, k=1)
+    # no loss of the pairs exceeds eps0: delta at any larger eps (e^eps overflows past 709) is delta at eps0
+    assert sh.pair_delta(2.0, 100, 800.0) == sh.pair_delta(2.0, 100, 2.0)
+    assert sh.binary_rr_shuffle_delta(2.0, 100, 1e6) == sh.binary_rr_shuffle_delta(2.0, 100, 2.0) == 0.0
+
+
+def test_composed_delta_is_exact_past_the_overflow_of_e_to_the_eps():
+    """The issue's reproducer (eps0 = 8, 200 rounds): the bisection asks the composed
+    privacy-loss distribution for delta at eps up to 1600, where e^eps overflows. Its suffix
+    sums (log space) are checked against the definition summed term by term, which never
+    overflows (e^(eps - L) <= 1 where L > eps): both are sums of the same <= 64,000 terms in
+    double precision, so they agree to 64,000 x 2^-52 ~ 1.5e-11 absolute (1e-10 allowed, the
+    module's stated FFT rounding)."""
+    from ldpfast.theory import _pld
+
+    composed = _pld._clone_pld(8.0, 1000, "variation-ratio", 0.05, 8.0).compose(200)
+    loss = (composed.offset + np.arange(composed.mass.size)) * composed.h
+    for eps in (0.0, 0.5, 50.0, 709.0, 800.0, 1300.0):
+        above = loss > eps
+        direct = float(np.dot(composed.mass[above], -np.expm1(eps - loss[above]))) + composed.infinite
+        assert composed.delta(eps) == pytest.approx(direct, abs=1e-10)
+    bound = sh.shuffle_epsilon(8.0, 1000, 1e-6, rounds=200)
+    # basic composition of 200 eps0-DP rounds caps it; shuffling 1000 users still amplifies
+    assert 0.0 < bound.lower <= bound.upper < 200 * 8.0
+    assert bound.upper <= sh.shuffle_epsilon(8.0, 300, 1e-6, rounds=200).upper       # more users, less loss

@@ -9,7 +9,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .errors import DTypeError, ParameterError
+from ._memory import _length
+from ._validate import check_int
+from .errors import DTypeError, LdpfastError, ParameterError
 
 #: Version of :func:`label_hash` (part of a :class:`HashedDomain`'s fingerprint).
 LABEL_HASH_VERSION = 1
@@ -18,12 +20,51 @@ LABEL_HASH_PREFIX = b"ldpfast-label-v1:"
 Label = Union[str, bytes]
 
 
-def _label_bytes(label: Any) -> bytes:
-    if isinstance(label, str):
-        return label.encode("utf-8")
-    if isinstance(label, bytes):
+def _label_bytes(label: Any, name: str = "label") -> bytes:
+    """The bytes a label stands for (a str's UTF-8). Refused: other types, a str with a lone
+    surrogate (it has no UTF-8 form) and a label ending in NUL (numpy string arrays drop
+    trailing NULs, so the label would be another one when it comes in an array)."""
+    if isinstance(label, str) and label[-1:] != "\0":
+        try:
+            return label.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+    elif isinstance(label, bytes) and label[-1:] != b"\0":
         return label
-    raise DTypeError(f"labels must be str or bytes, got {type(label).__name__} {label!r:.60}")
+    raise _label_refusal(label, name)
+
+
+def _label_refusal(label: Any, name: str) -> LdpfastError:
+    """The error of a label :func:`_label_bytes` does not take, naming it ``name``."""
+    if not isinstance(label, (str, bytes)):
+        return DTypeError(f"{name} must be str or bytes, got {type(label).__name__} {label!r:.60}")
+    if (label.endswith("\0") if isinstance(label, str) else label.endswith(b"\0")):
+        return ParameterError(f"{name} must not end in a NUL character (numpy string arrays drop trailing NULs), "
+                              f"got {label!r:.60}")
+    return ParameterError(f"{name} must be valid Unicode (a lone surrogate has no UTF-8 form), got {label!r:.60}")
+
+
+def _first_refusal(uniques: Sequence[Any], inverse: Optional[np.ndarray] = None) -> LdpfastError:
+    """The error of the first label :func:`_label_bytes` does not take (there is one), naming
+    it by its first index in the input (``inverse``: the distinct label of each input value;
+    None when ``uniques`` is the input)."""
+    position = next(i for i, label in enumerate(uniques) if not _takes(label))
+    return _label_refusal(uniques[position], _input_name(position, inverse))
+
+
+def _takes(label: Any) -> bool:
+    try:
+        _label_bytes(label)
+    except LdpfastError:
+        return False
+    return True
+
+
+def _input_name(position: int, inverse: Optional[np.ndarray]) -> str:
+    if inverse is None:
+        return f"labels[{position}]"
+    where = np.flatnonzero(inverse == position)
+    return f"labels[{int(where[0])}]" if where.size else f"category {position} of the labels"
 
 
 def label_hash(label: Label) -> int:
@@ -33,13 +74,31 @@ def label_hash(label: Label) -> int:
 
 
 def hash_labels(labels: Any, d: Optional[int] = None) -> np.ndarray:
-    """:func:`label_hash` of every label (uint64), ``mod d`` when ``d`` is given. Repeated
-    labels are hashed once."""
-    uniques, inverse = _factorized(labels)
-    hashed = np.fromiter(map(label_hash, uniques), dtype=np.uint64, count=len(uniques))
+    """:func:`label_hash` of every label (uint64), ``mod d`` when ``d`` (in ``[2, 2^64]``) is
+    given. Repeated labels are hashed once."""
     if d is not None:
+        d = check_int("d", d, 2, 2**64)
+    uniques, inverse = _factorized(labels)
+    try:
+        hashed = np.fromiter(map(label_hash, uniques), dtype=np.uint64, count=len(uniques))
+    except LdpfastError:
+        raise _first_refusal(uniques, inverse) from None
+    if d is not None and d < 2**64:
         hashed %= np.uint64(d)
     return np.take(hashed, inverse)
+
+
+def _encoding_nbytes(values: Any, per_label: int) -> int:
+    """An upper bound on the memory encoding ``values`` takes beside them: ``per_label``
+    bytes per label (the domain's own work), and where the labels are stored in an array
+    rather than as Python objects, the str or bytes object each becomes when read (at most
+    96 bytes of header and list slot, and the stored bytes: numpy 'U' / 'S' items once,
+    pandas and Arrow storage 4 times, UTF-8 text needing up to 4 bytes a character)."""
+    count = _length(values)
+    if isinstance(values, (list, tuple, str, bytes)) or str(getattr(values, "dtype", "")) == "object":
+        return per_label * count
+    stored = int(getattr(values, "nbytes", 0))
+    return (per_label + 96) * count + (stored if isinstance(values, np.ndarray) else 4 * stored)
 
 
 # --- reading labels from what users have ------------------------------------------------------
@@ -97,7 +156,11 @@ def _flat(values: Any) -> Sequence[Any]:
         return list(arr.tolist())
     if isinstance(values, (list, tuple)):
         return values
-    return list(values)
+    try:
+        return list(values)
+    except TypeError:
+        raise DTypeError(f"labels must be a list, a numpy array, a pandas Series or an Arrow array of str or bytes, "
+                         f"got {type(values).__name__} {values!r:.60}") from None
 
 
 def _no_missing(codes: np.ndarray) -> None:

@@ -9,6 +9,7 @@ import functools
 from typing import Any, Callable, TypeVar, cast
 
 from ._labels import is_labels
+from ._memory import _length
 
 def _locked_pair(a: Any, b: Any) -> Any:
     """Both aggregators' locks, taken in a fixed order (no deadlock when two threads lock
@@ -42,10 +43,22 @@ def _label_candidates(estimate: F) -> F:
         domain = self.params.label_domain
         if domain is not None:
             if args and is_labels(args[0]):
-                args = (domain.encode(args[0]),) + args[1:]
+                args = (_encoded(self, domain, args[0]),) + args[1:]
             elif is_labels(kwargs.get("candidates")):
-                kwargs["candidates"] = domain.encode(kwargs["candidates"])
+                kwargs["candidates"] = _encoded(self, domain, kwargs["candidates"])
         return estimate(self, *args, **kwargs)
 
     call._ldpfast_labels = True  # type: ignore[attr-defined]
     return cast(F, call)
+
+
+def _encoded(server: Any, domain: Any, labels: Any) -> Any:
+    """``labels`` as value ids, once the server's memory budget has room for the encoding."""
+    _check_encoding(server, domain, labels)
+    return domain.encode(labels)
+
+
+def _check_encoding(server: Any, domain: Any, labels: Any) -> None:
+    """Refuse (ParameterError) label candidates whose encoding would take ``server`` over the
+    memory budget, before they are read."""
+    server._check_call(domain._encode_nbytes(labels), lambda: f"encoding {_length(labels)} candidate labels")

@@ -42,6 +42,7 @@ import numpy as np
 from ._base import Params, Reports, params_from_json
 from ._optional import require
 from ._registry import protocol_or_format_error
+from ._validate import check_int
 from .errors import FormatError, IncompatibleError, LdpfastError, ParameterError
 
 __all__ = ["to_arrow", "from_arrow", "write_parquet", "read_parquet", "iter_parquet",
@@ -432,6 +433,7 @@ def iter_parquet(path: Source, params: Optional[Params] = None, batch_rows: int 
     errors call the file (default: the path); every error names it. Raises the errors of
     :func:`read_parquet`, possibly after some batches (a row group that yields fewer or
     more rows than its footer records is refused when it ends)."""
+    batch_rows = check_int("batch_rows", batch_rows, 1, 2**63 - 1)     # Arrow's batch size is an int64
     name = _source_name(path, name)
     handle, stored = _open(path, params, name)
     reports_type = protocol_or_format_error(stored.protocol).reports

@@ -29,19 +29,25 @@ The label hash, version 1 (:data:`LABEL_HASH_VERSION`)::
 a ``bytes`` label itself. In a shell: ``printf 'ldpfast-label-v1:%s' apple | sha256sum``;
 the first 16 hex digits are ``H``. A change of the function gets a new version (and a new
 parameter fingerprint).
+
+Every domain refuses (ParameterError naming the label's index) a string with a lone
+surrogate (it has no UTF-8 form) and a label ending in a NUL character: numpy string arrays
+cannot hold one (numpy drops trailing NULs when the array is made), so such a label would be
+one label in a list and another in an array.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Dict, Optional, Set, Union
+from typing import Any, Dict, List, Optional, Set, Union
 
 import numpy as np
 
-from ._labels import (LABEL_HASH_PREFIX, LABEL_HASH_VERSION, _categorical, _factorized, _flat, _label_bytes,
-                      _no_missing, hash_labels, is_labels, label_hash)
-from .errors import DTypeError, FormatError, ParameterError
+from ._labels import (LABEL_HASH_PREFIX, LABEL_HASH_VERSION, _categorical, _encoding_nbytes, _factorized, _flat,
+                      _first_refusal, _input_name, _label_bytes, _label_refusal, _no_missing, hash_labels, is_labels,
+                      label_hash)
+from .errors import DTypeError, FormatError, LdpfastError, ParameterError
 
 __all__ = ["Domain", "HashedDomain", "PrefixDomain", "DomainRef", "label_hash", "hash_labels",
            "LABEL_HASH_VERSION", "LABEL_HASH_PREFIX", "domain_from_dict"]
@@ -73,6 +79,11 @@ class _DomainBase:
     def bind(self, d: int) -> "_DomainBase":
         return self
 
+    def _encode_nbytes(self, values: Any) -> int:
+        """An upper bound on the memory :meth:`encode` takes beside ``values`` (checked
+        against the memory budget before label candidates are encoded)."""
+        return _encoding_nbytes(values, 32)     # measured: at most 17 bytes a label (the ids, a list copy)
+
     def encode_inputs(self, values: Any) -> Any:
         """Client inputs as value ids: labels encoded, integer arrays unchanged."""
         return self.encode(values) if is_labels(values) else values
@@ -86,7 +97,10 @@ class _DomainBase:
         if isinstance(sets, (list, tuple)) and any(is_labels(s) for s in sets[:1]):
             lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
             flat = [label for user in sets for label in user]
-            items = self.encode(flat).astype(np.int64)
+            try:
+                items = self.encode(flat).astype(np.int64)
+            except LdpfastError:
+                raise self._first_user_refused(sets) from None
             users = np.repeat(np.arange(len(sets)), lengths)
             order = np.lexsort((items, users))
             users, items = users[order], items[order]
@@ -96,6 +110,16 @@ class _DomainBase:
             np.cumsum(np.bincount(users[keep], minlength=len(sets)), out=offsets[1:])
             return offsets, items[keep].astype(np.uint64)
         return sets
+
+    def _first_user_refused(self, sets: Any) -> LdpfastError:
+        """The error of the first user whose labels :meth:`encode` refuses, naming the user
+        (the label's index is then within that user's labels)."""
+        for user, labels in enumerate(sets):
+            try:
+                self.encode(labels)
+            except LdpfastError as exc:
+                return type(exc)(f"user {user}: {exc}")
+        raise AssertionError("encode refused all users' labels together, but no user's alone")
 
     @property
     def fingerprint(self) -> str:
@@ -138,12 +162,16 @@ class Domain(_DomainBase):
         text = isinstance(seq[0], str)
         if kinds - {str, bytes}:            # numpy scalars become plain str / bytes
             seq = [str(s) for s in seq] if text else [bytes(s) for s in seq]
+        try:
+            digest = _vocabulary_digest(text, [_label_bytes(label) for label in seq])
+        except LdpfastError:
+            raise _first_refusal(seq) from None
         self._labels = np.empty(len(seq), dtype=object)
         self._labels[:] = seq
         self._labels.flags.writeable = False
         self._text = text
         self._table: Optional[Dict[Any, int]] = None
-        self._digest: Optional[str] = None
+        self._digest: Optional[str] = digest
         if len(self._lookup()) != len(seq):
             seen: Set[Any] = set()
             for label in self._labels.tolist():
@@ -209,8 +237,9 @@ class Domain(_DomainBase):
                 return np.fromiter(map(self._lookup().__getitem__, seq), dtype=np.int64, count=len(seq))
             except (KeyError, TypeError):
                 table = self._lookup()
-                bad = next(label for label in seq if not isinstance(label, (str, bytes)) or label not in table)
-                raise self._unknown(bad) from None
+                index, bad = next((i, label) for i, label in enumerate(seq)
+                                  if not isinstance(label, (str, bytes)) or label not in table)
+                raise self._unknown(bad, f"labels[{index}]") from None
         categories, codes = cat
         _no_missing(codes)
         if len(categories) == len(self) and np.array_equal(np.asarray(categories, dtype=object), self._labels):
@@ -221,12 +250,17 @@ class Domain(_DomainBase):
         for code in used.tolist():
             found = table.get(categories[code])
             if found is None:
-                raise self._unknown(categories[code])
+                raise self._unknown(categories[code], _input_name(code, codes))
             ids[code] = found
         return np.take(ids, codes)
 
-    def _unknown(self, label: Any) -> ParameterError:
-        return ParameterError(f"labels must be in the domain ({len(self)} labels), got {label!r}")
+    def _unknown(self, label: Any, name: str) -> LdpfastError:
+        """The error of a label not in the vocabulary: why no domain takes it, if so."""
+        try:
+            _label_bytes(label)
+        except LdpfastError:
+            return _label_refusal(label, name)
+        return ParameterError(f"{name} must be in the domain ({len(self)} labels), got {label!r:.80}")
 
     def decode(self, ids: Any) -> np.ndarray:
         """The labels of value ids (object array)."""
@@ -243,15 +277,7 @@ class Domain(_DomainBase):
         of labels and ``offsets`` the ``count + 1`` byte offsets of the labels in their
         concatenation, all unsigned 64-bit little-endian."""
         if self._digest is None:
-            encoded = [_label_bytes(label) for label in self._labels.tolist()]
-            offsets = np.zeros(len(encoded) + 1, dtype="<u8")
-            np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-            digest = hashlib.sha256(_VOCABULARY_TAG)
-            digest.update(b"s" if self._text else b"b")
-            digest.update(np.array([len(encoded)], dtype="<u8").tobytes())
-            digest.update(offsets.tobytes())
-            digest.update(b"".join(encoded))
-            self._digest = digest.hexdigest()
+            self._digest = _vocabulary_digest(self._text, [_label_bytes(label) for label in self._labels.tolist()])
         return self._digest
 
     def to_dict(self) -> Dict[str, Any]:
@@ -265,6 +291,18 @@ class Domain(_DomainBase):
         self._table = None
 
 
+def _vocabulary_digest(text: bool, encoded: List[bytes]) -> str:
+    """:attr:`Domain.fingerprint` of the labels' bytes ``encoded``."""
+    offsets = np.zeros(len(encoded) + 1, dtype="<u8")
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    digest = hashlib.sha256(_VOCABULARY_TAG)
+    digest.update(b"s" if text else b"b")
+    digest.update(np.array([len(encoded)], dtype="<u8").tobytes())
+    digest.update(offsets.tobytes())
+    digest.update(b"".join(encoded))
+    return digest.hexdigest()
+
+
 class HashedDomain(_DomainBase):
     """An open dictionary: a label is the value ``label_hash(label) mod d``, for protocols
     whose queries do not enumerate ``[0, d)`` (OCMS, OLH, BLH, the CMS variants, Hashtogram,
@@ -276,15 +314,16 @@ class HashedDomain(_DomainBase):
     inverted): give the labels you want estimated as candidates.
 
     Args:
-        d: the protocol's domain size; None (default) takes it from the parameters it is
+        d: the protocol's domain size, in ``[2, 2^64]`` (at ``2^64`` a label's value is
+            ``label_hash(label)`` itself); None (default) takes it from the parameters it is
             attached to (``params.with_domain(HashedDomain())``).
     """
 
     kind = "hashed"
 
     def __init__(self, d: Optional[int] = None):
-        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 2):
-            raise ParameterError(f"d must be an integer >= 2, got {d!r}")
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 2**64):
+            raise ParameterError(f"d must be an integer in [2, 2^64], got {d!r}")
         self.d = d
 
     def bind(self, d: int) -> "HashedDomain":
@@ -307,6 +346,10 @@ class HashedDomain(_DomainBase):
         """``label_hash(label) mod d`` of each label (uint64)."""
         return hash_labels(values, self._bound())
 
+    def _encode_nbytes(self, values: Any) -> int:
+        # measured: at most 109 bytes a label (the table of distinct labels, the ids, the hashes)
+        return _encoding_nbytes(values, 128)
+
     def decode(self, ids: Any) -> np.ndarray:
         raise ParameterError("a HashedDomain cannot turn values back into labels (a hash is not inverted): "
                              "pass the labels of interest as candidates")
@@ -322,8 +365,8 @@ class PrefixDomain(_DomainBase):
     """Labels as their first ``width`` bytes, packed big-endian into one integer (shorter
     labels padded with zero bytes): value ``sum(b[i] 256^(width-1-i))``, so the prefix-tree
     heavy-hitter protocols (HadaHeavy, TreeHist, TreeHist-CS, PEM) search byte prefixes and
-    :meth:`decode` gives them back as ``bytes`` (trailing zero bytes removed: a label that
-    ends in ``b"\\0"`` comes back without it).
+    :meth:`decode` gives them back as ``bytes`` (trailing zero bytes removed: a prefix that
+    ends in a zero byte of the label comes back without it; labels ending in one are refused).
 
     Args:
         width: bytes kept per label; None (default) takes the most that fit the
@@ -357,8 +400,15 @@ class PrefixDomain(_DomainBase):
         width = self._width()
         uniques, inverse = _factorized(values)
         pad = bytes(8 - width)
-        packed = b"".join(pad + _label_bytes(label)[:width].ljust(width, b"\0") for label in uniques)
+        try:
+            packed = b"".join(pad + _label_bytes(label)[:width].ljust(width, b"\0") for label in uniques)
+        except LdpfastError:
+            raise _first_refusal(uniques, inverse) from None
         return np.take(np.frombuffer(packed, dtype=">u8").astype(np.uint64), inverse)
+
+    def _encode_nbytes(self, values: Any) -> int:
+        # measured: at most 155 bytes a label (the table of distinct labels, the packed prefixes, the ids)
+        return _encoding_nbytes(values, 192)
 
     def decode(self, ids: Any) -> np.ndarray:
         """The byte prefixes (``bytes``, trailing zero bytes removed) of value ids."""

@@ -36,6 +36,7 @@ import numpy as np
 
 from ._aggregator import set_estimator
 from ._labels import _flat, is_labels
+from ._methods import _check_encoding
 from ._optional import require
 from ._registry import protocol
 from .errors import ParameterError
@@ -414,6 +415,7 @@ def estimate(server: Any, candidates: Any = None, method: str = "debiased", **op
     domain = getattr(server.params, "label_domain", None)
     names = None
     if candidates is not None and domain is not None and is_labels(candidates):
+        _check_encoding(server, domain, candidates)
         names = np.asarray(_flat(candidates), dtype=object)
         candidates = domain.encode(names)
     ids = _default_candidates(server, registered) if candidates is None else np.asarray(candidates)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from decimal import Decimal, InvalidOperation
 from typing import Any, List, Optional, Sequence
@@ -50,11 +51,17 @@ def add_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str, ty
 
 
 def parse_floats(text: str, name: str = "--eps") -> List[float]:
-    """``"1,2,3"`` or ``"1:5"`` (integers 1..5) -> list of floats."""
+    """``"1,2,3"`` or ``"1:5"`` (integers 1..5) -> list of floats: at least one, each finite."""
+    refusal = ParameterError(f"{name} must be a comma-separated list of finite numbers or A:B with A <= B, "
+                             f"got {text!r}")
     try:
         if ":" in text:
             lo, hi = (int(v) for v in text.split(":"))
-            return [float(v) for v in range(lo, hi + 1)]
-        return [float(v) for v in text.split(",") if v.strip()]
+            values = [float(v) for v in range(lo, hi + 1)]
+        else:
+            values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ParameterError(f"{name} must be a comma-separated list of numbers or A:B, got {text!r}") from None
+        raise refusal from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise refusal
+    return values

@@ -53,6 +53,7 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 from .._base import Aggregator, Params, params_from_json, protocol
 from .._optional import require
 from ..errors import FormatError, IncompatibleError, LdpfastError, ParameterError, StorageError
+from ._options import integer
 
 HELP = "aggregate a directory of Parquet report files, resumably (checkpoint after each file)"
 
@@ -85,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the final aggregator bytes (Aggregator.to_bytes) here")
     parser.add_argument("--write-params", type=Path, default=None,
                         help="write the parameters used (Params.to_json()) to this file")
-    parser.add_argument("--batch-rows", type=int, default=1 << 20,
+    parser.add_argument("--batch-rows", type=integer, default=1 << 20,
                         help="rows decoded at a time from a file (bounds memory besides the file's own "
                              "bytes; default 1048576)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -367,8 +368,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from ..arrow import iter_parquet
 
-    if args.batch_rows < 1:
-        raise ParameterError(f"--batch-rows must be >= 1, got {args.batch_rows}")
+    if not 1 <= args.batch_rows < 2**63:     # Arrow's batch size is a signed 64-bit integer
+        raise ParameterError(f"--batch-rows must be an integer in [1, 2^63 - 1], got {args.batch_rows}")
     files = _report_files(args.reports)
     params = _load_params(args, files)
     if args.write_params is not None:

@@ -39,18 +39,23 @@ class _Pld:
         return _Pld(self.h, rounds * self.offset, mass, 1.0 - (1.0 - self.infinite) ** rounds)
 
     def delta(self, eps: float) -> float:
-        """``sum_{L > eps} mass (1 - e^(eps - L)) + mass(+inf)`` for ``eps >= 0``, from suffix sums."""
+        """``sum_{L > eps} mass (1 - e^(eps - L)) + mass(+inf)`` for ``eps >= 0``, from suffix
+        sums; the second one in log space (``e^eps`` overflows past eps = 709, which rounds
+        composed over many rounds reach), so ``e^(eps + log sum_{L > eps} mass e^-L)`` is at
+        most the first suffix sum."""
         if not hasattr(self, "_suffix"):
             loss = (self.offset + np.arange(self.mass.size)) * self.h
             positive = loss > 0
             self._loss = loss[positive]
             weights = self.mass[positive]
             self._suffix = np.cumsum(weights[::-1])[::-1]
-            self._suffix_scaled = np.cumsum((weights * np.exp(-self._loss))[::-1])[::-1]
+            with np.errstate(divide="ignore"):      # log 0 = -inf: an empty bin adds nothing
+                log_scaled = np.log(weights) - self._loss
+            self._log_suffix_scaled = np.logaddexp.accumulate(log_scaled[::-1])[::-1]
         start = int(np.searchsorted(self._loss, eps, side="right"))
         if start >= self._loss.size:
             return self.infinite
-        return float(self._suffix[start] - math.exp(eps) * self._suffix_scaled[start]) + self.infinite
+        return float(self._suffix[start] - math.exp(eps + self._log_suffix_scaled[start])) + self.infinite
 
 
 def _clone_pld(eps0: float, n: int, analysis: str, h: float, cap: float) -> _Pld:

@@ -29,13 +29,28 @@ def _special() -> Any:
 
 
 def _check(eps0: float, n: int, delta: float) -> Tuple[float, int, float]:
+    eps0, n = _check_local(eps0, n)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
+        raise ParameterError(f"delta must be in (0, 1), got {delta!r}")
+    return eps0, n, float(delta)
+
+
+def _check_local(eps0: float, n: int) -> Tuple[float, int]:
     if isinstance(eps0, bool) or not isinstance(eps0, (int, float)) or not 0.0 < eps0 <= 30.0:
         raise ParameterError(f"eps0 must be in (0, 30], got {eps0!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 2 <= n <= 10**12:
         raise ParameterError(f"n must be an integer in [2, 10^12], got {n!r}")
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
-        raise ParameterError(f"delta must be in (0, 1), got {delta!r}")
-    return float(eps0), int(n), float(delta)
+    return float(eps0), int(n)
+
+
+def _check_eps(eps: float, eps0: float) -> float:
+    """The central ``eps`` a delta is asked at: finite and >= 0 (NaN compares false with
+    every threshold, so it would come back as a NaN delta), taken at most ``eps0``: no
+    privacy loss of the pairs exceeds ``eps0``, so delta is 0 from there on (and ``e^eps``
+    would overflow past 709)."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0.0 <= eps < math.inf:
+        raise ParameterError(f"eps must be a finite number >= 0, got {eps!r}")
+    return min(float(eps), eps0)
 
 
 def shuffle_closed_form(eps0: float, n: int, delta: float) -> float:
@@ -144,9 +159,19 @@ def _c_blocks(special: Any, pair: _Pair, blocks: int = _BLOCKS
 def pair_delta(eps0: float, n: int, eps: float, analysis: str = "variation-ratio",
                k: Optional[int] = None) -> Tuple[float, float]:
     """``(upper, lower)`` bounds on the dominating pair's ``delta`` at ``eps`` (equal when
-    every value of ``C`` is summed); see the module docstring."""
+    every value of ``C`` is summed); see the module docstring.
+
+    Raises:
+        ParameterError: ``eps0``, ``n``, ``eps`` (finite, >= 0), ``analysis`` or ``k`` out of range.
+    """
+    eps0, n = _check_local(eps0, n)
+    eps = _check_eps(eps, eps0)
+    if analysis not in ANALYSES:
+        raise ParameterError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2):
+        raise ParameterError(f"k must be an integer >= 2 or None, got {k!r}")
     special = _special()
-    pair = _pair(eps0, n, analysis, k)
+    pair = _pair(eps0, n, analysis, None if k is None else int(k))
     if pair.w > 0:
         return _hidden_c_delta(special, pair, eps)
     first, last, mass, below, above = _c_blocks(special, pair)
@@ -189,7 +214,13 @@ def _binom_pmf(special: Any, c: np.ndarray, trials: int, rho: float) -> np.ndarr
 # -- the exact lower bound: shuffled binary randomized response ---------------------------------
 def binary_rr_shuffle_delta(eps0: float, n: int, eps: float) -> float:
     """The exact ``delta(eps)`` of shuffling ``n`` binary-RR reports (each ``eps0``-LDP) on
-    neighbouring datasets ``(0, 0, ..., 0)`` and ``(1, 0, ..., 0)``, both directions."""
+    neighbouring datasets ``(0, 0, ..., 0)`` and ``(1, 0, ..., 0)``, both directions.
+
+    Raises:
+        ParameterError: ``eps0``, ``n`` or ``eps`` (finite, >= 0) out of range.
+    """
+    eps0, n = _check_local(eps0, n)
+    eps = _check_eps(eps, eps0)
     special = _special()
     q = 1.0 / (math.exp(eps0) + 1.0)
     e = math.exp(eps)
