@@ -446,7 +446,8 @@ def _likelihood_estimate(server: Any, labels: np.ndarray, method: str, **options
     k = labels.size
     rest = f"; mass outside the candidates {fit.values[k]:.4g}" if channel.rest else ""
     note = (f"{method}: {channel.note}; {fit.iterations} EM steps, relative log-likelihood gap "
-            f"{fit.gap:.2g}{'' if fit.converged else ' (max_iter reached)'}{rest}; std from the {how}")
+            f"{fit.gap:.2g} (tol {fit.tol:.2g}){'' if fit.converged else ' (max_iter reached)'}{rest}; "
+            f"std from the {how}")
     return Estimate(candidates=labels, values=np.asarray(fit.values[:k]), std=np.asarray(std[:k]), n=int(server.n),
                     protocol=server.protocol, note=note, method=method)
 
