@@ -15,12 +15,13 @@ import numpy as np
 
 from .channel import (LIKELIHOODS, Channel, Separable, hadamard_channel, report_channel, support_channel,
                       symbol_channel)
+from .accuracy import BOOTSTRAP_FITS, bootstrap_bias, standard_errors
 from .solve import IBU_PRECISION, MLE_PRECISION, Fit, default_tol, duality_gap, fisher_std, ibu, log_likelihood, mle
 
 __all__ = ["Channel", "Separable", "Fit", "LIKELIHOODS", "symbol_channel", "support_channel", "report_channel",
            "hadamard_channel", "ibu", "mle",
            "fisher_std", "log_likelihood", "duality_gap", "default_tol", "IBU_PRECISION", "MLE_PRECISION", "channel_of",
-           "METHODS"]
+           "METHODS", "standard_errors", "bootstrap_bias", "BOOTSTRAP_FITS"]
 
 #: The estimators of ``server.frequencies(method=...)``.
 METHODS = ("debiased", "ibu", "mle")

@@ -38,7 +38,8 @@ needs far fewer.
 Fits that run longer than a second draw a progress line on stderr
 (:mod:`ldpfast._progress`: the step, the gap and its target).
 
-**Uncertainty.** :func:`fisher_std` gives standard errors from the expected Fisher
+**Uncertainty.** (What estimates carry: :mod:`ldpfast.estimation.accuracy`, which adds
+the bootstrap bias where it can.) :func:`fisher_std` gives standard errors from the expected Fisher
 information at the estimate, restricted to the simplex:
 ``Cov = (D^-1 - D^-1 1 1' D^-1 / 1'D^-1 1) / n`` for a diagonal information ``D`` (the
 symbol and support channels), or the same projection of a dense information matrix for
@@ -325,6 +326,8 @@ def fisher_std(channel: Channel, f: np.ndarray) -> Tuple[np.ndarray, str]:
     draw, ``f (1 - f)/n``, is subtracted (for GRR in the interior this gives exactly the
     closed-form variance of the unbiased estimate, which the MLE then equals)."""
     std, note = _fisher_population_std(channel, f)
+    if np.isnan(std).all():
+        return std, note
     fixed = np.maximum(std * std - f * (1.0 - f) / channel.n, 0.0)
     return np.sqrt(fixed), note + ", less the users' own sampling variance"
 
@@ -344,8 +347,8 @@ def _fisher_population_std(channel: Channel, f: np.ndarray) -> Tuple[np.ndarray,
         return np.sqrt(np.maximum(var, 0.0) / n), "expected Fisher information at the estimate (diagonal)"
     if channel.columns > _DENSE_COLUMNS or channel.observed.size * channel.columns > _DENSE_CELLS:
         return (np.full(channel.columns, np.nan),
-                f"no standard errors: the information matrix is dense and the channel has more than "
-                f"{_DENSE_COLUMNS} columns or {_DENSE_CELLS} cells x columns")
+                f"no Fisher standard errors: the information matrix is dense and the channel has more than "
+                f"{_DENSE_COLUMNS} columns or 2^24 cells x columns")
     a = channel.dense()
     if channel.column_sum is None:      # cells are reports: the observed information per report
         pi = np.maximum(a @ f, _TINY)
