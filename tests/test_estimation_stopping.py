@@ -84,6 +84,7 @@ def test_long_fits_draw_a_progress_line_and_erase_it(stderr_progress):
     np.testing.assert_array_equal(shown.values, quiet.values)      # drawing changes nothing
     err = stderr_progress.readouterr().err
     assert "ibu over 300 columns: step 40 of at most 40, gap " in err and "(stops at 1e-12)" in err
+    assert "step 0 of" in err and "step 41" not in err      # the start's gap, then one line per EM step
     assert err.endswith("\r") and err.rstrip("\r").endswith(" ")     # erased at the end
     with _progress.suppressed(), pytest.warns(ConvergenceWarning, match="mle stopped at max_iter=5"):
         server.frequencies(method="mle", max_iter=5, tol=1e-12)

@@ -121,10 +121,11 @@ class IterationProgress(_Line):
         self.label, self.max_steps, self.target, self.done = label, int(max_steps), float(target), 0
 
     def advance(self, gap: float) -> None:
-        """One more step, which reached the certified ``gap``."""
-        self.done += 1
+        """One more gradient: the certified ``gap`` of the iterate after ``done`` steps (the
+        first gradient is the start's, step 0)."""
         now = time.monotonic()
         if now - self.start >= FIT_DELAY and now - self._last >= 0.1:
             self._last = now
             self._write(f"{self.label}: step {self.done:,} of at most {self.max_steps:,}, gap {gap:.2g} "
                         f"(stops at {self.target:.2g}), {now - self.start:.0f} s")
+        self.done += 1
