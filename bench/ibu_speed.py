@@ -8,22 +8,31 @@ multi-freq-ldpy is a peer, not a dependency: install it in a scratch environment
 Times are process CPU seconds per run of ``--iterations`` EM steps (median of 3; the
 numba compilation is excluded by a warm-up call). Both start from the uniform vector and
 run exactly that many steps (tolerances set below reach), so the outputs agree to
-rounding, which is checked.
+rounding, which is checked. Both run on one BLAS/OpenMP/numba thread unless the
+environment says otherwise: the peer's dense products spend CPU time on every BLAS
+thread, so its time grows with their number.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 
-import numpy as np
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")       # before numpy (and numba) are imported
+
+import argparse  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 try:
     from machine import median_cpu
 except ImportError:  # imported as bench.ibu_speed
     from .machine import median_cpu
 
-from ldpfast import estimation
-from ldpfast.protocols import grr
+from ldpfast import estimation  # noqa: E402
+from ldpfast.errors import ConvergenceWarning  # noqa: E402
+from ldpfast.protocols import grr  # noqa: E402
 
 
 def main() -> None:
@@ -31,10 +40,13 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=300)
     parser.add_argument("--n", type=int, default=100_000)
     args = parser.parse_args()
+    warnings.simplefilter("ignore", ConvergenceWarning)     # a fixed number of steps, short of convergence
     try:
         from multi_freq_ldpy.estimators.Histogram_estimator import IBU as peer_ibu
     except ImportError:
         peer_ibu = None
+    print(f"threads: OMP {os.environ['OMP_NUM_THREADS']}, OpenBLAS {os.environ['OPENBLAS_NUM_THREADS']}, "
+          f"MKL {os.environ['MKL_NUM_THREADS']}, numba {os.environ['NUMBA_NUM_THREADS']}")
     print("| d | ldpfast CPU s | multi-freq-ldpy CPU s | ratio | max abs difference |")
     print("|---|---|---|---|---|")
     rng = np.random.default_rng(0)

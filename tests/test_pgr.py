@@ -59,6 +59,25 @@ def test_decoder_is_the_hyperplane_sum_on_every_backend(q, t):
         _core.set_backend(before)
 
 
+@pytest.mark.parametrize("q, t", GEOMETRIES)
+def test_real_hyperplane_sums_in_fixed_point(q, t):
+    """hyperplane_transform (the IBU/MLE channel's D g) runs the integer decoder on each
+    sign's part of g scaled to sum 2^63: each of an output's s terms moves by at most 2^-64
+    of its part's sum, so |error| <= s 2^-64 sum|g| plus float64 rounding of the output."""
+    params = params_of(q, t)
+    vectors = params.vectors(np.arange(params.points))
+    incidence = ((vectors @ vectors.T) % q == 0).astype(np.float64)
+    rng = np.random.default_rng(q * 10 + t)
+    transform = pgr.hyperplane_transform(params)
+    for g in (rng.random(params.points), rng.standard_normal(params.points) * 10.0 ** rng.integers(-8, 8)):
+        exact = incidence @ g
+        bound = params.hyperplane * 2.0**-64 * np.abs(g).sum() + 1e-15 * np.abs(incidence @ np.abs(g))
+        assert np.all(np.abs(transform(g) - exact) <= bound)
+    assert np.array_equal(transform(np.zeros(params.points)), np.zeros(params.points))
+    with pytest.raises(ParameterError, match="finite"):
+        transform(np.full(params.points, np.nan))
+
+
 def test_client_is_identical_on_every_backend_and_thread_count():
     params = pgr.Params(epsilon=2.0, d=500)
     x = np.arange(20_000) % 500

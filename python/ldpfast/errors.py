@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError", "StorageError", "PrivacyWarning", "MissingDependencyError"]
+           "DTypeError", "StorageError", "PrivacyWarning", "ConvergenceWarning", "MissingDependencyError"]
 
 
 class LdpfastError(Exception):
@@ -54,6 +54,12 @@ class PrivacyWarning(UserWarning):
     call site as Python's default filter would: ldpfast installs an ``"always"`` filter for
     this category at import); silencing it takes an explicit filter
     (``warnings.simplefilter("ignore", PrivacyWarning)``, which takes precedence)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative estimate (IBU, iterative MLE) reached its step limit before its stopping
+    rule held; the message gives the certified log-likelihood gap it reached and what that
+    gap bounds."""
 
 
 warnings.filterwarnings("always", category=PrivacyWarning)

@@ -451,13 +451,22 @@ def _likelihood_estimate(server: Any, labels: np.ndarray, method: str, **options
     hook_options = {key: options.pop(key) for key in ("likelihood",) if key in options}
     channel = estimation.channel_of(server, labels, **hook_options)
     fit = estimation.ibu(channel, **options) if method == "ibu" else estimation.mle(channel, **options)
-    std, how = estimation.fisher_std(channel, fit.values)
+    std, how = estimation.standard_errors(channel, fit.values)
     k = labels.size
+    values, std = np.asarray(fit.values[:k]), np.asarray(std[:k])
+    if np.isnan(std).any():
+        # inside the simplex the MLE of a saturated channel is the debiased estimate: its closed form applies
+        model, _ = _uncertainty_for(server, labels)
+        if model is not None:
+            std = np.broadcast_to(model.std(values, np.arange(k)), values.shape).astype(np.float64)
+            how = (f"debiased estimator's standard errors evaluated at the estimates (interior approximation, "
+                   f"which ignores the bias near 0), since there are {how}")
     rest = f"; mass outside the candidates {fit.values[k]:.4g}" if channel.rest else ""
     note = (f"{method}: {channel.note}; {fit.iterations} EM steps, relative log-likelihood gap "
-            f"{fit.gap:.2g}{'' if fit.converged else ' (max_iter reached)'}{rest}; std from the {how}")
-    return Estimate(candidates=labels, values=np.asarray(fit.values[:k]), std=np.asarray(std[:k]), n=int(server.n),
-                    protocol=server.protocol, note=note, method=method)
+            f"{fit.gap:.2g} (tol {fit.tol:.2g}){'' if fit.converged else ' (max_iter reached)'}{rest}; "
+            f"std from the {how}")
+    return Estimate(candidates=labels, values=values, std=std, n=int(server.n), protocol=server.protocol, note=note,
+                    method=method)
 
 
 set_estimator(estimate)

@@ -4,7 +4,7 @@ protocol's aggregated state, through the report channel its registration provide
 
     est = server.frequencies(method="mle")      # or "ibu"; "debiased" is the default
     channel = ldpfast.estimation.channel_of(server, candidates)
-    fit = ldpfast.estimation.ibu(channel, tol=1e-7)
+    fit = ldpfast.estimation.ibu(channel)           # stops within 0.1 standard errors of the MLE
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import numpy as np
 
 from .channel import (LIKELIHOODS, Channel, Separable, hadamard_channel, report_channel, support_channel,
                       symbol_channel)
-from .solve import Fit, duality_gap, fisher_std, ibu, log_likelihood, mle
+from .accuracy import BOOTSTRAP_FITS, bootstrap_bias, standard_errors
+from .solve import IBU_PRECISION, MLE_PRECISION, Fit, default_tol, duality_gap, fisher_std, ibu, log_likelihood, mle
 
 __all__ = ["Channel", "Separable", "Fit", "LIKELIHOODS", "symbol_channel", "support_channel", "report_channel",
            "hadamard_channel", "ibu", "mle",
-           "fisher_std", "log_likelihood", "duality_gap", "channel_of", "METHODS"]
+           "fisher_std", "log_likelihood", "duality_gap", "default_tol", "IBU_PRECISION", "MLE_PRECISION", "channel_of",
+           "METHODS", "standard_errors", "bootstrap_bias", "BOOTSTRAP_FITS"]
 
 #: The estimators of ``server.frequencies(method=...)``.
 METHODS = ("debiased", "ibu", "mle")
