@@ -207,7 +207,7 @@ def test_labelled_reports_keep_their_vocabulary_and_another_one_is_refused(spark
     other = proto.params(epsilon=1.0, d=64).with_domain(Domain([f"other-{i}" for i in range(64)]))
     with pytest.raises(IncompatibleError, match=re.escape(paths[0])):
         lspark.aggregate_files(paths, other, spark=spark)
-    with pytest.raises(IncompatibleError, match=re.escape(paths[0]) + ": its metadata records parameters of"):
+    with pytest.raises(IncompatibleError, match=re.escape(paths[0]) + ": reports were made with different parameters"):
         lspark.aggregate_dataframe(df, other)
     with pytest.raises(IncompatibleError, match=r"row 0: made with other parameters"):  # the rows say so too
         lspark.aggregate_dataframe(df.localCheckpoint(), other)  # no files: only the rows are checked
