@@ -97,3 +97,12 @@ def test_the_extremes_check_fails_on_infinite_estimates():
     checks = testing.protocol_checks(dataclasses.replace(proto, extremes=too_small_coverage), include=["extremes"])
     with pytest.raises(AssertionError, match="inf"):
         checks[0]()
+
+
+def test_lolh_hash_range_ends_where_its_report_server_does():
+    """L-OLH's parameters took g = 40985878436 at eps_1 = 1; the OCMS server keeping its
+    reports (randomized response at eps_1 over g symbols) refused it. Now the parameters do."""
+    with pytest.raises(ParameterError, match=r"^eps_1 .*over 40985878436 symbols.*got 1\.0$"):
+        longitudinal.LOLHParams(eps_inf=3.0, eps_1=1.0, d=300, g=40985878436)
+    largest = edges(g=(2, 2**62))(longitudinal.LOLHParams(eps_inf=3.0, eps_1=1.0, d=300))[-1]
+    assert longitudinal.LOLHServer(largest).params.g == largest.g > 4

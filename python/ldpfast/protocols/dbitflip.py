@@ -418,7 +418,8 @@ def _mean_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
 
 _base.register_protocol(_base.Protocol(
     "dbitflip", DBitFlipParams, DBitFlipReports, DBitFlipServer, DBitFlipClient,
-    extremes=edges(d=(2, 2**20)), example=lambda: (DBitFlipParams(epsilon=1.5, d=64, sampled=4), zipf_values(64)),
+    extremes=edges(d=(2, 2**20), sampled=(1, 2**20)),
+    example=lambda: (DBitFlipParams(epsilon=1.5, d=64, sampled=4), zipf_values(64)),
     wire_fields=lambda p: [WireField("buckets", bits_for(p.d), None, "uint32", (p.sampled,)),
                            WireField("bits", 1, None, "uint8", (p.sampled,))],
     variance=_own_variance, simulations=_dbitflip_simulations,

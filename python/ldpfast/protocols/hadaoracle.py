@@ -306,7 +306,7 @@ def _simulations() -> Tuple[Algorithm]:
 
 register_protocol(Protocol(
     "hadaoracle", Params, Reports, Server, Client,
-    extremes=edges(d=(2, 2**64)),
+    extremes=edges(d=(2, 2**64), k=(1, 2**10)),
     example=lambda: (Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3), zipf_values(1000)),
     # [WW] Alg. 1: the subset j, the Hadamard row r and one bit (only the bit when the server assigns j, r).
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),

@@ -203,6 +203,8 @@ class LOLHParams(Budgets, _base.Params):
         g = default_g(self.eps_1, rule="g = round(e^eps_1) + 1") if self.g is None else self.g
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
         _ = self.thresholds
+        # the reports are kept by OLH's server, an OCMS one at eps_1 over g symbols: its range
+        rr_threshold(self.eps_1, g, "eps_1 (OLH's report server: randomized response over g symbols)")
 
     @property
     def thresholds(self) -> Tuple[int, int]:
@@ -320,7 +322,8 @@ _base.register_protocol(_base.Protocol(
 _base.register_protocol(_base.Protocol(
     "l-olh", LOLHParams, LOLHReports, LOLHServer, LOLHClient,
     example=lambda: (LOLHParams(eps_inf=3.0, eps_1=1.0, d=300), zipf_values(300, n=1500)),
-    extremes=edges(eps_inf=(MIN_EPSILON, MAX_EPSILON), eps_1=(MIN_EPSILON, MAX_EPSILON), d=(2, 2**64)),
+    extremes=edges(eps_inf=(MIN_EPSILON, MAX_EPSILON), eps_1=(MIN_EPSILON, MAX_EPSILON), d=(2, 2**64),
+                   g=(2, 2**62)),
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
     variance=_lolh_variance, channel=_lolh_channel,
     simulations=simulations("l-olh", "L-OLH", "protocols.longitudinal",

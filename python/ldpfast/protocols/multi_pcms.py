@@ -265,7 +265,8 @@ def _min_variance(server: MultiPCMSMinServer, candidates: np.ndarray) -> Minimum
 
 register_protocol(Protocol(
     "multi-pcms-mean", MultiPCMSMeanParams, MultiPCMSMeanReports, MultiPCMSMeanServer, MultiPCMSMeanClient,
-    extremes=edges(d=(1, 2**64)), example=_sketch_example(MultiPCMSMeanParams), inputs="sets",
+    extremes=edges(d=(1, 2**64), M=(2, 65536)),
+    example=_sketch_example(MultiPCMSMeanParams), inputs="sets",
     # the row and its M bits
     wire_fields=lambda p: [WireField("row", bits_for(p.K), dtype="uint16"), WireField("bits", 1, SIGN, "int8", (p.M,))],
     variance=_mean_variance,
@@ -275,7 +276,8 @@ register_protocol(Protocol(
                      sketch_bits_plan, sketch_epsilon)))
 register_protocol(Protocol(
     "multi-pcms-min", MultiPCMSMinParams, MultiPCMSMinReports, MultiPCMSMinServer, MultiPCMSMinClient,
-    extremes=edges(d=(1, 2**64)), example=_sketch_example(MultiPCMSMinParams), inputs="sets",
+    extremes=edges(d=(1, 2**64), M=(2, 65536)),
+    example=_sketch_example(MultiPCMSMinParams), inputs="sets",
     wire_fields=lambda p: [WireField("bits", 1, SIGN, "int8", (p.K, p.M))],  # the whole K x M sketch
     variance=_min_variance,                    # a minimum over the sketch rows
     simulations=sketch_simulation("multi-pcms-min", "Multi-PCMS-Min",

@@ -437,7 +437,7 @@ def _simulations() -> Tuple[Algorithm, Algorithm]:
 
 
 _base.register_protocol(_base.Protocol(
-    "ocms", Params, Reports, Server, Client, extremes=edges(d=(1, 2**64)), example=_example,
+    "ocms", Params, Reports, Server, Client, extremes=edges(d=(1, 2**64), m=(2, 2**64)), example=_example,
     # [PAN] 2.4: 2 ceil(log2 pH) + ceil(log2 m).
     wire_fields=lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
                            WireField("a1", bits_for(p.field_size))],

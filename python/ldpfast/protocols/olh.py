@@ -227,7 +227,8 @@ def _olh_simulations() -> Tuple[Algorithm]:
 
 register_protocol(Protocol(
     "olh", OLHParams, OLHReports, OLHServer, OLHClient,
-    extremes=edges(d=(2, 2**64)), example=lambda: (OLHParams(epsilon=1.0, d=300), zipf_values(300, n=1500)),
+    extremes=edges(d=(2, 2**64), g=(2, 2**62)),
+    example=lambda: (OLHParams(epsilon=1.0, d=300), zipf_values(300, n=1500)),
     # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_olh_compare, simulations=_olh_simulations,

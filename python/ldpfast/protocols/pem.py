@@ -410,6 +410,6 @@ def _audit_params(eps: float, **changes: Any) -> Params:
 
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
-    extremes=edges(d=(2, 2**64)),
+    extremes=edges(d=(2, 2**64), k=(1, 2**20), eta=(1, 64)),
     simulations=_simulations, audit=AuditHooks(_audit_params, _audit_plan, rr_epsilon("g"))))
 

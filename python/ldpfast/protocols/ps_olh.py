@@ -227,6 +227,6 @@ def _simulations() -> Tuple[SetAlgorithm]:
 register_protocol(Protocol(
     "ps-olh", PSOLHParams, PSOLHReports, PSOLHServer, PSOLHClient,
     example=lambda: (PSOLHParams(epsilon=2.0, d=60, pad_len=3), random_sets(60)), inputs="sets",
-    extremes=edges(d=(1, 2**20)),
+    extremes=edges(d=(1, 2**20), pad_len=(1, 2**20), g=(2, 2**62)),
     wire_fields=olh_wire, variance=_variance, default_candidates=tracked_candidates, simulations=_simulations,
     audit=AuditHooks(lambda e, **kw: PSOLHParams(epsilon=e, d=64, pad_len=4, **kw), _audit_plan, rr_epsilon("g"))))

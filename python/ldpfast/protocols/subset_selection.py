@@ -309,6 +309,6 @@ def _simulations() -> Tuple[Algorithm]:
 
 _base.register_protocol(_base.Protocol(
     "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare, channel=_channel,
-    extremes=edges(d=(2, 2**20)),
+    extremes=edges(d=(2, 2**20), k=(1, 2**20)),
     simulations=_simulations, audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=4, **kw), _audit_plan,
                                                _effective_epsilon)))

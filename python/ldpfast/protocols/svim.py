@@ -477,7 +477,8 @@ def _padded_plan(params: SVIMPaddedParams) -> Plan:
 
 register_protocol(Protocol(
     "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
-    extremes=edges(d=(1, 2**20)), example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire,
+    extremes=edges(d=(1, 2**20), k=(1, 2**20)),
+    example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire,
     variance=olh_model("the share of users whose sampled item is x (1/|S| for each user holding x, empty sets "
                         "sample the dummy d)", sampled=True),
     simulations=svim_simulations,
@@ -485,7 +486,8 @@ register_protocol(Protocol(
 register_protocol(Protocol(
     "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
     example=svim_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
-    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0)),
+    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0), max_L=(1, 2**20),
+                   max_length=(1, 2**20)),
     variance=olh_model("the share of users with min(|S & C|, max_length) = l", sampled=False),
     default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
@@ -493,7 +495,7 @@ register_protocol(Protocol(
 register_protocol(Protocol(
     "svim-padded", SVIMPaddedParams, SVIMPaddedReports, SVIMPaddedServer, SVIMPaddedClient,
     example=svim_example(SVIMPaddedParams, candidates=tuple(range(0, 60, 5)), L=3), inputs="sets",
-    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0)),
+    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0), L=(1, 2**20)),
     wire_fields=_padded_wire, variance=_padded_variance,
     default_candidates=lambda server: np.asarray(server.params.candidates, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)), L=5,
