@@ -8,7 +8,7 @@ Arrow, Parquet and Dask (the Reports class), :mod:`ldpfast.estimates` (``varianc
 ``default_candidates``), :mod:`ldpfast.audit` (``audit``), :mod:`ldpfast.experiments` and
 ``ldpfast simulate`` (``simulations``), ``ldpfast params`` (``compare``),
 :mod:`ldpfast.estimation` (``channel``: IBU and maximum-likelihood estimates), and the contract
-and golden-file tests (``example``, ``inputs``).
+and golden-file tests (``example``, ``inputs``, ``extremes``).
 
 Where protocols come from (:func:`protocols` loads them all): the modules of
 :mod:`ldpfast.protocols`, and the entry points of the group ``ldpfast.protocols``, through

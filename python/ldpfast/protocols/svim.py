@@ -477,17 +477,15 @@ def _padded_plan(params: SVIMPaddedParams) -> Plan:
 
 register_protocol(Protocol(
     "svim-items", SVIMItemParams, SVIMItemReports, SVIMItemServer, SVIMItemClient,
-    extremes=edges(d=(1, 2**20), k=(1, 2**20)),
     example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire,
     variance=olh_model("the share of users whose sampled item is x (1/|S| for each user holding x, empty sets "
                         "sample the dummy d)", sampled=True),
-    simulations=svim_simulations,
+    simulations=svim_simulations, extremes=edges(d=(1, 2**20), k=(1, 2**20)),
     audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
 register_protocol(Protocol(
     "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
     example=svim_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
-    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0), max_L=(1, 2**20),
-                   max_length=(1, 2**20)),
+    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0), max_L=(1, 2**20), max_length=(1, 2**20)),
     variance=olh_model("the share of users with min(|S & C|, max_length) = l", sampled=False),
     default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
