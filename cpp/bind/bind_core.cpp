@@ -107,11 +107,11 @@ py::array_t<std::uint64_t> field_mul(const FieldSpec& f, const py::handle& a_obj
   return out;
 }
 
-// dst[i] = src[i] for C-contiguous arrays of one item size. Each element of an aligned src
-// is read with one load of its width, so an element another thread changes meanwhile is
-// copied as its old or its new value, never a mix of their bytes: memcpy gives no such
-// promise (AddressSanitizer's memmove copies byte by byte). A misaligned element cannot be
-// read atomically: src is then copied with memcpy.
+// dst[i] = src[i] for C-contiguous arrays of one dtype. Each aligned element of 2, 4 or 8
+// bytes is read with one load of its width, so an element another thread changes meanwhile
+// is copied as its old or its new value, never a mix of their bytes: memcpy gives no such
+// promise (AddressSanitizer's memmove copies byte by byte). Single bytes are whole in any
+// copy, and misaligned elements cannot be read atomically: those go through memcpy.
 template <class T>
 void copy_elements(const void* src, void* dst, std::size_t n) {
   const T* from = static_cast<const T*>(src);
@@ -133,7 +133,7 @@ void copy_once(const py::array& src, py::array dst) {
   const void* from = src.data();
   void* to = dst.mutable_data();
   const std::size_t n = static_cast<std::size_t>(src.size());
-  const bool atomic = (src.flags() & aligned) && (width == 1 || width == 2 || width == 4 || width == 8);
+  const bool atomic = (src.flags() & aligned) && (width == 2 || width == 4 || width == 8);
   without_gil([&] {
     if (!atomic) {
       if (n) std::memcpy(to, from, n * static_cast<std::size_t>(width));
@@ -141,10 +141,8 @@ void copy_once(const py::array& src, py::array dst) {
       copy_elements<std::uint64_t>(from, to, n);
     } else if (width == 4) {
       copy_elements<std::uint32_t>(from, to, n);
-    } else if (width == 2) {
-      copy_elements<std::uint16_t>(from, to, n);
     } else {
-      copy_elements<std::uint8_t>(from, to, n);
+      copy_elements<std::uint16_t>(from, to, n);
     }
   });
 }
