@@ -53,6 +53,7 @@ def test_protocol_conforms(subject, check):
         pytest.skip(str(exc))
 
 
-def test_every_builtin_protocol_registers_an_example():
-    missing = sorted(pid for pid, proto in protocols().items() if proto.builtin and proto.example is None)
-    assert not missing, f"built-in protocols without Protocol.example (needed by check_protocol): {missing}"
+def test_every_builtin_protocol_registers_an_example_and_its_extremes():
+    for hook in ("example", "extremes"):
+        missing = sorted(pid for pid, proto in protocols().items() if proto.builtin and getattr(proto, hook) is None)
+        assert not missing, f"built-in protocols without Protocol.{hook} (needed by check_protocol): {missing}"

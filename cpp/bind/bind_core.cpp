@@ -1,6 +1,7 @@
 // Backend selection, threads, the ChaCha20 block (for test vectors) and field types.
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -106,6 +107,46 @@ py::array_t<std::uint64_t> field_mul(const FieldSpec& f, const py::handle& a_obj
   return out;
 }
 
+// dst[i] = src[i] for C-contiguous arrays of one dtype. Each aligned element of 2, 4 or 8
+// bytes is read with one load of its width, so an element another thread changes meanwhile
+// is copied as its old or its new value, never a mix of their bytes: memcpy gives no such
+// promise (AddressSanitizer's memmove copies byte by byte). Single bytes are whole in any
+// copy, and misaligned elements cannot be read atomically: those go through memcpy.
+template <class T>
+void copy_elements(const void* src, void* dst, std::size_t n) {
+  const T* from = static_cast<const T*>(src);
+  T* to = static_cast<T*>(dst);
+  for (std::size_t i = 0; i < n; ++i) to[i] = __atomic_load_n(from + i, __ATOMIC_RELAXED);
+}
+
+void copy_once(const py::array& src, py::array dst) {
+  const auto c_order = py::array::c_style;
+  const auto aligned = py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+  if (!(src.flags() & c_order) || !(dst.flags() & c_order))
+    throw py::value_error("src and dst must be C-contiguous");
+  if (!(dst.flags() & aligned) || !dst.writeable()) throw py::value_error("dst must be aligned and writable");
+  if (src.dtype().kind() == 'O' || src.dtype().not_equal(dst.dtype()) || dst.size() != src.size())
+    throw py::value_error("dst must have src's dtype (not object) and length, got " +
+                          std::string(py::str(dst.dtype())) + " x " + std::to_string(dst.size()) + " for " +
+                          std::string(py::str(src.dtype())) + " x " + std::to_string(src.size()));
+  const py::ssize_t width = src.itemsize();
+  const void* from = src.data();
+  void* to = dst.mutable_data();
+  const std::size_t n = static_cast<std::size_t>(src.size());
+  const bool atomic = (src.flags() & aligned) && (width == 2 || width == 4 || width == 8);
+  without_gil([&] {
+    if (!atomic) {
+      if (n) std::memcpy(to, from, n * static_cast<std::size_t>(width));
+    } else if (width == 8) {
+      copy_elements<std::uint64_t>(from, to, n);
+    } else if (width == 4) {
+      copy_elements<std::uint32_t>(from, to, n);
+    } else {
+      copy_elements<std::uint16_t>(from, to, n);
+    }
+  });
+}
+
 }  // namespace
 
 void register_core(py::module_& m) {
@@ -130,6 +171,9 @@ void register_core(py::module_& m) {
 
   m.def("field_mul", &field_mul, py::arg("field"), py::arg("a"), py::arg("b"),
         "Elementwise field product (reference/testing helper).");
+  m.def("copy_once", &copy_once, py::arg("src"), py::arg("dst"),
+        "dst[...] = src for C-contiguous arrays of one item size, each aligned element read with one load of "
+        "its width (copied old or new when another thread changes it, never torn).");
 }
 
 }  // namespace ldpfast::bind

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Mapping, Option
 
 import numpy as np
 
+from . import _core
 from ._container import (_check_layout, _describe, _layout_nbytes, _native, _npy_array, _npy_header,
                          _parse_container, write_container)
 from ._delta import Delta, _State
@@ -265,15 +266,15 @@ class Aggregator:
         needed = sum(columns[name].nbytes for name in owned
                      if fresh or not _fits(pool.get(name), columns[name]))
         self._check_call(needed, lambda: f"a copy of a batch of {len(batch)} reports for {_aggregator_name(self)}")
-        for name in owned:  # read once from the caller's memory
+        for name in owned:  # read once from the caller's memory, each value whole (_core.copy_once)
             column = columns[name]
             if fresh:
-                setattr(batch, name, np.array(column, order="C"))
-                continue
-            if not _fits(pool.get(name), column):
-                pool[name] = np.empty(column.size, dtype=column.dtype)
-            copy = pool[name][:column.size].reshape(column.shape)
-            np.copyto(copy, column)
+                copy = np.empty(column.shape, dtype=column.dtype)
+            else:
+                if not _fits(pool.get(name), column):
+                    pool[name] = np.empty(column.size, dtype=column.dtype)
+                copy = pool[name][:column.size].reshape(column.shape)
+            _core.copy_once(column, copy)
             setattr(batch, name, copy)
         return batch
 

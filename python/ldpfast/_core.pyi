@@ -6,7 +6,7 @@ so each array parameter is typed with the one dtype the binding accepts. Arrays 
 "in place" must also be writable. Keep in sync with the bindings.
 """
 
-from typing import Literal, Optional, Tuple, Union
+from typing import Any, Literal, Optional, Tuple, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,6 +41,7 @@ def set_num_threads(threads: int, /) -> None: ...
 # Randomness and hashing.
 def chacha20_block(key: bytes, counter: int, nonce: int) -> bytes: ...
 def field_mul(field: Field, a: _U64, b: _U64) -> _U64: ...
+def copy_once(src: NDArray[Any], dst: NDArray[Any]) -> None: ...
 def ocms_hash(field: Field, a0: _U64, a1: _U64, x: _U64, m: int, threads: int = 0) -> _U64: ...
 
 # Transforms (in place: data).

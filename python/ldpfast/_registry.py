@@ -8,7 +8,7 @@ Arrow, Parquet and Dask (the Reports class), :mod:`ldpfast.estimates` (``varianc
 ``default_candidates``), :mod:`ldpfast.audit` (``audit``), :mod:`ldpfast.experiments` and
 ``ldpfast simulate`` (``simulations``), ``ldpfast params`` (``compare``),
 :mod:`ldpfast.estimation` (``channel``: IBU and maximum-likelihood estimates), and the contract
-and golden-file tests (``example``, ``inputs``).
+and golden-file tests (``example``, ``inputs``, ``extremes``).
 
 Where protocols come from (:func:`protocols` loads them all): the modules of
 :mod:`ldpfast.protocols`, and the entry points of the group ``ldpfast.protocols``, through
@@ -157,6 +157,12 @@ class Protocol:
             domain), for the IBU and maximum-likelihood estimates
             (``server.frequencies(method="ibu" | "mle")``); it raises ParameterError for
             candidates or a state it cannot serve.
+        extremes: ``params -> [params]``: the (example's) parameters moved to the ends of the
+            ranges its Params accept (smallest and largest epsilon and domain, and any other
+            parameter whose end needs its own case; a domain whose server state grows with it
+            at a size a test affords). Required for protocols shipped with ldpfast:
+            ``check_protocol`` perturbs, aggregates and estimates at each and needs finite
+            estimates (``protocols._registration.edges`` makes the hook).
         rounds: memoized (longitudinal) protocols: ``(eps_inf, eps_1, d) -> Params``, the
             protocol configured for repeated collection on ``[0, d)`` with a permanent
             response spending ``eps_inf`` and reports spending ``eps_1``
@@ -178,6 +184,7 @@ class Protocol:
     compare: Optional[Callable[..., Sequence[ComparisonRow]]] = None
     channel: Optional[Callable[[Any, Any], Any]] = None
     rounds: Optional[Callable[[float, float, int], Params]] = None
+    extremes: Optional[Callable[[Any], Sequence[Params]]] = None
 
     @property
     def module(self) -> str:

@@ -4,6 +4,7 @@ closed-form variances and simulation runs. A protocol's own hooks live in its mo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from typing import Any, Callable, Dict, List, Set, Tuple
@@ -12,8 +13,9 @@ import numpy as np
 
 from .. import _core
 from .._budget import effective, rr_loss
-from .._validate import rr_effective_epsilon
+from .._validate import MAX_EPSILON, MIN_EPSILON, rr_effective_epsilon
 from ..audit import Plan, hash_support, set_inputs, support_events, value_inputs
+from ..errors import ParameterError
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from ._hadamard_layout import _parity_sign, binary_flip_threshold
@@ -319,3 +321,41 @@ def counter_cost(cells: int, transform: float = 0.0) -> Dict[str, Any]:
     candidate."""
     return {"server_ops": lambda n, q: float(n) + transform + q, "state_bytes": lambda n, q: 8.0 * cells}
 
+
+
+# -- extreme parameters --------------------------------------------------------------------------
+def edges(**ranges: Tuple[Any, Any]) -> Callable[[Any], List[Any]]:
+    """``Protocol.extremes``: the given parameters with each field of ``ranges`` set to each
+    end of its ``(smallest, largest)`` range (``epsilon``, where the parameters have one:
+    ``[MIN_EPSILON, MAX_EPSILON]`` unless given). An end the parameters refuse given their
+    other fields (the largest epsilon randomized response over ``g`` symbols can sample,
+    the largest ``d`` a field holds) moves inward to the last value they accept, found by
+    bisection from the given value."""
+    def extremes(params: Any) -> List[Any]:
+        named = {field.name for field in dataclasses.fields(params)}
+        spans = {"epsilon": (MIN_EPSILON, MAX_EPSILON)} if "epsilon" in named else {}
+        spans.update(ranges)
+        return [_last_accepted(params, name, end) for name, ends in spans.items() for end in ends]
+    return extremes
+
+
+def _last_accepted(params: Any, name: str, end: Any) -> Any:
+    """``params`` with field ``name`` at ``end``, or at the accepted value nearest to it
+    between the current value (accepted) and ``end`` (acceptance is an interval)."""
+    def accepted(value: Any) -> Any:
+        try:
+            return dataclasses.replace(params, **{name: value})
+        except ParameterError:
+            return None
+
+    found = accepted(end)
+    inside, outside = getattr(params, name), end
+    while found is None:
+        middle = (inside + outside) // 2 if isinstance(end, int) else inside + (outside - inside) / 2
+        if middle in (inside, outside):
+            return dataclasses.replace(params, **{name: inside})
+        if accepted(middle) is None:
+            outside = middle
+        else:
+            inside = middle
+    return found

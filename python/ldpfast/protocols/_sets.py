@@ -43,6 +43,10 @@ CSR = Tuple[np.ndarray, np.ndarray]
 SetsLike = Union[SetData, CSR, Sequence[ArrayLike]]
 
 
+#: The largest domain of a set protocol: users' items are int64 (:class:`~ldpfast.datasets.SetData`).
+MAX_SET_DOMAIN = 2**63
+
+
 def as_sets(sets: SetsLike, d: int) -> CSR:
     """Users' sets as CSR ``(offsets int64[n+1], items uint64)``, checked to lie in [0, d).
 
@@ -107,7 +111,7 @@ class SketchParams(_ParamsBase):
         p = check_int("field_size", self.field_size, 3, 2**64 - 1)
         if not is_prime(p):
             raise ParameterError(f"field_size must be a prime, got {p}")
-        d = check_int("d", self.d, 1, p - 1)
+        d = check_int("d", self.d, 1, min(p - 1, MAX_SET_DOMAIN))
         for name in ("hash_a0", "hash_a1"):
             coeffs = tuple(check_int(name, a, 0, p - 1) for a in getattr(self, name))
             if len(coeffs) != K:

@@ -13,7 +13,7 @@ from .. import _core
 from .._base import Aggregator, ClientBase, Delta, Params as _ParamsBase
 from .._delta import _State
 from .._random import KeySource
-from .._validate import candidate_array, check_below, check_int, check_threads, rr_threshold
+from .._validate import candidate_array, check_below, check_int, check_real, check_threads, rr_threshold
 from ..errors import FormatError, ParameterError, ReportError
 from ._local_hashing import OLHReportColumns, check_olh_reports, debias_matches, default_g
 from ._registration import random_sets
@@ -28,6 +28,18 @@ SVIM_SHARES = (0.4, 0.1, 0.5)
 SVIM_COVERAGE = 0.9
 #: SVIM's default cap on L (R3 ``find_percentile_set``).
 SVIM_MAX_L = 31
+#: The smallest coverage: phase 3 divides its estimates, at most ``L 2^31`` in size (the
+#: randomized response keeps ``p - q >= 2^-31``, ``_validate.rr_threshold``), by it, so
+#: with ``L < 2^64`` they stay below ``2^159``; a coverage of 1e-320 made them infinite.
+MIN_COVERAGE = 2.0**-64
+
+
+def check_coverage(coverage: Any) -> float:
+    """``coverage`` (the share of users' ``|S ∩ C|`` that L covers) in ``[MIN_COVERAGE, 1]``."""
+    value = check_real("coverage", coverage, 0.0, 1.0, high_closed=True)
+    if value < MIN_COVERAGE:
+        raise ParameterError(f"coverage must be in [2^-64, 1] (phase 3 divides its estimates by it), got {coverage!r}")
+    return value
 
 
 def svim_g(epsilon: float, g: int) -> int:

@@ -30,7 +30,7 @@ from ..kernels.field import PRIME
 from .._base import WireField
 from ._hadamard_layout import _check_d
 from ._local_hashing import match_channel
-from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
+from ._registration import edges, olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 from .olh import OLHClient, OLHServer
 
 __all__ = ["Params", "Reports", "Client", "Server"]
@@ -45,7 +45,8 @@ class Params(_ParamsBase):
     Args:
         epsilon: privacy parameter, in [2^-20, 22.18] (the binary flip's 64-bit threshold,
             ``_validate.rr_threshold``).
-        d: domain size, ``2 <= d <= PRIME`` (the hash field ``F_(2^64 - 59)``).
+        d: domain size, ``2 <= d <= PRIME - 1`` (the hash field ``F_(2^64 - 59)``, of the server's
+            OCMS field, which holds ``d + 1`` elements).
     """
 
     protocol: ClassVar[str] = PROTOCOL_ID
@@ -54,7 +55,7 @@ class Params(_ParamsBase):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "d", _check_d(self.d, PRIME))
+        object.__setattr__(self, "d", _check_d(self.d, PRIME - 1))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
 
     @property
@@ -144,7 +145,7 @@ def _channel(server: Any, candidates: Any, likelihood: str = "composite") -> Any
 
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client,
-    example=lambda: (Params(epsilon=1.0, d=300), zipf_values(300, n=1500)),
+    extremes=edges(d=(2, 2**64 - 1)), example=lambda: (Params(epsilon=1.0, d=300), zipf_values(300, n=1500)),
     wire_fields=lambda p: [WireField("z", 1), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_compare, simulations=_simulations,
     channel=_channel,

@@ -44,7 +44,8 @@ from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from ._memo import (MemoClient, MemoServer, binary_epsilon, check_bit_budget, exp, probability, solve_threshold,
                     threshold, unary_epsilon)
-from ._registration import simulated_own_l2, simulated_own_variance, zipf_values
+from .._validate import MAX_EPSILON, MIN_EPSILON
+from ._registration import edges, simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["DBitFlipParams", "DBitFlipReports", "DBitFlipClient", "DBitFlipServer", "OneBitMeanParams",
            "OneBitMeanReports", "OneBitMeanClient", "OneBitMeanServer"]
@@ -417,6 +418,7 @@ def _mean_variance(server: Any, candidates: Any) -> Tuple[Any, str]:
 
 _base.register_protocol(_base.Protocol(
     "dbitflip", DBitFlipParams, DBitFlipReports, DBitFlipServer, DBitFlipClient,
+    extremes=edges(d=(2, 2**20), sampled=(1, 2**20)),
     example=lambda: (DBitFlipParams(epsilon=1.5, d=64, sampled=4), zipf_values(64)),
     wire_fields=lambda p: [WireField("buckets", bits_for(p.d), None, "uint32", (p.sampled,)),
                            WireField("bits", 1, None, "uint8", (p.sampled,))],
@@ -429,6 +431,7 @@ _base.register_protocol(_base.Protocol(
 _base.register_protocol(_base.Protocol(
     "1bitmean", OneBitMeanParams, OneBitMeanReports, OneBitMeanServer, OneBitMeanClient,
     example=lambda: (OneBitMeanParams(eps_inf=3.0, eps_1=1.0, m=24), np.minimum(zipf_values(64), 24)),
+    extremes=edges(eps_inf=(MIN_EPSILON, MAX_EPSILON), eps_1=(MIN_EPSILON, MAX_EPSILON), m=(1, 2**20)),
     wire_fields=lambda p: [WireField("bit", 1, None, "uint8")],
     variance=_mean_variance, default_candidates=lambda server: np.array([0]),
     audit=AuditHooks(lambda e, **kw: OneBitMeanParams(**{"eps_inf": 2 * e, "eps_1": e, "m": 8, **kw}),

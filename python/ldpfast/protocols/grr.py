@@ -30,7 +30,7 @@ from ..estimates import PLUG_IN
 from ..uncertainty import BinomialCounts, PlugIn
 from .._base import WireField, bits_for
 from .._delta import _State
-from ._registration import counter_cost, rr_epsilon, theory, zipf_values
+from ._registration import edges, counter_cost, rr_epsilon, theory, zipf_values
 
 if TYPE_CHECKING:
     from ..datasets import ValueData
@@ -273,7 +273,7 @@ def _simulations() -> Tuple[Algorithm]:
 
 
 _base.register_protocol(_base.Protocol(
-    "grr", Params, Reports, Server, Client, example=_example,
+    "grr", Params, Reports, Server, Client, extremes=edges(d=(2, 2**20)), example=_example,
     wire_fields=lambda p: [WireField("y", bits_for(p.d))],  # ceil(log2 d)
     variance=_variance, compare=_compare, simulations=_simulations, channel=_channel,
     audit=AuditHooks(lambda e, **kw: Params(e, 4, **kw),

@@ -39,7 +39,7 @@ from .hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ..theory import hadamard as _theory
 from .._base import AuditHooks
 from .._base import WireField, bits_for
-from ._registration import SIGN, binary_epsilon, heavy_params, layout_plan, median_of_groups, zipf_values
+from ._registration import edges, SIGN, binary_epsilon, heavy_params, layout_plan, median_of_groups, zipf_values
 from ..uncertainty import MedianOfGroups
 
 if TYPE_CHECKING:
@@ -322,6 +322,7 @@ def _simulations() -> Tuple[HeavyAlgorithm, HeavyAlgorithm]:
 register_protocol(Protocol(
     "hadaheavy", Params, Reports, Server, Client,
     example=lambda: (Params.create(epsilon=2.0, d=1024, n=4000, hash_seed=3), zipf_values(1024)),
+    extremes=edges(d=(2, 2**64)),
     # [WW] section 4: the (level, subset) group, the Hadamard row and one bit.
     wire_fields=lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
                            WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],

@@ -39,7 +39,7 @@ from .._base import AuditHooks, ComparisonRow
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from .._registry import VarianceFn
-from ._registration import (binary_epsilon, cmshe_variance, counter_cost, draw, layout_plan, row_bit_wire,
+from ._registration import (edges, binary_epsilon, cmshe_variance, counter_cost, draw, layout_plan, row_bit_wire,
                             simulated_cmshe_variance, theory, zipf_values)
 
 if TYPE_CHECKING:
@@ -403,12 +403,14 @@ def _example(params_type: Callable[..., _ParamsBase], **kw: Any) -> Callable[[],
 
 register_protocol(Protocol(
     "hrr", HRRParams, HRRReports, HRRServer, HRRClient, example=_example(HRRParams, epsilon=1.0, d=300),
+    extremes=edges(d=(2, 2**20)),
     wire_fields=row_bit_wire, variance=_hrr_variance, compare=_hrr_compare, channel=layout_channel,
     simulations=_simulation("hrr", "HRR", HRRParams, "Hadamard randomized response (WW Fact 2.1)",
                             lambda params, data, f: theory().hrr_variance(params.epsilon, data.n, f)),
     audit=AuditHooks(lambda e, **kw: HRRParams(e, 4, **kw), layout_plan, binary_epsilon)))
 register_protocol(Protocol(
     "he", HEParams, HEReports, HEServer, HEClient, example=_example(HEParams, epsilon=1.0, d=300),
+    extremes=edges(d=(2, 2**20)),
     wire_fields=row_bit_wire, variance=_hrr_variance, compare=_he_compare, channel=layout_channel,
     simulations=_simulation("he", "HE", HEParams, "Hadamard Encoding = CMS+RR with m = 2 (PAN section 6, R1)",
                             lambda params, data, f: theory().he_variance(params.epsilon, data.n, f),
@@ -416,7 +418,7 @@ register_protocol(Protocol(
     audit=AuditHooks(lambda e, **kw: HEParams(e, 4, **kw), layout_plan, binary_epsilon)))
 register_protocol(Protocol(
     "cmshe", CMSHEParams, CMSHEReports, CMSHEServer, CMSHEClient,
-    example=_example(CMSHEParams, epsilon=2.0, d=300, k=8, m=32, hash_seed=7),
+    extremes=edges(d=(2, 2**64)), example=_example(CMSHEParams, epsilon=2.0, d=300, k=8, m=32, hash_seed=7),
     # Apple CMS+HE: the hash index, the row and one bit.
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"), *row_bit_wire(p)],
     variance=cmshe_variance, compare=_cmshe_compare, channel=layout_channel,

@@ -53,7 +53,7 @@ from ..theory._types import Real, RealLike
 from .._base import AuditHooks
 from ..audit import Plan, support_events, value_inputs
 from ..estimates import PLUG_IN
-from ._registration import (binary_epsilon, cmshe_variance, draw, layout_plan, parity_sign, rr_epsilon,
+from ._registration import (edges, binary_epsilon, cmshe_variance, draw, layout_plan, parity_sign, rr_epsilon,
                             simulated_cmshe_variance)
 
 if TYPE_CHECKING:
@@ -407,11 +407,13 @@ def _rhr_original_simulations() -> Tuple[Algorithm]:
 
 register_protocol(Protocol(
     "cmshe-apple", AppleCMSHEParams, AppleCMSHEReports, AppleCMSHEServer, AppleCMSHEClient, example=_apple_example,
+    extremes=edges(d=(2, 2**64)),
     variance=cmshe_variance, simulations=_apple_simulations,
     audit=AuditHooks(lambda e, **kw: AppleCMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw), layout_plan,
                      binary_epsilon)))
 register_protocol(Protocol(
     "rhr-original", RHROriginalParams, RHROriginalReports, RHROriginalServer, RHROriginalClient,
     example=_rhr_example, variance=_rhr_original_variance, simulations=_rhr_original_simulations,
+    extremes=edges(d=(2, 2**20)),
     audit=AuditHooks(lambda e, **kw: RHROriginalParams(epsilon=e, d=16, **kw), _rhr_original_plan,
                      rr_epsilon("symbols"))))

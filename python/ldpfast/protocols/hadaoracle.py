@@ -37,7 +37,7 @@ from ..theory.hadamard import c_eps
 from ..uncertainty import MedianOfGroups
 from .._base import AuditHooks
 from .._base import WireField, bits_for
-from ._registration import SIGN, binary_epsilon, draw, layout_plan, median_of_groups, zipf_values
+from ._registration import edges, SIGN, binary_epsilon, draw, layout_plan, median_of_groups, zipf_values
 
 if TYPE_CHECKING:
     from ..experiments import Algorithm
@@ -306,6 +306,7 @@ def _simulations() -> Tuple[Algorithm]:
 
 register_protocol(Protocol(
     "hadaoracle", Params, Reports, Server, Client,
+    extremes=edges(d=(2, 2**64), k=(1, 2**10)),
     example=lambda: (Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3), zipf_values(1000)),
     # [WW] Alg. 1: the subset j, the Hadamard row r and one bit (only the bit when the server assigns j, r).
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),

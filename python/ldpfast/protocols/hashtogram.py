@@ -52,7 +52,7 @@ from ..theory._types import Real, RealLike
 from .._base import AuditHooks
 from ..estimates import PLUG_IN
 from ..uncertainty import MedianOfGroups, PlugIn
-from ._registration import binary_epsilon, count_sketch_plan, draw, median_of_groups
+from ._registration import edges, binary_epsilon, count_sketch_plan, draw, median_of_groups
 
 if TYPE_CHECKING:
     from ..experiments import Algorithm
@@ -326,7 +326,7 @@ def _variance(server: Server, candidates: Any) -> Union[MedianOfGroups, PlugIn]:
 
 
 register_protocol(Protocol(
-    "hashtogram", Params, Reports, Server, Client, example=_example, variance=_variance,
+    "hashtogram", Params, Reports, Server, Client, extremes=edges(d=(2, 2**64)), example=_example, variance=_variance,
     simulations=_simulations,
     audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, hash_seed=1, **kw), count_sketch_plan,
                      binary_epsilon)))

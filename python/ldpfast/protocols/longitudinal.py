@@ -48,7 +48,8 @@ from . import unary as _unary
 from ._local_hashing import debias_matches, default_g, match_channel
 from ._memo import (Budgets, MemoClient, MemoServer, audit_hooks, new_secrets, own_variance, rr_epsilon_exact,
                     simulations, solve_threshold, two_stage_rr)
-from ._registration import olh_plan, zipf_values
+from .._validate import MAX_EPSILON, MIN_EPSILON
+from ._registration import edges, olh_plan, zipf_values
 
 __all__ = ["new_secrets", "LGRRParams", "LGRRReports", "LGRRClient", "LGRRServer", "LOLHParams", "LOLHReports",
            "LOLHClient", "LOLHServer"]
@@ -186,7 +187,7 @@ class LOLHParams(Budgets, _base.Params):
 
     Attributes:
         eps_inf, eps_1: the two budgets (``eps_1 <= eps_inf``).
-        d: domain size, ``2 <= d <= PRIME``.
+        d: domain size, ``2 <= d <= PRIME - 1`` (the server's OCMS field holds ``d + 1`` elements).
         g: hash range; default ``round(e^eps_1) + 1`` (the composition is GRR_g at ``eps_1``).
     """
 
@@ -198,10 +199,12 @@ class LOLHParams(Budgets, _base.Params):
 
     def __post_init__(self) -> None:
         self.check_budgets()
-        object.__setattr__(self, "d", check_int("d", self.d, 2, PRIME))
+        object.__setattr__(self, "d", check_int("d", self.d, 2, PRIME - 1))
         g = default_g(self.eps_1, rule="g = round(e^eps_1) + 1") if self.g is None else self.g
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
         _ = self.thresholds
+        # the reports are kept by OLH's server, an OCMS one at eps_1 over g symbols: its range
+        rr_threshold(self.eps_1, g, "eps_1 (OLH's report server: randomized response over g symbols)")
 
     @property
     def thresholds(self) -> Tuple[int, int]:
@@ -307,6 +310,7 @@ def _grr_plan(params: Any) -> Any:
 _base.register_protocol(_base.Protocol(
     "l-grr", LGRRParams, LGRRReports, LGRRServer, LGRRClient,
     example=lambda: (LGRRParams(eps_inf=3.0, eps_1=1.0, d=64), zipf_values(64)),
+    extremes=edges(eps_inf=(MIN_EPSILON, MAX_EPSILON), eps_1=(MIN_EPSILON, MAX_EPSILON), d=(2, 2**20)),
     wire_fields=lambda p: [WireField("y", bits_for(p.d))], variance=own_variance, channel=_lgrr_channel,
     simulations=simulations("l-grr", "L-GRR", "protocols.longitudinal",
                             lambda eps, data, gen: LGRRParams(2 * eps, eps, data.d),
@@ -318,6 +322,8 @@ _base.register_protocol(_base.Protocol(
 _base.register_protocol(_base.Protocol(
     "l-olh", LOLHParams, LOLHReports, LOLHServer, LOLHClient,
     example=lambda: (LOLHParams(eps_inf=3.0, eps_1=1.0, d=300), zipf_values(300, n=1500)),
+    extremes=edges(eps_inf=(MIN_EPSILON, MAX_EPSILON), eps_1=(MIN_EPSILON, MAX_EPSILON), d=(2, 2**64),
+                   g=(2, 2**62)),
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],
     variance=_lolh_variance, channel=_lolh_channel,
     simulations=simulations("l-olh", "L-OLH", "protocols.longitudinal",

@@ -36,7 +36,8 @@ from . import unary as _unary
 from ._bitvec import row_bytes
 from ._memo import (Budgets, MemoClient, MemoServer, audit_hooks, check_bit_budget, exp, new_secrets, own_variance,
                     probability, simulations, solve_threshold, threshold, unary_epsilon)
-from ._registration import zipf_values
+from .._validate import MAX_EPSILON, MIN_EPSILON
+from ._registration import edges, zipf_values
 
 __all__ = ["new_secrets", "LOUEParams", "LOSUEParams", "LSUEParams", "LOUEReports", "LOSUEReports", "LSUEReports",
            "LOUEClient", "LOSUEClient", "LSUEClient", "LOUEServer", "LOSUEServer", "LSUEServer"]
@@ -281,6 +282,7 @@ for _pid, _params, _reports, _server, _client, _label, _summary in (
          "longitudinal SUE (basic RAPPOR): memoized SUE at 2 eps, then symmetric RR to eps")):
     _base.register_protocol(_base.Protocol(
         _pid, _params, _reports, _server, _client,
+        extremes=edges(eps_inf=(MIN_EPSILON, MAX_EPSILON), eps_1=(MIN_EPSILON, MAX_EPSILON), d=(2, 2**16)),
         example=_ue_example(_params), wire_fields=_wire_ue, variance=own_variance, channel=_unary.unary_channel,
         simulations=simulations(_pid, _label, "protocols.longitudinal_unary", _ue_simulation_params(_params),
                                  lambda params, data, f: params.variance(data.n, f), _summary),

@@ -25,6 +25,7 @@ from .._base import AuditHooks
 from ..estimates import PLUG_IN
 from ..uncertainty import MinimumOfRows, PlugIn
 from .._base import WireField, bits_for
+from ._registration import edges
 from ._registration import COUNT_MEAN, SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 
 __all__ = [
@@ -264,6 +265,7 @@ def _min_variance(server: MultiPCMSMinServer, candidates: np.ndarray) -> Minimum
 
 register_protocol(Protocol(
     "multi-pcms-mean", MultiPCMSMeanParams, MultiPCMSMeanReports, MultiPCMSMeanServer, MultiPCMSMeanClient,
+    extremes=edges(d=(1, 2**64), M=(2, 65536)),
     example=_sketch_example(MultiPCMSMeanParams), inputs="sets",
     # the row and its M bits
     wire_fields=lambda p: [WireField("row", bits_for(p.K), dtype="uint16"), WireField("bits", 1, SIGN, "int8", (p.M,))],
@@ -274,6 +276,7 @@ register_protocol(Protocol(
                      sketch_bits_plan, sketch_epsilon)))
 register_protocol(Protocol(
     "multi-pcms-min", MultiPCMSMinParams, MultiPCMSMinReports, MultiPCMSMinServer, MultiPCMSMinClient,
+    extremes=edges(d=(1, 2**64), M=(2, 65536)),
     example=_sketch_example(MultiPCMSMinParams), inputs="sets",
     wire_fields=lambda p: [WireField("bits", 1, SIGN, "int8", (p.K, p.M))],  # the whole K x M sketch
     variance=_min_variance,                    # a minimum over the sketch rows

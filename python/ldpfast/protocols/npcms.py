@@ -42,7 +42,7 @@ from .._budget import effective, rr_loss, split
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
-from ._registration import sketch_simulation
+from ._registration import edges, sketch_simulation
 
 __all__ = ["Params", "Reports", "Client", "Server"]
 
@@ -283,6 +283,7 @@ def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
 
 register_protocol(Protocol(
     "npcms", Params, Reports, Server, Client, example=_example, inputs="sets", variance=_variance,
+    extremes=edges(d=(1, 2**64), L=(1, 4096)),
     simulations=sketch_simulation("npcms", "nPCMS",
                                   "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
     audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=1, M=2, seed=1, L=1, **kw), _audit_plan,

@@ -64,7 +64,7 @@ from ..audit import value_inputs
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from ._hashed_reports import HashedReportsServer
-from ._registration import olh_plan, per_user_hash_cost, rr_epsilon, theory, zipf_values
+from ._registration import edges, olh_plan, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 if TYPE_CHECKING:
     from ..datasets import ValueData
@@ -437,7 +437,7 @@ def _simulations() -> Tuple[Algorithm, Algorithm]:
 
 
 _base.register_protocol(_base.Protocol(
-    "ocms", Params, Reports, Server, Client, example=_example,
+    "ocms", Params, Reports, Server, Client, extremes=edges(d=(1, 2**64), m=(2, 2**64)), example=_example,
     # [PAN] 2.4: 2 ceil(log2 pH) + ceil(log2 m).
     wire_fields=lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
                            WireField("a1", bits_for(p.field_size))],

@@ -28,7 +28,7 @@ from ._local_hashing import debias_matches, default_g, match_channel
 from .._base import AuditHooks, ComparisonRow
 from ..audit import value_inputs
 from .._base import WireField, bits_for
-from ._registration import olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
+from ._registration import edges, olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 if TYPE_CHECKING:
     from ..datasets import ValueData
@@ -46,7 +46,7 @@ class OLHParams(Params):
 
     Args:
         epsilon: privacy parameter, in [2^-20, log(g-1) + 22.18] (``_validate.rr_threshold``).
-        d: domain size, ``2 <= d <= PRIME``.
+        d: domain size, ``2 <= d <= PRIME - 1`` (the server's OCMS field holds ``d + 1`` elements).
         g: hash range; default ``round(e^eps) + 1``, exact ``.5`` ties upward
             (:func:`ldpfast.theory.olh_g`).
     """
@@ -58,7 +58,7 @@ class OLHParams(Params):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "d", _check_d(self.d, PRIME))
+        object.__setattr__(self, "d", _check_d(self.d, PRIME - 1))
         g = default_g(self.epsilon) if self.g is None else self.g
         object.__setattr__(self, "g", check_int("g", g, 2, 2**62))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
@@ -227,6 +227,7 @@ def _olh_simulations() -> Tuple[Algorithm]:
 
 register_protocol(Protocol(
     "olh", OLHParams, OLHReports, OLHServer, OLHClient,
+    extremes=edges(d=(2, 2**64), g=(2, 2**62)),
     example=lambda: (OLHParams(epsilon=1.0, d=300), zipf_values(300, n=1500)),
     # OLH with the [PAN] hash over F_PRIME: ceil(log2 g) + 2 * 64.
     wire_fields=lambda p: [WireField("z", bits_for(p.g)), WireField("a0", 64), WireField("a1", 64)],

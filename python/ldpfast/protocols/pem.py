@@ -45,7 +45,7 @@ from ..errors import FormatError, ParameterError, ReportError
 from ..kernels.field import PRIME
 from .._base import WireField, bits_for
 from ._local_hashing import default_g
-from ._registration import rr_epsilon, zipf_values
+from ._registration import edges, rr_epsilon, zipf_values
 from .hadaheavy import HeavyHitters, surviving_prefixes
 
 __all__ = ["Params", "Reports", "Client", "Server"]
@@ -410,5 +410,6 @@ def _audit_params(eps: float, **changes: Any) -> Params:
 
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
+    extremes=edges(d=(2, 2**64), k=(1, 2**20), eta=(1, 64)),
     simulations=_simulations, audit=AuditHooks(_audit_params, _audit_plan, rr_epsilon("g"))))
 

@@ -42,7 +42,7 @@ from .._validate import check_array, check_below, check_epsilon, check_int, chec
 from ..errors import FormatError, ParameterError, ReportError
 from ..theory import projective as _theory
 from .._base import WireField, bits_for
-from ._registration import counter_cost, own_variance, simulated_own_l2, simulated_own_variance, zipf_values
+from ._registration import edges, counter_cost, own_variance, simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "hyperplane_transform"]
 
@@ -381,7 +381,7 @@ def _wire(params: Params) -> List[WireField]:
 
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client,
-    example=lambda: (Params(epsilon=1.0, d=200), zipf_values(200, n=2000)),
+    extremes=edges(d=(2, 2**20)), example=lambda: (Params(epsilon=1.0, d=200), zipf_values(200, n=2000)),
     wire_fields=_wire, variance=own_variance, compare=_compare, simulations=_simulations, channel=_channel,
     # q = 3 forced: the audit exercises the hyperplane sampler (t = 4) at every epsilon
     audit=AuditHooks(lambda e, **kw: Params(e, 16, **{"q": 3, **kw}), _audit_plan, _effective_epsilon)))

@@ -55,7 +55,7 @@ from .._base import AuditHooks
 from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
 from .._base import WireField, bits_for
-from ._registration import (COUNT_MIN, SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
+from ._registration import (edges, COUNT_MIN, SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
                             tracked_candidates)
 
 __all__ = [
@@ -378,6 +378,7 @@ def _nosmp_variance(server: NoSmpServer, candidates: np.ndarray) -> PlugIn:
 
 register_protocol(Protocol(
     "privsketch", Params, Reports, Server, Client, example=_sketch_example(Params), inputs="sets",
+    extremes=edges(d=(1, 2**20)),
     # [PS] Alg. 2: the sampled cell (k, m), its bit, and the ordering matrix as one rank in
     # [0, K M) per cell, ceil(log2(K M)) bits each (a permutation of the cells).
     wire_fields=lambda p: [WireField("k", bits_for(p.K), dtype="uint16"), WireField("m", bits_for(p.M), dtype="uint16"),
@@ -390,6 +391,7 @@ register_protocol(Protocol(
                      sketch_epsilon)))
 register_protocol(Protocol(
     "privsketch-nosmp", NoSmpParams, NoSmpReports, NoSmpServer, NoSmpClient, example=_sketch_example(NoSmpParams),
+    extremes=edges(d=(1, 2**20)),
     inputs="sets",
     # every cell's bit and the ordering matrix
     wire_fields=lambda p: [WireField("bits", 1, SIGN, "int8", (p.K, p.M)),

@@ -28,6 +28,7 @@ from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
 from ..theory.hadamard import c_eps
 from .._base import WireField, bits_for
+from ._registration import edges
 from ._registration import COUNT_MEAN, SIGN, random_sets, sketch_bits_plan, sketch_epsilon, sketch_simulation, theory
 from ._sets import SetsLike, SketchClient, SketchParams
 
@@ -190,7 +191,7 @@ def _safe_variance(server: SafeServer, candidates: np.ndarray) -> PlugIn:
 
 
 register_protocol(Protocol(
-    "privsketch-ldp", SafeParams, SafeReports, SafeServer, SafeClient, example=_example,
+    "privsketch-ldp", SafeParams, SafeReports, SafeServer, SafeClient, extremes=edges(d=(1, 2**20)), example=_example,
     inputs="sets",
     # the sampled cell (k, m) and one bit
     wire_fields=lambda p: [WireField("k", bits_for(p.K), dtype="uint16"), WireField("m", bits_for(p.M), dtype="uint16"),

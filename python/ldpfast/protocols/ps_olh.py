@@ -26,12 +26,12 @@ from ..kernels.field import PRIME
 from ..theory.hadamard import olh_g
 from ._local_hashing import (OLHReportColumns, check_field_size, check_olh_reports, debias_matches, default_g,
                              olh_perturb)
-from ._sets import TrackedServer, as_sets, warn_not_ldp
+from ._sets import MAX_SET_DOMAIN, TrackedServer, as_sets, warn_not_ldp
 from .._base import AuditHooks
 from ..audit import set_inputs
 from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
-from ._registration import (draw, olh_plan, olh_wire, prime_field_of, random_sets, rr_epsilon, theory,
+from ._registration import (edges, draw, olh_plan, olh_wire, prime_field_of, random_sets, rr_epsilon, theory,
                             tracked_candidates)
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class PSOLHParams(_ParamsBase):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
-        check_int("d", self.d, 1, self.field_size - 2)
+        check_int("d", self.d, 1, min(self.field_size - 2, MAX_SET_DOMAIN))
         check_int("pad_len", self.pad_len, 1)
         object.__setattr__(self, "amplify", check_bool("amplify", self.amplify))
         g = self.g or default_g(self.epsilon, self.olh_epsilon,
@@ -227,5 +227,6 @@ def _simulations() -> Tuple[SetAlgorithm]:
 register_protocol(Protocol(
     "ps-olh", PSOLHParams, PSOLHReports, PSOLHServer, PSOLHClient,
     example=lambda: (PSOLHParams(epsilon=2.0, d=60, pad_len=3), random_sets(60)), inputs="sets",
+    extremes=edges(d=(1, 2**20), pad_len=(1, 2**20), g=(2, 2**62)),
     wire_fields=olh_wire, variance=_variance, default_candidates=tracked_candidates, simulations=_simulations,
     audit=AuditHooks(lambda e, **kw: PSOLHParams(epsilon=e, d=64, pad_len=4, **kw), _audit_plan, rr_epsilon("g"))))

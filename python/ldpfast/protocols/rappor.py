@@ -58,7 +58,7 @@ from ._rappor_hooks import audit_plan, channel
 from ._rappor_inputs import check_dictionary_values, irr_rows, secret_rows
 from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_rows,
                              encode_values)
-from ._registration import zipf_values
+from ._registration import edges, zipf_values
 
 __all__ = ["Params", "Reports", "Client", "Server", "Decoded", "ENCODINGS", "METHODS", "encode_values",
            "new_secrets"]
@@ -491,6 +491,7 @@ def _simulations() -> Tuple[Any, ...]:
 
 _base.register_protocol(_base.Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
+    extremes=edges(d=(1, 2**14)),  # the decode regresses on every value of [0, d): 2^24 is minutes
     simulations=_simulations, channel=channel,
     rounds=lambda eps_inf, eps_1, d: configured(eps_1, eps_inf, k=32, h=2, m=16, d=d),
     audit=AuditHooks(audit_params, audit_plan, lambda params: float(params.eps_1),

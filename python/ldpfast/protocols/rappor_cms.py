@@ -46,7 +46,7 @@ from .._base import AuditHooks, ComparisonRow
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, value_inputs
 from ..kernels.field import core_field
-from ._registration import own_variance, simulated_own_l2, simulated_own_variance, tracked_candidates
+from ._registration import edges, own_variance, simulated_own_l2, simulated_own_variance, tracked_candidates
 
 if TYPE_CHECKING:
     from ..datasets import ValueData
@@ -430,5 +430,6 @@ def _simulations() -> Tuple[Algorithm, ...]:
 
 _base.register_protocol(_base.Protocol(
     "cms-rappor", Params, Reports, Server, Client, example=_example, variance=own_variance,
+    extremes=edges(d=(1, 2**64)),
     default_candidates=tracked_candidates, compare=_compare, simulations=_simulations,
     audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=16, m=4, **kw), _audit_plan, _effective_epsilon)))

@@ -32,7 +32,8 @@ from ..errors import FormatError, ParameterError, ReportError
 from ..estimates import PLUG_IN
 from .._base import WireField, bits_for
 from ._hadamard_layout import _check_d
-from ._registration import counter_cost, parity_sign, rr_epsilon, theory, zipf_values
+from .._validate import MIN_EPSILON
+from ._registration import edges, counter_cost, parity_sign, rr_epsilon, theory, zipf_values
 
 if TYPE_CHECKING:
     from ..datasets import ValueData
@@ -285,6 +286,9 @@ def _rhr_simulated_variance(params: Any, data: ValueData, f: np.ndarray) -> np.n
 register_protocol(Protocol(
     "rhr", RHRParams, RHRReports, RHRServer, RHRClient,
     example=lambda: (RHRParams(epsilon=2.0, d=300), zipf_values(300)),
+    # the state holds 2^b counters per column (b = ceil(eps log2 e)): 16 GiB at eps = 21, which
+    # the memory budget refuses; the check stops at eps = 14 (2^21 counters)
+    extremes=edges(epsilon=(MIN_EPSILON, 14.0), d=(2, 2**20)),
     # RHR: b-bit symbol and the row.
     wire_fields=lambda p: [WireField("z", p.b, dtype="uint32"),
                            WireField("rows", bits_for(p.hadamard_size), dtype="uint32")],

@@ -34,7 +34,7 @@ from ..errors import FormatError, ParameterError, ReportError
 from ..theory import pan_baselines as _pt
 from .._base import AuditHooks, ComparisonRow
 from ..audit import Plan, log_ratio, value_inputs
-from ._registration import own_variance, simulated_own_l2, simulated_own_variance
+from ._registration import edges, own_variance, simulated_own_l2, simulated_own_variance
 
 if TYPE_CHECKING:
     from .._base import WireField
@@ -309,5 +309,6 @@ def _simulations() -> Tuple[Algorithm]:
 
 _base.register_protocol(_base.Protocol(
     "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare, channel=_channel,
+    extremes=edges(d=(2, 2**20), k=(1, 2**20)),
     simulations=_simulations, audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=4, **kw), _audit_plan,
                                                _effective_epsilon)))

@@ -34,19 +34,19 @@ from .. import _core
 from .._base import AuditHooks, Params as _ParamsBase, Protocol, WireField, bits_for, register_protocol
 from .._random import RngLike
 from ..errors import ParameterError, ReportError
-from .._validate import candidate_array, check_bool, check_epsilon, check_int, check_real, rr_threshold
+from .._validate import candidate_array, check_bool, check_epsilon, check_int, rr_threshold
 from ..kernels.field import PRIME
 from ._local_hashing import OLHReportColumns, check_field_size, olh_perturb
-from ._sets import SetsLike, as_sets, intersect_candidates, warn_not_ldp
+from ._sets import MAX_SET_DOMAIN, SetsLike, as_sets, intersect_candidates, warn_not_ldp
 from .._budget import PRECISION, amplified, effective, rr_loss
 from .._validate import rr_effective_epsilon
 from ..audit import Plan, set_inputs, support_events
 from ..estimates import PLUG_IN
 from ..uncertainty import PlugIn
-from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams,
+from ._svim import (SVIM_COVERAGE, SVIM_MAX_L, SVIM_SHARES, SVIMClientBase, SVIMOLHParams, check_coverage,
                     SVIMServerBase, check_candidates, svim_example, svim_g, uniform_below)
 from ._svim_run import SvimResult, svim, svim_groups, svim_simulations
-from ._registration import olh_model, olh_plan, olh_wire, prime_field_of, rr_epsilon, theory
+from ._registration import edges, olh_model, olh_plan, olh_wire, prime_field_of, rr_epsilon, theory
 
 __all__ = [
     "SVIMItemParams", "SVIMItemReports", "SVIMItemClient", "SVIMItemServer",
@@ -73,7 +73,7 @@ class SVIMItemParams(SVIMOLHParams):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
-        check_int("d", self.d, 1, self.field_size - 1)      # so the dummy d is a field element too
+        check_int("d", self.d, 1, min(self.field_size - 1, MAX_SET_DOMAIN))      # so the dummy d is a field element too
         check_int("k", self.k, 1)
         object.__setattr__(self, "g", svim_g(self.epsilon, self.g))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
@@ -105,11 +105,11 @@ class SVIMLengthParams(SVIMOLHParams):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
-        check_int("d", self.d, 1, self.field_size - 1)
+        check_int("d", self.d, 1, min(self.field_size - 1, MAX_SET_DOMAIN))
         object.__setattr__(self, "candidates", check_candidates(self.candidates, self.d))
         object.__setattr__(self, "max_length",
                            check_int("max_length", self.max_length or len(self.candidates), 1))
-        object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
+        object.__setattr__(self, "coverage", check_coverage(self.coverage))
         check_int("max_L", self.max_L, 1)
         object.__setattr__(self, "g", svim_g(self.epsilon, self.g))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
@@ -154,10 +154,10 @@ class SVIMPaddedParams(_ParamsBase):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "field_size", check_field_size(self.field_size))
-        check_int("d", self.d, 1, self.field_size - 1)
+        check_int("d", self.d, 1, min(self.field_size - 1, MAX_SET_DOMAIN))
         object.__setattr__(self, "candidates", check_candidates(self.candidates, self.d))
         check_int("L", self.L, 1, self.field_size - 1 - len(self.candidates))
-        object.__setattr__(self, "coverage", check_real("coverage", self.coverage, 0.0, 1.0, high_closed=True))
+        object.__setattr__(self, "coverage", check_coverage(self.coverage))
         object.__setattr__(self, "g", svim_g(self.epsilon, self.g))
         object.__setattr__(self, "reference", check_bool("reference", self.reference))
         _ = self.flip_threshold                 # refuses a budget the 64-bit sampler cannot represent
@@ -480,11 +480,12 @@ register_protocol(Protocol(
     example=svim_example(SVIMItemParams, k=10), inputs="sets", wire_fields=olh_wire,
     variance=olh_model("the share of users whose sampled item is x (1/|S| for each user holding x, empty sets "
                         "sample the dummy d)", sampled=True),
-    simulations=svim_simulations,
+    simulations=svim_simulations, extremes=edges(d=(1, 2**20), k=(1, 2**20)),
     audit=AuditHooks(lambda e, **kw: SVIMItemParams(epsilon=e, d=64, **kw), _items_plan, rr_epsilon("g"))))
 register_protocol(Protocol(
     "svim-lengths", SVIMLengthParams, SVIMLengthReports, SVIMLengthServer, SVIMLengthClient,
     example=svim_example(SVIMLengthParams, candidates=tuple(range(0, 60, 5))), inputs="sets", wire_fields=olh_wire,
+    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0), max_L=(1, 2**20), max_length=(1, 2**20)),
     variance=olh_model("the share of users with min(|S & C|, max_length) = l", sampled=False),
     default_candidates=lambda server: np.arange(server.params.max_length + 1, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMLengthParams(epsilon=e, d=64, candidates=tuple(range(8)), **kw),
@@ -492,6 +493,7 @@ register_protocol(Protocol(
 register_protocol(Protocol(
     "svim-padded", SVIMPaddedParams, SVIMPaddedReports, SVIMPaddedServer, SVIMPaddedClient,
     example=svim_example(SVIMPaddedParams, candidates=tuple(range(0, 60, 5)), L=3), inputs="sets",
+    extremes=edges(d=(1, 2**64), coverage=(0.0, 1.0), L=(1, 2**20)),
     wire_fields=_padded_wire, variance=_padded_variance,
     default_candidates=lambda server: np.asarray(server.params.candidates, dtype=np.int64),
     audit=AuditHooks(lambda e, **kw: SVIMPaddedParams(epsilon=e, d=1000, candidates=tuple(range(100, 200)), L=5,

@@ -36,7 +36,7 @@ from ._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, bina
 from .hashtogram import GroupedSignSketchServer, _uniform
 from ..theory import hadamard as _th
 from .._base import AuditHooks
-from ._registration import binary_epsilon, count_sketch_plan, heavy_params, median_of_groups
+from ._registration import edges, binary_epsilon, count_sketch_plan, heavy_params, median_of_groups
 from ..uncertainty import MedianOfGroups
 
 if TYPE_CHECKING:
@@ -249,5 +249,6 @@ def _variance(server: Server, candidates: Any) -> MedianOfGroups:
 
 register_protocol(Protocol(
     "treehist-cs", Params, Reports, Server, Client, example=_example, simulations=_simulations, variance=_variance,
+    extremes=edges(d=(2, 2**64)),
     audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0, hash_seed=1, **kw),
                      count_sketch_plan, binary_epsilon)))

@@ -38,7 +38,7 @@ from ..estimates import PLUG_IN
 from .._base import WireField
 from ._bitvec import BitCountServer, bit_rows, row_bytes
 from ._memo import check_bit_budget, exp, probability, threshold, unary_epsilon
-from ._registration import simulated_own_l2, simulated_own_variance, zipf_values
+from ._registration import edges, simulated_own_l2, simulated_own_variance, zipf_values
 
 __all__ = ["OUEParams", "SUEParams", "OUEReports", "SUEReports", "OUEClient", "SUEClient", "OUEServer",
            "SUEServer", "unary_variance", "unary_channel"]
@@ -274,6 +274,7 @@ def _simulations(kind: str, label: str, summary: str) -> Any:
 def _register(kind: str, params: type, reports: type, server: type, client: type, label: str, summary: str) -> None:
     _base.register_protocol(_base.Protocol(
         kind, params, reports, server, client,
+        extremes=edges(d=(2, 2**16)),
         example=lambda: (params(epsilon=1.5, d=60), zipf_values(60)),  # d % 8: padding bits to reject
         wire_fields=_wire, variance=_variance, compare=_compare(kind), channel=unary_channel,
         simulations=_simulations(kind, label, summary),

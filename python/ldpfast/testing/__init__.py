@@ -5,6 +5,8 @@ built in or shipped by another package, every check ldpfast's own protocols pass
   ``merge`` is exact, associative and commutative and changes only its left side, and refuses
   other parameters and other protocols; byte, pickle and copy round trips; parameters through
   JSON; standard errors or a note saying why there are none; Arrow/Parquet and wire round trips.
+* **extremes**: at the ends of every parameter range (``Protocol.extremes``) the client, the
+  server, its bytes and its estimates work, and the estimates are finite.
 * **bytes**: corrupted, truncated, resealed and structurally absurd bytes raise FormatError in
   bounded time and memory; impossible state values and the keyed MAC's refusals.
 * **batches**: a batch is added whole or refused, the state unchanged, whatever its columns
@@ -48,7 +50,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from .._base import Aggregator, Params, Protocol, protocol as _registered, protocols as _all_protocols
 from ..errors import ParameterError
-from . import _contract, _fuzz, _concurrency, _statistics  # noqa: F401  (each registers its checks, in this order)
+from . import _contract, _extremes, _fuzz, _concurrency, _statistics  # noqa: F401  (each registers its checks, in this order)
 from ._case import CHECKS, SEED, Case, CheckSkipped, Options
 
 __all__ = ["check_protocol", "protocol_checks", "Check", "CheckResult", "CheckSkipped", "ProtocolCheckError",

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from .. import _core
-from .._validate import check_epsilon, check_real
+from .._validate import MAX_EPSILON, check_epsilon, check_real
 from ..errors import ParameterError
 from ..kernels.field import gf64_field
 from ._types import RealLike
@@ -37,8 +37,9 @@ KL_HALF_EIGHTH = 0.5 * math.log(0.5 / 0.125) + 0.5 * math.log(0.5 / 0.875)
 
 
 def c_eps(epsilon: float) -> float:
-    """Binary-RR debias constant ``(e^eps + 1)/(e^eps - 1)``."""
-    epsilon = check_epsilon(epsilon)
+    """Binary-RR debias constant ``(e^eps + 1)/(e^eps - 1)``, for any budget in
+    ``(0, MAX_EPSILON]``: a per-bit share of a protocol's epsilon may lie below MIN_EPSILON."""
+    epsilon = check_real("epsilon", epsilon, 0.0, MAX_EPSILON, high_closed=True)
     return (math.expm1(epsilon) + 2.0) / math.expm1(epsilon)
 
 

@@ -34,8 +34,8 @@ class WarnerParams(Params):
 
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) \
-                or not 0.0 < self.epsilon <= 20.0:
-            raise ParameterError(f"epsilon must be a number in (0, 20], got {self.epsilon!r}")
+                or not 2.0**-20 <= self.epsilon <= 20.0:  # 2p - 1 > 0 in doubles: finite estimates
+            raise ParameterError(f"epsilon must be a number in [2^-20, 20], got {self.epsilon!r}")
 
     @property
     def d(self) -> int:
@@ -137,6 +137,7 @@ def _audit_plan(params: WarnerParams) -> Any:
 register_protocol(Protocol(
     PROTOCOL_ID, WarnerParams, WarnerReports, WarnerServer, WarnerClient,
     example=_example, wire_fields=lambda params: [("y", 1)], variance=_variance,
+    extremes=lambda params: [WarnerParams(epsilon=2.0**-20), WarnerParams(epsilon=20.0)],
     # numpy's float draw: p / (1 - p) = e^eps up to double rounding
     audit=AuditHooks(params=lambda eps, **changes: WarnerParams(epsilon=eps, **changes), plan=_audit_plan,
                      effective_epsilon=lambda params: float(params.epsilon)),
