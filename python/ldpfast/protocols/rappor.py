@@ -475,8 +475,10 @@ def configured(eps_1: float, eps_inf: float, **changes: Any) -> Params:
 
 def audit_params(epsilon: float, **changes: Any) -> Params:
     """A small configuration for the audit: :func:`configured` with ``eps_1 = epsilon`` and
-    ``eps_inf = 2 epsilon`` (``k = 8``, ``h = 1``, one cohort)."""
-    return configured(epsilon, 2.0 * epsilon, **changes)
+    ``eps_inf = 2 epsilon`` (``k = 8``, ``h = 1``, one cohort), or the smallest ``eps_inf``
+    with finite estimates, ``2 h ln(129/127)``, where ``2 epsilon`` is below it."""
+    h = int(changes.get("h", 1))
+    return configured(epsilon, max(2.0 * epsilon, 2 * h * math.log(129 / 127)), **changes)
 
 
 def _simulations() -> Tuple[Any, ...]:
