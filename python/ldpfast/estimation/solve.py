@@ -290,7 +290,7 @@ def _frank_wolfe_step(channel: Channel, f: np.ndarray, column: int) -> np.ndarra
                 hi = mid
         hi = lo
     moved = (1.0 - hi) * f + hi * vertex
-    return moved / moved.sum()
+    return np.asarray(moved / moved.sum())
 
 
 # -- the separable likelihood: one-dimensional dual search ---------------------------------------
