@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ldpfast
-from ldpfast.protocols import grr, hadaheavy, hadamard, ocms, privsketch
+from ldpfast.protocols import grr, hadaheavy, hadamard, ocms, privsketch, rappor_cms
 from ldpfast.errors import ParameterError
 
 
@@ -19,7 +19,7 @@ def limit():
     ldpfast.set_memory_limit(None)
 
 
-def _refused_small(make, match):
+def _refused_small(make, match, most=16 << 20):
     tracemalloc.start()
     try:
         with pytest.raises(ParameterError, match=match):
@@ -27,7 +27,7 @@ def _refused_small(make, match):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 16 << 20
+    assert peak < most, peak
 
 
 def test_huge_servers_are_refused_before_allocating(limit):
@@ -238,3 +238,45 @@ def test_the_encoding_estimate_bounds_the_memory_encoding_takes(n):
             finally:
                 tracemalloc.stop()
             assert peak <= domain._encode_nbytes(values), (type(domain).__name__, form, peak / n)
+
+
+# CMS-RAPPOR (issue 29: 2^25 candidates grew the server by 1,889 MiB under a 256 MiB limit):
+# building, loading and querying refuse before allocating; scaled down with the limit.
+
+def test_a_server_counting_too_many_candidates_is_refused_before_allocating(limit):
+    params = rappor_cms.Params(epsilon=2.0, d=2**40, m=64)
+    candidates = np.arange(2**20)           # 8 MiB; building needs 32 bytes per candidate at its peak
+    limit(16 << 20)
+    _refused_small(lambda: rappor_cms.Server(params, candidates=candidates),
+                   r"'cms-rappor' server counting 1048576 candidates would need 32.0 MiB",
+                   most=1 << 20)
+    as_list = list(range(2**20))
+    _refused_small(lambda: rappor_cms.Server(params, candidates=as_list), "counting 1048576 candidates",
+                   most=1 << 20)
+    # within the budget: the build's measured peak stays under what was checked
+    tracemalloc.start()
+    try:
+        server = rappor_cms.Server(params, candidates=candidates[:2**18])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 32 * 2**18, peak
+    assert server._state_nbytes() >= 16 * 2**18   # the candidates count beside the sums
+
+
+def test_queries_and_loads_beyond_the_budget_are_refused(limit):
+    params = rappor_cms.Params(epsilon=2.0, d=2**16, m=64)
+    server = rappor_cms.Server(params).update(rappor_cms.Client(params, rng=1).perturb(np.arange(1000)))
+    blob = server.to_bytes()
+    estimate = server.estimate()
+    limit(2 << 20)   # the state (1 MiB: candidates and sums) fits; these calls' temporaries do not
+    query = np.arange(2**16, dtype=np.uint64)
+    _refused_small(lambda: server.estimate(query), r"CMS-RAPPOR query of 65536 candidates would need .* beside the",
+                   most=1 << 20)
+    _refused_small(lambda: server.estimate(), r"CMS-RAPPOR query over all 65536 values", most=1 << 20)
+    # loading reads the stored arrays and builds an empty server (1 MiB each) before the check
+    _refused_small(lambda: rappor_cms.Server.from_bytes(blob), r"loading a 'cms-rappor' server counting 65536",
+                   most=5 << 19)
+    limit(None)
+    assert np.array_equal(server.estimate(), estimate)   # refused calls changed nothing
+    assert np.array_equal(rappor_cms.Server.from_bytes(blob).estimate(), estimate)
