@@ -243,7 +243,7 @@ def test_the_encoding_estimate_bounds_the_memory_encoding_takes(n):
 # CMS-RAPPOR (issue 29: 2^25 candidates grew the server by 1,889 MiB under a 256 MiB limit):
 # building, loading and querying refuse before allocating; scaled down with the limit.
 
-def test_a_server_counting_too_many_candidates_is_refused_before_allocating(limit):
+def test_cms_rappor_server_counting_too_many_candidates_is_refused_before_allocating(limit):
     params = rappor_cms.Params(epsilon=2.0, d=2**40, m=64)
     candidates = np.arange(2**20)           # 8 MiB; building needs 32 bytes per candidate at its peak
     limit(16 << 20)
@@ -264,7 +264,7 @@ def test_a_server_counting_too_many_candidates_is_refused_before_allocating(limi
     assert server._state_nbytes() >= 16 * 2**18   # the candidates count beside the sums
 
 
-def test_queries_and_loads_beyond_the_budget_are_refused(limit):
+def test_cms_rappor_queries_and_loads_beyond_the_budget_are_refused(limit):
     params = rappor_cms.Params(epsilon=2.0, d=2**16, m=64)
     server = rappor_cms.Server(params).update(rappor_cms.Client(params, rng=1).perturb(np.arange(1000)))
     blob = server.to_bytes()
