@@ -8,7 +8,8 @@ np.bincount) measured in the same run.
 from __future__ import annotations
 
 import argparse
-import time
+import os
+import sys
 
 import numpy as np
 
@@ -16,14 +17,8 @@ import ldpfast
 from ldpfast import _core
 from ldpfast.protocols import hadamard as H
 
-
-def best_of(repeat, fn):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import best_time  # noqa: E402  (found through sys.path above)
 
 
 def main() -> None:
@@ -44,27 +39,27 @@ def main() -> None:
           f"backend = {info['active']}, threads = {info['threads']}")
 
     client = H.HRRClient(params, rng=1)
-    t_client = best_of(args.repeat, lambda: client.perturb(values))
+    t_client = best_time(lambda: client.perturb(values), args.repeat)
     reports = client.perturb(values)
 
     def ingest():
         H.HRRServer(params).update(reports)
 
-    t_update = best_of(args.repeat, ingest)
+    t_update = best_time(ingest, args.repeat)
     cell_base = np.zeros(1, np.uint64)
 
     def accumulate():
         z = np.zeros(d, np.int64)
         _core.hadamard_accumulate(None, reports.rows, reports.bits, cell_base, z, 0)
 
-    t_acc = best_of(args.repeat, accumulate)
+    t_acc = best_time(accumulate, args.repeat)
     server = H.HRRServer(params).update(reports)
 
     def decode():
         server._decoded = None
         server.estimate()
 
-    t_decode = best_of(args.repeat, decode)
+    t_decode = best_time(decode, args.repeat)
 
     def numpy_add_at():
         z = np.zeros(d, np.int64)
@@ -73,8 +68,8 @@ def main() -> None:
     def numpy_bincount():
         np.bincount(reports.rows, weights=reports.bits, minlength=d)
 
-    t_addat = best_of(1, numpy_add_at)
-    t_bincount = best_of(args.repeat, numpy_bincount)
+    t_addat = best_time(numpy_add_at, 1)
+    t_bincount = best_time(numpy_bincount, args.repeat)
     z_ref = np.zeros(d, np.int64)
     np.add.at(z_ref, reports.rows, reports.bits)
     assert np.array_equal(z_ref, server.z), "ldpfast and numpy disagree"
