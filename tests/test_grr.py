@@ -125,7 +125,7 @@ def test_histogram_update_adds_exactly_the_bincount(n, size, threads):
     rng = np.random.default_rng(n)
     y = rng.integers(0, size, n, dtype=np.uint64)
     counts = rng.integers(0, 1 << 40, size, dtype=np.uint64)
-    expected = counts + np.bincount(y, minlength=size).astype(np.uint64)
+    expected = counts + np.bincount(y.astype(np.int64), minlength=size).astype(np.uint64)
     assert _core.histogram_update(y, counts, threads) == (n, 0, False)
     np.testing.assert_array_equal(counts, expected)
 

@@ -438,7 +438,7 @@ HISTOGRAM_ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
         if time.perf_counter() - t >= MIN_CALL_S:
             break
         n *= 2
-    reference = start + np.uint64(n >> 18) * np.bincount(pattern, minlength=width).astype(np.uint64)
+    reference = start + np.uint64(n >> 18) * np.bincount(pattern.astype(np.int64), minlength=width).astype(np.uint64)
     unchanged = complete = 0
     for k in range(1, 1000):
         counts = start.copy()

@@ -347,8 +347,9 @@ class HashedDomain(_DomainBase):
         return hash_labels(values, self._bound())
 
     def _encode_nbytes(self, values: Any) -> int:
-        # measured: at most 109 bytes a label (the table of distinct labels, the ids, the hashes)
-        return _encoding_nbytes(values, 128)
+        # measured: at most 109 bytes a label on Python 3.11, 133 on 3.9 with numpy 1.22 (the table
+        # of distinct labels, the ids, the hashes)
+        return _encoding_nbytes(values, 160)
 
     def decode(self, ids: Any) -> np.ndarray:
         raise ParameterError("a HashedDomain cannot turn values back into labels (a hash is not inverted): "
