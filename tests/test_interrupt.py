@@ -359,6 +359,31 @@ ALARMS = PRELUDE + textwrap.dedent("""
         if polls[0] == polls[1]:
             raise KeyboardInterrupt
     signal.signal(signal.SIGALRM, handler)  # polls[1] = 0 disarms it (polls[0] >= 1 when compared)
+
+    # run() interrupted at its k-th poll, k = 1, 2, ... until a call completes; after each,
+    # outcome() names the state: "unchanged", "complete" or a partial one (which stops).
+    def interrupted_at_every_poll(run, outcome):
+        unchanged = complete = 0
+        for k in range(1, 1000):
+            polls[:] = [0, k]
+            signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
+            try:
+                run()
+                polls[1] = 0  # disarmed: an alarm after the try could not be caught
+                finished = True
+            except KeyboardInterrupt:  # inside the call, or just after it returned
+                finished = False
+            signal.setitimer(signal.ITIMER_REAL, 0, 0)
+            state = outcome()
+            if state == "unchanged":
+                unchanged += 1
+            elif state == "complete":
+                complete += 1
+            else:
+                break  # a partial state
+            if finished:
+                break
+        return {"runs": k, "unchanged": unchanged, "complete": complete, "finished": finished}
 """)
 
 ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
@@ -385,27 +410,19 @@ ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
     # rows repeat every 2^20 reports and bits every 2^21: the batch is n / 2^21 periods
     period = np.bincount(np.tile(row_pattern, 2), weights=bit_pattern, minlength=width).astype(np.int64)
     reference = start + (n >> 21) * period
-    unchanged = complete = 0
-    for k in range(1, 1000):
+    z, sizes, count = start, np.zeros(1, np.int64), np.zeros(1, np.int64)
+
+    def run():
+        global z, sizes, count
         z, sizes, count = start.copy(), np.zeros(1, np.int64), np.zeros(1, np.int64)
-        polls[:] = [0, k]
-        signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
-        try:
-            _core.hadamard_update(None, rows, bits, group_rows, base, z, threads, sizes, count)
-            polls[1] = 0  # disarmed: an alarm after the try could not be caught
-            finished = True
-        except KeyboardInterrupt:  # inside the call, or just after it returned
-            finished = False
-        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        _core.hadamard_update(None, rows, bits, group_rows, base, z, threads, sizes, count)
+
+    def outcome():
         if np.array_equal(z, start) and not sizes.any() and not count.any():
-            unchanged += 1
-        elif np.array_equal(z, reference) and int(count[0]) == n == int(sizes[0]):
-            complete += 1
-        else:
-            break  # a partial state
-        if finished:
-            break
-    print(json.dumps({"runs": k, "unchanged": unchanged, "complete": complete, "finished": finished, "n": n}))
+            return "unchanged"
+        return "complete" if np.array_equal(z, reference) and int(count[0]) == n == int(sizes[0]) else "partial"
+
+    print(json.dumps({**interrupted_at_every_poll(run, outcome), "n": n}))
 """)
 
 
@@ -439,27 +456,19 @@ HISTOGRAM_ROLLBACK_CHILD = ALARMS + textwrap.dedent("""
             break
         n *= 2
     reference = start + np.uint64(n >> 18) * np.bincount(pattern.astype(np.int64), minlength=width).astype(np.uint64)
-    unchanged = complete = 0
-    for k in range(1, 1000):
+    counts = start
+
+    def run():
+        global counts
         counts = start.copy()
-        polls[:] = [0, k]
-        signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
-        try:
-            _core.histogram_update(y, counts, threads)
-            polls[1] = 0  # disarmed: an alarm after the try could not be caught
-            finished = True
-        except KeyboardInterrupt:  # inside the call, or just after it returned
-            finished = False
-        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        _core.histogram_update(y, counts, threads)
+
+    def outcome():
         if np.array_equal(counts, start):
-            unchanged += 1
-        elif np.array_equal(counts, reference):
-            complete += 1
-        else:
-            break  # a partial state
-        if finished:
-            break
-    print(json.dumps({"runs": k, "unchanged": unchanged, "complete": complete, "finished": finished, "n": n}))
+            return "unchanged"
+        return "complete" if np.array_equal(counts, reference) else "partial"
+
+    print(json.dumps({**interrupted_at_every_poll(run, outcome), "n": n}))
 """)
 
 
