@@ -37,9 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["Protocol", "AuditHooks", "ComparisonRow", "WireField", "bits_for", "register_protocol", "protocols",
            "protocol", "aliases", "params_from_json", "INPUT_KINDS"]
 
-#: What a protocol's client perturbs: one integer value per user, or one set of distinct
-#: integers per user (a list of lists, or ``(offsets, items)`` arrays).
-INPUT_KINDS = ("values", "sets")
+#: What a protocol's client perturbs: one integer value per user, one set of distinct
+#: integers per user (a list of lists, or ``(offsets, items)`` arrays), one real number per
+#: user (``float64[n]``, or ``float64[n, k]`` for k numeric attributes), or one record of
+#: several attributes per user (``int64[n, k]``, attribute ``j`` in ``[0, domains[j])``).
+INPUT_KINDS = ("values", "sets", "numbers", "records")
 
 #: ``f -> Var(fhat)`` per candidate, for true frequencies ``f`` (broadcasting).
 VarianceFn = Callable[[Any], Any]

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     # ``__getattr__`` below imports them at run time); tests/test_layout.py keeps this list
     # equal to module_names().
     from . import (blh, dbitflip, grr, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram, longitudinal,
-                   longitudinal_unary, multi_pcms, npcms, ocms, olh, pem, pgr, privsketch, privsketch_ldp, ps_olh,
+                   longitudinal_unary, multi_pcms, multiattribute, npcms, numeric, ocms, olh, pem, pgr, privsketch,
+                   privsketch_ldp, ps_olh,
                    rappor, rappor_cms, rhr, subset_selection, svim, treehist_cs, unary)
 
 
