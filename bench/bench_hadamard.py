@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ldpfast import _core
-from ldpfast.protocols import hadaheavy as HH
-from ldpfast.protocols import hadamard as H
-from ldpfast.protocols import hadaoracle as O
+from ldpfast.protocols.heavy import hadaheavy as HH
+from ldpfast.protocols.frequency import hadamard as H
+from ldpfast.protocols.frequency import hadaoracle as O
 
 N = 2_000_000
 D = 2**20

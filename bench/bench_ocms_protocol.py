@@ -8,7 +8,7 @@ Run:  PYTHONPATH=python python3 -m pytest bench/bench_ocms_protocol.py --benchma
 import numpy as np
 import pytest
 
-from ldpfast.protocols import ocms
+from ldpfast.protocols.frequency import ocms
 
 D = 100_000
 

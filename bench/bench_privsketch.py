@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import privsketch as ps
 from ldpfast.datasets import load_sets
 
 N_USERS = 20_000

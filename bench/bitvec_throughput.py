@@ -32,7 +32,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from ldpfast import _core  # noqa: E402
-from ldpfast.protocols import longitudinal, longitudinal_unary, rappor, unary  # noqa: E402
+from ldpfast.protocols.frequency import unary  # noqa: E402
+from ldpfast.protocols.repeated import longitudinal, longitudinal_unary, rappor  # noqa: E402
 
 
 def timed(fn, repeat=3):

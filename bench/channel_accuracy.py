@@ -20,7 +20,8 @@ from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
-from ldpfast.protocols import longitudinal_unary as lue, pgr, rappor, unary
+from ldpfast.protocols.repeated import longitudinal_unary as lue, rappor
+from ldpfast.protocols.frequency import pgr, unary
 
 METHODS = ("debiased", "ibu", "mle")
 

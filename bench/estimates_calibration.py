@@ -35,17 +35,17 @@ def issue29(runs: int, alpha: float) -> None:
     """Issue 29's regime: GRR at d = 73,446, eps = 2, n = 136,000 Zipf(1.3) values (about 1.9
     reports per value, 84% of the values held by no user): coverage of ``values -+ z std``
     and of ``confidence_interval`` over the whole domain and over the values at 0."""
-    import ldpfast as lf
+    from ldpfast.protocols.frequency import grr
 
     d, n = 73_446, 136_000
     data = (np.random.default_rng(0).zipf(1.3, n) - 1) % d
     truth = np.bincount(data, minlength=d) / n
     zero = truth == 0
-    params = lf.protocols.grr.Params(epsilon=2.0, d=d)
+    params = grr.Params(epsilon=2.0, d=d)
     z = NormalDist().inv_cdf(1 - alpha / 2)
     bar, interval = np.zeros((runs, d), dtype=bool), np.zeros((runs, d), dtype=bool)
     for r in range(runs):
-        est = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=100 + r).perturb(data))\
+        est = grr.Server(params).update(grr.Client(params, rng=100 + r).perturb(data))\
             .frequencies()
         low, high = est.confidence_interval(alpha)
         bar[r], interval[r] = np.abs(est.values - truth) <= z * est.std, (low <= truth) & (truth <= high)

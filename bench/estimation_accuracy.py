@@ -35,7 +35,7 @@ from typing import Dict, List
 import numpy as np
 
 from ldpfast import datasets
-from ldpfast.protocols import grr, hadamard, ocms, olh, subset_selection
+from ldpfast.protocols.frequency import grr, hadamard, ocms, olh, subset_selection
 
 METHODS = ("debiased", "norm-sub", "projection", "ibu", "mle")
 D = 1024

@@ -26,7 +26,7 @@ except ImportError:  # imported as bench.full_domain_query
     from .machine import describe
 
 import ldpfast
-from ldpfast.protocols import hadamard, ocms, olh
+from ldpfast.protocols.frequency import hadamard, ocms, olh
 
 
 def _timed(fn):

@@ -25,7 +25,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 import ldpfast
-from ldpfast.protocols import grr
+from ldpfast.protocols.frequency import grr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402  (found through sys.path above)

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 import ldpfast
-from ldpfast.protocols import hadaheavy as HH
+from ldpfast.protocols.heavy import hadaheavy as HH
 
 
 def planted(seed: int, n: int, d: int):

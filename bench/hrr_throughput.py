@@ -15,7 +15,7 @@ import numpy as np
 
 import ldpfast
 from ldpfast import _core
-from ldpfast.protocols import hadamard as H
+from ldpfast.protocols.frequency import hadamard as H
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import best_time  # noqa: E402  (found through sys.path above)

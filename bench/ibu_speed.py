@@ -32,7 +32,7 @@ except ImportError:  # imported as bench.ibu_speed
 
 from ldpfast import estimation  # noqa: E402
 from ldpfast.errors import ConvergenceWarning  # noqa: E402
-from ldpfast.protocols import grr  # noqa: E402
+from ldpfast.protocols.frequency import grr  # noqa: E402
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Optional, Tuple
 import numpy as np
 
 import ldpfast
-from ldpfast.protocols import grr, hadamard, unary
+from ldpfast.protocols.frequency import grr, hadamard, unary
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402  (found through sys.path above)

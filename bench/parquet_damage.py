@@ -44,7 +44,7 @@ import numpy as np
 
 import ldpfast
 from ldpfast import arrow
-from ldpfast.protocols import hadamard, unary
+from ldpfast.protocols.frequency import hadamard, unary
 
 NAME = "damaged.parquet"
 

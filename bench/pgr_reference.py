@@ -1,4 +1,4 @@
-"""PGR (ldpfast.protocols.pgr) against the paper's public C++ implementation
+"""PGR (ldpfast.protocols.frequency.pgr) against the paper's public C++ implementation
 (minilek/private_frequency_oracles, ``oracles/projective_geometry.cc``), measured in one run:
 client ns per user, server seconds (aggregation plus the decoder of every estimate) and
 MSE / closed form, on the same data, at the same field size q (the reference's choice, the
@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from ldpfast import _core
-from ldpfast.protocols import pgr
+from ldpfast.protocols.frequency import pgr
 
 DRIVER = r"""
 #include <chrono>

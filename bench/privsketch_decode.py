@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 import ldpfast as lf
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import privsketch as ps
 from ldpfast.datasets import SetData, load_sets
 
 

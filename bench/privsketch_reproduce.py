@@ -48,8 +48,8 @@ import warnings
 
 import numpy as np
 from ldpfast import metrics
-from ldpfast.protocols import multi_pcms, privsketch_ldp, ps_olh, svim
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import multi_pcms, privsketch_ldp, ps_olh, svim
+from ldpfast.protocols.sets import privsketch as ps
 from ldpfast.datasets import SetData, load_sets, zipf_sets
 from ldpfast.errors import ParameterError
 

@@ -28,7 +28,8 @@ except ImportError:  # imported as bench.strings
 
 import ldpfast
 from ldpfast import Domain, HashedDomain, PrefixDomain
-from ldpfast.protocols import hadamard, ocms, pem
+from ldpfast.protocols.frequency import hadamard, ocms
+from ldpfast.protocols.heavy import pem
 
 
 def _timed(rows, label, fn, baseline=None):

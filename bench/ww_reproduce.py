@@ -8,8 +8,8 @@ the empirical ``(1 - beta)`` quantile of ``|chat(x) - c(x)|`` over fixed queries
 (half of them in the data, half absent), pooled over the repetitions.
 
 Part 2, heavy hitters: HadaHeavy (B ~ sqrt n), TreeHist (the binary special case, B = 2,
-HadaOracle levels), Bassily et al.'s Count-Sketch TreeHist (``ldpfast.protocols.treehist_cs``), Wang et
-al.'s PEM (``ldpfast.protocols.pem``: top-32 prefixes, 4 bits per step, OLH groups) and
+HadaOracle levels), Bassily et al.'s Count-Sketch TreeHist (``ldpfast.protocols.heavy.treehist_cs``), Wang et
+al.'s PEM (``ldpfast.protocols.heavy.pem``: top-32 prefixes, 4 bits per step, OLH groups) and
 Hashtogram given a candidate dictionary (every item of the data plus as many absent
 ones: it has no search of its own) on planted heavy items plus a Zipf tail over
 ``d = 2^32``. Recall and precision are measured at one common threshold (HadaHeavy's
@@ -40,11 +40,11 @@ import time
 
 import ldpfast
 import numpy as np
-from ldpfast.protocols import hadaheavy as HH
-from ldpfast.protocols import hadaoracle as HO
-from ldpfast.protocols import hashtogram as HT
-from ldpfast.protocols import pem as PEM
-from ldpfast.protocols import treehist_cs as CS
+from ldpfast.protocols.heavy import hadaheavy as HH
+from ldpfast.protocols.frequency import hadaoracle as HO
+from ldpfast.protocols.frequency import hashtogram as HT
+from ldpfast.protocols.heavy import pem as PEM
+from ldpfast.protocols.heavy import treehist_cs as CS
 from ldpfast.theory.hadamard import c_eps
 
 D = 2**32

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpfast.protocols import hadaheavy, hadamard, hadaoracle, hashtogram, treehist_cs
+from ldpfast.protocols.heavy import hadaheavy, treehist_cs
+from ldpfast.protocols.frequency import hadamard, hadaoracle, hashtogram
 
 
 def planted(n: int, d: int, seed: int):

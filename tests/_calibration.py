@@ -20,10 +20,11 @@ import numpy as np
 
 import ldpfast as lf
 from ldpfast._base import protocols
-from ldpfast.protocols import (blh, dbitflip, hadaheavy, hadamard, hadamard_variants, hadaoracle, hashtogram,
-                               longitudinal, longitudinal_unary, multi_pcms, npcms, ocms, pem, pgr, privsketch,
-                               privsketch_ldp, ps_olh, rappor, rappor_cms, rhr, subset_selection, svim, treehist_cs,
-                               unary)
+from ldpfast.protocols.frequency import (blh, grr, hadamard, hadamard_variants, hadaoracle, hashtogram, ocms, pgr,
+                                         rappor_cms, rhr, subset_selection, unary)
+from ldpfast.protocols.heavy import hadaheavy, pem, treehist_cs
+from ldpfast.protocols.repeated import dbitflip, longitudinal, longitudinal_unary, rappor
+from ldpfast.protocols.sets import multi_pcms, npcms, privsketch, privsketch_ldp, ps_olh, svim
 
 #: Users per run (values protocols) and the frequencies of the 40-value data set: four heavy
 #: values, 20 exactly at THRESHOLD (the boundary of the null hypothesis f <= THRESHOLD) and
@@ -224,16 +225,16 @@ FREQS_WIDE = np.r_[np.full(20, 0.05), np.zeros(D_WIDE - 20)]
 
 
 CASES: Dict[str, Case] = {
-    "grr": Case(lambda: lf.protocols.grr.Params(epsilon=2.0, d=D), value_data, frequency),
+    "grr": Case(lambda: grr.Params(epsilon=2.0, d=D), value_data, frequency),
     # issue 29's regime: n q = 24 reports for a value no user holds, so the closed form a + b f reaches
     # 0 about 5 of its standard errors at 0 below 0 (a/b over sqrt(a) = sqrt(n q (1 - q))/(1 - p - q));
     # counts this small make the score intervals' level approximate: held to the lower side
-    "grr/wide": Case(lambda: lf.protocols.grr.Params(epsilon=2.0, d=D_WIDE), lambda: value_data(5000, FREQS_WIDE),
+    "grr/wide": Case(lambda: grr.Params(epsilon=2.0, d=D_WIDE), lambda: value_data(5000, FREQS_WIDE),
                      frequency, exact=False),
     "hrr": Case(lambda: hadamard.HRRParams(epsilon=2.0, d=D), value_data, frequency),
     "he": Case(lambda: hadamard.HEParams(epsilon=2.0, d=D), value_data, frequency),
     "ocms": Case(lambda: ocms.Params.optimal(epsilon=2.0, d=D, field="compact"), value_data, frequency),
-    "olh": Case(lambda: lf.protocols.olh.OLHParams(epsilon=2.0, d=D), value_data, frequency),
+    "olh": Case(lambda: lf.protocols.frequency.olh.OLHParams(epsilon=2.0, d=D), value_data, frequency),
     "rhr": Case(lambda: rhr.RHRParams(epsilon=3.0, d=D), value_data, frequency),
     "blh": Case(lambda: blh.Params(epsilon=2.0, d=D), value_data, frequency),
     "pgr": Case(lambda: pgr.Params(epsilon=2.0, d=D), value_data, frequency),
@@ -302,11 +303,11 @@ CASES: Dict[str, Case] = {
 #: threshold, so every declaration is false and the FDR is P(any declaration).
 D_NULL = 200
 NULL_PARAMS: Dict[str, Callable[[], Any]] = {
-    "grr": lambda: lf.protocols.grr.Params(epsilon=2.0, d=D_NULL),
+    "grr": lambda: grr.Params(epsilon=2.0, d=D_NULL),
     "hrr": lambda: hadamard.HRRParams(epsilon=2.0, d=D_NULL),
     "he": lambda: hadamard.HEParams(epsilon=2.0, d=D_NULL),
     "ocms": lambda: ocms.Params.optimal(epsilon=2.0, d=D_NULL, field="compact"),
-    "olh": lambda: lf.protocols.olh.OLHParams(epsilon=2.0, d=D_NULL),
+    "olh": lambda: lf.protocols.frequency.olh.OLHParams(epsilon=2.0, d=D_NULL),
     "rhr": lambda: rhr.RHRParams(epsilon=3.0, d=D_NULL),
     "rhr-original": lambda: hadamard_variants.RHROriginalParams(epsilon=3.0, d=D_NULL),
     "ss": lambda: subset_selection.Params(epsilon=2.0, d=D_NULL),

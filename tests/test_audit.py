@@ -151,7 +151,7 @@ def test_a_client_leaking_its_value_fails_the_audit_at_default_settings(monkeypa
     4.054 at eps = 4, excesses of 0.105 and 0.054, while 10^6 reports per input (the
     default) detect 0.012 and 0.032 with probability 0.9 (test_cli_refuses_...): the
     audit must fail (exit 1)."""
-    from ldpfast.protocols import grr
+    from ldpfast.protocols.frequency import grr
 
     honest = grr.Client.perturb
 

@@ -1,4 +1,4 @@
-"""Binary Local Hashing (ldpfast.protocols.blh): OLH with g = 2. The match count of one value
+"""Binary Local Hashing (ldpfast.protocols.frequency.blh): OLH with g = 2. The match count of one value
 over a run is a sum of independent Bernoullis (p = e^eps/(e^eps + 1) for its holders, 1/2
 for everyone else: a fresh pairwise-independent hash per user), so the estimate's mean and
 variance are checked against ldpfast.theory.olh_variance(g=2) with tests/_moments.py
@@ -12,7 +12,7 @@ import pytest
 from _moments import check_mean, check_variance
 from ldpfast import _core, theory
 from ldpfast.kernels.field import PRIME
-from ldpfast.protocols import blh, olh
+from ldpfast.protocols.frequency import blh, olh
 
 
 @pytest.mark.parametrize("eps", [0.5, 2.0])

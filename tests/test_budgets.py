@@ -24,16 +24,16 @@ import pytest
 
 from ldpfast import _budget, audit
 from ldpfast._base import protocol
-from ldpfast.protocols import rappor
+from ldpfast.protocols.repeated import rappor
 from ldpfast.protocols._hadamard_layout import binary_flip_threshold
-from ldpfast.protocols.dbitflip import DBitFlipParams, OneBitMeanParams
-from ldpfast.protocols.longitudinal import LGRRParams, LOLHParams
-from ldpfast.protocols.longitudinal_unary import LOSUEParams, LOUEParams, LSUEParams
-from ldpfast.protocols.multi_pcms import MultiPCMSMeanParams, MultiPCMSMinParams
-from ldpfast.protocols.npcms import Params as NPCMSParams
-from ldpfast.protocols.privsketch import NoSmpParams
-from ldpfast.protocols.ps_olh import PSOLHParams
-from ldpfast.protocols.svim import SVIMPaddedParams
+from ldpfast.protocols.repeated.dbitflip import DBitFlipParams, OneBitMeanParams
+from ldpfast.protocols.repeated.longitudinal import LGRRParams, LOLHParams
+from ldpfast.protocols.repeated.longitudinal_unary import LOSUEParams, LOUEParams, LSUEParams
+from ldpfast.protocols.sets.multi_pcms import MultiPCMSMeanParams, MultiPCMSMinParams
+from ldpfast.protocols.sets.npcms import Params as NPCMSParams
+from ldpfast.protocols.sets.privsketch import NoSmpParams
+from ldpfast.protocols.sets.ps_olh import PSOLHParams
+from ldpfast.protocols.sets.svim import SVIMPaddedParams
 
 TWO64 = 2**64
 DIGITS = 120

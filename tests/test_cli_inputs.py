@@ -7,7 +7,7 @@ import pytest
 
 from ldpfast import arrow, cli
 from ldpfast.errors import ParameterError
-from ldpfast.protocols import grr
+from ldpfast.protocols.frequency import grr
 
 
 def _refused(capsys, argv, *fragments):

@@ -1,8 +1,8 @@
 """CONTRIBUTING.md's "Add a protocol" walkthrough, followed by a test.
 
-The module shown in CONTRIBUTING.md is written as a new file of ``ldpfast.protocols`` (a
+The module shown in CONTRIBUTING.md is written as a new file of its family package (a
 temporary folder added to the package's path, so it is discovered exactly like a file added
-to ``python/ldpfast/protocols/``), and the protocol must then appear everywhere a built-in
+to ``python/ldpfast/protocols/<family>/``), and the protocol must then appear everywhere a built-in
 one does: the registry and ``params_from_json``, every conformance check of
 ``ldpfast.testing.check_protocol`` (the contract, fuzzing, concurrency, the registered
 variance against simulation, the privacy audit), the wire encoding's bit count, Dask,
@@ -11,6 +11,7 @@ golden file, the simulation tables and ``ldpfast simulate --list``. If the walkt
 uses changes, a layer stops reading the registry), this fails.
 """
 
+import importlib
 import importlib.util
 import json
 import re
@@ -22,19 +23,19 @@ import numpy as np
 import pytest
 
 import ldpfast
-import ldpfast.protocols
 import test_contract as contract
 from ldpfast import _base, audit, estimates, testing, wire
 from ldpfast.cli import main
+from ldpfast.protocols._family import family_modules
 from ldpfast.testing._case import slice_reports
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = re.compile(r"<!-- contributing-example: python/ldpfast/protocols/(\w+)\.py -->\s*```python\n(.*?)```",
+EXAMPLE = re.compile(r"<!-- contributing-example: python/ldpfast/protocols/(\w+)/(\w+)\.py -->\s*```python\n(.*?)```",
                      re.S)
 
 
 def _walkthrough():
-    """(module name, code) of the protocol module in CONTRIBUTING.md."""
+    """(family, module name, code) of the protocol module in CONTRIBUTING.md."""
     text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     found = EXAMPLE.findall(text)
     assert len(found) == 1, "CONTRIBUTING.md must show exactly one marked protocol module"
@@ -44,15 +45,15 @@ def _walkthrough():
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """The walkthrough's protocol, registered for this module's tests only."""
-    name, code = _walkthrough()
-    folder = tmp_path_factory.mktemp("protocols")
+    family, name, code = _walkthrough()
+    folder = tmp_path_factory.mktemp(family)
     (folder / f"{name}.py").write_text(code, encoding="utf-8")
-    package = ldpfast.protocols
+    package = importlib.import_module(f"ldpfast.protocols.{family}")
     before = set(_base.protocols())
     package.__path__.append(str(folder))
     added = []
     try:
-        assert name in package.module_names()
+        assert name in family_modules(package.__name__, package.__path__)
         added = sorted(set(_base.protocols()) - before)
         assert len(added) == 1, f"the walkthrough's module must register one protocol, registered {added}"
         yield _base.protocols()[added[0]]
@@ -64,7 +65,8 @@ def demo(tmp_path_factory):
 
 
 def test_one_module_one_registration(demo):
-    assert demo.builtin and demo.module == f"ldpfast.protocols.{_walkthrough()[0]}"
+    family, name, _ = _walkthrough()
+    assert demo.builtin and demo.module == f"ldpfast.protocols.{family}.{name}"
     assert _base.protocol(demo.id) is demo
     params, _ = demo.example()
     assert _base.params_from_json(params.to_json()) == params

@@ -41,6 +41,16 @@ OLD_NAMES = {
     "ldpfast.olh": ["OLHParams", "OLHServer"], "ldpfast.rhr": ["RHRParams", "RHRServer"],
     "ldpfast.multi_pcms": ["MultiPCMSMeanParams", "MultiPCMSMinServer"], "ldpfast.ps_olh": ["PSOLHParams"],
     "ldpfast.privsketch_ldp": ["SafeParams", "SafeServer"], "ldpfast.hadamard_variants": ["AppleCMSHEParams"],
+    # the flat paths of 0.2, before the family sub-packages: one registered class of each module
+    **{f"ldpfast.protocols.{name}": [cls] for name, cls in (
+        ("blh", "Server"), ("dbitflip", "DBitFlipParams"), ("grr", "Params"), ("hadaheavy", "Server"),
+        ("hadamard", "HRRParams"), ("hadamard_variants", "RHROriginalServer"), ("hadaoracle", "Client"),
+        ("hashtogram", "Reports"), ("longitudinal", "LGRRParams"), ("longitudinal_unary", "LOUEServer"),
+        ("multi_pcms", "MultiPCMSMinParams"), ("npcms", "Params"), ("ocms", "Server"), ("olh", "OLHParams"),
+        ("pem", "Params"), ("pgr", "Server"), ("privsketch", "NoSmpParams"), ("privsketch_ldp", "SafeServer"),
+        ("ps_olh", "PSOLHClient"), ("rappor", "Params"), ("rappor_cms", "Server"), ("rhr", "RHRParams"),
+        ("subset_selection", "Params"), ("svim", "SVIMItemParams"), ("treehist_cs", "Server"),
+        ("unary", "OUEParams"))},
 }
 
 
@@ -69,20 +79,45 @@ def test_package_attribute_and_from_imports_warn(monkeypatch):
     import sys
 
     import ldpfast
-    from ldpfast.protocols import grr
+    from ldpfast.protocols.frequency import grr
 
     if "grr" in vars(ldpfast):   # set by an earlier ``import ldpfast.grr``
         monkeypatch.delattr(ldpfast, "grr")
     monkeypatch.delitem(sys.modules, "ldpfast.grr", raising=False)
     assert "grr" not in dir(ldpfast) and "protocols" in dir(ldpfast)
 
-    with pytest.warns(DeprecationWarning, match=r"ldpfast\.grr is deprecated .* use ldpfast\.protocols\.grr$"):
+    with pytest.warns(DeprecationWarning,
+                      match=r"ldpfast\.grr is deprecated .* use ldpfast\.protocols\.frequency\.grr$"):
         old = ldpfast.grr
-    with pytest.warns(DeprecationWarning, match=r"ldpfast\.grr\.Server .* use ldpfast\.protocols\.grr\.Server$"):
+    with pytest.warns(DeprecationWarning,
+                      match=r"ldpfast\.grr\.Server .* use ldpfast\.protocols\.frequency\.grr\.Server$"):
         from ldpfast.grr import Server
     assert Server is grr.Server
     with pytest.warns(DeprecationWarning):
         assert old.Params is grr.Params
+
+
+def test_flat_protocol_paths_warn_and_name_the_family(monkeypatch):
+    import sys
+
+    import ldpfast.protocols as package
+    from ldpfast.protocols.sets import svim
+
+    if "svim" in vars(package):   # set by an earlier ``import ldpfast.protocols.svim``
+        monkeypatch.delattr(package, "svim")
+    monkeypatch.delitem(sys.modules, "ldpfast.protocols.svim", raising=False)
+
+    assert set(package.FLAT_PATHS) == {f"{name}" for name in (
+        "blh", "dbitflip", "grr", "hadaheavy", "hadamard", "hadamard_variants", "hadaoracle", "hashtogram",
+        "longitudinal", "longitudinal_unary", "multi_pcms", "npcms", "ocms", "olh", "pem", "pgr", "privsketch",
+        "privsketch_ldp", "ps_olh", "rappor", "rappor_cms", "rhr", "subset_selection", "svim", "treehist_cs", "unary")}
+    with pytest.warns(DeprecationWarning, match=r"ldpfast\.protocols\.svim is deprecated .* use "
+                                                r"ldpfast\.protocols\.sets\.svim$"):
+        from ldpfast.protocols import svim as old
+    with pytest.warns(DeprecationWarning, match=r"ldpfast\.protocols\.svim\.SVIMItemServer .* use "
+                                                r"ldpfast\.protocols\.sets\.svim\.SVIMItemServer$"):
+        assert old.SVIMItemServer is svim.SVIMItemServer
+    assert "svim" not in package.module_names() and "sets" in package.module_names()
 
 
 def test_pickles_and_golden_bytes_made_before_the_move_keep_loading():
@@ -91,13 +126,13 @@ def test_pickles_and_golden_bytes_made_before_the_move_keep_loading():
     (tests/golden/) hold protocol ids, no module path (tests/test_contract.py loads them)."""
     import pickle
 
-    from ldpfast.protocols import grr
+    from ldpfast.protocols.frequency import grr
 
     params = grr.Params(epsilon=1.0, d=8)
     server = grr.Server(params).update(grr.Client(params, rng=1).perturb(np.arange(8)))
     blob = pickle.dumps((server, params), protocol=2)
-    assert b"ldpfast.protocols.grr" in blob
+    assert b"ldpfast.protocols.frequency.grr" in blob
     assert pickle.loads(blob) == (server, params)
-    old_path = blob.replace(b"ldpfast.protocols.grr", b"ldpfast.grr")
+    old_path = blob.replace(b"ldpfast.protocols.frequency.grr", b"ldpfast.grr")
     with pytest.warns(DeprecationWarning, match=r"ldpfast\.grr\.(Server|Params) is deprecated"):
         assert pickle.loads(old_path) == (server, params)

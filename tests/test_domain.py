@@ -67,7 +67,7 @@ def test_every_client_perturbs_labels_as_their_ids(pid):
 
 
 def test_labels_without_a_domain_name_the_fix():
-    from ldpfast.protocols import grr
+    from ldpfast.protocols.frequency import grr
 
     with pytest.raises(DTypeError, match=r"with_domain\(ldpfast.Domain"):
         grr.Client(grr.Params(epsilon=1.0, d=4)).perturb(["a", "b"])
@@ -109,7 +109,7 @@ def test_vocabulary_fingerprint_is_the_documented_byte_layout():
 
 def test_the_domain_is_part_of_the_fingerprint_everywhere(tmp_path):
     from ldpfast import arrow
-    from ldpfast.protocols import grr
+    from ldpfast.protocols.frequency import grr
 
     words = _words(50)
     plain = grr.Params(epsilon=2.0, d=50)
@@ -172,7 +172,7 @@ def test_label_hash_matches_its_definition_and_the_published_vectors(label, hex_
 
 
 def test_open_dictionary_estimates_labels_given_as_candidates():
-    from ldpfast.protocols import ocms
+    from ldpfast.protocols.frequency import ocms
 
     params = ocms.Params.optimal(epsilon=3.0, d=2**64 - 60).with_domain(HashedDomain())
     assert params.label_domain.d == 2**64 - 60
@@ -187,7 +187,7 @@ def test_open_dictionary_estimates_labels_given_as_candidates():
 
 
 def test_prefix_domain_packs_bytes_and_prefix_searches_return_them():
-    from ldpfast.protocols import pem
+    from ldpfast.protocols.heavy import pem
 
     dom = PrefixDomain().bind(2**64)
     assert dom.width == 8 and PrefixDomain().bind(2**56 + 5).width == 7
@@ -212,7 +212,7 @@ def test_hadaheavy_finds_the_heavy_byte_prefixes():
     """HadaHeavy over 8-byte prefixes (d = 2^64) with its own thresholds (beta = 0.05):
     the two URLs holding 30% and 20% of 300,000 users are found and labelled; the
     5,000 others hold 0.01% each."""
-    from ldpfast.protocols import hadaheavy
+    from ldpfast.protocols.heavy import hadaheavy
 
     rng = np.random.default_rng(SEED)
     urls = np.array(["news.example/a", "sport.example/b"] + [f"u{i}.example" for i in range(5000)], dtype=object)
@@ -227,7 +227,7 @@ def test_click_streams_as_strings_give_the_integer_estimates():
     """The bundled Kosarak click-streams with every page id written as a URL string: the
     set protocol's estimates from the strings equal those from the ids."""
     from ldpfast import datasets
-    from ldpfast.protocols import ps_olh
+    from ldpfast.protocols.sets import ps_olh
 
     sets = datasets.load_sets("kosarak-prefix")
     n = 5000
@@ -289,7 +289,7 @@ def test_lone_surrogates_and_trailing_nuls_are_refused_naming_the_index(form, ba
 
 
 def test_a_refused_label_of_a_set_protocol_names_its_user():
-    from ldpfast.protocols import ps_olh
+    from ldpfast.protocols.sets import ps_olh
 
     for domain, bad, reason in ((HashedDomain(), "x\0", "NUL"), (Domain(["a", "b", "c"]), "kiwi", "in the domain")):
         params = ps_olh.PSOLHParams(epsilon=2.0, d=2**20, pad_len=2).with_domain(domain)
@@ -308,7 +308,7 @@ def test_numpy_string_arrays_drop_trailing_nuls_before_a_domain_sees_them():
 def test_hashed_domain_takes_d_up_to_2_to_the_64():
     """At d = 2^64 (HadaHeavy, HadaOracle, Hashtogram, TreeHist-CS) a label's value is its
     hash; above, the constructor refuses d with the allowed range."""
-    from ldpfast.protocols import hadaheavy
+    from ldpfast.protocols.heavy import hadaheavy
 
     assert HashedDomain(2**64).encode(["apple", "café"]).tolist() == [label_hash("apple"), label_hash("café")]
     params = hadaheavy.Params.create(epsilon=2.0, d=2**64, n=1000, hash_seed=1).with_domain(HashedDomain())

@@ -17,6 +17,7 @@ import pytest
 from scipy import stats
 
 import ldpfast as lf
+from ldpfast.protocols.frequency import grr
 from ldpfast import estimates, uncertainty
 from ldpfast.errors import ParameterError
 
@@ -33,13 +34,13 @@ def _values(d, freqs, n=N):
 
 
 PROTOCOLS = {
-    "grr": lambda: lf.protocols.grr.Params(epsilon=1.5, d=40),
-    "hrr": lambda: lf.protocols.hadamard.HRRParams(epsilon=1.0, d=40),
-    "ocms": lambda: lf.protocols.ocms.Params.optimal(epsilon=2.0, d=40, field="compact"),
-    "olh": lambda: lf.protocols.olh.OLHParams(epsilon=1.0, d=40),
-    "he": lambda: lf.protocols.hadamard.HEParams(epsilon=1.0, d=40),
-    "rhr": lambda: lf.protocols.rhr.RHRParams(epsilon=3.0, d=40),       # 8 residue classes of 5 values
-    "cmshe": lambda: lf.protocols.hadamard.CMSHEParams(epsilon=2.0, d=40, k=16, m=16, hash_seed=1),
+    "grr": lambda: grr.Params(epsilon=1.5, d=40),
+    "hrr": lambda: lf.protocols.frequency.hadamard.HRRParams(epsilon=1.0, d=40),
+    "ocms": lambda: lf.protocols.frequency.ocms.Params.optimal(epsilon=2.0, d=40, field="compact"),
+    "olh": lambda: lf.protocols.frequency.olh.OLHParams(epsilon=1.0, d=40),
+    "he": lambda: lf.protocols.frequency.hadamard.HEParams(epsilon=1.0, d=40),
+    "rhr": lambda: lf.protocols.frequency.rhr.RHRParams(epsilon=3.0, d=40),       # 8 residue classes of 5 values
+    "cmshe": lambda: lf.protocols.frequency.hadamard.CMSHEParams(epsilon=2.0, d=40, k=16, m=16, hash_seed=1),
 }
 TRUE_F = np.array([0.4, 0.2, 0.1, 0.05] + [0.25 / 36] * 36)
 CANDIDATES = np.array([0, 1, 3, 39])
@@ -87,9 +88,9 @@ def test_standard_errors_match_the_empirical_spread(simulation):
 def test_confidence_interval_api():
     """Score intervals: the endpoints f solve (fhat - f)^2 = z^2 Var(f), so each is z of its
     own standard errors from the estimate (not of the estimate's)."""
-    params = lf.protocols.hadamard.HRRParams(epsilon=2.0, d=16)
+    params = lf.protocols.frequency.hadamard.HRRParams(epsilon=2.0, d=16)
     values = _values(16, TRUE_F[:16] / TRUE_F[:16].sum())
-    hadamard = lf.protocols.hadamard
+    hadamard = lf.protocols.frequency.hadamard
     server = hadamard.HRRServer(params).update(hadamard.HRRClient(params, rng=3).perturb(values))
     e = server.frequencies()
     assert e.target == estimates.TRUE_FREQUENCY
@@ -118,10 +119,10 @@ def test_grr_standard_errors_are_the_variance_at_the_estimate_clipped_at_zero():
     (about 4% of Var at these small f). Mean of R variances with relative spread v: bound
     ``z_{1-delta/d} v/sqrt(R)`` (v measured, Bonferroni over the d values)."""
     d, eps, reps = 40, 1.0, 400
-    params = lf.protocols.grr.Params(epsilon=eps, d=d)
+    params = grr.Params(epsilon=eps, d=d)
     values = _values(d, np.r_[[0.3, 0.1], np.full(d - 2, 0.6 / (d - 2))])
     truth = np.bincount(values, minlength=d) / values.size
-    runs = [lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=r).perturb(values))
+    runs = [grr.Server(params).update(grr.Client(params, rng=r).perturb(values))
             .frequencies() for r in range(reps)]
     a, slope = (lf.theory.grr_variance(eps, d, values.size, f) for f in (0.0, 1.0))
     slope -= a
@@ -141,8 +142,8 @@ def test_standard_errors_do_not_collapse_at_negative_estimates():
     values nobody holds estimates far below 0, where the closed form a + b f reaches 0; their
     standard error is the one at 0 (never less), and so is the interval's reach below 0."""
     d, n = 10_000, 7_000
-    params = lf.protocols.grr.Params(epsilon=2.0, d=d)
-    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=7).perturb(np.arange(n) % 50))
+    params = grr.Params(epsilon=2.0, d=d)
+    server = grr.Server(params).update(grr.Client(params, rng=7).perturb(np.arange(n) % 50))
     e = server.frequencies()
     at_zero = e._std_at(0.0)
     negative = e.values < 0
@@ -160,8 +161,8 @@ def test_standard_errors_do_not_collapse_at_negative_estimates():
 
 def _grr_runs(freqs, reps, d, protocol="grr"):
     """Estimates of `reps` seeded runs on a fixed data set with the given frequencies."""
-    params = (lf.protocols.grr.Params(epsilon=2.0, d=d) if protocol == "grr"
-              else lf.protocols.hadamard.HRRParams(epsilon=2.0, d=d))
+    params = (grr.Params(epsilon=2.0, d=d) if protocol == "grr"
+              else lf.protocols.frequency.hadamard.HRRParams(epsilon=2.0, d=d))
     family = lf._base.protocols()[protocol]
     values = _values(d, freqs)
     for r in range(reps):
@@ -211,11 +212,10 @@ def test_heavy_hitters_fdr_and_power_with_true_heavy_values():
 def _grr_null_runs(d, n, reps, heavy=0, seed=0):
     """GRR at eps = 2 on d values: ``heavy`` values at 3/d, the others sharing the rest
     equally (all at the threshold 1/d when ``heavy = 0``, below it otherwise)."""
-    params = lf.protocols.grr.Params(epsilon=2.0, d=d)
+    params = grr.Params(epsilon=2.0, d=d)
     freqs = np.full(d, (1.0 - 3.0 * heavy / d) / (d - heavy))
     freqs[:heavy] = 3.0 / d
     values = _values(d, freqs, n)
-    grr = lf.protocols.grr
     for r in range(reps):
         yield grr.Server(params).update(grr.Client(params, rng=9000 + seed + r).perturb(values)).frequencies()
 
@@ -397,9 +397,9 @@ def test_postprocessing_matches_its_literal_definition(method):
 
 
 def test_postprocessing_of_an_estimate():
-    params = lf.protocols.grr.Params(epsilon=1.0, d=30)     # noisy: many negative raw estimates
+    params = grr.Params(epsilon=1.0, d=30)     # noisy: many negative raw estimates
     values = _values(30, np.r_[[0.5, 0.2], np.full(28, 0.3 / 28)])
-    e = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=2).perturb(values)).frequencies()
+    e = grr.Server(params).update(grr.Client(params, rng=2).perturb(values)).frequencies()
     assert (e.values < 0).any()
     for method, literal in LITERAL.items():
         out = e.postprocess(method)
@@ -457,8 +457,8 @@ def test_to_pandas(monkeypatch):
 
 
 def test_median_and_minimum_estimators_state_their_model():
-    params = lf.protocols.hadaoracle.Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3)
-    hadaoracle = lf.protocols.hadaoracle
+    params = lf.protocols.frequency.hadaoracle.Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3)
+    hadaoracle = lf.protocols.frequency.hadaoracle
     server = hadaoracle.Server(params).update(hadaoracle.Client(params, rng=1).perturb(np.arange(4000) % 50))
     e = server.frequencies(np.arange(10))
     assert params.hashed and isinstance(e.uncertainty, uncertainty.MedianOfGroups)

@@ -14,7 +14,7 @@ import pytest
 import ldpfast
 from ldpfast._base import protocols
 from ldpfast.errors import ParameterError
-from ldpfast.protocols import grr
+from ldpfast.protocols.frequency import grr
 
 WORDS = ["apple", "banana", "cherry", "date"]
 

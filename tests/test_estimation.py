@@ -18,8 +18,8 @@ import pytest
 import ldpfast as lf
 from ldpfast import estimation as est
 from ldpfast.errors import ConvergenceWarning, ParameterError
-from ldpfast.protocols import (blh, grr, hadamard, longitudinal as lg, longitudinal_unary as lue, ocms, olh, pgr,
-                               rappor, subset_selection as ss, unary)
+from ldpfast.protocols.frequency import blh, grr, hadamard, ocms, olh, pgr, subset_selection as ss, unary
+from ldpfast.protocols.repeated import longitudinal as lg, longitudinal_unary as lue, rappor
 
 
 def _values(d, n, seed=3):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ldpfast.errors import ConvergenceWarning
-from ldpfast.protocols import grr, pgr, unary
+from ldpfast.protocols.frequency import grr, pgr, unary
 
 RUNS = 150
 Z = 4.0

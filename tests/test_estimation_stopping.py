@@ -12,7 +12,7 @@ from ldpfast import _progress
 from ldpfast import estimation as est
 from ldpfast.errors import ConvergenceWarning, ParameterError
 from ldpfast.estimation.solve import _fisher_population_std
-from ldpfast.protocols import grr, pgr
+from ldpfast.protocols.frequency import grr, pgr
 
 
 def _grr_server(n=20_000, d=50, epsilon=2.0, seed=3):

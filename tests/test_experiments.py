@@ -219,7 +219,7 @@ def test_protocols_match_their_closed_forms(name, runs):
 def test_hadaoracle_runs_through_the_harness():
     alg = ex.ALGORITHMS["hadaoracle"]
     if not alg.available():
-        pytest.skip("ldpfast.protocols.hadaoracle is not in this build")
+        pytest.skip("ldpfast.protocols.frequency.hadaoracle is not in this build")
     data = ds.ValueData(np.repeat([3, 9], [1500, 500]), 64, np.arange(64), name="toy")
     cell = ex.simulate(["hadaoracle"], data, [4.0], 5, seed=1).cells[0]
     assert cell.theory_mse is None and np.isfinite(cell.l2) and cell.params["k"] % 2 == 1

@@ -14,10 +14,12 @@ from ldpfast import testing
 from ldpfast._base import protocols
 from ldpfast.errors import ParameterError
 from ldpfast.kernels.field import PRIME
-from ldpfast.protocols import blh, longitudinal, npcms, olh, ps_olh, svim
+from ldpfast.protocols.frequency import blh, olh
+from ldpfast.protocols.repeated import longitudinal
+from ldpfast.protocols.sets import npcms, ps_olh, svim
 from ldpfast.protocols._registration import edges
-from ldpfast.protocols._sets import MAX_SET_DOMAIN
-from ldpfast.protocols._svim import MIN_COVERAGE
+from ldpfast.protocols.sets._sets import MAX_SET_DOMAIN
+from ldpfast.protocols.sets._svim import MIN_COVERAGE
 
 pytestmark = pytest.mark.filterwarnings("ignore::ldpfast.errors.PrivacyWarning")
 

@@ -18,7 +18,8 @@ def _refused(agg, batch, errors=(ReportError,)):
 
 
 def test_the_issue_reassignments():
-    from ldpfast.protocols import hadamard, ocms, privsketch_ldp
+    from ldpfast.protocols.frequency import hadamard, ocms
+    from ldpfast.protocols.sets import privsketch_ldp
 
     oparams = ocms.Params.optimal(epsilon=2.0, d=300, field="compact")
     reports = ocms.Client(oparams, rng=1).perturb(np.arange(100))
@@ -35,7 +36,7 @@ def test_the_issue_reassignments():
 
 
 def test_grr_and_ocms_reproducers():
-    from ldpfast.protocols import grr, ocms
+    from ldpfast.protocols.frequency import grr, ocms
 
     for make_params, client, server in (
             (lambda eps: grr.Params(epsilon=eps, d=64), grr.Client, grr.Server),
@@ -50,7 +51,7 @@ def test_grr_and_ocms_reproducers():
 def test_fingerprint_survives_arrow_parquet_and_wire(tmp_path):
     pytest.importorskip("pyarrow")
     from ldpfast import arrow, wire
-    from ldpfast.protocols import grr
+    from ldpfast.protocols.frequency import grr
 
     params, other = grr.Params(epsilon=2.0, d=64), grr.Params(epsilon=1.0, d=64)
     reports = grr.Client(params, rng=1).perturb(np.arange(64))
@@ -72,7 +73,7 @@ def test_fingerprint_survives_arrow_parquet_and_wire(tmp_path):
 
 
 def test_merge_names_both_protocols_and_refuses_itself():
-    from ldpfast.protocols import grr, hadamard
+    from ldpfast.protocols.frequency import grr, hadamard
 
     g = grr.Server(grr.Params(epsilon=1.0, d=8))
     h = hadamard.HRRServer(hadamard.HRRParams(epsilon=1.0, d=8))

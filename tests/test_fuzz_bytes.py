@@ -7,14 +7,15 @@ import pytest
 
 from ldpfast._base import Aggregator
 from ldpfast.errors import FormatError
-from ldpfast.protocols import privsketch_ldp, ps_olh, svim
+from ldpfast.protocols.sets import privsketch_ldp, ps_olh, svim
 from ldpfast.testing._fuzz import _fingerprinted, _load_bounded, header_of, seal
 
 
 def test_headers_declaring_huge_states_are_refused_before_allocating():
     """The issue's reproducer: a 300-byte blob declaring PrivSketch with d = 2^27 (and the
     same for every fixed-size state: GRR d = 2^40, HRR d = 2^30, SVIM d = 2^40)."""
-    from ldpfast.protocols import grr, hadamard, privsketch
+    from ldpfast.protocols.frequency import grr, hadamard
+    from ldpfast.protocols.sets import privsketch
 
     for params in (privsketch.Params.create(epsilon=1.0, d=2**27, K=2, M=8, seed=1),
                    grr.Params(epsilon=10.0, d=2**40), hadamard.HRRParams(epsilon=1.0, d=2**30),
@@ -25,7 +26,7 @@ def test_headers_declaring_huge_states_are_refused_before_allocating():
 
 
 def test_negative_report_count_and_inconsistent_counts():
-    from ldpfast.protocols import hadamard
+    from ldpfast.protocols.frequency import hadamard
 
     params = hadamard.HRRParams(epsilon=1.0, d=64)
     server = hadamard.HRRServer(params).update(hadamard.HRRClient(params, rng=1).perturb(np.arange(64)))
@@ -57,7 +58,7 @@ def test_olh_field_sizes_outside_the_64_bit_primes_do_not_load():
 def test_group_sizes_whose_int64_sum_wraps_to_n_are_refused():
     """Group sizes that each fit int64 and keep their parity, but whose int64 sum wraps
     around to the stored n (four of them raised by 2^62), must not load."""
-    from ldpfast.protocols import hashtogram
+    from ldpfast.protocols.frequency import hashtogram
 
     params = hashtogram.Params(epsilon=1.0, d=64, R=5, T=4, hash_seed=1)
     server = hashtogram.Server(params).update(hashtogram.Client(params, rng=1).perturb(np.arange(64)))

@@ -17,7 +17,7 @@ THREADS = 4
 def test_threads_on_large_hrr_batches_lose_no_counts():
     """The issue's reproducer: HRR batches large enough that the C++ accumulations (GIL
     released) of 4 threads overlap; every count must arrive."""
-    from ldpfast.protocols import hadamard
+    from ldpfast.protocols.frequency import hadamard
 
     params = hadamard.HRRParams(epsilon=1.0, d=2**12)
     reports = hadamard.HRRClient(params, rng=3).perturb(np.random.default_rng(3).integers(0, 2**12, 400_000))
@@ -57,9 +57,10 @@ class _RaisingCore:
 @pytest.mark.parametrize("module, kernel, case_id", [
     ("protocols._hadamard_layout", "hadamard_update", "hrr"),
     ("protocols._hadamard_layout", "hadamard_update", "hadaoracle"),
-    ("protocols.rhr", "hadamard_update", "rhr"), ("protocols._hashed_reports", "ocms_count_list", "ocms-candidates"),
-    ("protocols.privsketch", "privsketch_decode_cell", "privsketch"),
-    ("protocols._svim", "ocms_count_range", "svim-items")])
+    ("protocols.frequency.rhr", "hadamard_update", "rhr"),
+    ("protocols.frequency._hashed_reports", "ocms_count_list", "ocms-candidates"),
+    ("protocols.sets.privsketch", "privsketch_decode_cell", "privsketch"),
+    ("protocols.sets._svim", "ocms_count_range", "svim-items")])
 def test_interrupt_raised_inside_a_kernel_leaves_the_state_unchanged(monkeypatch, module, kernel, case_id):
     import importlib
 

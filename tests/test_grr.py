@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from ldpfast import _base, _core, theory
-from ldpfast.protocols import grr
+from ldpfast.protocols.frequency import grr
 from ldpfast.errors import FormatError, IncompatibleError, ParameterError, ReportError
 
 ALPHA = 1e-8

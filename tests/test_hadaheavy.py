@@ -1,4 +1,4 @@
-"""HadaHeavy / TreeHist (ldpfast.protocols.hadaheavy): recall and precision guarantees on planted
+"""HadaHeavy / TreeHist (ldpfast.protocols.heavy.hadaheavy): recall and precision guarantees on planted
 Zipf data (n = 1e6, domain 2^32), search mechanics, validation, serialization."""
 
 import pickle
@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from ldpfast.protocols import hadaheavy as HH
+from ldpfast.protocols.heavy import hadaheavy as HH
 from ldpfast.errors import IncompatibleError, ParameterError, ReportError
 from ldpfast.theory import hadamard as th
 

@@ -1,4 +1,4 @@
-"""HRR, HE, CMS+HE, RHR, OLH (ldpfast.protocols.hadamard) and the Hadamard C++ kernels.
+"""HRR, HE, CMS+HE, RHR, OLH (ldpfast.protocols.frequency.hadamard) and the Hadamard C++ kernels.
 
 Statistical tolerances: Z = 5.0 standard deviations (two-sided normal tail 5.7e-7 per
 assertion); variance checks use the chi-square distribution of the sample variance at
@@ -16,8 +16,9 @@ from scipy import stats
 import ldpfast
 from ldpfast import _core
 from ldpfast._validate import probability_threshold
-from ldpfast.protocols import _hadamard_layout, hadamard_variants, hadaoracle, olh, rhr
-from ldpfast.protocols import hadamard as H
+from ldpfast.protocols import _hadamard_layout
+from ldpfast.protocols.frequency import hadamard_variants, hadaoracle, olh, rhr
+from ldpfast.protocols.frequency import hadamard as H
 from ldpfast.kernels.field import gf64_field
 from ldpfast.errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from ldpfast.theory import hadamard as th

@@ -1,4 +1,4 @@
-"""The original RHR layout and Apple's HCMS layout (ldpfast.protocols.hadamard_variants) against
+"""The original RHR layout and Apple's HCMS layout (ldpfast.protocols.frequency.hadamard_variants) against
 their closed forms.
 
 Tolerances are derived as in tests/test_pan_baselines.py: in one run on fixed data (and,
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ldpfast import theory
-from ldpfast.protocols import hadamard, hadamard_variants as hv
+from ldpfast.protocols.frequency import hadamard, hadamard_variants as hv
 from ldpfast.errors import ParameterError, ReportError
 from _moments import Z, check_mean, check_variance
 

@@ -1,4 +1,4 @@
-"""HadaOracle (ldpfast.protocols.hadaoracle): per-subset unbiasedness, the median's tail, hashing,
+"""HadaOracle (ldpfast.protocols.frequency.hadaoracle): per-subset unbiasedness, the median's tail, hashing,
 partitioning, validation and serialization.
 
 Z = 5.0 (two-sided normal tail 5.7e-7 per assertion); exceedance counts are compared with
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
-from ldpfast.protocols import hadaoracle as O
+from ldpfast.protocols.frequency import hadaoracle as O
 from ldpfast.errors import DTypeError, IncompatibleError, ParameterError, ReportError
 from ldpfast.theory import hadamard as th
 

@@ -3,7 +3,7 @@
 * Thm 5.1 (demonstration, like tests/test_privsketch_leak.py): with the deterministic
   assignment ``j = i mod k``, a data set in which every user holds a value colliding with
   the target under its own function gives ``E[fhat(target)] = 1`` although nobody holds
-  the target. Measured on Apple's CMS+HE (:class:`ldpfast.protocols.hadamard.CMSHEClient`).
+  the target. Measured on Apple's CMS+HE (:class:`ldpfast.protocols.frequency.hadamard.CMSHEClient`).
 * Thm 5.2: :class:`ldpfast.assignment.PairwiseAssignment` draws the assignment from a
   pairwise-independent family with ``2 ceil(log2(max(n, k) + 1))`` random bits; drawn after
   the data, it defeats the same attack.
@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-from ldpfast.protocols import hadamard
+from ldpfast.protocols.frequency import hadamard
 from ldpfast.assignment import PairwiseAssignment
 from ldpfast.errors import ParameterError
 from ldpfast.theory import c_eps, pairwise_assignment_bits

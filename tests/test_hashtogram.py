@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from ldpfast import theory
-from ldpfast.protocols import hashtogram as ht
+from ldpfast.protocols.frequency import hashtogram as ht
 from ldpfast.errors import ParameterError, ReportError
 
 ALPHA = 5e-9

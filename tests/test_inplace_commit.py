@@ -19,7 +19,7 @@ from ldpfast import errors
 from _examples import case_params, example
 from ldpfast.testing._case import batches, tiled
 from test_contract import _estimate
-from ldpfast.protocols import grr, hadamard, hashtogram, rhr
+from ldpfast.protocols.frequency import grr, hadamard, hashtogram, rhr
 from ldpfast._base import protocols
 from ldpfast._delta import Delta, sparse_counts
 from test_conformance import SUBJECTS

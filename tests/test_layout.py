@@ -34,7 +34,7 @@ def _run(code):
 
 def test_module_list_reaches_the_protocols():
     names = _module_names()
-    assert {"ldpfast.protocols._hadamard_layout", "ldpfast.protocols.olh"} <= set(names)
+    assert {"ldpfast.protocols._hadamard_layout", "ldpfast.protocols.frequency.olh"} <= set(names)
 
 
 @pytest.mark.parametrize("name", _module_names())
@@ -58,7 +58,7 @@ def test_every_protocol_is_registered_exactly_once():
         "    calls[protocol.id] += 1\n"
         "    return real(protocol, *args, **kwargs)\n"
         "b.register_protocol = counting\n"
-        "import ldpfast.protocols.privsketch, ldpfast.protocols.hadamard\n"
+        "import ldpfast.protocols.sets.privsketch, ldpfast.protocols.frequency.hadamard\n"
         "b.protocols()\n"
         "print(sorted(calls.items()))\n")
     assert result.returncode == 0, result.stderr
@@ -78,13 +78,13 @@ def test_he_variance_is_one_function():
 # -- one OLH hash range ------------------------------------------------------------------------
 def _olh_style_gs(eps):
     """g of every protocol that reports with OLH, at default parameters."""
-    from ldpfast.protocols import ps_olh, svim
+    from ldpfast.protocols.sets import ps_olh, svim
 
     candidates = tuple(range(100))
     padded = svim.SVIMPaddedParams(epsilon=eps, d=1000, candidates=candidates, L=1)
     assert not padded.uses_grr            # |C| = 100 >= L e^eps (4L - 1) + 1 (eps <= 3): the OLH branch
     return {
-        "olh": ldpfast.protocols.olh.OLHParams(epsilon=eps, d=1000).g,
+        "olh": ldpfast.protocols.frequency.olh.OLHParams(epsilon=eps, d=1000).g,
         "ps-olh": ps_olh.PSOLHParams(epsilon=eps, d=1000, pad_len=3).g,
         "svim-items": svim.SVIMItemParams(epsilon=eps, d=1000).g,
         "svim-lengths": svim.SVIMLengthParams(epsilon=eps, d=1000, candidates=candidates).g,
@@ -106,7 +106,7 @@ def test_olh_g_agrees_off_ties(eps, g):
 
 def test_amplified_ps_olh_uses_the_same_rule_on_its_budget():
     eps_prime = math.log(3 * math.expm1(1.0) + 1.0)
-    params = ldpfast.protocols.ps_olh.PSOLHParams(epsilon=1.0, d=100, pad_len=3, amplify=True)
+    params = ldpfast.protocols.sets.ps_olh.PSOLHParams(epsilon=1.0, d=100, pad_len=3, amplify=True)
     assert params.g == theory.olh_g(eps_prime)
 
 
@@ -115,15 +115,29 @@ def test_theory_ps_olh_variance_defaults_to_the_same_g():
     assert theory.ps_olh_variance(eps, 1e4, 0.1, pad_len=2) == theory.ps_olh_variance(eps, 1e4, 0.1, pad_len=2, g=4)
 
 
-def test_type_checkers_see_every_protocol_module():
-    """``ldpfast.protocols`` imports its modules lazily; its ``TYPE_CHECKING`` block names
-    them all, so that ``ldpfast.protocols.<name>`` is typed for a user's checker."""
+def _type_checking_names(package):
+    """The names a package's ``if TYPE_CHECKING:`` block imports (none without a block)."""
     import ast
+
+    tree = ast.parse(pathlib.Path(package.__file__).read_text(encoding="utf-8"))
+    blocks = [node for node in tree.body
+              if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"]
+    return sorted(alias.name for block in blocks for node in block.body for alias in node.names)
+
+
+def test_type_checkers_see_every_family_and_protocol_module():
+    """``ldpfast.protocols`` imports its families lazily, and a family imports its modules by
+    name; their ``TYPE_CHECKING`` blocks name them all, so that
+    ``ldpfast.protocols.<family>.<module>`` is typed for a user's checker."""
+    import importlib
+
+    from ldpfast.protocols._family import family_modules
 
     import ldpfast.protocols as package
 
-    tree = ast.parse(pathlib.Path(package.__file__).read_text(encoding="utf-8"))
-    block = next(node for node in tree.body
-                 if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
-    named = sorted(alias.name for node in block.body for alias in node.names)
-    assert named == package.module_names(), "add the new protocol module to ldpfast/protocols/__init__.py"
+    assert _type_checking_names(package) == package.module_names(), \
+        "add the new family to ldpfast/protocols/__init__.py"
+    for name in package.module_names():
+        family = importlib.import_module(f"ldpfast.protocols.{name}")
+        assert _type_checking_names(family) == family_modules(family.__name__, family.__path__), \
+            f"list the protocol modules of ldpfast/protocols/{name}/ in its __init__.py's TYPE_CHECKING block"

@@ -18,7 +18,8 @@ from _moments import check_mean, check_variance
 
 from ldpfast import audit
 from ldpfast.errors import ParameterError
-from ldpfast.protocols import dbitflip, longitudinal as lg, longitudinal_unary as lu, unary
+from ldpfast.protocols.repeated import dbitflip, longitudinal as lg, longitudinal_unary as lu
+from ldpfast.protocols.frequency import unary
 from ldpfast.protocols._bitvec import unpack_bits
 from ldpfast.protocols._memo import new_secrets
 

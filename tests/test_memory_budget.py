@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import ldpfast
-from ldpfast.protocols import grr, hadaheavy, hadamard, ocms, privsketch, rappor_cms
+from ldpfast.protocols.frequency import grr, hadamard, ocms, rappor_cms
+from ldpfast.protocols.heavy import hadaheavy
+from ldpfast.protocols.sets import privsketch
 from ldpfast.errors import ParameterError
 
 
@@ -154,7 +156,7 @@ def test_copying_or_counting_a_batch_larger_than_the_budget_is_refused(limit):
 # the reports it keeps; each refused with the state unchanged, smaller calls still pass.
 
 def test_bit_row_counts_beyond_the_budget_are_refused(limit):
-    from ldpfast.protocols import unary
+    from ldpfast.protocols.frequency import unary
 
     params = unary.OUEParams(epsilon=1.0, d=2**20)
     client = unary.OUEClient(params, rng=1)
@@ -190,7 +192,8 @@ def test_pgr_histograms_and_pem_compaction_beyond_the_budget_are_refused(limit):
 
 
 def test_new_protocol_queries_beyond_the_budget_are_refused(limit):
-    from ldpfast.protocols import dbitflip, unary
+    from ldpfast.protocols.repeated import dbitflip
+    from ldpfast.protocols.frequency import unary
 
     params = dbitflip.DBitFlipParams(epsilon=1.0, d=2**20, sampled=1)
     server = dbitflip.DBitFlipServer(params).update(dbitflip.DBitFlipClient(params, rng=1).perturb(np.arange(100)))

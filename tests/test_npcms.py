@@ -1,4 +1,4 @@
-"""nPCMS (R2's n x CMS baseline, ldpfast.protocols.npcms) against its exact moments.
+"""nPCMS (R2's n x CMS baseline, ldpfast.protocols.sets.npcms) against its exact moments.
 
 Given the public hashes, every slot draws its row uniformly and flips its entries
 independently, so each slot contributes an independent two-point term
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfast.protocols import npcms
+from ldpfast.protocols.sets import npcms
 from ldpfast.errors import ReportError
 
 ALPHA = 5e-9

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ldpfast as lf
+from ldpfast.protocols.frequency import grr
 from ldpfast._base import protocols
 from ldpfast.errors import FormatError
 from test_conformance import SUBJECTS
@@ -93,13 +94,13 @@ def test_frequencies_and_load(case):
 
 
 def test_old_spellings_still_work():
-    params = lf.protocols.ocms.Params.optimal(epsilon=2.0, d=50, field="compact")
-    ocms = lf.protocols.ocms
+    params = lf.protocols.frequency.ocms.Params.optimal(epsilon=2.0, d=50, field="compact")
+    ocms = lf.protocols.frequency.ocms
     server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(500) % 50))
     np.testing.assert_allclose(server.estimate_counts(np.arange(5)), server.estimate(np.arange(5), counts=True))
     np.testing.assert_allclose(server.estimate(np.arange(5), clip=True), np.clip(server.estimate(np.arange(5)), 0, 1))
-    g = lf.protocols.grr.Params(epsilon=1.0, d=8)
-    gs = lf.protocols.grr.Server(g).update(lf.protocols.grr.Client(g, rng=1).perturb(np.arange(80) % 8))
+    g = grr.Params(epsilon=1.0, d=8)
+    gs = grr.Server(g).update(grr.Client(g, rng=1).perturb(np.arange(80) % 8))
     np.testing.assert_allclose(gs.estimate_counts(clip=True), gs.n * gs.estimate(clip=True))
 
 
@@ -109,8 +110,8 @@ def test_load_rejects_garbage():
 
 
 def test_repr_of_a_large_parameter_tuple_is_cut():
-    params = lf.protocols.svim.SVIMLengthParams(epsilon=1.0, d=1000, candidates=tuple(range(500)))
-    text = repr(lf.protocols.svim.SVIMLengthServer(params))
+    params = lf.protocols.sets.svim.SVIMLengthParams(epsilon=1.0, d=1000, candidates=tuple(range(500)))
+    text = repr(lf.protocols.sets.svim.SVIMLengthServer(params))
     assert "500 items" in text and len(text) < 400
 
 

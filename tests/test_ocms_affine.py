@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ldpfast import _core
-from ldpfast.protocols import ocms
+from ldpfast.protocols.frequency import ocms
 from ldpfast.kernels import field as kfield
 
 

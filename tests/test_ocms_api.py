@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ldpfast import _base, theory
-from ldpfast.protocols import grr, ocms
+from ldpfast.protocols.frequency import grr, ocms
 from ldpfast.errors import DTypeError, FormatError, IncompatibleError, ParameterError, ReportError
 from ldpfast.kernels.field import PRIME, irreducible_polynomial, poly_low_bits
 
@@ -83,7 +83,7 @@ def test_client_without_a_domain_refuses_strings(params):
 
 
 def test_client_rejects_bad_arguments(params):
-    with pytest.raises(ParameterError, match="params must be ldpfast.protocols.ocms.Params"):
+    with pytest.raises(ParameterError, match="params must be ldpfast.protocols.frequency.ocms.Params"):
         ocms.Client(grr.Params(1.0, 10))
     with pytest.raises(ParameterError, match="threads must be a non-negative int"):
         ocms.Client(params, threads=-1)
@@ -143,7 +143,7 @@ def test_update_contract(params, reports):
     with pytest.raises(ReportError, match="cannot estimate frequencies from zero reports"):
         server.estimate([1])
     assert server.update(ocms.Reports(z=[], a0=[], a1=[])) is server and server.n == 0
-    with pytest.raises(ReportError, match="reports must be ldpfast.protocols.ocms.Reports, got dict"):
+    with pytest.raises(ReportError, match="reports must be ldpfast.protocols.frequency.ocms.Reports, got dict"):
         server.update(reports.columns())
     assert server.update(reports) is server and server.n == len(reports)
     with pytest.raises(ParameterError, match=r"candidates must be values in \[0, 1000\), got 1000"):

@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ldpfast.protocols import ocms
+from ldpfast.protocols.frequency import ocms
 from ldpfast._validate import rr_effective_epsilon
 from ldpfast.errors import ParameterError
 from ldpfast.kernels.field import PRIME

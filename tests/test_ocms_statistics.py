@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from ldpfast import _core, theory
-from ldpfast.protocols import ocms
+from ldpfast.protocols.frequency import ocms
 from ldpfast.kernels.field import PRIME
 from _moments import Z, check_mean, check_variance
 

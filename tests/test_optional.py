@@ -10,7 +10,7 @@ import pytest
 
 from ldpfast import arrow, cli
 from ldpfast.errors import MissingDependencyError
-from ldpfast.protocols import grr
+from ldpfast.protocols.frequency import grr
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import pytest
 from scipy import stats
 
 from ldpfast import _core, theory
-from ldpfast.protocols import rappor_cms, subset_selection
+from ldpfast.protocols.frequency import rappor_cms, subset_selection
 from ldpfast.errors import ParameterError, ReportError
 from ldpfast.kernels.field import collision_probability, core_field
 from _moments import ALPHA, Z, check_mean, check_variance

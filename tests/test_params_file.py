@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import ldpfast
-from ldpfast.protocols import grr, ocms
+from ldpfast.protocols.frequency import grr, ocms
 from ldpfast._base import params_from_json, protocols
 from ldpfast.errors import LdpfastError, ParameterError
 

@@ -17,7 +17,7 @@ pytest.importorskip("pyarrow")
 import ldpfast  # noqa: E402
 from ldpfast import arrow  # noqa: E402
 from ldpfast.errors import FormatError, IncompatibleError, LdpfastError  # noqa: E402
-from ldpfast.protocols import grr, hadamard, unary  # noqa: E402
+from ldpfast.protocols.frequency import grr, hadamard, unary  # noqa: E402
 
 FRUIT = ldpfast.Domain(["apple", "banana", "cherry", "durian"])
 TIURF = ldpfast.Domain(["durian", "cherry", "banana", "apple"])  # same size, other order

@@ -1,4 +1,4 @@
-"""PEM heavy hitters (ldpfast.protocols.pem): the full-value estimate's mean and variance
+"""PEM heavy hitters (ldpfast.protocols.heavy.pem): the full-value estimate's mean and variance
 against Params.variance (tests/_moments.py, each assertion fails with probability 5e-9 when
 the closed form holds), and the search's guarantee on planted heavy hitters."""
 
@@ -9,7 +9,7 @@ from _moments import check_mean, check_variance
 from ldpfast import _core
 from ldpfast.errors import ParameterError, ReportError
 from ldpfast.kernels.field import PRIME
-from ldpfast.protocols import pem
+from ldpfast.protocols.heavy import pem
 
 
 def per_user_moments(levels, a, po, pi):

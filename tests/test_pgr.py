@@ -1,4 +1,4 @@
-"""Projective Geometry Response (ldpfast.protocols.pgr): the decoder against a brute-force
+"""Projective Geometry Response (ldpfast.protocols.frequency.pgr): the decoder against a brute-force
 hyperplane sum on every backend and counter width, the client's output law against the
 exact point probabilities, and the estimator's mean and variance against the closed form
 (tests/_moments.py: each assertion fails with probability 5e-9 when the closed form holds)."""
@@ -13,7 +13,7 @@ from _moments import check_mean, check_variance
 from ldpfast import _core
 from ldpfast.audit import effective_epsilon
 from ldpfast.errors import ParameterError, ReportError
-from ldpfast.protocols import pgr
+from ldpfast.protocols.frequency import pgr
 from ldpfast.theory import projective as tp
 
 

@@ -10,8 +10,8 @@ import pytest
 
 import ldpfast as lf
 from ldpfast import _core
-from ldpfast.protocols import multi_pcms, privsketch_ldp, ps_olh, svim
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import multi_pcms, privsketch_ldp, ps_olh, svim
+from ldpfast.protocols.sets import privsketch as ps
 from ldpfast.datasets import SetData
 from ldpfast.errors import DTypeError, IncompatibleError, ParameterError, ReportError
 
@@ -336,7 +336,7 @@ def test_privacy_warning_is_shown_every_time_under_the_default_filters():
 
     script = """
 import warnings
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import privsketch as ps
 with warnings.catch_warnings(record=True) as caught:
     for _ in range(3):
         ps.Client(ps.Params.create(epsilon=1.0, d=10, seed=1))

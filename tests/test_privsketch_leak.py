@@ -6,9 +6,9 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import privsketch as ps
 
-from ldpfast.protocols import privsketch_ldp
+from ldpfast.protocols.sets import privsketch_ldp
 
 
 def test_ordering_matrix_reveals_single_items():

@@ -13,9 +13,9 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import privsketch as ps
 
-from ldpfast.protocols import multi_pcms, privsketch_ldp, ps_olh
+from ldpfast.protocols.sets import multi_pcms, privsketch_ldp, ps_olh
 from ldpfast import theory
 
 R = 400          # replicates

@@ -11,8 +11,8 @@ import pytest
 
 from ldpfast import _base
 
-from ldpfast.protocols import ps_olh, svim
-from ldpfast.protocols import privsketch as ps
+from ldpfast.protocols.sets import ps_olh, svim
+from ldpfast.protocols.sets import privsketch as ps
 from ldpfast.datasets import SetData, zipf_sets
 from ldpfast.errors import IncompatibleError, ParameterError, ReportError
 

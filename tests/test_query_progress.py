@@ -10,7 +10,7 @@ import pytest
 import ldpfast
 from ldpfast import _core, _progress
 from ldpfast.errors import ParameterError
-from ldpfast.protocols import ocms, olh
+from ldpfast.protocols.frequency import ocms, olh
 from ldpfast.theory import ocms as theory
 
 

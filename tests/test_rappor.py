@@ -1,4 +1,4 @@
-"""RAPPOR (ldpfast.protocols.rappor): bit compatibility with the reference clients'
+"""RAPPOR (ldpfast.protocols.repeated.rappor): bit compatibility with the reference clients'
 encodings, checked against a second, independent implementation written here from their
 description (hashlib/hmac, google/rappor's client/python/rappor.py and client/cpp/encoder.cc),
 plus literal vectors it produced; the privacy budgets' closed forms; and the decoders'
@@ -18,7 +18,7 @@ from scipy import stats
 from ldpfast import audit
 from ldpfast._base import protocol
 from ldpfast.errors import ParameterError, PrivacyWarning, ReportError
-from ldpfast.protocols import rappor
+from ldpfast.protocols.repeated import rappor
 from ldpfast.protocols._memo import new_secrets
 
 
@@ -401,7 +401,7 @@ def test_secrets_anyone_could_compute_or_users_would_share_are_refused():
 
 
 def test_repeated_secrets_are_found_byte_for_byte_whatever_the_fingerprints():
-    from ldpfast.protocols import _rappor_inputs
+    from ldpfast.protocols.repeated import _rappor_inputs
 
     rows = np.array([[1, 2], [3, 4], [5, 6], [3, 4]], np.uint8)
     colliding = np.zeros(4, np.uint64)      # every fingerprint equal: the rows decide

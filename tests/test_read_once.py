@@ -318,7 +318,7 @@ def test_the_issue_reproducer_hadaoracle_groups_flipped_while_updating():
 
 
 def _hrr_case(log2d, n, groups=False):
-    from ldpfast.protocols import hadaoracle, hadamard
+    from ldpfast.protocols.frequency import hadaoracle, hadamard
 
     rng = np.random.default_rng(log2d)
     if groups:

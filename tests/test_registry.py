@@ -42,7 +42,7 @@ def test_an_id_belongs_to_one_module():
 
 def test_builtin_means_shipped_in_ldpfast_protocols():
     known = _base.protocols()
-    assert known["grr"].builtin and known["grr"].module == "ldpfast.protocols.grr"
+    assert known["grr"].builtin and known["grr"].module == "ldpfast.protocols.frequency.grr"
     assert not known[toy.PROTOCOL_ID].builtin
 
 

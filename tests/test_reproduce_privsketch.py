@@ -79,7 +79,7 @@ def test_bias_floor_is_the_exact_count_min_frequency():
 
     import numpy as np
 
-    from ldpfast.protocols import privsketch as ps
+    from ldpfast.protocols.sets import privsketch as ps
     from ldpfast.datasets import zipf_sets
 
     spec = importlib.util.spec_from_file_location("privsketch_reproduce", SCRIPT)

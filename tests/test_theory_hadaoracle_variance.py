@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ldpfast import _core
-from ldpfast.protocols import hadaoracle as O
+from ldpfast.protocols.frequency import hadaoracle as O
 from ldpfast.kernels.field import gf64_field
 from ldpfast.theory import hadamard as th
 

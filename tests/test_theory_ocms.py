@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ldpfast import theory as T
-from ldpfast.protocols import ocms
+from ldpfast.protocols.frequency import ocms
 from ldpfast.errors import ParameterError
 
 EPS = [1, 2, 3, 4, 5]

@@ -1,4 +1,4 @@
-"""TreeHist with Count-Sketch (Hashtogram) level oracles (ldpfast.protocols.treehist_cs)."""
+"""TreeHist with Count-Sketch (Hashtogram) level oracles (ldpfast.protocols.heavy.treehist_cs)."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from ldpfast import theory
-from ldpfast.protocols import treehist_cs as tc
+from ldpfast.protocols.heavy import treehist_cs as tc
 from ldpfast.errors import ParameterError, ReportError
 
 ALPHA = 5e-9

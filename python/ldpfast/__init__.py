@@ -1,16 +1,16 @@
 """ldpfast: frequency estimation and heavy hitters under local differential privacy.
 
-Every protocol family is one module of :mod:`ldpfast.protocols` (imported on first use),
-its one public home: :mod:`ldpfast.protocols.ocms`, :mod:`~ldpfast.protocols.grr`,
-:mod:`~ldpfast.protocols.olh`, :mod:`~ldpfast.protocols.hadamard`, :mod:`~ldpfast.protocols.rhr`,
-:mod:`~ldpfast.protocols.hadaoracle`, :mod:`~ldpfast.protocols.hadaheavy`,
-:mod:`~ldpfast.protocols.privsketch` and :mod:`~ldpfast.protocols.privsketch_ldp` with their
-baselines (:mod:`~ldpfast.protocols.multi_pcms`, :mod:`~ldpfast.protocols.ps_olh`,
-:mod:`~ldpfast.protocols.svim`), [PAN]'s baselines :mod:`~ldpfast.protocols.rappor_cms` and
-:mod:`~ldpfast.protocols.subset_selection`, and more (``ldpfast.protocols.module_names()``).
-Shared pieces are in :mod:`ldpfast.kernels`, :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`,
-:mod:`ldpfast.datasets`. The old paths ``ldpfast.ocms``, ``ldpfast.grr``, ... still work,
-with a ``DeprecationWarning``, until ldpfast 0.3.0.
+Every protocol is in a family sub-package of :mod:`ldpfast.protocols` (imported on first
+use), grouped by the data a user holds: :mod:`~ldpfast.protocols.frequency` (OCMS, GRR, OLH,
+the Hadamard protocols, HadaOracle, [PAN]'s baselines, ...), :mod:`~ldpfast.protocols.heavy`
+(HadaHeavy, TreeHist-CS, PEM), :mod:`~ldpfast.protocols.sets` (PrivSketch and its baselines),
+:mod:`~ldpfast.protocols.repeated` (RAPPOR and the longitudinal oracles),
+:mod:`~ldpfast.protocols.numeric` and :mod:`~ldpfast.protocols.multiattribute`.
+:func:`protocol` finds any protocol's classes by id (``ldpfast.protocol("ocms").Params``); a
+protocol module's one public home is ``ldpfast.protocols.<family>.<module>``. Shared pieces
+are in :mod:`ldpfast.kernels`, :mod:`ldpfast.theory`, :mod:`ldpfast.metrics`,
+:mod:`ldpfast.datasets`. The old paths ``ldpfast.ocms``, ``ldpfast.grr``, ... and
+``ldpfast.protocols.ocms``, ... still work, with a ``DeprecationWarning``, until ldpfast 0.3.0.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
-"""The import paths of the protocol modules before they moved to :mod:`ldpfast.protocols`
-(``ldpfast.ocms``, ``ldpfast.grr``, ..., ``ldpfast.privsketch_baselines``), kept working
-until ldpfast 0.3.0 with a ``DeprecationWarning`` that names each name's one public home.
+"""The old import paths of the protocol modules, kept working until ldpfast 0.3.0 with a
+``DeprecationWarning`` that names each name's one public home: those of ldpfast 0.1
+(``ldpfast.ocms``, ``ldpfast.grr``, ..., ``ldpfast.privsketch_baselines``) and the flat ones of
+0.2 (``ldpfast.protocols.ocms``, ...; :data:`ldpfast.protocols.FLAT_PATHS`), before the
+protocols moved into family sub-packages (``ldpfast.protocols.frequency.ocms``).
 
-``ldpfast.<old>`` is a small stand-in module, not the protocol module under a second name:
-its attributes are looked up in the modules listed in :data:`MOVED` (the first that has
-the name) and every lookup warns. The ``ldpfast`` package hands it out for
-``ldpfast.<old>`` and ``from ldpfast import <old>``; :class:`_Finder` (on ``sys.meta_path``)
+An old path is a small stand-in module, not the protocol module under a second name: its
+attributes are looked up in the modules listed in :data:`MOVED` (the first that has the
+name) and every lookup warns. The ``ldpfast`` and ``ldpfast.protocols`` packages hand it out
+for ``ldpfast.<old>`` and ``from ldpfast import <old>``; :class:`_Finder` (on ``sys.meta_path``)
 for ``import ldpfast.<old>`` and ``from ldpfast.<old> import Name``, which pickles made with
 those paths also use. The protocol modules are named, not imported: they sit below this
 module's layer only by name.
@@ -21,6 +23,8 @@ import types
 import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .protocols import FLAT_PATHS
+
 #: The release that removes the old paths.
 REMOVED_IN = "0.3.0"
 
@@ -29,14 +33,15 @@ REMOVED_IN = "0.3.0"
 #: old module re-exported (OLH and RHR were in ``hadamard``; the sketch baselines in
 #: ``privsketch``; some helpers of ``hadamard`` are internal now and simply go).
 MOVED: Dict[str, Tuple[str, ...]] = {
-    **{name: (f"protocols.{name}",) for name in (
+    **{name: (f"protocols.{FLAT_PATHS[name]}.{name}",) for name in (
         "grr", "hadaheavy", "hadamard_variants", "hadaoracle", "hashtogram", "multi_pcms", "npcms", "ocms", "olh",
         "privsketch_ldp", "ps_olh", "rappor_cms", "rhr", "subset_selection", "svim", "treehist_cs")},
-    "hadamard": ("protocols.hadamard", "protocols.olh", "protocols.rhr", "kernels.field",
-                 "protocols._hadamard_layout", "_validate"),
-    "privsketch": ("protocols.privsketch", "protocols.privsketch_ldp", "protocols.multi_pcms", "protocols.ps_olh",
-                   "protocols.svim", "errors"),
-    "privsketch_baselines": ("protocols.multi_pcms", "protocols.ps_olh", "protocols.svim"),
+    "hadamard": ("protocols.frequency.hadamard", "protocols.frequency.olh", "protocols.frequency.rhr",
+                 "kernels.field", "protocols._hadamard_layout", "_validate"),
+    "privsketch": ("protocols.sets.privsketch", "protocols.sets.privsketch_ldp", "protocols.sets.multi_pcms",
+                   "protocols.sets.ps_olh", "protocols.sets.svim", "errors"),
+    "privsketch_baselines": ("protocols.sets.multi_pcms", "protocols.sets.ps_olh", "protocols.sets.svim"),
+    **{f"protocols.{name}": (f"protocols.{family}.{name}",) for name, family in FLAT_PATHS.items()},
 }
 
 
@@ -82,12 +87,12 @@ def _lookup(homes: Sequence[str], name: str) -> Optional[Tuple[object, str]]:
 
 
 def _homes(fullname: str) -> Tuple[str, ...]:
-    return tuple(f"ldpfast.{name}" for name in MOVED[fullname.rpartition(".")[2]])
+    return tuple(f"ldpfast.{name}" for name in MOVED[fullname[len("ldpfast."):]])
 
 
 def module_message(old: str) -> str:
     """The warning for the module path ``ldpfast.<old>`` itself."""
-    public = [home for home in _homes(old) if not _internal(home)]
+    public = [home for home in _homes(f"ldpfast.{old}") if not _internal(home)]
     return f"ldpfast.{old} is deprecated and will be removed in ldpfast {REMOVED_IN}; use {' / '.join(public)}"
 
 
@@ -105,8 +110,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None,
                   target: Optional[types.ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
-        package, _, old = fullname.rpartition(".")
-        if package != "ldpfast" or old not in MOVED:
+        if not fullname.startswith("ldpfast.") or fullname[len("ldpfast."):] not in MOVED:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 

@@ -14,7 +14,7 @@ function ``s(i) = ((b0 + b1 i) in GF(2^l)) mod k`` drawn from a pairwise-indepen
 ``(s(i1), s(i2))`` are exactly uniform on ``[k]^2`` for ``i1 != i2`` (the low bits of a
 uniform pair of field elements); otherwise each probability is off by less than
 ``2^-l`` (choose ``l`` larger with ``extra_bits``). Use it with the ``groups`` argument
-of clients such as :class:`ldpfast.protocols.hadamard.CMSHEClient`.
+of clients such as :class:`ldpfast.protocols.frequency.hadamard.CMSHEClient`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # README.md's second example, verbatim (tests/test_docs.py checks the copy): CI runs
 # `mypy --strict` over tests/typing, so the example type-checks as a user's code would.
 import numpy as np
-from ldpfast.protocols import grr, hadamard, olh, rhr
+from ldpfast.protocols.frequency import grr, hadamard, olh, rhr
 
 eps, d, n = 3.0, 4096, 100_000
 values = np.random.default_rng(2).zipf(1.3, n) % d

@@ -23,6 +23,9 @@ else:  # typing.assert_type is new in 3.11; at run time it only returns its argu
     def assert_type(value: Any, expected: Any, /) -> Any:
         return value
 
+#: The family package, reached as an attribute (typed through its TYPE_CHECKING imports).
+frequency = lf.protocols.frequency
+privsketch_ldp = lf.protocols.sets.privsketch_ldp
 D = 64
 VALUES = np.random.default_rng(1).integers(0, D, 2_000)
 CANDIDATES = np.arange(4)
@@ -37,82 +40,82 @@ def test_backend_helpers() -> None:
 
 
 def test_ocms_round_trip() -> None:
-    params = assert_type(lf.protocols.ocms.Params.optimal(epsilon=2.0, d=D), lf.protocols.ocms.Params)
-    reports = assert_type(lf.protocols.ocms.Client(params, rng=7).perturb(VALUES), lf.protocols.ocms.Reports)
-    server = assert_type(lf.protocols.ocms.Server(params).update(reports), lf.protocols.ocms.Server)
-    other = lf.protocols.ocms.Server(params).update(lf.protocols.ocms.Client(params, rng=8).perturb(VALUES))
-    assert_type(server.merge(other), lf.protocols.ocms.Server)
+    params = assert_type(frequency.ocms.Params.optimal(epsilon=2.0, d=D), frequency.ocms.Params)
+    reports = assert_type(frequency.ocms.Client(params, rng=7).perturb(VALUES), frequency.ocms.Reports)
+    server = assert_type(frequency.ocms.Server(params).update(reports), frequency.ocms.Server)
+    other = frequency.ocms.Server(params).update(frequency.ocms.Client(params, rng=8).perturb(VALUES))
+    assert_type(server.merge(other), frequency.ocms.Server)
     estimate = assert_type(server.estimate(CANDIDATES), np.ndarray)
-    restored = assert_type(lf.protocols.ocms.Server.from_bytes(server.to_bytes()), lf.protocols.ocms.Server)
+    restored = assert_type(frequency.ocms.Server.from_bytes(server.to_bytes()), frequency.ocms.Server)
     assert np.array_equal(restored.estimate(CANDIDATES), estimate)
 
 
 def test_grr_and_hadamard_family() -> None:
-    grr = lf.protocols.grr.Params(epsilon=3.0, d=D)
-    grr_server = assert_type(lf.protocols.grr.Server(grr).update(lf.protocols.grr.Client(grr, rng=1).perturb(VALUES)),
-                             lf.protocols.grr.Server)
+    grr = frequency.grr.Params(epsilon=3.0, d=D)
+    grr_server = assert_type(frequency.grr.Server(grr).update(frequency.grr.Client(grr, rng=1).perturb(VALUES)),
+                             frequency.grr.Server)
     assert_type(grr_server.estimate(CANDIDATES), np.ndarray)
 
-    he = lf.protocols.hadamard.HEParams(epsilon=3.0, d=D)
-    he_server = lf.protocols.hadamard.HEServer(he)
-    he_server.update(assert_type(lf.protocols.hadamard.HEClient(he, rng=2).perturb(VALUES),
-                                 lf.protocols.hadamard.HEReports))
+    he = frequency.hadamard.HEParams(epsilon=3.0, d=D)
+    he_server = frequency.hadamard.HEServer(he)
+    he_server.update(assert_type(frequency.hadamard.HEClient(he, rng=2).perturb(VALUES),
+                                 frequency.hadamard.HEReports))
     assert_type(he_server.estimate(CANDIDATES), np.ndarray)
 
-    rhr = lf.protocols.rhr.RHRParams(epsilon=3.0, d=D)
-    rhr_server = assert_type(lf.protocols.rhr.RHRServer(rhr), lf.protocols.rhr.RHRServer)
-    rhr_server.update(assert_type(lf.protocols.rhr.RHRClient(rhr, rng=3).perturb(VALUES), lf.protocols.rhr.RHRReports))
+    rhr = frequency.rhr.RHRParams(epsilon=3.0, d=D)
+    rhr_server = assert_type(frequency.rhr.RHRServer(rhr), frequency.rhr.RHRServer)
+    rhr_server.update(assert_type(frequency.rhr.RHRClient(rhr, rng=3).perturb(VALUES), frequency.rhr.RHRReports))
     assert_type(rhr_server.estimate(CANDIDATES), np.ndarray)
 
-    olh = lf.protocols.olh.OLHParams(epsilon=3.0, d=D)
-    olh_server = lf.protocols.olh.OLHServer(olh).update(lf.protocols.olh.OLHClient(olh, rng=4).perturb(VALUES))
-    assert_type(olh_server, lf.protocols.olh.OLHServer)
+    olh = frequency.olh.OLHParams(epsilon=3.0, d=D)
+    olh_server = frequency.olh.OLHServer(olh).update(frequency.olh.OLHClient(olh, rng=4).perturb(VALUES))
+    assert_type(olh_server, frequency.olh.OLHServer)
     assert_type(olh_server.estimate(CANDIDATES), np.ndarray)
 
-    hrr = lf.protocols.hadamard.HRRParams(epsilon=3.0, d=D)
-    hrr_server = lf.protocols.hadamard.HRRServer(hrr)
-    hrr_server.update(assert_type(lf.protocols.hadamard.HRRClient(hrr, rng=5).perturb(VALUES),
-                                  lf.protocols.hadamard.HRRReports))
+    hrr = frequency.hadamard.HRRParams(epsilon=3.0, d=D)
+    hrr_server = frequency.hadamard.HRRServer(hrr)
+    hrr_server.update(assert_type(frequency.hadamard.HRRClient(hrr, rng=5).perturb(VALUES),
+                                  frequency.hadamard.HRRReports))
     assert_type(hrr_server.estimate(CANDIDATES), np.ndarray)
 
-    cmshe = lf.protocols.hadamard.CMSHEParams(epsilon=3.0, d=D, hash_seed=11)
-    cmshe_server = lf.protocols.hadamard.CMSHEServer(cmshe)
-    cmshe_server.update(lf.protocols.hadamard.CMSHEClient(cmshe, rng=6).perturb(VALUES))
+    cmshe = frequency.hadamard.CMSHEParams(epsilon=3.0, d=D, hash_seed=11)
+    cmshe_server = frequency.hadamard.CMSHEServer(cmshe)
+    cmshe_server.update(frequency.hadamard.CMSHEClient(cmshe, rng=6).perturb(VALUES))
     assert_type(cmshe_server.estimate(CANDIDATES), np.ndarray)
 
 
 def test_hadaoracle_and_hadaheavy() -> None:
     values = np.random.default_rng(3).integers(0, 2**20, 5_000, dtype=np.uint64)
-    oracle = assert_type(lf.protocols.hadaoracle.Params.create(epsilon=4.0, d=2**20, n=5_000),
-                         lf.protocols.hadaoracle.Params)
-    server = lf.protocols.hadaoracle.Server(oracle)
-    server.update(assert_type(lf.protocols.hadaoracle.Client(oracle, rng=1).perturb(values),
-                              lf.protocols.hadaoracle.Reports))
+    oracle = assert_type(frequency.hadaoracle.Params.create(epsilon=4.0, d=2**20, n=5_000),
+                         frequency.hadaoracle.Params)
+    server = frequency.hadaoracle.Server(oracle)
+    server.update(assert_type(frequency.hadaoracle.Client(oracle, rng=1).perturb(values),
+                              frequency.hadaoracle.Reports))
     assert_type(server.estimate(CANDIDATES), np.ndarray)
 
-    heavy = assert_type(lf.protocols.hadaheavy.Params.create(epsilon=4.0, d=2**20, n=5_000),
-                        lf.protocols.hadaheavy.Params)
-    hh_server = lf.protocols.hadaheavy.Server(heavy)
-    hh_server.update(lf.protocols.hadaheavy.Client(heavy, rng=2).perturb(values))
-    found = assert_type(hh_server.heavy_hitters(), lf.protocols.hadaheavy.HeavyHitters)
+    heavy = assert_type(lf.protocols.heavy.hadaheavy.Params.create(epsilon=4.0, d=2**20, n=5_000),
+                        lf.protocols.heavy.hadaheavy.Params)
+    hh_server = lf.protocols.heavy.hadaheavy.Server(heavy)
+    hh_server.update(lf.protocols.heavy.hadaheavy.Client(heavy, rng=2).perturb(values))
+    found = assert_type(hh_server.heavy_hitters(), lf.protocols.heavy.hadaheavy.HeavyHitters)
     assert_type(found.items, np.ndarray)
     assert_type(found.fractions, np.ndarray)
 
 
 def test_privsketch_safe_variant_and_datasets() -> None:
     sets = assert_type(lf.datasets.zipf_sets(n=500, d=D, length=5, seed=1), lf.datasets.SetData)
-    params = assert_type(lf.protocols.privsketch_ldp.SafeParams.create(epsilon=4.0, d=sets.d, K=2, M=16, seed=1),
-                         lf.protocols.privsketch_ldp.SafeParams)
-    server = assert_type(lf.protocols.privsketch_ldp.SafeServer(params), lf.protocols.privsketch_ldp.SafeServer)
-    server.update(assert_type(lf.protocols.privsketch_ldp.SafeClient(params, rng=2).perturb(sets),
-                              lf.protocols.privsketch_ldp.SafeReports))
+    params = assert_type(privsketch_ldp.SafeParams.create(epsilon=4.0, d=sets.d, K=2, M=16, seed=1),
+                         privsketch_ldp.SafeParams)
+    server = assert_type(privsketch_ldp.SafeServer(params), privsketch_ldp.SafeServer)
+    server.update(assert_type(privsketch_ldp.SafeClient(params, rng=2).perturb(sets),
+                              privsketch_ldp.SafeReports))
     assert_type(server.estimate(CANDIDATES), np.ndarray)
     assert_type(sets.frequencies(), np.ndarray)
 
 
 def test_estimates_with_error_bars_and_generic_loading() -> None:
-    params = lf.protocols.grr.Params(epsilon=3.0, d=D)
-    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=9).perturb(VALUES))
+    params = frequency.grr.Params(epsilon=3.0, d=D)
+    server = frequency.grr.Server(params).update(frequency.grr.Client(params, rng=9).perturb(VALUES))
     result = assert_type(server.frequencies(CANDIDATES), lf.estimates.Estimate)
     low, high = result.confidence_interval(0.05)
     assert_type(low, np.ndarray)
@@ -125,10 +128,10 @@ def test_estimates_with_error_bars_and_generic_loading() -> None:
 
 def test_labels_recommend_and_closed_forms() -> None:
     vocabulary = lf.Domain([f"w{i}" for i in range(D)])
-    params = lf.protocols.grr.Params(epsilon=3.0, d=D).with_domain(vocabulary)
-    assert_type(params, lf.protocols.grr.Params)
-    client = lf.protocols.grr.Client(params, rng=4)
-    server = lf.protocols.grr.Server(params).update(client.perturb(["w1", "w2", "w1"]))
+    params = frequency.grr.Params(epsilon=3.0, d=D).with_domain(vocabulary)
+    assert_type(params, frequency.grr.Params)
+    client = frequency.grr.Client(params, rng=4)
+    server = frequency.grr.Server(params).update(client.perturb(["w1", "w2", "w1"]))
     assert_type(server.estimate(["w1"]), np.ndarray)
     assert_type(vocabulary.encode(["w3"]), np.ndarray)
     options = assert_type(lf.recommend(2.0, 10_000, 100_000, max_report_bits=64), List[lf.planning.Option])
@@ -139,8 +142,8 @@ def test_labels_recommend_and_closed_forms() -> None:
 
 
 def test_estimates_index_like_data() -> None:
-    params = lf.protocols.grr.Params(epsilon=3.0, d=D)
-    server = lf.protocols.grr.Server(params).update(lf.protocols.grr.Client(params, rng=9).perturb(VALUES))
+    params = frequency.grr.Params(epsilon=3.0, d=D)
+    server = frequency.grr.Server(params).update(frequency.grr.Client(params, rng=9).perturb(VALUES))
     result = server.frequencies(CANDIDATES)
     assert_type(result[0], float)
     assert_type(result[1:3], lf.estimates.Estimate)

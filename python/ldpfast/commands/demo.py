@@ -30,7 +30,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from .. import theory
-from ..protocols import grr, ocms
+from ..protocols.frequency import grr, ocms
 from .._random import KeySource
 from ..errors import ParameterError
 from ._options import add_alias, integer

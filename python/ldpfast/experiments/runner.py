@@ -16,13 +16,13 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from .. import _progress, metrics
-from .._base import Params
+from .._base import Params, protocol
 from .._validate import check_epsilon
 from ..datasets import SetData, ValueData
 from ..errors import ParameterError
 from ..theory import ocms as _theory
 from .algorithms import (HEAVY_ALGORITHMS, SET_ALGORITHMS, Algorithm, HeavyAlgorithm, SetAlgorithm,
-                         _draw, _get, _mod, get_algorithm)
+                         _draw, _get, get_algorithm)
 from .progress import ProgressBar
 from .results import (CellResult, HeavyCellResult, HeavySimulationResult, SetCellResult,
                       SetSimulationResult, SimulationResult)
@@ -228,8 +228,8 @@ def simulate_heavy(algorithms: Sequence[Union[str, HeavyAlgorithm]], data: DataS
             for t in range(runs):
                 gen = np.random.default_rng(_run_seed(seed, alg.name, dataset.name, eps, t))
                 params: Any = alg.make_params(eps, dataset, beta, gen)  # a heavy-hitter protocol's (tau, delta)
-                mod = _mod(alg.module)
-                server = mod.Server(params).update(mod.Client(params, rng=_draw(gen)).perturb(values))
+                proto = protocol(params.protocol)
+                server = proto.aggregator(params).update(proto.client(params, rng=_draw(gen)).perturb(values))
                 found = np.asarray(server.heavy_hitters().items, dtype=np.int64)
                 is_heavy = counts >= params.tau
                 heavy = items[is_heavy]

@@ -1,6 +1,7 @@
 """The group-layout engine shared by the Hadamard-response protocols (HRR, HE, CMS+HE in
-:mod:`ldpfast.protocols.hadamard`; :mod:`ldpfast.protocols.hadaoracle`, :mod:`ldpfast.protocols.hadaheavy`) and the
-report/hash pieces :mod:`ldpfast.protocols.hashtogram` and :mod:`ldpfast.protocols.treehist_cs` reuse.
+:mod:`ldpfast.protocols.frequency.hadamard`; :mod:`ldpfast.protocols.frequency.hadaoracle`,
+:mod:`ldpfast.protocols.heavy.hadaheavy`) and the report/hash pieces
+:mod:`ldpfast.protocols.frequency.hashtogram` and :mod:`ldpfast.protocols.heavy.treehist_cs` reuse.
 
 A protocol here is a set of HRR instances ("groups"): a user in group ``g`` holding ``x``
 computes ``y = hash_g(x >> shift_g) mod m_g`` (or ``y = x >> shift_g``), draws (or is

@@ -1,7 +1,7 @@
 """Pieces shared by the local-hashing protocols (each user hashes its value with its own
 pairwise-independent hash ``h(x) = ((a0 + a1 x) in F) mod m`` and randomizes the hash):
-OCMS+RR (:mod:`ldpfast.protocols.ocms`), OLH (:mod:`ldpfast.protocols.olh`), the CMS baselines and, on sets,
-PS-OLH and SVIM (:mod:`ldpfast.protocols.ps_olh`, :mod:`ldpfast.protocols.svim`).
+OCMS+RR (:mod:`ldpfast.protocols.frequency.ocms`), OLH (:mod:`ldpfast.protocols.frequency.olh`), the CMS
+baselines and, on sets, PS-OLH and SVIM (:mod:`ldpfast.protocols.sets.ps_olh`, :mod:`ldpfast.protocols.sets.svim`).
 
 * choosing the hash range and the field: :func:`hash_range` (OCMS's ``m``, [PAN] Alg. 1),
   :func:`default_g` (OLH's ``g``, the one rule :func:`ldpfast.theory.olh_g`),
@@ -63,7 +63,7 @@ def finite_field_size(d: int, m: int, compact: bool = False) -> int:
     ``compact=True`` (an option of ours, not in [PAN]) returns the smallest prime ``>= v``
     instead of ``PRIME``, which shrinks the report to ``2 ceil(log2 v) + ceil(log2 m)``
     bits, the communication cost the paper claims. Sizes above ``2^64`` are returned but
-    cannot be used by :class:`ldpfast.protocols.ocms.Params` (the core supports fields up to 64 bits).
+    cannot be used by :class:`ldpfast.protocols.frequency.ocms.Params` (the core supports fields up to 64 bits).
     """
     d = check_int("d", d, 1)
     m = check_int("m", m, 2)

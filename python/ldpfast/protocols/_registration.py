@@ -5,7 +5,6 @@ closed-form variances and simulation runs. A protocol's own hooks live in its mo
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from typing import Any, Callable, Dict, List, Set, Tuple
 
@@ -298,11 +297,12 @@ def sketch_simulation(pid: str, label: str, summary: str, **estimate: Any) -> Ca
     return entries
 
 
-def heavy_params(module: str, factory: str) -> Callable[..., Any]:
-    """``make_params`` of a heavy-hitter simulation: ``Params.<factory>(eps, d, n, beta)``."""
+def heavy_params(pid: str, factory: str) -> Callable[..., Any]:
+    """``make_params`` of a heavy-hitter simulation of protocol ``pid``: ``Params.<factory>(eps, d, n, beta)``."""
     def make(eps: float, data: Any, beta: float, gen: np.random.Generator) -> Any:
-        params_type = importlib.import_module(f"ldpfast.protocols.{module}").Params
-        return getattr(params_type, factory)(eps, data.d, data.n, beta, hash_seed=draw(gen))
+        from .._base import protocol
+
+        return getattr(protocol(pid).params, factory)(eps, data.d, data.n, beta, hash_seed=draw(gen))
     return make
 
 

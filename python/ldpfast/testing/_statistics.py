@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import audit
 from ..errors import PrivacyWarning
-from ..protocols._sets import as_sets
+from ..protocols.sets._sets import as_sets
 from ..uncertainty import PlugIn
 from ._case import Case, CheckSkipped, register
 

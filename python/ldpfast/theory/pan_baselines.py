@@ -185,7 +185,7 @@ def rhr_original_variance(epsilon: float, k: int, n: float = 1, f: RealLike = 0.
                           location_fraction: RealLike = 1.0) -> Real:
     """Variance of the original Recursive Hadamard Response estimate (Chen, Kairouz and
     Ozgur 2020) with uniformly random Hadamard rows and ``2^k``-ary randomized response
-    (:mod:`ldpfast.protocols.hadamard_variants`; derived here). With ``K = 2^k``,
+    (:mod:`ldpfast.protocols.frequency.hadamard_variants`; derived here). With ``K = 2^k``,
     ``c_k = (e + K - 1)/(e - 1)`` and ``F`` the share of users whose value has the
     location ``x // B`` of the queried ``x`` (``x`` included): each user's term is
     ``c_k`` times a sign when its report is one of the two symbols of that location
@@ -203,7 +203,7 @@ def rhr_original_variance(epsilon: float, k: int, n: float = 1, f: RealLike = 0.
 
 def hashtogram_variance(epsilon: float, R: int, T: int, n: float = 1, f: RealLike = 0.0,
                         sum_sq_other: RealLike = 0.0) -> Real:
-    """Variance (fractions) of Hashtogram's mean-combined estimate (:mod:`ldpfast.protocols.hashtogram`)
+    """Variance (fractions) of Hashtogram's mean-combined estimate (:mod:`ldpfast.protocols.frequency.hashtogram`)
     over the randomized response, the Hadamard rows, the users' uniform groups and the draw
     of the pairwise-independent bucket and sign hashes (derived here):
     ``(c_eps^2 - f)/n + (sum_sq_other - (1 - f)/n)/(R T)`` with
