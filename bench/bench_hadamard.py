@@ -60,19 +60,19 @@ def test_hrr_decode_whole_domain(benchmark, hrr_reports):
 
 
 def test_hadaoracle_update_and_query(benchmark, values):
-    params = O.Params.create(epsilon=1.0, d=2**32, n=N, beta=0.01, hash_seed=1)
-    reports = O.Client(params, rng=2).perturb(values)
+    params = O.HadaOracleParams.create(epsilon=1.0, d=2**32, n=N, beta=0.01, hash_seed=1)
+    reports = O.HadaOracleClient(params, rng=2).perturb(values)
     candidates = np.arange(10_000, dtype=np.uint64)
 
     def run():
-        return O.Server(params).update(reports).estimate(candidates, counts=True)
+        return O.HadaOracleServer(params).update(reports).estimate(candidates, counts=True)
 
     benchmark(run)
 
 
 def test_hadaheavy_search(benchmark, values):
-    params = HH.Params.create(epsilon=1.0, d=2**32, n=N, beta=0.05, hash_seed=1)
-    server = HH.Server(params).update(HH.Client(params, rng=3).perturb(values))
+    params = HH.HadaHeavyParams.create(epsilon=1.0, d=2**32, n=N, beta=0.05, hash_seed=1)
+    server = HH.HadaHeavyServer(params).update(HH.HadaHeavyClient(params, rng=3).perturb(values))
     benchmark(server.heavy_hitters)
 
 

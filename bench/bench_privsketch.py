@@ -19,10 +19,10 @@ N_USERS = 20_000
 def setup():
     data = load_sets("kosarak-prefix")
     sets = (data.offsets[:N_USERS + 1], data.items[:data.offsets[N_USERS]])
-    params = ps.Params.create(epsilon=3.0, d=data.d, seed=1)
+    params = ps.PrivSketchParams.create(epsilon=3.0, d=data.d, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ps.PrivacyWarning)
-        client = ps.Client(params, rng=2)
+        client = ps.PrivSketchClient(params, rng=2)
     return params, client, sets, client.perturb(sets)
 
 
@@ -33,20 +33,20 @@ def test_client_perturb(benchmark, setup):
 
 
 def subsample(reports, n=500):
-    return ps.Reports(k=reports.k[:n], m=reports.m[:n], bit=reports.bit[:n], order=reports.order[:n])
+    return ps.PrivSketchReports(k=reports.k[:n], m=reports.m[:n], bit=reports.bit[:n], order=reports.order[:n])
 
 
 @pytest.mark.benchmark(group="privsketch-collector-20k-users")
 def test_decode_first_cpp_20k(benchmark, setup):
     params, _, _, reports = setup
-    benchmark(lambda: ps.Server(params).update(reports))
+    benchmark(lambda: ps.PrivSketchServer(params).update(reports))
 
 
 @pytest.mark.benchmark(group="privsketch-collector-500-users")
 def test_decode_first_cpp(benchmark, setup):
     params, _, _, reports = setup
     sub = subsample(reports)
-    benchmark(lambda: ps.Server(params).update(sub))
+    benchmark(lambda: ps.PrivSketchServer(params).update(sub))
 
 
 @pytest.mark.benchmark(group="privsketch-collector-500-users")
@@ -68,6 +68,6 @@ def test_brute_force_numpy_baseline(benchmark, setup):
             counts[1] += (hit & ~up).sum(axis=0)
         return counts
 
-    server = ps.Server(params).update(sub)
+    server = ps.PrivSketchServer(params).update(sub)
     assert np.array_equal(brute(), np.stack([server._pos, server._neg]))
     benchmark.pedantic(brute, rounds=3, iterations=1)

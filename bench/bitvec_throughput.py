@@ -2,7 +2,7 @@
 ratio against a baseline measured in the same run.
 
 1. Column counts (the RAPPOR / OUE / L-UE server's hot loop): 128-bit reports in 64 cohorts,
-   reports/s per core of the C++ kernel on each ISA and of ``rappor.Server.update`` (one
+   reports/s per core of the C++ kernel on each ISA and of ``rappor.RAPPORServer.update`` (one
    and all threads), against a straightforward numpy implementation (``np.unpackbits``, then
    a per-cohort sum).
 2. RAPPOR decode of 10,000 candidates over 64 cohorts (128-bit filters, the C++ client's
@@ -79,15 +79,15 @@ def bench_counts(n, table):
         print(f"  C++ kernel {isa:<7} 1 thread:          {rate / 1e6:8.2f} M reports/s per core  "
               f"({rate / numpy_rate:6.0f} x numpy)")
     _core.set_backend(previous)
-    params = rappor.Params(k=k, h=2, m=m, f=0.5, encoding="cpp-drbg")
-    reports = rappor.Reports(cohort=cohorts, bits=rows)
+    params = rappor.RAPPORParams(k=k, h=2, m=m, f=0.5, encoding="cpp-drbg")
+    reports = rappor.RAPPORReports(cohort=cohorts, bits=rows)
     for threads in (1, 0):
-        wall, cpu, _ = timed(lambda threads=threads: rappor.Server(params, threads=threads).update(reports))
+        wall, cpu, _ = timed(lambda threads=threads: rappor.RAPPORServer(params, threads=threads).update(reports))
         label = "1 thread" if threads == 1 else f"{_core.get_num_threads()} threads"
         table[f"Server.update {label} reports/s (wall)"] = n / wall
         table[f"Server.update {label} reports/s per core"] = n / cpu
-        print(f"  rappor.Server.update ({label}): {n / wall / 1e6:8.2f} M reports/s wall, {n / cpu / 1e6:.2f} M per "
-              f"core ({n / cpu / numpy_rate:.0f} x numpy)")
+        print(f"  rappor.RAPPORServer.update ({label}): {n / wall / 1e6:8.2f} M reports/s wall, "
+              f"{n / cpu / 1e6:.2f} M per core ({n / cpu / numpy_rate:.0f} x numpy)")
 
 
 def numpy_em(design, y, trials, p_one, p_zero, other_rate, steps):
@@ -109,12 +109,12 @@ def numpy_em(design, y, trials, p_one, p_zero, other_rate, steps):
 
 
 def bench_decode(candidates, n, table):
-    params = rappor.Params(k=128, h=2, m=64, p=0.25, q=0.75, f=0.25, encoding="cpp-drbg")
+    params = rappor.RAPPORParams(k=128, h=2, m=64, p=0.25, q=0.75, f=0.25, encoding="cpp-drbg")
     labels = [f"https://example.com/page/{i}" for i in range(candidates)]
     weights = 1.0 / np.arange(1, 41) ** 1.2
     values = np.random.default_rng(2).choice(40, size=n, p=weights / weights.sum())
-    reports = rappor.Client(params, rng=3).perturb([labels[v] for v in values])
-    server = rappor.Server(params).update(reports)
+    reports = rappor.RAPPORClient(params, rng=3).perturb([labels[v] for v in values])
+    server = rappor.RAPPORServer(params).update(reports)
     print(f"RAPPOR decode: {candidates:,} candidates, 64 cohorts, 128-bit filters, n = {n:,}")
     wall, cpu, design = timed(lambda: rappor._design(params, np.asarray(labels, dtype=object)), repeat=1)
     table["candidate Bloom bits s"] = wall

@@ -29,8 +29,9 @@ PROTOCOLS: Dict[str, Tuple[Callable[[float, int], Any], Any, Any]] = {
     "OUE": (lambda eps, d: unary.OUEParams(epsilon=eps, d=d), unary.OUEServer, unary.OUEClient),
     "SUE": (lambda eps, d: unary.SUEParams(epsilon=eps, d=d), unary.SUEServer, unary.SUEClient),
     "L-OUE": (lambda eps, d: lue.LOUEParams(eps_inf=2 * eps, eps_1=eps, d=d), lue.LOUEServer, lue.LOUEClient),
-    "RAPPOR": (lambda eps, d: rappor.configured(eps, 2 * eps, k=32, h=2, m=16, d=d), rappor.Server, rappor.Client),
-    "PGR": (lambda eps, d: pgr.Params(epsilon=eps, d=d), pgr.Server, pgr.Client),
+    "RAPPOR": (lambda eps, d: rappor.configured(eps, 2 * eps, k=32, h=2, m=16, d=d), rappor.RAPPORServer,
+               rappor.RAPPORClient),
+    "PGR": (lambda eps, d: pgr.PGRParams(epsilon=eps, d=d), pgr.PGRServer, pgr.PGRClient),
 }
 
 

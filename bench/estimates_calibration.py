@@ -41,11 +41,11 @@ def issue29(runs: int, alpha: float) -> None:
     data = (np.random.default_rng(0).zipf(1.3, n) - 1) % d
     truth = np.bincount(data, minlength=d) / n
     zero = truth == 0
-    params = grr.Params(epsilon=2.0, d=d)
+    params = grr.GRRParams(epsilon=2.0, d=d)
     z = NormalDist().inv_cdf(1 - alpha / 2)
     bar, interval = np.zeros((runs, d), dtype=bool), np.zeros((runs, d), dtype=bool)
     for r in range(runs):
-        est = grr.Server(params).update(grr.Client(params, rng=100 + r).perturb(data))\
+        est = grr.GRRServer(params).update(grr.GRRClient(params, rng=100 + r).perturb(data))\
             .frequencies()
         low, high = est.confidence_interval(alpha)
         bar[r], interval[r] = np.abs(est.values - truth) <= z * est.std, (low <= truth) & (truth <= high)

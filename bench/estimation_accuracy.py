@@ -57,10 +57,11 @@ def clickstream(name: str, n: int, seed: int) -> np.ndarray:
 
 
 PROTOCOLS = {
-    "GRR": (lambda eps: grr.Params(epsilon=eps, d=D), grr.Server, grr.Client),
-    "SS": (lambda eps: subset_selection.Params(epsilon=eps, d=D), subset_selection.Server, subset_selection.Client),
+    "GRR": (lambda eps: grr.GRRParams(epsilon=eps, d=D), grr.GRRServer, grr.GRRClient),
+    "SS": (lambda eps: subset_selection.SubsetSelectionParams(epsilon=eps, d=D),
+           subset_selection.SubsetSelectionServer, subset_selection.SubsetSelectionClient),
     "OLH": (lambda eps: olh.OLHParams(epsilon=eps, d=D), olh.OLHServer, olh.OLHClient),
-    "OCMS": (lambda eps: ocms.Params.optimal(epsilon=eps, d=D, field="compact"), ocms.Server, ocms.Client),
+    "OCMS": (lambda eps: ocms.OCMSParams.optimal(epsilon=eps, d=D, field="compact"), ocms.OCMSServer, ocms.OCMSClient),
     "HRR": (lambda eps: hadamard.HRRParams(epsilon=eps, d=D), hadamard.HRRServer, hadamard.HRRClient),
 }
 

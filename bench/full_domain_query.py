@@ -1,7 +1,7 @@
 """Whole-dictionary queries of the per-user-hash protocols (issue 22, point 2): how long
 ``server.estimate()`` takes for OCMS+RR and OLH over every value of ``[0, d)``, what the
 progress line costs, and how much the affine decode saves where the parameters allow it
-(``ocms.Params.optimal(..., fast_query=True)``: m a power of two over GF(2^l)).
+(``ocms.OCMSParams.optimal(..., fast_query=True)``: m a power of two over GF(2^l)).
 
 Baseline: the default parameters (prime field 2^64 - 59, the scan: one step per report
 and candidate), measured in the same run. Also HRR (one FWHT, not per-user hashing) for
@@ -40,11 +40,12 @@ def run(n: int, d: int, epsilon: float, seed: int = 1) -> dict:
     values = np.minimum(rng.zipf(1.3, n) - 1, d - 1)
     mse, ell = "OCMS+RR mse (default: prime field, scan)", "OCMS+RR l (default: prime field, scan)"
     configs = [  # (label, params, the baseline it is compared with)
-        (mse, ocms.Params.optimal(epsilon, d, mode="mse"), mse),
-        (ell, ocms.Params.optimal(epsilon, d, mode="l"), ell),
+        (mse, ocms.OCMSParams.optimal(epsilon, d, mode="mse"), mse),
+        (ell, ocms.OCMSParams.optimal(epsilon, d, mode="l"), ell),
         ("OLH (prime field, scan)", olh.OLHParams(epsilon=epsilon, d=d), ell),
-        ("OCMS+RR mse fast_query (GF(2^l), affine)", ocms.Params.optimal(epsilon, d, mode="mse", fast_query=True), mse),
-        ("OCMS+RR l fast_query (GF(2^l), affine)", ocms.Params.optimal(epsilon, d, mode="l", fast_query=True), ell),
+        ("OCMS+RR mse fast_query (GF(2^l), affine)", ocms.OCMSParams.optimal(epsilon, d, mode="mse", fast_query=True),
+         mse),
+        ("OCMS+RR l fast_query (GF(2^l), affine)", ocms.OCMSParams.optimal(epsilon, d, mode="l", fast_query=True), ell),
         ("HRR (FWHT; not per-user hashing)", hadamard.HRRParams(epsilon=epsilon, d=d), ell),
     ]
     rows = []

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402  (found through sys.path above)
 
 
-def numpy_estimate(y: np.ndarray, params: grr.Params) -> np.ndarray:
+def numpy_estimate(y: np.ndarray, params: grr.GRRParams) -> np.ndarray:
     counts = np.bincount(y, minlength=params.d)
     p, q = params.keep_probability, params.other_probability
     return (counts / y.size - q) / (p - q)
@@ -45,13 +45,13 @@ def best(fn: Callable[[], object], budget: float) -> float:
 
 def measure(n: int, d: int, budget: float, loops: Optional[machine.CLoops]) -> Dict[str, float]:
     """The seconds of each contender for one batch of n reports over d symbols."""
-    params = grr.Params(epsilon=1.0, d=d)
-    reports = grr.Client(params, rng=1).perturb(np.random.default_rng(n + d).integers(0, d, n))
+    params = grr.GRRParams(epsilon=1.0, d=d)
+    reports = grr.GRRClient(params, rng=1).perturb(np.random.default_rng(n + d).integers(0, d, n))
     y = reports.y
-    assert np.allclose(numpy_estimate(y, params), grr.Server(params).update(reports).estimate())
-    server = grr.Server(params)
+    assert np.allclose(numpy_estimate(y, params), grr.GRRServer(params).update(reports).estimate())
+    server = grr.GRRServer(params)
     out = {"numpy": best(lambda: numpy_estimate(y, params), budget),
-           "ldpfast": best(lambda: grr.Server(params).update(reports).estimate(), budget),
+           "ldpfast": best(lambda: grr.GRRServer(params).update(reports).estimate(), budget),
            "update": best(lambda: server.update(reports), budget)}
     if loops is not None:
         counts = np.zeros(d, dtype=np.uint64)

@@ -30,9 +30,9 @@ def planted(seed: int, n: int, d: int):
 
 def run(params, values, truth, seed, common_tau, method="fwht"):
     t0 = time.perf_counter()
-    reports = HH.Client(params, rng=seed).perturb(values)
+    reports = HH.HadaHeavyClient(params, rng=seed).perturb(values)
     t1 = time.perf_counter()
-    server = HH.Server(params).update(reports)
+    server = HH.HadaHeavyServer(params).update(reports)
     t2 = time.perf_counter()
     hh = server.heavy_hitters(method=method)
     t3 = time.perf_counter()
@@ -67,10 +67,10 @@ def main() -> None:
     print(header)
     for seed in range(1, args.seeds + 1):
         values, truth = planted(seed, args.n, d)
-        common_tau = HH.Params.create(args.epsilon, d, args.n, args.beta).tau
-        for name, factory, method in (("HadaHeavy", HH.Params.create, "fwht"),
-                                      ("TreeHist", HH.Params.treehist, "fwht"),
-                                      ("TH-noFWHT", HH.Params.treehist, "direct")):
+        common_tau = HH.HadaHeavyParams.create(args.epsilon, d, args.n, args.beta).tau
+        for name, factory, method in (("HadaHeavy", HH.HadaHeavyParams.create, "fwht"),
+                                      ("TreeHist", HH.HadaHeavyParams.treehist, "fwht"),
+                                      ("TH-noFWHT", HH.HadaHeavyParams.treehist, "direct")):
             params = factory(args.epsilon, d, args.n, args.beta, hash_seed=seed)
             r = run(params, values, truth, 100 + seed, common_tau, method)
             print(f"{name:10s} {seed:4d} {r['client']:9.3f} {r['ingest']:9.4f} {r['search']:9.3f} "

@@ -51,9 +51,9 @@ def main() -> None:
     print("|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for d in (64, 256, 1024, 4096):
-        params = grr.Params(epsilon=1.0, d=d)
+        params = grr.GRRParams(epsilon=1.0, d=d)
         values = np.minimum(rng.zipf(1.3, size=args.n) - 1, d - 1)
-        server = grr.Server(params).update(grr.Client(params, rng=1).perturb(values))
+        server = grr.GRRServer(params).update(grr.GRRClient(params, rng=1).perturb(values))
         channel = estimation.channel_of(server)
         fit, ours_s = median_cpu(estimation.ibu, channel, tol=1e-300, max_iter=args.iterations, repeat=3)
         ours = fit.values

@@ -58,9 +58,9 @@ def servers(n: int) -> Iterator[Tuple[str, int, Callable[[], object], float, Opt
     default n: read from memory, like the bandwidth), made only when its turn comes."""
     values = np.random.default_rng(1).integers(0, 1 << 20, n)
     for d in (10_000, 100_000):
-        params = grr.Params(epsilon=1.0, d=d)
-        reports = grr.Client(params, rng=1).perturb(values % d)
-        yield f"GRR d={d}", n, partial(grr.Server(params).update, reports), 8.0, d
+        params = grr.GRRParams(epsilon=1.0, d=d)
+        reports = grr.GRRClient(params, rng=1).perturb(values % d)
+        yield f"GRR d={d}", n, partial(grr.GRRServer(params).update, reports), 8.0, d
     for d in (1024, 16384):
         rows = 64 * n // d  # 8 n bytes of rows
         oue = unary.OUEParams(epsilon=1.0, d=d)

@@ -99,11 +99,11 @@ def run_reference(exe: str, work: str, values: np.ndarray, k: int, eps: float, q
     return client, server, np.fromfile(vout, dtype=np.float64)[:k] / values.size
 
 
-def run_ours(params: pgr.Params, values: np.ndarray, seed: int, threads: int):
+def run_ours(params: pgr.PGRParams, values: np.ndarray, seed: int, threads: int):
     t0 = time.perf_counter()
-    reports = pgr.Client(params, rng=seed, threads=threads).perturb(values)
+    reports = pgr.PGRClient(params, rng=seed, threads=threads).perturb(values)
     t1 = time.perf_counter()
-    est = pgr.Server(params, threads=threads).update(reports).estimate()
+    est = pgr.PGRServer(params, threads=threads).update(reports).estimate()
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, est
 
@@ -129,7 +129,7 @@ def main() -> None:
                 values = data(args.n, k, 1000 + rep)
                 f = np.bincount(values, minlength=k) / args.n
                 for name, q in configs:
-                    params = pgr.Params(epsilon=eps, d=k, q=q)
+                    params = pgr.PGRParams(epsilon=eps, d=k, q=q)
                     geometry[name] = (params.q, params.t, params.points)
                     if name == "reference":
                         client, server, est = run_reference(exe, work, values, k, eps, q, 7 + rep)

@@ -60,11 +60,11 @@ def main():
           f"threads {lf.backend_info()['threads'] if args.threads == 0 else args.threads}  "
           f"backend {lf.backend_info()['active']}")
 
-    params = ps.Params.create(epsilon=3.0, d=d, K=4, M=128, seed=1)
+    params = ps.PrivSketchParams.create(epsilon=3.0, d=d, K=4, M=128, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ps.PrivacyWarning)
-        client = ps.Client(params, rng=2, threads=args.threads)
-    server = ps.Server(params, threads=args.threads)
+        client = ps.PrivSketchClient(params, rng=2, threads=args.threads)
+    server = ps.PrivSketchServer(params, threads=args.threads)
     t0 = time.perf_counter()
     server._build_index()
     index_time = time.perf_counter() - t0
@@ -86,13 +86,13 @@ def main():
     print(f"decode-first aggregation, all users (C++):          {decode_time:8.2f} s   "
           f"({decode_time / data.n * 1e9:.0f} ns/user)")
 
-    sub = ps.Reports(k=first.k[:args.subsample], m=first.m[:args.subsample], bit=first.bit[:args.subsample],
+    sub = ps.PrivSketchReports(k=first.k[:args.subsample], m=first.m[:args.subsample], bit=first.bit[:args.subsample],
                      order=first.order[:args.subsample])
     cand = np.arange(d)
     t0 = time.perf_counter()
     pos, neg = brute_force_numpy(params, sub, cand)
     brute = time.perf_counter() - t0
-    check = ps.Server(params, threads=args.threads).update(sub)
+    check = ps.PrivSketchServer(params, threads=args.threads).update(sub)
     assert np.array_equal(check._pos, pos) and np.array_equal(check._neg, neg), "mismatch vs brute force"
     extrapolated = brute / len(sub) * data.n
     print(f"brute-force numpy O(n d K), {len(sub):,} users:          {brute:8.2f} s  (same counts: yes)")

@@ -84,11 +84,11 @@ def run_protocols(data, eps, seed, threads):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ps.PrivacyWarning)
             client = client_cls(params, rng=seed + 1, threads=threads)
-        kwargs = {"threads": threads} if server_cls in (ps.Server, ps.NoSmpServer) else {}
+        kwargs = {"threads": threads} if server_cls in (ps.PrivSketchServer, ps.NoSmpServer) else {}
         server = server_cls(params, **kwargs).update(client.perturb(data))
         return server
 
-    timed("PrivSketch", lambda: sketch(ps.Params, ps.Client, ps.Server).estimate())
+    timed("PrivSketch", lambda: sketch(ps.PrivSketchParams, ps.PrivSketchClient, ps.PrivSketchServer).estimate())
     timed("PrivSketch-noSmp", lambda: sketch(ps.NoSmpParams, ps.NoSmpClient, ps.NoSmpServer).estimate())
     mean_server = {}
     timed("Multi-PCMS-Mean", lambda: mean_server.setdefault(
@@ -113,7 +113,7 @@ def bias_floor(data, seed, threads):
     ``x`` set (no noise), for hash functions drawn with ``seed``: what PrivSketch and noSmp
     estimate without bias. Users are packed 64 to a word, one bitset per cell."""
     del threads
-    params = ps.Params.create(epsilon=1.0, d=data.d, K=4, M=128, seed=seed)
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=data.d, K=4, M=128, seed=seed)
     user = np.repeat(np.arange(data.n, dtype=np.int64), np.diff(data.offsets))
     cells = params.cells(np.asarray(data.items, dtype=np.uint64)).astype(np.int64)  # (items, K)
     words = (data.n + 63) // 64
@@ -199,7 +199,7 @@ def figure4(args, report, raw):
 
 
 SKETCHES = ["PrivSketch", "PrivSketch-noSmp", "Multi-PCMS-Mean", "Multi-PCMS-Min"]
-SKETCH_CLASSES = {"PrivSketch": (ps.Params, ps.Client, ps.Server),
+SKETCH_CLASSES = {"PrivSketch": (ps.PrivSketchParams, ps.PrivSketchClient, ps.PrivSketchServer),
                   "PrivSketch-noSmp": (ps.NoSmpParams, ps.NoSmpClient, ps.NoSmpServer),
                   "Multi-PCMS-Mean": (multi_pcms.MultiPCMSMeanParams, multi_pcms.MultiPCMSMeanClient,
                                       multi_pcms.MultiPCMSMeanServer),
@@ -226,7 +226,7 @@ def timed_protocol(name, data, eps, seed, threads, K=4, M=128):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ps.PrivacyWarning)
             client = client_cls(params, rng=seed + 1, threads=threads)
-        kwargs = {"threads": threads} if server_cls in (ps.Server, ps.NoSmpServer) else {}
+        kwargs = {"threads": threads} if server_cls in (ps.PrivSketchServer, ps.NoSmpServer) else {}
         server = server_cls(params, **kwargs)
     t0 = time.perf_counter()
     reports = client.perturb(data)

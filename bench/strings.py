@@ -83,20 +83,21 @@ def run(n: int, size: int, seed: int = 1) -> dict:
     _timed(rows, "  its top 10", lambda: estimate.top_k(10))
 
     # the open dictionary: hashed labels, OCMS, candidates given as labels
-    open_params = ocms.Params.optimal(epsilon=2.0, d=2**64 - 60).with_domain(HashedDomain())
+    open_params = ocms.OCMSParams.optimal(epsilon=2.0, d=2**64 - 60).with_domain(HashedDomain())
     _timed(rows, "HashedDomain: hash 1e6 user labels (SHA-256 of each distinct one)",
            lambda: open_params.label_domain.encode(users))
-    _timed(rows, "OCMS perturb, ids (baseline)", lambda: ocms.Client(open_params, rng=seed).perturb(ids))
+    _timed(rows, "OCMS perturb, ids (baseline)", lambda: ocms.OCMSClient(open_params, rng=seed).perturb(ids))
     open_reports = _timed(rows, "OCMS perturb, hashed labels",
-                          lambda: ocms.Client(open_params, rng=seed).perturb(users), "OCMS perturb, ids (baseline)")
-    open_server = _timed(rows, "OCMS aggregate", lambda: ocms.Server(open_params).update(open_reports))
+                          lambda: ocms.OCMSClient(open_params, rng=seed).perturb(users), "OCMS perturb, ids (baseline)")
+    open_server = _timed(rows, "OCMS aggregate", lambda: ocms.OCMSServer(open_params).update(open_reports))
     _timed(rows, "OCMS estimate of 1,000 labels (n x 1,000 hashed pairs)",
            lambda: open_server.estimate([str(w) for w in words[:1000]]))
 
     # byte prefixes: PEM heavy hitters over 7-byte prefixes of the words
-    prefix_params = pem.Params.create(epsilon=4.0, d=2**56, n=n, k=16).with_domain(PrefixDomain())
+    prefix_params = pem.PEMParams.create(epsilon=4.0, d=2**56, n=n, k=16).with_domain(PrefixDomain())
     prefix_server = _timed(rows, "PEM perturb + aggregate, 7-byte prefixes",
-                           lambda: pem.Server(prefix_params).update(pem.Client(prefix_params, rng=seed).perturb(users)))
+                           lambda: pem.PEMServer(prefix_params).update(pem.PEMClient(prefix_params,
+                                                                                     rng=seed).perturb(users)))
     found = _timed(rows, "PEM top-16 search", lambda: prefix_server.top_k())
     print("PEM prefixes found:", found.labels[:5].tolist())
     seconds = {r["step"]: r["seconds"] for r in rows}

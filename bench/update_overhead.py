@@ -125,20 +125,26 @@ def _measure(job: dict) -> dict:
 
 
 def _protocol_module(name: str):
-    """``ldpfast.protocols.<name>``, or ``ldpfast.<name>`` on a build that predates that home."""
+    """``ldpfast.protocols.frequency.<name>``, or the home of a build that predates it
+    (``ldpfast.protocols.<name>``, ``ldpfast.<name>``)."""
     import importlib
 
-    try:
-        return importlib.import_module(f"ldpfast.protocols.{name}")
-    except ImportError:
-        return importlib.import_module(f"ldpfast.{name}")
+    for home in (f"ldpfast.protocols.frequency.{name}", f"ldpfast.protocols.{name}"):
+        try:
+            return importlib.import_module(home)
+        except ImportError:
+            pass
+    return importlib.import_module(f"ldpfast.{name}")
 
 
 def _one_report_server(protocol: str, log2d: int):
     grr, hadamard, rhr = (_protocol_module(name) for name in ("grr", "hadamard", "rhr"))
     if protocol == "grr":
-        params = grr.Params(epsilon=1.0, d=2**log2d)
-        return grr.Server(params), grr.Client(params, rng=1)
+        # GRRParams, ...: the names since the <Protocol><Role> rule; Params, ... before it
+        params_type, server_type, client_type = (getattr(grr, f"GRR{role}", None) or getattr(grr, role)
+                                                 for role in ("Params", "Server", "Client"))
+        params = params_type(epsilon=1.0, d=2**log2d)
+        return server_type(params), client_type(params, rng=1)
     if protocol == "hrr":
         params = hadamard.HRRParams(epsilon=1.0, d=2**log2d)
         return hadamard.HRRServer(params), hadamard.HRRClient(params, rng=1)

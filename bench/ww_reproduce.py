@@ -173,25 +173,26 @@ def heavy_factories():
 
     def hashtogram_dictionary(values, eps, beta, seed, planted):
         n = len(values)
-        params = HT.Params.create(eps, D, n, beta, hash_seed=seed)
+        params = HT.HashtogramParams.create(eps, D, n, beta, hash_seed=seed)
         t0 = time.perf_counter()
-        reports = HT.Client(params, rng=seed + 1).perturb(values)
+        reports = HT.HashtogramClient(params, rng=seed + 1).perturb(values)
         t1 = time.perf_counter()
         present = np.unique(values)
         rng = np.random.default_rng(seed + 3)
         candidates = np.unique(np.concatenate([present, rng.integers(0, D, size=len(present), dtype=np.uint64)]))
-        server = HT.Server(params).update(reports)
+        server = HT.HashtogramServer(params).update(reports)
         est = server.estimate(candidates) * n
         t2 = time.perf_counter()
-        reference = HH.Params.create(eps, D, n, beta)  # HadaHeavy's report threshold tau - Delta
+        reference = HH.HadaHeavyParams.create(eps, D, n, beta)  # HadaHeavy's report threshold tau - Delta
         keep = est >= reference.tau - reference.delta
         return (candidates[keep], est[keep], server.estimate(planted) * n, t1 - t0, t2 - t1, float("nan"))
 
     def pem_params(eps, d, n, beta, hash_seed):  # PEM hashes per user: no public seed
-        return PEM.Params.create(eps, d, n, beta)
+        return PEM.PEMParams.create(eps, d, n, beta)
 
-    runs = [("HadaHeavy", prefix_search(HH, HH.Params.create)), ("TreeHist", prefix_search(HH, HH.Params.treehist)),
-            ("TreeHist-CS", prefix_search(CS, CS.Params.create)), ("PEM", prefix_search(PEM, pem_params))]
+    runs = [("HadaHeavy", prefix_search(HH, HH.HadaHeavyParams.create)), ("TreeHist", prefix_search(HH,
+                                                                                                    HH.HadaHeavyParams.treehist)),
+            ("TreeHist-CS", prefix_search(CS, CS.TreeHistCSParams.create)), ("PEM", prefix_search(PEM, pem_params))]
     runs.append(("Hashtogram+dictionary", hashtogram_dictionary))
     return runs
 
@@ -199,7 +200,7 @@ def heavy_factories():
 def run_heavy(cfg, log, eps=BASE_EPS, beta=BASE_BETA):
     cells = []
     for n in cfg["hh_n"]:
-        tau = HH.Params.create(eps, D, n, beta).tau
+        tau = HH.HadaHeavyParams.create(eps, D, n, beta).tau
         for name, run in heavy_factories():
             acc = []
             for rep in range(cfg["reps"]):
@@ -321,7 +322,7 @@ def findings(result):
                         f"{b['max_error_planted']:.3g} ({b['max_error_planted'] / a['max_error_planted']:.2f}x), "
                         f"recall at tau {_pct(a['recall'])} vs {_pct(b['recall'])}, server "
                         f"{a['server_seconds']:.3f} s vs {b['server_seconds']:.3f} s")
-    t_hh = [HH.Params.create(BASE_EPS, D, n, BASE_BETA).t for n in ns]
+    t_hh = [HH.HadaHeavyParams.create(BASE_EPS, D, n, BASE_BETA).t for n in ns]
     lines.append("- **HadaHeavy vs TreeHist (Table 1 rows 4-5) holds for the error.** HadaHeavy (B ~ sqrt n, "
                  f"t = {', '.join(str(t) for t in t_hh)} levels) against TreeHist (B = 2, t = 32 levels): "
                  + "; ".join(rows) + ". The error ratio is of the order of sqrt(32/t) = "

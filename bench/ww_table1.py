@@ -65,12 +65,12 @@ def oracles(ns, seeds, d=2**20, eps=1.0, beta=0.05):
                                                 .astype(np.uint64)]))
             rows.append(oracle_row("HRR", hadamard.HRRParams(epsilon=eps, d=d), hadamard.HRRClient,
                                    hadamard.HRRServer, values, queries, seed))
-            rows.append(oracle_row("HadaOracle", hadaoracle.Params.create(epsilon=eps, d=d, n=n, beta=beta,
+            rows.append(oracle_row("HadaOracle", hadaoracle.HadaOracleParams.create(epsilon=eps, d=d, n=n, beta=beta,
                                                                           hash_seed=seed),
-                                   hadaoracle.Client, hadaoracle.Server, values, queries, seed))
-            rows.append(oracle_row("Hashtogram", hashtogram.Params.create(epsilon=eps, d=d, n=n, beta=beta,
+                                   hadaoracle.HadaOracleClient, hadaoracle.HadaOracleServer, values, queries, seed))
+            rows.append(oracle_row("Hashtogram", hashtogram.HashtogramParams.create(epsilon=eps, d=d, n=n, beta=beta,
                                                                           hash_seed=seed),
-                                   hashtogram.Client, hashtogram.Server, values, queries, seed))
+                                   hashtogram.HashtogramClient, hashtogram.HashtogramServer, values, queries, seed))
     return rows
 
 
@@ -95,9 +95,9 @@ def heavy_hitters(ns, seeds, d=2**32, eps=2.0, beta=0.05):
     for n in ns:
         for seed in range(seeds):
             values, _ = planted(n, d, seed)
-            rows.append(heavy_row("HadaHeavy", hadaheavy.Params.create(epsilon=eps, d=d, n=n, beta=beta,
+            rows.append(heavy_row("HadaHeavy", hadaheavy.HadaHeavyParams.create(epsilon=eps, d=d, n=n, beta=beta,
                                                                        hash_seed=seed), hadaheavy, values, seed))
-            rows.append(heavy_row("TreeHist (Count-Sketch)", treehist_cs.Params.create(
+            rows.append(heavy_row("TreeHist (Count-Sketch)", treehist_cs.TreeHistCSParams.create(
                 epsilon=eps, d=d, n=n, beta=beta, hash_seed=seed), treehist_cs, values, seed))
     return rows
 

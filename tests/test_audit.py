@@ -153,7 +153,7 @@ def test_a_client_leaking_its_value_fails_the_audit_at_default_settings(monkeypa
     audit must fail (exit 1)."""
     from ldpfast.protocols.frequency import grr
 
-    honest = grr.Client.perturb
+    honest = grr.GRRClient.perturb
 
     def leaky(self, values):
         reports = honest(self, values)
@@ -162,7 +162,7 @@ def test_a_client_leaking_its_value_fails_the_audit_at_default_settings(monkeypa
         reports.y[leak] = x[leak]
         return reports
 
-    monkeypatch.setattr(grr.Client, "perturb", leaky)
+    monkeypatch.setattr(grr.GRRClient, "perturb", leaky)
     assert main(["audit", "grr", "--eps", "1", "4", "--seed", "3"]) == 1
     rows = capsys.readouterr().out.splitlines()[1:]
     assert [row.split()[5] for row in rows] == ["violation", "violation"]

@@ -18,11 +18,11 @@ from ldpfast.protocols.frequency import blh, olh
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_unbiased_with_the_olh_variance_at_g_2(eps):
     d, n, runs = 50, 200, 1500
-    params = blh.Params(epsilon=eps, d=d)
+    params = blh.BLHParams(epsilon=eps, d=d)
     values = np.concatenate([np.zeros(120), np.ones(40), np.arange(40) % d]).astype(np.int64)
-    reports = blh.Client(params, rng=3).perturb(np.tile(values, runs))
+    reports = blh.BLHClient(params, rng=3).perturb(np.tile(values, runs))
     p = math.exp(eps) / (math.exp(eps) + 1)
-    first = blh.Server(params).update(blh.Reports(**{k: v[:n] for k, v in reports.columns().items()}))
+    first = blh.BLHServer(params).update(blh.BLHReports(**{k: v[:n] for k, v in reports.columns().items()}))
     for x in (0, 1, d - 1):
         hits = _core.ocms_hash(_core.Field.prime(PRIME), reports.a0, reports.a1, np.full(n * runs, x, np.uint64), 2)
         fhat = ((hits == reports.z).reshape(runs, n).mean(axis=1) - 0.5) / (p - 0.5)
@@ -37,13 +37,13 @@ def test_unbiased_with_the_olh_variance_at_g_2(eps):
 
 
 def test_blh_is_olh_with_g_2():
-    params = blh.Params(epsilon=1.0, d=300)
+    params = blh.BLHParams(epsilon=1.0, d=300)
     same = olh.OLHParams(epsilon=1.0, d=300, g=2)
     assert params.flip_threshold == same.flip_threshold
     assert theory.olh_variance(1.0, 10, 0.2, g=2) == params.variance(10, 0.2)
     values = np.arange(300)
-    ours, theirs = blh.Client(params, rng=9).perturb(values), olh.OLHClient(same, rng=9).perturb(values)
+    ours, theirs = blh.BLHClient(params, rng=9).perturb(values), olh.OLHClient(same, rng=9).perturb(values)
     assert all(np.array_equal(getattr(ours, k), getattr(theirs, k)) for k in ("z", "a0", "a1"))
-    server = blh.Server(params).update(ours)
+    server = blh.BLHServer(params).update(ours)
     assert np.array_equal(server.estimate(), olh.OLHServer(same).update(theirs).estimate())
-    assert server.n == 300 and blh.Reports in (type(ours),)
+    assert server.n == 300 and blh.BLHReports in (type(ours),)

@@ -30,8 +30,8 @@ def test_aggregate_batch_rows_outside_arrows_range_is_refused(capsys, tmp_path, 
     pyarrow; now both, and 0, name the range. Nothing is written."""
     folder = tmp_path / "reports"
     folder.mkdir()
-    params = grr.Params(epsilon=1.0, d=10)
-    arrow.write_parquet(grr.Client(params, rng=1).perturb(np.arange(10)), folder / "a.parquet", params)
+    params = grr.GRRParams(epsilon=1.0, d=10)
+    arrow.write_parquet(grr.GRRClient(params, rng=1).perturb(np.arange(10)), folder / "a.parquet", params)
     state = tmp_path / "state"
     _refused(capsys, ["aggregate", "--reports", str(folder), "--state", str(state), "--batch-rows", rows],
              "ldpfast aggregate: error: --batch-rows must be an integer in [1, 2^63 - 1], got")

@@ -70,9 +70,9 @@ def test_labels_without_a_domain_name_the_fix():
     from ldpfast.protocols.frequency import grr
 
     with pytest.raises(DTypeError, match=r"with_domain\(ldpfast.Domain"):
-        grr.Client(grr.Params(epsilon=1.0, d=4)).perturb(["a", "b"])
+        grr.GRRClient(grr.GRRParams(epsilon=1.0, d=4)).perturb(["a", "b"])
     with pytest.raises(DTypeError, match="no domain"):
-        grr.Client(grr.Params(epsilon=1.0, d=4)).perturb(pd.Series(["a"], dtype="category"))
+        grr.GRRClient(grr.GRRParams(epsilon=1.0, d=4)).perturb(pd.Series(["a"], dtype="category"))
 
 
 def test_domain_maps_labels_both_ways_and_refuses_what_it_lacks():
@@ -112,17 +112,17 @@ def test_the_domain_is_part_of_the_fingerprint_everywhere(tmp_path):
     from ldpfast.protocols.frequency import grr
 
     words = _words(50)
-    plain = grr.Params(epsilon=2.0, d=50)
+    plain = grr.GRRParams(epsilon=2.0, d=50)
     labelled = plain.with_domain(Domain(words))
     other = plain.with_domain(Domain(words[::-1]))
     assert len({plain.fingerprint, labelled.fingerprint, other.fingerprint}) == 3
-    reports = grr.Client(labelled, rng=1).perturb(words[:10] * 20)
+    reports = grr.GRRClient(labelled, rng=1).perturb(words[:10] * 20)
     for params in (plain, other):
         with pytest.raises(IncompatibleError, match="Domain"):
-            grr.Server(params).update(reports)
-    server = grr.Server(labelled).update(reports)
+            grr.GRRServer(params).update(reports)
+    server = grr.GRRServer(labelled).update(reports)
     with pytest.raises(IncompatibleError, match="different parameters"):
-        grr.Server(plain).merge(server)
+        grr.GRRServer(plain).merge(server)
     # bytes and JSON know the vocabulary by its fingerprint; attaching it restores it
     blob = server.to_bytes()
     loaded = ldpfast.load(blob)
@@ -144,7 +144,7 @@ def test_the_domain_is_part_of_the_fingerprint_everywhere(tmp_path):
     arrow.write_parquet(reports, path, params=labelled)
     stored, back = arrow.read_parquet(path)
     assert stored.fingerprint == back.params_fingerprint == labelled.fingerprint
-    assert grr.Server(stored).update(back).n == grr.Server(labelled).update(back).n == 200
+    assert grr.GRRServer(stored).update(back).n == grr.GRRServer(labelled).update(back).n == 200
 
 
 def test_stored_domains_are_checked():
@@ -174,16 +174,16 @@ def test_label_hash_matches_its_definition_and_the_published_vectors(label, hex_
 def test_open_dictionary_estimates_labels_given_as_candidates():
     from ldpfast.protocols.frequency import ocms
 
-    params = ocms.Params.optimal(epsilon=3.0, d=2**64 - 60).with_domain(HashedDomain())
+    params = ocms.OCMSParams.optimal(epsilon=3.0, d=2**64 - 60).with_domain(HashedDomain())
     assert params.label_domain.d == 2**64 - 60
     users = ["café"] * 300 + ["naïve"] * 200 + [f"once{i}" for i in range(500)]
-    server = ocms.Server(params).update(ocms.Client(params, rng=SEED).perturb(users))
+    server = ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=SEED).perturb(users))
     ids = hash_labels(["café", "naïve", "never"], d=2**64 - 60)
     np.testing.assert_array_equal(server.estimate(["café", "naïve", "never"]), server.estimate(ids))
     with pytest.raises(ParameterError, match="cannot turn values back"):
         params.label_domain.decode(ids)
     with pytest.raises(ParameterError, match="HashedDomain is for d=10"):
-        ocms.Params.optimal(epsilon=3.0, d=100).with_domain(HashedDomain(10))
+        ocms.OCMSParams.optimal(epsilon=3.0, d=100).with_domain(HashedDomain(10))
 
 
 def test_prefix_domain_packs_bytes_and_prefix_searches_return_them():
@@ -202,8 +202,8 @@ def test_prefix_domain_packs_bytes_and_prefix_searches_return_them():
     urls = np.array(["news.example/a", "sport.example/b"] + [f"u{i}.example" for i in range(3000)], dtype=object)
     share = np.r_[0.3, 0.2, np.full(3000, 0.5 / 3000)]
     users = urls[rng.choice(urls.size, size=20000, p=share)]
-    params = pem.Params.create(epsilon=4.0, d=2**56, n=users.size, k=4).with_domain(PrefixDomain())
-    server = pem.Server(params).update(pem.Client(params, rng=SEED).perturb(users))
+    params = pem.PEMParams.create(epsilon=4.0, d=2**56, n=users.size, k=4).with_domain(PrefixDomain())
+    server = pem.PEMServer(params).update(pem.PEMClient(params, rng=SEED).perturb(users))
     found = server.top_k()      # k = 4 prefixes kept per step: the 'u' prefixes hold half the users
     assert found.labels[:2].tolist() == [b"news.ex", b"sport.e"]
 
@@ -217,8 +217,10 @@ def test_hadaheavy_finds_the_heavy_byte_prefixes():
     rng = np.random.default_rng(SEED)
     urls = np.array(["news.example/a", "sport.example/b"] + [f"u{i}.example" for i in range(5000)], dtype=object)
     users = urls[rng.choice(urls.size, size=300_000, p=np.r_[0.3, 0.2, np.full(5000, 0.5 / 5000)])]
-    params = hadaheavy.Params.create(epsilon=4.0, d=2**64, n=users.size, hash_seed=3).with_domain(PrefixDomain())
-    found = hadaheavy.Server(params).update(hadaheavy.Client(params, rng=SEED).perturb(users)).heavy_hitters()
+    params = hadaheavy.HadaHeavyParams.create(epsilon=4.0, d=2**64, n=users.size,
+                                              hash_seed=3).with_domain(PrefixDomain())
+    found = hadaheavy.HadaHeavyServer(params).update(hadaheavy.HadaHeavyClient(params,
+                                                                               rng=SEED).perturb(users)).heavy_hitters()
     assert found.labels.tolist() == [b"news.exa", b"sport.ex"]
     np.testing.assert_array_equal(found.items, PrefixDomain(8).encode(["news.exa", "sport.ex"]))
 
@@ -311,8 +313,8 @@ def test_hashed_domain_takes_d_up_to_2_to_the_64():
     from ldpfast.protocols.heavy import hadaheavy
 
     assert HashedDomain(2**64).encode(["apple", "café"]).tolist() == [label_hash("apple"), label_hash("café")]
-    params = hadaheavy.Params.create(epsilon=2.0, d=2**64, n=1000, hash_seed=1).with_domain(HashedDomain())
-    ids = hadaheavy.Client(params, rng=SEED).perturb(["apple"] * 3)
+    params = hadaheavy.HadaHeavyParams.create(epsilon=2.0, d=2**64, n=1000, hash_seed=1).with_domain(HashedDomain())
+    ids = hadaheavy.HadaHeavyClient(params, rng=SEED).perturb(["apple"] * 3)
     assert ids.params_fingerprint == params.fingerprint
     for bad in (2**64 + 1, 1, 2.0**40, True):
         with pytest.raises(ParameterError, match=r"d must be an integer in \[2, 2\^64\], got"):

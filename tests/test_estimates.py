@@ -34,9 +34,9 @@ def _values(d, freqs, n=N):
 
 
 PROTOCOLS = {
-    "grr": lambda: grr.Params(epsilon=1.5, d=40),
+    "grr": lambda: grr.GRRParams(epsilon=1.5, d=40),
     "hrr": lambda: lf.protocols.frequency.hadamard.HRRParams(epsilon=1.0, d=40),
-    "ocms": lambda: lf.protocols.frequency.ocms.Params.optimal(epsilon=2.0, d=40, field="compact"),
+    "ocms": lambda: lf.protocols.frequency.ocms.OCMSParams.optimal(epsilon=2.0, d=40, field="compact"),
     "olh": lambda: lf.protocols.frequency.olh.OLHParams(epsilon=1.0, d=40),
     "he": lambda: lf.protocols.frequency.hadamard.HEParams(epsilon=1.0, d=40),
     "rhr": lambda: lf.protocols.frequency.rhr.RHRParams(epsilon=3.0, d=40),       # 8 residue classes of 5 values
@@ -119,10 +119,10 @@ def test_grr_standard_errors_are_the_variance_at_the_estimate_clipped_at_zero():
     (about 4% of Var at these small f). Mean of R variances with relative spread v: bound
     ``z_{1-delta/d} v/sqrt(R)`` (v measured, Bonferroni over the d values)."""
     d, eps, reps = 40, 1.0, 400
-    params = grr.Params(epsilon=eps, d=d)
+    params = grr.GRRParams(epsilon=eps, d=d)
     values = _values(d, np.r_[[0.3, 0.1], np.full(d - 2, 0.6 / (d - 2))])
     truth = np.bincount(values, minlength=d) / values.size
-    runs = [grr.Server(params).update(grr.Client(params, rng=r).perturb(values))
+    runs = [grr.GRRServer(params).update(grr.GRRClient(params, rng=r).perturb(values))
             .frequencies() for r in range(reps)]
     a, slope = (lf.theory.grr_variance(eps, d, values.size, f) for f in (0.0, 1.0))
     slope -= a
@@ -142,8 +142,8 @@ def test_standard_errors_do_not_collapse_at_negative_estimates():
     values nobody holds estimates far below 0, where the closed form a + b f reaches 0; their
     standard error is the one at 0 (never less), and so is the interval's reach below 0."""
     d, n = 10_000, 7_000
-    params = grr.Params(epsilon=2.0, d=d)
-    server = grr.Server(params).update(grr.Client(params, rng=7).perturb(np.arange(n) % 50))
+    params = grr.GRRParams(epsilon=2.0, d=d)
+    server = grr.GRRServer(params).update(grr.GRRClient(params, rng=7).perturb(np.arange(n) % 50))
     e = server.frequencies()
     at_zero = e._std_at(0.0)
     negative = e.values < 0
@@ -161,7 +161,7 @@ def test_standard_errors_do_not_collapse_at_negative_estimates():
 
 def _grr_runs(freqs, reps, d, protocol="grr"):
     """Estimates of `reps` seeded runs on a fixed data set with the given frequencies."""
-    params = (grr.Params(epsilon=2.0, d=d) if protocol == "grr"
+    params = (grr.GRRParams(epsilon=2.0, d=d) if protocol == "grr"
               else lf.protocols.frequency.hadamard.HRRParams(epsilon=2.0, d=d))
     family = lf._base.protocols()[protocol]
     values = _values(d, freqs)
@@ -212,12 +212,12 @@ def test_heavy_hitters_fdr_and_power_with_true_heavy_values():
 def _grr_null_runs(d, n, reps, heavy=0, seed=0):
     """GRR at eps = 2 on d values: ``heavy`` values at 3/d, the others sharing the rest
     equally (all at the threshold 1/d when ``heavy = 0``, below it otherwise)."""
-    params = grr.Params(epsilon=2.0, d=d)
+    params = grr.GRRParams(epsilon=2.0, d=d)
     freqs = np.full(d, (1.0 - 3.0 * heavy / d) / (d - heavy))
     freqs[:heavy] = 3.0 / d
     values = _values(d, freqs, n)
     for r in range(reps):
-        yield grr.Server(params).update(grr.Client(params, rng=9000 + seed + r).perturb(values)).frequencies()
+        yield grr.GRRServer(params).update(grr.GRRClient(params, rng=9000 + seed + r).perturb(values)).frequencies()
 
 
 def _bh_declares(pvals, q):
@@ -397,9 +397,9 @@ def test_postprocessing_matches_its_literal_definition(method):
 
 
 def test_postprocessing_of_an_estimate():
-    params = grr.Params(epsilon=1.0, d=30)     # noisy: many negative raw estimates
+    params = grr.GRRParams(epsilon=1.0, d=30)     # noisy: many negative raw estimates
     values = _values(30, np.r_[[0.5, 0.2], np.full(28, 0.3 / 28)])
-    e = grr.Server(params).update(grr.Client(params, rng=2).perturb(values)).frequencies()
+    e = grr.GRRServer(params).update(grr.GRRClient(params, rng=2).perturb(values)).frequencies()
     assert (e.values < 0).any()
     for method, literal in LITERAL.items():
         out = e.postprocess(method)
@@ -457,9 +457,10 @@ def test_to_pandas(monkeypatch):
 
 
 def test_median_and_minimum_estimators_state_their_model():
-    params = lf.protocols.frequency.hadaoracle.Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3)
+    params = lf.protocols.frequency.hadaoracle.HadaOracleParams.create(epsilon=2.0, d=1000, n=4000, hash_seed=3)
     hadaoracle = lf.protocols.frequency.hadaoracle
-    server = hadaoracle.Server(params).update(hadaoracle.Client(params, rng=1).perturb(np.arange(4000) % 50))
+    reports = hadaoracle.HadaOracleClient(params, rng=1).perturb(np.arange(4000) % 50)
+    server = hadaoracle.HadaOracleServer(params).update(reports)
     e = server.frequencies(np.arange(10))
     assert params.hashed and isinstance(e.uncertainty, uncertainty.MedianOfGroups)
     assert e.target.startswith("theta: the median over the groups") and "MedianOfGroups" in e.note

@@ -21,9 +21,9 @@ WORDS = ["apple", "banana", "cherry", "date"]
 
 def _server():
     """GRR over four fruit labels; 5,000 users hold the first three (50%, 30%, 20%)."""
-    params = grr.Params(epsilon=3.0, d=4).with_domain(ldpfast.Domain(WORDS))
+    params = grr.GRRParams(epsilon=3.0, d=4).with_domain(ldpfast.Domain(WORDS))
     users = np.random.default_rng(0).choice(WORDS[:3], 5000, p=[0.5, 0.3, 0.2])
-    return grr.Server(params).update(grr.Client(params, rng=1).perturb(users))
+    return grr.GRRServer(params).update(grr.GRRClient(params, rng=1).perturb(users))
 
 
 def _fruit_estimate():

@@ -59,7 +59,7 @@ def _rappor_reference(server, xs, rest):
     p, n = server.params, server.n
     sizes = server.group_reports.astype(np.float64)
     live = np.flatnonzero(sizes > 0)
-    client = rappor.Client(p, rng=0)
+    client = rappor.RAPPORClient(p, rng=0)
     one, zero = [], []
     t_q, t_p = (v / 2.0**64 for v in p.irr_thresholds())
     half = p.f128 / 256
@@ -160,11 +160,13 @@ def _dense_reference(server, candidates):
 
 def _cases():
     return [
-        ("grr", lambda: _server(grr.Params(epsilon=1.0, d=40), grr.Server, grr.Client)),
-        ("ss", lambda: _server(ss.Params(epsilon=1.0, d=40), ss.Server, ss.Client)),
+        ("grr", lambda: _server(grr.GRRParams(epsilon=1.0, d=40), grr.GRRServer, grr.GRRClient)),
+        ("ss", lambda: _server(ss.SubsetSelectionParams(epsilon=1.0, d=40), ss.SubsetSelectionServer,
+                               ss.SubsetSelectionClient)),
         ("olh", lambda: _server(olh.OLHParams(epsilon=1.0, d=40), olh.OLHServer, olh.OLHClient, n=1500)),
-        ("blh", lambda: _server(blh.Params(epsilon=1.0, d=40), blh.Server, blh.Client, n=1500)),
-        ("ocms", lambda: _server(ocms.Params.optimal(epsilon=2.0, d=40, field="compact"), ocms.Server, ocms.Client,
+        ("blh", lambda: _server(blh.BLHParams(epsilon=1.0, d=40), blh.BLHServer, blh.BLHClient, n=1500)),
+        ("ocms", lambda: _server(ocms.OCMSParams.optimal(epsilon=2.0, d=40, field="compact"), ocms.OCMSServer,
+                                 ocms.OCMSClient,
                                  n=1500)),
         ("hrr", lambda: _server(hadamard.HRRParams(epsilon=1.0, d=40), hadamard.HRRServer, hadamard.HRRClient)),
         ("he", lambda: _server(hadamard.HEParams(epsilon=1.0, d=40), hadamard.HEServer, hadamard.HEClient)),
@@ -180,10 +182,11 @@ def _cases():
         ("l-olh", lambda: _server(lg.LOLHParams(eps_inf=3.0, eps_1=1.0, d=40), lg.LOLHServer, lg.LOLHClient,
                                   n=1500)),
         # 5 cohorts of which one gets no reports (its cells are dropped)
-        ("rappor", lambda: rappor.Server(rappor.Params(k=16, h=2, m=5, p=0.25, q=0.75, f=0.25, d=40)).update(
-            rappor.Client(rappor.Params(k=16, h=2, m=5, p=0.25, q=0.75, f=0.25, d=40), rng=5).perturb(
+        ("rappor", lambda: rappor.RAPPORServer(rappor.RAPPORParams(k=16, h=2, m=5, p=0.25, q=0.75, f=0.25,
+                                                                   d=40)).update(
+            rappor.RAPPORClient(rappor.RAPPORParams(k=16, h=2, m=5, p=0.25, q=0.75, f=0.25, d=40), rng=5).perturb(
                 _values(40, 3000), cohorts=np.arange(3000) % 4))),
-        ("pgr", lambda: _server(pgr.Params(epsilon=3.0, d=40, q=3), pgr.Server, pgr.Client)),
+        ("pgr", lambda: _server(pgr.PGRParams(epsilon=3.0, d=40, q=3), pgr.PGRServer, pgr.PGRClient)),
     ]
 
 
@@ -231,10 +234,11 @@ def test_mle_satisfies_kkt_on_the_dense_likelihood(server):
 def test_rappor_string_values_channel():
     """String values (d = 0): the candidates are a dictionary and a rest column (uniform
     Bloom bits) is always present; same dense reference as integer values."""
-    params = rappor.Params(k=16, h=2, m=3, p=0.25, q=0.75, f=0.25)
+    params = rappor.RAPPORParams(k=16, h=2, m=3, p=0.25, q=0.75, f=0.25)
     words = np.array(["alpha", "beta", "gamma", "delta", "omega"])
     values = words[_values(5, 2000)]
-    server = rappor.Server(params).update(rappor.Client(params, rng=2).perturb(values, cohorts=np.arange(2000) % 3))
+    server = rappor.RAPPORServer(params).update(rappor.RAPPORClient(params, rng=2).perturb(values,
+                                                                                           cohorts=np.arange(2000) % 3))
     candidates = words[[1, 0, 3]]
     channel = est.channel_of(server, candidates)
     a, y = _rappor_reference(server, candidates, rest=True)
@@ -252,14 +256,16 @@ def test_rappor_string_values_channel():
         server.frequencies(["beta", "beta"], method="ibu")
 
 
-@pytest.mark.parametrize("make", [lambda p: grr.Params(epsilon=3.0, d=6), lambda p: ss.Params(epsilon=3.0, d=6)])
+@pytest.mark.parametrize("make", [lambda p: grr.GRRParams(epsilon=3.0, d=6),
+                                  lambda p: ss.SubsetSelectionParams(epsilon=3.0, d=6)])
 def test_interior_mle_is_the_unbiased_estimate_and_fisher_is_the_closed_form(make):
     """With every frequency well inside (0, 1) the separable likelihood's maximiser solves
     the unbiased estimating equations, and the Fisher information's standard errors equal
     the closed-form variance at the same frequencies (GRR: exactly; SS's composite ones
     ignore the k-subset's negative correlations, so only GRR is compared)."""
     params = make(None)
-    server_type, client_type = (grr.Server, grr.Client) if params.protocol == "grr" else (ss.Server, ss.Client)
+    server_type, client_type = ((grr.GRRServer, grr.GRRClient) if params.protocol == "grr"
+                                else (ss.SubsetSelectionServer, ss.SubsetSelectionClient))
     values = np.repeat(np.arange(6), [4000, 3000, 2500, 2000, 1500, 1000])
     server = server_type(params).update(client_type(params, rng=2).perturb(values))
     debiased = server.frequencies()
@@ -278,7 +284,7 @@ def test_interior_mle_is_the_unbiased_estimate_and_fisher_is_the_closed_form(mak
 
 
 def test_candidate_subsets_and_rest_mass():
-    server = _server(grr.Params(epsilon=2.0, d=50), grr.Server, grr.Client, n=5000)
+    server = _server(grr.GRRParams(epsilon=2.0, d=50), grr.GRRServer, grr.GRRClient, n=5000)
     whole = server.frequencies(method="mle")
     part = server.frequencies([0, 1, 2], method="mle")
     assert part.values.sum() < 1 and "mass outside the candidates" in part.note
@@ -286,7 +292,7 @@ def test_candidate_subsets_and_rest_mass():
 
 
 def test_methods_and_errors():
-    server = _server(grr.Params(epsilon=1.0, d=20), grr.Server, grr.Client)
+    server = _server(grr.GRRParams(epsilon=1.0, d=20), grr.GRRServer, grr.GRRClient)
     with pytest.raises(ParameterError, match="method"):
         server.frequencies(method="em")
     with pytest.raises(ParameterError, match="options"):
@@ -317,8 +323,8 @@ def test_full_report_likelihood_matches_dense_reference(protocol_id):
         server = _server(params, olh.OLHServer, olh.OLHClient, n=400)
         inner, m = server._reports, params.g
     else:
-        params = ocms.Params.optimal(epsilon=2.0, d=30, field="compact")
-        server = _server(params, ocms.Server, ocms.Client, n=400)
+        params = ocms.OCMSParams.optimal(epsilon=2.0, d=30, field="compact")
+        server = _server(params, ocms.OCMSServer, ocms.OCMSClient, n=400)
         inner, m = server, params.m
     z, a0, a1 = inner.reports().z, inner.reports().a0, inner.reports().a1
     e = math.exp(params.epsilon)

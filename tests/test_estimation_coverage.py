@@ -43,7 +43,7 @@ def _coverage(make, method, d=30, n=5000):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("make", [
-    lambda d: (grr.Params(epsilon=2.0, d=d), grr.Server, grr.Client),
+    lambda d: (grr.GRRParams(epsilon=2.0, d=d), grr.GRRServer, grr.GRRClient),
     lambda d: (unary.OUEParams(epsilon=2.0, d=d), unary.OUEServer, unary.OUEClient)], ids=["grr", "oue"])
 def test_separable_mle_intervals_cover_the_whole_domain(make):
     coverage, truth, variance_ratio = _coverage(make, "mle")
@@ -59,9 +59,9 @@ def test_separable_mle_intervals_cover_the_whole_domain(make):
 def test_wide_dense_channels_carry_the_debiased_closed_form():
     """PGR over more than 4096 candidates has a dense information matrix too wide to invert:
     its std is the debiased estimator's closed form at the estimates (never NaN)."""
-    params = pgr.Params(epsilon=2.0, d=5000, q=3)
+    params = pgr.PGRParams(epsilon=2.0, d=5000, q=3)
     values = np.minimum(np.random.default_rng(0).zipf(1.6, size=20_000) - 1, 2499)
-    server = pgr.Server(params).update(pgr.Client(params, rng=1).perturb(values))
+    server = pgr.PGRServer(params).update(pgr.PGRClient(params, rng=1).perturb(values))
     with pytest.warns(ConvergenceWarning):
         fit = server.frequencies(method="ibu", max_iter=20)
     model = server.frequencies().uncertainty

@@ -16,9 +16,9 @@ from ldpfast.protocols.frequency import grr, pgr
 
 
 def _grr_server(n=20_000, d=50, epsilon=2.0, seed=3):
-    params = grr.Params(epsilon=epsilon, d=d)
+    params = grr.GRRParams(epsilon=epsilon, d=d)
     values = np.minimum(np.random.default_rng(seed).zipf(1.4, size=n) - 1, d - 1)
-    return grr.Server(params).update(grr.Client(params, rng=seed).perturb(values))
+    return grr.GRRServer(params).update(grr.GRRClient(params, rng=seed).perturb(values))
 
 
 def test_default_rule_scales_with_the_observed_weight():
@@ -34,9 +34,9 @@ def test_default_ibu_is_within_its_precision_of_the_mle():
     """The rule's claim, checked where the MLE is exact (GRR's separable likelihood) and
     every frequency interior (the quadratic approximation behind the Cauchy-Schwarz bound
     |f_x - f*_x| <= sqrt(2 gap) sd_x holds there): the default IBU lands within IBU_PRECISION = 0.3 sd."""
-    params = grr.Params(epsilon=2.0, d=8)
+    params = grr.GRRParams(epsilon=2.0, d=8)
     values = np.repeat(np.arange(8), [6000, 4000, 3000, 2500, 2000, 1500, 1000, 800])
-    channel = est.channel_of(grr.Server(params).update(grr.Client(params, rng=2).perturb(values)))
+    channel = est.channel_of(grr.GRRServer(params).update(grr.GRRClient(params, rng=2).perturb(values)))
     fit, exact = est.ibu(channel), est.mle(channel)
     assert fit.converged and exact.values.min() > 0.01
     sd, _ = _fisher_population_std(channel, exact.values)
@@ -70,9 +70,9 @@ def stderr_progress(monkeypatch, capsys):
 
 
 def test_long_fits_draw_a_progress_line_and_erase_it(stderr_progress):
-    params = pgr.Params(epsilon=2.0, d=300, q=3)
+    params = pgr.PGRParams(epsilon=2.0, d=300, q=3)
     values = np.minimum(np.random.default_rng(1).zipf(1.4, size=5000) - 1, 299)
-    server = pgr.Server(params).update(pgr.Client(params, rng=1).perturb(values))
+    server = pgr.PGRServer(params).update(pgr.PGRClient(params, rng=1).perturb(values))
     ldpfast.set_progress(False)
     with pytest.warns(ConvergenceWarning) as caught:
         quiet = server.frequencies(method="ibu", max_iter=40, tol=1e-12)

@@ -23,7 +23,7 @@ from ldpfast.protocols.sets._svim import MIN_COVERAGE
 
 pytestmark = pytest.mark.filterwarnings("ignore::ldpfast.errors.PrivacyWarning")
 
-OLH_FAMILY = {"olh": lambda d: olh.OLHParams(epsilon=1.0, d=d), "blh": lambda d: blh.Params(epsilon=1.0, d=d),
+OLH_FAMILY = {"olh": lambda d: olh.OLHParams(epsilon=1.0, d=d), "blh": lambda d: blh.BLHParams(epsilon=1.0, d=d),
               "l-olh": lambda d: longitudinal.LOLHParams(eps_inf=3.0, eps_1=1.0, d=d)}
 
 
@@ -43,7 +43,7 @@ def test_olh_family_domain_ends_where_its_server_field_does(pid):
 
 
 @pytest.mark.parametrize("make", [
-    lambda d: npcms.Params.create(epsilon=1.0, d=d, K=2, M=8, seed=1),
+    lambda d: npcms.NPCMSParams.create(epsilon=1.0, d=d, K=2, M=8, seed=1),
     lambda d: ps_olh.PSOLHParams(epsilon=1.0, d=d, pad_len=2),
     lambda d: svim.SVIMItemParams(epsilon=1.0, d=d, k=2)], ids=["npcms", "ps-olh", "svim-items"])
 def test_set_protocols_refuse_items_beyond_int64(make):
@@ -68,9 +68,9 @@ def test_svim_coverage_that_cannot_give_finite_estimates_is_refused(params_type)
 def test_npcms_at_the_smallest_epsilon_estimates():
     """epsilon = 2^-20 split over 2L entries is below MIN_EPSILON: the sampler took the share,
     the estimate's debias constant refused it."""
-    params = npcms.Params.create(epsilon=2.0**-20, d=16, K=2, M=8, L=4, seed=1)
-    reports = npcms.Client(params, rng=1).perturb([[0, 1], [15]] * 20)
-    assert np.isfinite(npcms.Server(params).update(reports).estimate(np.arange(16))).all()
+    params = npcms.NPCMSParams.create(epsilon=2.0**-20, d=16, K=2, M=8, L=4, seed=1)
+    reports = npcms.NPCMSClient(params, rng=1).perturb([[0, 1], [15]] * 20)
+    assert np.isfinite(npcms.NPCMSServer(params).update(reports).estimate(np.arange(16))).all()
 
 
 def test_edges_finds_the_last_accepted_values():

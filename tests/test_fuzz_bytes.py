@@ -17,8 +17,8 @@ def test_headers_declaring_huge_states_are_refused_before_allocating():
     from ldpfast.protocols.frequency import grr, hadamard
     from ldpfast.protocols.sets import privsketch
 
-    for params in (privsketch.Params.create(epsilon=1.0, d=2**27, K=2, M=8, seed=1),
-                   grr.Params(epsilon=10.0, d=2**40), hadamard.HRRParams(epsilon=1.0, d=2**30),
+    for params in (privsketch.PrivSketchParams.create(epsilon=1.0, d=2**27, K=2, M=8, seed=1),
+                   grr.GRRParams(epsilon=10.0, d=2**40), hadamard.HRRParams(epsilon=1.0, d=2**30),
                    svim.SVIMItemParams(epsilon=1.0, d=2**40)):
         blob = seal(header_of(params), {})
         assert len(blob) < 600
@@ -60,10 +60,11 @@ def test_group_sizes_whose_int64_sum_wraps_to_n_are_refused():
     around to the stored n (four of them raised by 2^62), must not load."""
     from ldpfast.protocols.frequency import hashtogram
 
-    params = hashtogram.Params(epsilon=1.0, d=64, R=5, T=4, hash_seed=1)
-    server = hashtogram.Server(params).update(hashtogram.Client(params, rng=1).perturb(np.arange(64)))
+    params = hashtogram.HashtogramParams(epsilon=1.0, d=64, R=5, T=4, hash_seed=1)
+    server = hashtogram.HashtogramServer(params).update(hashtogram.HashtogramClient(params,
+                                                                                    rng=1).perturb(np.arange(64)))
     state = dict(server._state())
     sizes = state["group_sizes"] + np.array([2**62] * 4 + [0], dtype=np.int64)
     assert int(sizes.sum()) == int(state["n"][0])  # numpy's int64 sum wraps
     with pytest.raises(FormatError, match="add up"):
-        hashtogram.Server.from_bytes(seal(header_of(params), {**state, "group_sizes": sizes}))
+        hashtogram.HashtogramServer.from_bytes(seal(header_of(params), {**state, "group_sizes": sizes}))

@@ -24,9 +24,9 @@ Z = stats.norm.isf(ALPHA / 2)
 @pytest.mark.parametrize("eps,d", [(0.5, 2), (1.0, 10), (3.0, 100)])
 def test_unbiased_with_theoretical_variance(eps, d):
     n, runs = 300, 4000
-    params = grr.Params(eps, d)
+    params = grr.GRRParams(eps, d)
     values = np.concatenate([np.zeros(180), np.ones(90), np.arange(30) % d]).astype(np.int64)
-    reports = grr.Client(params, rng=31).perturb(np.tile(values, runs))
+    reports = grr.GRRClient(params, rng=31).perturb(np.tile(values, runs))
     y = reports.y.reshape(runs, n)
     p, q = params.keep_probability, params.other_probability
     for x in sorted({0, 1, d - 1}):
@@ -45,7 +45,7 @@ def test_unbiased_with_theoretical_variance(eps, d):
 
 
 def test_probabilities():
-    params = grr.Params(2.0, 5)
+    params = grr.GRRParams(2.0, 5)
     e = math.exp(2.0)
     assert params.keep_probability == pytest.approx(e / (e + 4), rel=1e-15)
     assert params.other_probability == pytest.approx(1 / (e + 4), rel=1e-15)
@@ -55,7 +55,7 @@ def test_probabilities():
     # rounded to 0, a deterministic "eps = 700" mechanism).
     with pytest.raises(ParameterError,
                        match=r"epsilon must be in \[.*, 22.8739\] for randomized response over 3 symbols"):
-        grr.Params(30.0, 3)
+        grr.GRRParams(30.0, 3)
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -67,41 +67,41 @@ def test_probabilities():
 ])
 def test_params_validation(kwargs, message):
     with pytest.raises(ParameterError, match=message):
-        grr.Params(**kwargs)
+        grr.GRRParams(**kwargs)
 
 
 def test_client_and_reports_validation():
-    params = grr.Params(1.0, 10)
+    params = grr.GRRParams(1.0, 10)
     with pytest.raises(ParameterError, match=r"values must be integers in \[0, 10\), got 10 at index 1"):
-        grr.Client(params, rng=1).perturb([3, 10])
+        grr.GRRClient(params, rng=1).perturb([3, 10])
     with pytest.raises(ReportError, match="y must be non-negative integers, got -2"):
-        grr.Reports(y=[1, -2])
-    server = grr.Server(params)
-    server.update(grr.Client(params, rng=1).perturb(np.arange(100) % 10))
+        grr.GRRReports(y=[1, -2])
+    server = grr.GRRServer(params)
+    server.update(grr.GRRClient(params, rng=1).perturb(np.arange(100) % 10))
     before = server.to_bytes()
     with pytest.raises(ReportError, match=r"y must be symbols in \[0, 10\), got 10 at index 2"):
-        server.update(grr.Reports(y=[0, 1, 10]))
+        server.update(grr.GRRReports(y=[0, 1, 10]))
     assert server.to_bytes() == before
     with pytest.raises(ReportError, match="zero reports"):
-        grr.Server(params).estimate()
+        grr.GRRServer(params).estimate()
 
 
 def test_seeded_reproducible_and_entropy_not():
-    params = grr.Params(1.0, 1000)
+    params = grr.GRRParams(1.0, 1000)
     values = np.arange(10_000) % 1000
-    assert grr.Client(params, rng=5).perturb(values) == grr.Client(params, rng=5).perturb(values)
-    assert grr.Client(params).perturb(values) != grr.Client(params).perturb(values)
+    assert grr.GRRClient(params, rng=5).perturb(values) == grr.GRRClient(params, rng=5).perturb(values)
+    assert grr.GRRClient(params).perturb(values) != grr.GRRClient(params).perturb(values)
 
 
 def test_merge_bytes_pickle_and_estimates():
-    params = grr.Params(1.5, 20)
+    params = grr.GRRParams(1.5, 20)
     values = np.arange(3000) % 20
-    reports = grr.Client(params, rng=8).perturb(values)
-    whole = grr.Server(params).update(reports)
-    a = grr.Server(params).update(grr.Reports(y=reports.y[:1000]))
-    b = grr.Server(params).update(grr.Reports(y=reports.y[1000:]))
+    reports = grr.GRRClient(params, rng=8).perturb(values)
+    whole = grr.GRRServer(params).update(reports)
+    a = grr.GRRServer(params).update(grr.GRRReports(y=reports.y[:1000]))
+    b = grr.GRRServer(params).update(grr.GRRReports(y=reports.y[1000:]))
     assert a.merge(b) == whole and a.n == 3000
-    assert grr.Server.from_bytes(whole.to_bytes()) == whole
+    assert grr.GRRServer.from_bytes(whole.to_bytes()) == whole
     assert pickle.loads(pickle.dumps(whole)) == whole
     est = whole.estimate()
     assert est.shape == (20,)
@@ -109,10 +109,10 @@ def test_merge_bytes_pickle_and_estimates():
     np.testing.assert_array_equal(whole.estimate(clip=True), np.clip(est, 0, 1))
     np.testing.assert_allclose(whole.estimate_counts(), est * 3000, rtol=1e-15)
     with pytest.raises(IncompatibleError):
-        whole.merge(grr.Server(grr.Params(1.5, 21)))
+        whole.merge(grr.GRRServer(grr.GRRParams(1.5, 21)))
     with pytest.raises(FormatError):
-        grr.Server.from_bytes(grr.Server(grr.Params(1.5, 21)).to_bytes()[:-5] + b"\x00" * 5)
-    assert _base.protocols()["grr"].aggregator is grr.Server
+        grr.GRRServer.from_bytes(grr.GRRServer(grr.GRRParams(1.5, 21)).to_bytes()[:-5] + b"\x00" * 5)
+    assert _base.protocols()["grr"].aggregator is grr.GRRServer
 
 
 # histogram_update's paths (cpp/src/histogram.cpp): staged (fewer than 4 values per
@@ -152,13 +152,13 @@ def test_histogram_update_refuses_a_bad_value_or_a_wrap_and_changes_nothing(n, s
 
 
 def test_server_refuses_a_large_batch_with_one_bad_report_unchanged():
-    params = grr.Params(1.0, 16)
-    server = grr.Server(params).update(grr.Client(params, rng=2).perturb(np.arange(1000) % 16))
+    params = grr.GRRParams(1.0, 16)
+    server = grr.GRRServer(params).update(grr.GRRClient(params, rng=2).perturb(np.arange(1000) % 16))
     before = server.to_bytes()
-    y = grr.Client(params, rng=3).perturb(np.arange(1 << 16) % 16).y  # counted in a private table
+    y = grr.GRRClient(params, rng=3).perturb(np.arange(1 << 16) % 16).y  # counted in a private table
     y[40_000] = 16
     with pytest.raises(ReportError, match=r"y must be symbols in \[0, 16\), got 16 at index 40000"):
-        server.update(grr.Reports(y=y))
+        server.update(grr.GRRReports(y=y))
     assert server.to_bytes() == before
 
 
@@ -171,7 +171,7 @@ def test_histogram_affine_is_numpys_affine_map_of_the_rounded_counts():
                                rtol=2**-52, atol=2**-50)
     square = counts[:1000].reshape(10, 100)
     np.testing.assert_array_equal(_core.histogram_affine(square, 2.0, 0.0), 2.0 * square)
-    params = grr.Params(1.0, 10)  # decode_counts: the histogram path and the numpy path agree
+    params = grr.GRRParams(1.0, 10)  # decode_counts: the histogram path and the numpy path agree
     np.testing.assert_allclose(grr.decode_counts(params, counts[:10], 5000),
                                grr.decode_counts(params, counts[:10].astype(np.int64), 5000), rtol=1e-15)
 

@@ -32,10 +32,10 @@ def planted(seed, n=N, d=D):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_finds_every_heavy_item_and_no_light_one(seed):
     values, truth = planted(seed)
-    params = HH.Params.create(epsilon=1.0, d=D, n=N, beta=0.05, hash_seed=seed)
+    params = HH.HadaHeavyParams.create(epsilon=1.0, d=D, n=N, beta=0.05, hash_seed=seed)
     assert (params.b, params.t, params.k, params.m) == (10, 4, 63, 32)
-    reports = HH.Client(params, rng=100 + seed).perturb(values)
-    hh = HH.Server(params).update(reports).heavy_hitters()
+    reports = HH.HadaHeavyClient(params, rng=100 + seed).perturb(values)
+    hh = HH.HadaHeavyServer(params).update(reports).heavy_hitters()
     found = set(hh.items.tolist())
     # (1) recall: every x with c(x) >= tau is output
     heavy = {x for x, c in truth.items() if c >= params.tau}
@@ -50,12 +50,12 @@ def test_finds_every_heavy_item_and_no_light_one(seed):
 
 def test_permutation_partitioning_and_overrides():
     values, truth = planted(4, n=200_000, d=2**24)
-    params = HH.Params.create(epsilon=2.0, d=2**24, n=200_000, beta=0.05, hash_seed=4, partition="permutation")
-    server = HH.Server(params)
+    params = HH.HadaHeavyParams.create(epsilon=2.0, d=2**24, n=200_000, beta=0.05, hash_seed=4, partition="permutation")
+    server = HH.HadaHeavyServer(params)
     groups, rows = server.assign(200_000, rng=5, partition="permutation")
     level_sizes = np.bincount(groups // params.k, minlength=params.t)
     assert level_sizes.max() - level_sizes.min() <= 1
-    server.update(HH.Client(params, rng=6).perturb(values, groups=groups, rows=rows))
+    server.update(HH.HadaHeavyClient(params, rng=6).perturb(values, groups=groups, rows=rows))
     hh = server.heavy_hitters()
     heavy = {x for x, c in truth.items() if c >= params.tau}
     assert len(heavy) >= 2 and heavy <= set(hh.items.tolist())
@@ -64,17 +64,17 @@ def test_permutation_partitioning_and_overrides():
     assert set(hh.items.tolist()) <= set(loose.items.tolist())
     assert len(server.heavy_hitters(delta=params.delta / 4, tau=params.tau / 4, top=2)) <= 2
     with pytest.raises(ParameterError, match="groups must be given"):
-        HH.Client(params, rng=1).perturb(values[:10])
+        HH.HadaHeavyClient(params, rng=1).perturb(values[:10])
 
 
 def test_treehist_is_the_binary_special_case():
     n, d = 200_000, 2**20
     values, truth = planted(5, n=n, d=d)
-    params = HH.Params.treehist(epsilon=4.0, d=d, n=n, beta=0.05, hash_seed=5)
+    params = HH.HadaHeavyParams.treehist(epsilon=4.0, d=d, n=n, beta=0.05, hash_seed=5)
     assert params.b == 1 and params.t == 20
     dflt = th.hadaheavy_defaults(4.0, n, 0.05, d, b=1)
     assert params.delta == dflt["delta"] and params.k == dflt["k"]
-    server = HH.Server(params).update(HH.Client(params, rng=7).perturb(values))
+    server = HH.HadaHeavyServer(params).update(HH.HadaHeavyClient(params, rng=7).perturb(values))
     hh = server.heavy_hitters()
     heavy = {x for x, c in truth.items() if c >= params.tau}
     assert len(heavy) >= 1 and heavy <= set(hh.items.tolist())
@@ -83,7 +83,7 @@ def test_treehist_is_the_binary_special_case():
 
 
 def test_prefixes_and_level_estimates():
-    params = HH.Params(epsilon=1.0, d=1000, b=4, k=3, m=8, delta=10.0, tau=40.0, hash_seed=1)
+    params = HH.HadaHeavyParams(epsilon=1.0, d=1000, b=4, k=3, m=8, delta=10.0, tau=40.0, hash_seed=1)
     assert (params.L, params.t, params.B) == (10, 3, 16)
     assert [params.shift(level) for level in (1, 2, 3)] == [8, 4, 0]
     assert [params.prefix_domain(level) for level in (1, 2, 3)] == [4, 63, 1000]
@@ -92,7 +92,7 @@ def test_prefixes_and_level_estimates():
     assert int(layout.table[0, 2]) == 0 and int(layout.table[0, 4]) == 4
     assert int(layout.table[3, 2]) == 8
     values = np.full(30_000, 777)
-    server = HH.Server(params).update(HH.Client(params, rng=2).perturb(values))
+    server = HH.HadaHeavyServer(params).update(HH.HadaHeavyClient(params, rng=2).perturb(values))
     est = server.level_estimates(1, np.arange(4))
     assert np.argmax(est) == 777 >> 8
     with pytest.raises(ParameterError, match="level"):
@@ -103,47 +103,48 @@ def test_prefixes_and_level_estimates():
 
 def test_params_validation():
     with pytest.raises(ParameterError, match="tau must exceed delta"):
-        HH.Params(epsilon=1.0, d=1000, b=4, k=3, m=8, delta=10.0, tau=5.0)
+        HH.HadaHeavyParams(epsilon=1.0, d=1000, b=4, k=3, m=8, delta=10.0, tau=5.0)
     with pytest.raises(ParameterError, match="b must"):
-        HH.Params(epsilon=1.0, d=1000, b=0, k=3, m=8, delta=10.0, tau=50.0)
+        HH.HadaHeavyParams(epsilon=1.0, d=1000, b=0, k=3, m=8, delta=10.0, tau=50.0)
     with pytest.raises(ParameterError, match="delta"):
-        HH.Params(epsilon=1.0, d=1000, b=2, k=3, m=8, delta=float("inf"), tau=50.0)
+        HH.HadaHeavyParams(epsilon=1.0, d=1000, b=2, k=3, m=8, delta=float("inf"), tau=50.0)
     with pytest.raises(ParameterError, match="top"):
-        HH.Params(epsilon=1.0, d=1000, b=2, k=3, m=8, delta=1.0, tau=5.0, top=0)
+        HH.HadaHeavyParams(epsilon=1.0, d=1000, b=2, k=3, m=8, delta=1.0, tau=5.0, top=0)
     with pytest.raises(ParameterError, match="epsilon"):
-        HH.Params.create(epsilon=-1, d=1000, n=100)
+        HH.HadaHeavyParams.create(epsilon=-1, d=1000, n=100)
     with pytest.raises(ReportError, match="no reports"):
-        HH.Server(HH.Params.create(epsilon=1.0, d=1000, n=100)).heavy_hitters()
+        HH.HadaHeavyServer(HH.HadaHeavyParams.create(epsilon=1.0, d=1000, n=100)).heavy_hitters()
 
 
 def test_rejected_batch_merge_serialization():
-    params = HH.Params.create(epsilon=1.0, d=2**32, n=10_000, hash_seed=3)
+    params = HH.HadaHeavyParams.create(epsilon=1.0, d=2**32, n=10_000, hash_seed=3)
     values = np.random.default_rng(1).integers(0, 2**32, 10_000, dtype=np.uint64)
-    reports = HH.Client(params, rng=3).perturb(values)
-    whole = HH.Server(params).update(reports)
+    reports = HH.HadaHeavyClient(params, rng=3).perturb(values)
+    whole = HH.HadaHeavyServer(params).update(reports)
     before = whole.to_bytes()
-    bad = HH.Reports(groups=reports.groups.copy(), rows=reports.rows.copy(), bits=reports.bits.copy())
+    bad = HH.HadaHeavyReports(groups=reports.groups.copy(), rows=reports.rows.copy(), bits=reports.bits.copy())
     bad.groups[7] = params.t * params.k
     with pytest.raises(ReportError, match="report 7: group"):
         whole.update(bad)
     assert whole.to_bytes() == before
-    a = HH.Server(params).update(HH.Reports(groups=reports.groups[:3000], rows=reports.rows[:3000],
+    a = HH.HadaHeavyServer(params).update(HH.HadaHeavyReports(groups=reports.groups[:3000], rows=reports.rows[:3000],
                                             bits=reports.bits[:3000]))
-    b = HH.Server(params).update(HH.Reports(groups=reports.groups[3000:], rows=reports.rows[3000:],
+    b = HH.HadaHeavyServer(params).update(HH.HadaHeavyReports(groups=reports.groups[3000:], rows=reports.rows[3000:],
                                             bits=reports.bits[3000:]))
     assert a.merge(b) == whole
-    assert HH.Server.from_bytes(before) == whole
+    assert HH.HadaHeavyServer.from_bytes(before) == whole
     assert pickle.loads(pickle.dumps(whole)) == whole
-    assert HH.Server(params, threads=1).update(reports) == HH.Server(params, threads=3).update(reports)
+    assert HH.HadaHeavyServer(params, threads=1).update(reports) == HH.HadaHeavyServer(params,
+                                                                                       threads=3).update(reports)
     with pytest.raises(IncompatibleError):
-        whole.merge(HH.Server(HH.Params.create(epsilon=1.0, d=2**32, n=10_000, hash_seed=4)))
+        whole.merge(HH.HadaHeavyServer(HH.HadaHeavyParams.create(epsilon=1.0, d=2**32, n=10_000, hash_seed=4)))
 
 
 def test_direct_level_oracle_gives_the_same_output():
     values, _ = planted(6, n=100_000, d=2**20)
-    for params in (HH.Params.treehist(epsilon=4.0, d=2**20, n=100_000, hash_seed=6),
-                   HH.Params.create(epsilon=4.0, d=2**20, n=100_000, hash_seed=6)):
-        server = HH.Server(params).update(HH.Client(params, rng=8).perturb(values))
+    for params in (HH.HadaHeavyParams.treehist(epsilon=4.0, d=2**20, n=100_000, hash_seed=6),
+                   HH.HadaHeavyParams.create(epsilon=4.0, d=2**20, n=100_000, hash_seed=6)):
+        server = HH.HadaHeavyServer(params).update(HH.HadaHeavyClient(params, rng=8).perturb(values))
         a, b = server.heavy_hitters(), server.heavy_hitters(method="direct")
         np.testing.assert_array_equal(a.items, b.items)
         np.testing.assert_array_equal(a.counts, b.counts)
@@ -155,8 +156,8 @@ def test_full_64_bit_domain():
     values = np.random.default_rng(7).integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
     values[:80_000] = np.uint64(2**64 - 1)
     values[80_000:130_000] = np.uint64(12345678901234567890)
-    params = HH.Params.create(epsilon=2.0, d=2**64, n=n, hash_seed=7)
+    params = HH.HadaHeavyParams.create(epsilon=2.0, d=2**64, n=n, hash_seed=7)
     assert params.L == 64 and params.prefix_domain(params.t) == 2**64
-    hh = HH.Server(params).update(HH.Client(params, rng=9).perturb(values)).heavy_hitters()
+    hh = HH.HadaHeavyServer(params).update(HH.HadaHeavyClient(params, rng=9).perturb(values)).heavy_hitters()
     assert params.tau < 50_000
     assert set(hh.items.tolist()) == {2**64 - 1, 12345678901234567890}

@@ -677,7 +677,8 @@ def test_estimate_without_reports_raises():
     (H.CMSHEParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1), H.CMSHEClient, H.CMSHEServer),
     (hadamard_variants.AppleCMSHEParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1),
      hadamard_variants.AppleCMSHEClient, hadamard_variants.AppleCMSHEServer),
-    (hadaoracle.Params(epsilon=1.0, d=100, k=1, m=16, hash_seed=1), hadaoracle.Client, hadaoracle.Server),
+    (hadaoracle.HadaOracleParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1), hadaoracle.HadaOracleClient,
+     hadaoracle.HadaOracleServer),
 ])
 def test_one_group_layout_reports_group_zero(params, client, server):
     # k = 1 is allowed; the kernel returns no groups column for a one-group layout, so the
@@ -690,12 +691,12 @@ def test_one_group_layout_reports_group_zero(params, client, server):
 def test_one_group_permutation_partition_takes_the_assigned_groups():
     """With k = 1, the groups a server assigns are all 0: the client takes them (and the
     same rows as without them); any other group is refused by value."""
-    params = hadaoracle.Params(epsilon=1.0, d=100, k=1, m=16, hash_seed=1, partition="permutation")
-    groups, rows = hadaoracle.Server(params).assign(50, rng=2)
+    params = hadaoracle.HadaOracleParams(epsilon=1.0, d=100, k=1, m=16, hash_seed=1, partition="permutation")
+    groups, rows = hadaoracle.HadaOracleServer(params).assign(50, rng=2)
     assert not groups.any()
-    reports = hadaoracle.Client(params, rng=1).perturb(np.arange(50), groups=groups, rows=rows)
+    reports = hadaoracle.HadaOracleClient(params, rng=1).perturb(np.arange(50), groups=groups, rows=rows)
     assert not reports.groups.any() and np.array_equal(reports.rows, rows)
-    assert hadaoracle.Server(params).update(reports).group_sizes.tolist() == [50]
+    assert hadaoracle.HadaOracleServer(params).update(reports).group_sizes.tolist() == [50]
     groups[7] = 1
     with pytest.raises(ParameterError, match="groups must be 0 or None.*got 1"):
-        hadaoracle.Client(params, rng=1).perturb(np.arange(50), groups=groups, rows=rows)
+        hadaoracle.HadaOracleClient(params, rng=1).perturb(np.arange(50), groups=groups, rows=rows)

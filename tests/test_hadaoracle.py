@@ -35,7 +35,7 @@ def gf64_mul(a, b):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**63), st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=20))
 def test_hash_is_low_bits_of_gf64_affine_map(seed, xs):
-    params = O.Params(epsilon=1.0, d=2**64, k=3, m=64, hash_seed=seed)
+    params = O.HadaOracleParams(epsilon=1.0, d=2**64, k=3, m=64, hash_seed=seed)
     layout = params.layout()
     x = np.array(xs, dtype=np.uint64)
     for j in range(3):
@@ -48,7 +48,7 @@ def test_hash_is_low_bits_of_gf64_affine_map(seed, xs):
 def test_pairwise_collision_rate_is_one_over_m():
     # over many hash seeds, two fixed values collide with probability 1/m exactly
     m, trials = 16, 4000
-    params = O.Params(epsilon=1.0, d=2**40, k=trials - 1, m=m, hash_seed=9)
+    params = O.HadaOracleParams(epsilon=1.0, d=2**40, k=trials - 1, m=m, hash_seed=9)
     layout = params.layout()
     g = np.arange(trials - 1)
     h1 = layout.group_hashes(g, np.full(trials - 1, 12345, np.uint64))
@@ -71,13 +71,13 @@ def test_each_subset_estimate_is_unbiased_for_its_hashed_count(partition):
     eps, n, runs, k, m = 1.0, 3000, 300, 5, 16
     rng = np.random.default_rng(1)
     values = _data(rng, n)
-    params = O.Params(epsilon=eps, d=2**20, k=k, m=m, partition=partition, hash_seed=77)
+    params = O.HadaOracleParams(epsilon=eps, d=2**20, k=k, m=m, partition=partition, hash_seed=77)
     layout = params.layout()
-    client = O.Client(params, rng=5)
+    client = O.HadaOracleClient(params, rng=5)
     xs = np.array([1000, 31337], dtype=np.uint64)
     acc = np.zeros((k, len(xs)))
     for i in range(runs):
-        server = O.Server(params)
+        server = O.HadaOracleServer(params)
         groups, rows = (server.assign(n, rng=100 + i, partition=partition) if partition == "permutation"
                         else (None, None))
         server.update(client.perturb(values, groups=groups, rows=rows))
@@ -123,9 +123,9 @@ def test_median_error_tail_within_stated_probability():
     exceed_lib = np.zeros(len(xs), int)
     keys = np.random.default_rng(3)  # one seeded key stream for all runs' clients
     for i in range(runs):
-        params = O.Params(epsilon=eps, d=d, k=k, m=m, hash_seed=1 + i)  # fresh hash functions per run
-        client = O.Client(params, rng=keys)
-        err = np.abs(O.Server(params).update(client.perturb(values)).estimate(xs, counts=True) - truth)
+        params = O.HadaOracleParams(epsilon=eps, d=d, k=k, m=m, hash_seed=1 + i)  # fresh hash functions per run
+        client = O.HadaOracleClient(params, rng=keys)
+        err = np.abs(O.HadaOracleServer(params).update(client.perturb(values)).estimate(xs, counts=True) - truth)
         exceed_cheb += err > np.array(cheb_bounds)
         exceed_lib += err > lib_bound
     assert np.all(exceed_cheb < _binomial_limit(runs, pi_median))
@@ -133,32 +133,33 @@ def test_median_error_tail_within_stated_probability():
 
 
 def test_whole_domain_and_candidates_agree_and_unhashed_path():
-    params = O.Params.create(epsilon=2.0, d=3000, n=5000, beta=0.05, hash_seed=4)
+    params = O.HadaOracleParams.create(epsilon=2.0, d=3000, n=5000, beta=0.05, hash_seed=4)
     values = np.random.default_rng(3).integers(0, 3000, 5000)
-    server = O.Server(params).update(O.Client(params, rng=1).perturb(values))
+    server = O.HadaOracleServer(params).update(O.HadaOracleClient(params, rng=1).perturb(values))
     full = server.estimate()
     np.testing.assert_allclose(server.estimate(np.array([0, 2999])), full[[0, 2999]])
     np.testing.assert_allclose(server.estimate(counts=True), full * 5000)
-    small = O.Params(epsilon=1.0, d=100, k=3, m=1024, hash_seed=1)
+    small = O.HadaOracleParams(epsilon=1.0, d=100, k=3, m=1024, hash_seed=1)
     assert small.m == 128 and not small.hashed
     with pytest.raises(ParameterError, match="candidates must be given"):
-        O.Server(O.Params(epsilon=1.0, d=2**40, k=3, m=64, hash_seed=1)).update(
-            O.Client(O.Params(epsilon=1.0, d=2**40, k=3, m=64, hash_seed=1), rng=1).perturb(np.arange(5))).estimate()
+        O.HadaOracleServer(O.HadaOracleParams(epsilon=1.0, d=2**40, k=3, m=64, hash_seed=1)).update(
+            O.HadaOracleClient(O.HadaOracleParams(epsilon=1.0, d=2**40, k=3, m=64, hash_seed=1),
+                               rng=1).perturb(np.arange(5))).estimate()
 
 
 def test_subset_scaling_and_collision_correction():
     n = 40_000
     values = np.concatenate([np.full(n // 2, 5), np.random.default_rng(8).integers(0, 2**30, n // 2)])
     for kwargs in ({"scaling": "subset"}, {"collision_correction": True}):
-        params = O.Params.create(epsilon=2.0, d=2**30, n=n, beta=0.05, hash_seed=6, **kwargs)
-        server = O.Server(params).update(O.Client(params, rng=2).perturb(values))
+        params = O.HadaOracleParams.create(epsilon=2.0, d=2**30, n=n, beta=0.05, hash_seed=6, **kwargs)
+        server = O.HadaOracleServer(params).update(O.HadaOracleClient(params, rng=2).perturb(values))
         bound, _ = th.hadaoracle_error_bound(2.0, n, params.k, params.m)
         assert abs(server.estimate(np.array([5]), counts=True)[0] - n // 2) < bound
 
 
 def test_assign_partitions():
-    params = O.Params(epsilon=1.0, d=100, k=7, m=16, partition="permutation", hash_seed=1)
-    server = O.Server(params)
+    params = O.HadaOracleParams(epsilon=1.0, d=100, k=7, m=16, partition="permutation", hash_seed=1)
+    server = O.HadaOracleServer(params)
     groups, rows = server.assign(1000, rng=3)  # the parameters' partition: permutation
     sizes = np.bincount(groups, minlength=7)
     assert sizes.min() >= 1000 // 7 and sizes.max() <= -(-1000 // 7) and sizes.sum() == 1000
@@ -167,72 +168,72 @@ def test_assign_partitions():
     counts = np.bincount(g2, minlength=7)
     assert np.all(np.abs(counts - 10_000) < Z * math.sqrt(70_000 * (1 / 7) * (6 / 7)))
     with pytest.raises(ParameterError, match="permutation partitioning"):
-        O.Client(params, rng=1).perturb(np.arange(5))
-    reports = O.Client(params, rng=1).perturb(np.arange(1000) % 100, groups=groups, rows=rows)
+        O.HadaOracleClient(params, rng=1).perturb(np.arange(5))
+    reports = O.HadaOracleClient(params, rng=1).perturb(np.arange(1000) % 100, groups=groups, rows=rows)
     np.testing.assert_array_equal(reports.groups, groups)
     np.testing.assert_array_equal(reports.rows, rows)
-    assert np.array_equal(O.Server(params).update(reports).group_sizes, sizes)
+    assert np.array_equal(O.HadaOracleServer(params).update(reports).group_sizes, sizes)
 
 
 def test_params_validation():
     with pytest.raises(ParameterError, match="k must be odd"):
-        O.Params(epsilon=1.0, d=100, k=4, m=16)
+        O.HadaOracleParams(epsilon=1.0, d=100, k=4, m=16)
     with pytest.raises(ParameterError, match="m must be a power of two"):
-        O.Params(epsilon=1.0, d=100, k=3, m=24)
+        O.HadaOracleParams(epsilon=1.0, d=100, k=3, m=24)
     with pytest.raises(ParameterError, match="partition"):
-        O.Params(epsilon=1.0, d=100, k=3, m=16, partition="random")
+        O.HadaOracleParams(epsilon=1.0, d=100, k=3, m=16, partition="random")
     with pytest.raises(ParameterError, match="scaling"):
-        O.Params(epsilon=1.0, d=100, k=3, m=16, scaling="n")
+        O.HadaOracleParams(epsilon=1.0, d=100, k=3, m=16, scaling="n")
     with pytest.raises(ParameterError, match="epsilon"):
-        O.Params(epsilon=float("nan"), d=100, k=3, m=16)
+        O.HadaOracleParams(epsilon=float("nan"), d=100, k=3, m=16)
     with pytest.raises(ParameterError, match="d must"):
-        O.Params(epsilon=1.0, d=2**64 + 1, k=3, m=16)
+        O.HadaOracleParams(epsilon=1.0, d=2**64 + 1, k=3, m=16)
     with pytest.raises(ParameterError, match="beta"):
-        O.Params.create(1.0, 100, 1000, beta=0)
+        O.HadaOracleParams.create(1.0, 100, 1000, beta=0)
 
 
 def test_rejected_batches_leave_state_unchanged():
-    params = O.Params(epsilon=1.0, d=1000, k=3, m=16, hash_seed=2)
-    server = O.Server(params).update(O.Client(params, rng=1).perturb(np.arange(1000)))
+    params = O.HadaOracleParams(epsilon=1.0, d=1000, k=3, m=16, hash_seed=2)
+    server = O.HadaOracleServer(params).update(O.HadaOracleClient(params, rng=1).perturb(np.arange(1000)))
     before = server.to_bytes()
-    good = O.Client(params, rng=2).perturb(np.arange(10))
-    bad = O.Reports(groups=good.groups.copy(), rows=good.rows.copy(), bits=good.bits.copy())
+    good = O.HadaOracleClient(params, rng=2).perturb(np.arange(10))
+    bad = O.HadaOracleReports(groups=good.groups.copy(), rows=good.rows.copy(), bits=good.bits.copy())
     bad.groups[4] = 3
     with pytest.raises(ReportError, match="report 4: group 3 is out of range"):
         server.update(bad)
-    bad = O.Reports(groups=good.groups.copy(), rows=good.rows.copy(), bits=good.bits.copy())
+    bad = O.HadaOracleReports(groups=good.groups.copy(), rows=good.rows.copy(), bits=good.bits.copy())
     bad.rows[2] = 16
     with pytest.raises(ReportError, match="report 2: row 16"):
         server.update(bad)
     with pytest.raises(DTypeError, match="groups must have dtype uint32"):
-        O.Reports(groups=good.groups.astype(np.int32), rows=good.rows, bits=good.bits)
+        O.HadaOracleReports(groups=good.groups.astype(np.int32), rows=good.rows, bits=good.bits)
     assert server.to_bytes() == before
 
 
 def test_merge_serialization_and_threads():
-    params = O.Params.create(epsilon=1.0, d=2**32, n=100_000, hash_seed=12)
+    params = O.HadaOracleParams.create(epsilon=1.0, d=2**32, n=100_000, hash_seed=12)
     values = np.random.default_rng(4).integers(0, 2**32, 100_000, dtype=np.uint64)
-    reports = O.Client(params, rng=9, threads=2).perturb(values)
-    assert np.array_equal(reports.bits, O.Client(params, rng=9, threads=1).perturb(values).bits)
-    whole = O.Server(params, threads=1).update(reports)
-    assert O.Server(params, threads=3).update(reports) == whole
+    reports = O.HadaOracleClient(params, rng=9, threads=2).perturb(values)
+    assert np.array_equal(reports.bits, O.HadaOracleClient(params, rng=9, threads=1).perturb(values).bits)
+    whole = O.HadaOracleServer(params, threads=1).update(reports)
+    assert O.HadaOracleServer(params, threads=3).update(reports) == whole
     half = len(values) // 2
-    a = O.Server(params).update(O.Reports(groups=reports.groups[:half], rows=reports.rows[:half],
+    a = O.HadaOracleServer(params).update(O.HadaOracleReports(groups=reports.groups[:half], rows=reports.rows[:half],
                                           bits=reports.bits[:half]))
-    b = O.Server(params).update(O.Reports(groups=reports.groups[half:], rows=reports.rows[half:],
+    b = O.HadaOracleServer(params).update(O.HadaOracleReports(groups=reports.groups[half:], rows=reports.rows[half:],
                                           bits=reports.bits[half:]))
     assert a.merge(b) == whole
-    assert O.Server.from_bytes(whole.to_bytes()) == whole
+    assert O.HadaOracleServer.from_bytes(whole.to_bytes()) == whole
     assert pickle.loads(pickle.dumps(whole)) == whole
-    assert O.Params.from_dict(params.to_dict()) == params
+    assert O.HadaOracleParams.from_dict(params.to_dict()) == params
     with pytest.raises(IncompatibleError):
-        whole.merge(O.Server(O.Params.create(epsilon=1.0, d=2**32, n=100_000, hash_seed=13)))
+        whole.merge(O.HadaOracleServer(O.HadaOracleParams.create(epsilon=1.0, d=2**32, n=100_000, hash_seed=13)))
 
 
 def test_direct_query_without_fwht_is_identical():
-    params = O.Params.create(epsilon=1.0, d=2**30, n=50_000, hash_seed=21)
+    params = O.HadaOracleParams.create(epsilon=1.0, d=2**30, n=50_000, hash_seed=21)
     values = np.random.default_rng(9).integers(0, 2**30, 50_000, dtype=np.uint64)
-    server = O.Server(params).update(O.Client(params, rng=1).perturb(values))
+    server = O.HadaOracleServer(params).update(O.HadaOracleClient(params, rng=1).perturb(values))
     xs = np.concatenate([values[:200], np.arange(50, dtype=np.uint64)])
     np.testing.assert_array_equal(server.estimate(xs, method="direct"), server.estimate(xs))
     with pytest.raises(ParameterError, match="method"):
@@ -260,7 +261,7 @@ def test_median_tail_with_fixed_hashes_matches_berry_esseen_bound():
     eps, n, runs = 1.0, 20_000, 200
     rng = np.random.default_rng(12)
     values = _data(rng, n, heavy=(0.2, 0.05))
-    params = O.Params.create(epsilon=eps, d=2**20, n=n, beta=0.01, hash_seed=5)
+    params = O.HadaOracleParams.create(epsilon=eps, d=2**20, n=n, beta=0.01, hash_seed=5)
     k, layout = params.k, params.layout()
     c = th.c_eps(eps)
     xs = np.array([1000, 1017, 424242], dtype=np.uint64)
@@ -292,7 +293,8 @@ def test_median_tail_with_fixed_hashes_matches_berry_esseen_bound():
     keys = np.random.default_rng(13)
     exceed = np.zeros(len(xs), int)
     for _ in range(runs):
-        est = O.Server(params).update(O.Client(params, rng=keys).perturb(values)).estimate(xs, counts=True)
+        reports = O.HadaOracleClient(params, rng=keys).perturb(values)
+        est = O.HadaOracleServer(params).update(reports).estimate(xs, counts=True)
         exceed += np.abs(est - truth) > np.array(bounds)
     for e, p in zip(exceed, probs):
         assert e < _binomial_limit(runs, p)

@@ -49,11 +49,11 @@ def conditional(params, values, groups, x):
 
 @pytest.mark.parametrize("eps, R, T", [(1.0, 5, 16), (3.0, 3, 64)])
 def test_hashtogram_given_the_hashes_matches_the_exact_moments(eps, R, T):
-    params = ht.Params(epsilon=eps, d=500, R=R, T=T, combine="mean", hash_seed=4)
+    params = ht.HashtogramParams(epsilon=eps, d=500, R=R, T=T, combine="mean", hash_seed=4)
     n, runs = 1000, 400
     values = data(n, 500)
     groups = np.random.default_rng(5).integers(0, R, n).astype(np.uint32)
-    reports = ht.Client(params, rng=6).perturb(np.tile(values, runs), groups=np.tile(groups, runs))
+    reports = ht.HashtogramClient(params, rng=6).perturb(np.tile(values, runs), groups=np.tile(groups, runs))
     c = theory.c_eps(eps)
     for x in (0, 1, 9):
         mean, variance, mu = conditional(params, values, groups, x)
@@ -70,14 +70,14 @@ def test_hashtogram_given_the_hashes_matches_the_exact_moments(eps, R, T):
         nu = 2 / (2 / (runs - 1) + kurt / runs)
         lo, hi = stats.chi2.ppf(ALPHA / 2, nu) / nu, stats.chi2.isf(ALPHA / 2, nu) / nu
         assert lo * variance < fhat.var(ddof=1) < hi * variance
-    first = ht.Reports(groups=reports.groups[:n], rows=reports.rows[:n], bits=reports.bits[:n])
-    server = ht.Server(params).update(first)
+    first = ht.HashtogramReports(groups=reports.groups[:n], rows=reports.rows[:n], bits=reports.bits[:n])
+    server = ht.HashtogramServer(params).update(first)
     bucket, sign = params.hashes(groups, np.full(n, 9, dtype=np.uint64))
     h = 1 - 2 * (parity(first.rows.astype(np.uint64) & bucket)).astype(np.int64)
     per_group = np.array([np.sum((c * first.bits * sign * h)[groups == r]) * R / n for r in range(R)])
     np.testing.assert_allclose(server.group_estimates([9])[:, 0], per_group, rtol=1e-9)
     np.testing.assert_allclose(server.estimate([9]), [per_group.mean()], rtol=1e-9)
-    median = ht.Server(ht.Params(epsilon=eps, d=500, R=R, T=T, hash_seed=4)).update(first)
+    median = ht.HashtogramServer(ht.HashtogramParams(epsilon=eps, d=500, R=R, T=T, hash_seed=4)).update(first)
     np.testing.assert_allclose(median.estimate([9]), [np.median(per_group)], rtol=1e-9)
 
 
@@ -89,13 +89,13 @@ def test_hashtogram_variance_over_the_hash_draw():
     rng = np.random.default_rng(7)
     means, cond_vars = np.empty(draws), np.empty(draws)
     for t in range(draws):
-        params = ht.Params(epsilon=eps, d=d, R=R, T=T, combine="mean", hash_seed=t)
+        params = ht.HashtogramParams(epsilon=eps, d=d, R=R, T=T, combine="mean", hash_seed=t)
         groups = rng.integers(0, R, n).astype(np.uint32)
         means[t], cond_vars[t], _ = conditional(params, values, groups, x)
     f = freqs[x]
     sum_sq_other = float(np.sum(freqs**2) - f * f)
     formula = theory.hashtogram_variance(eps, R, T, n, f, sum_sq_other)
-    assert formula == pytest.approx(ht.Params(epsilon=eps, d=d, R=R, T=T, combine="mean", hash_seed=0)
+    assert formula == pytest.approx(ht.HashtogramParams(epsilon=eps, d=d, R=R, T=T, combine="mean", hash_seed=0)
                                     .variance(n, f, sum_sq_other))
     # Unbiased over the draw; E[cond var] + E[(cond mean - f)^2] is the total variance.
     assert abs(means.mean() - f) < Z * means.std(ddof=1) / math.sqrt(draws)
@@ -106,16 +106,16 @@ def test_hashtogram_variance_over_the_hash_draw():
 
 
 def test_hashtogram_defaults_and_bad_input():
-    params = ht.Params.create(epsilon=1.0, d=10**6, n=10**6, beta=0.05)
+    params = ht.HashtogramParams.create(epsilon=1.0, d=10**6, n=10**6, beta=0.05)
     assert params.R == theory.hadaoracle_k(0.05) and params.T == 1024
-    assert ht.Params.create(epsilon=1.0, d=100, n=10**6).T == 128
+    assert ht.HashtogramParams.create(epsilon=1.0, d=100, n=10**6).T == 128
     with pytest.raises(ParameterError, match="power of two"):
-        ht.Params(epsilon=1.0, d=100, R=3, T=12)
-    server = ht.Server(ht.Params(epsilon=1.0, d=100, R=3, T=16, hash_seed=1))
+        ht.HashtogramParams(epsilon=1.0, d=100, R=3, T=12)
+    server = ht.HashtogramServer(ht.HashtogramParams(epsilon=1.0, d=100, R=3, T=16, hash_seed=1))
     with pytest.raises(ReportError, match="group 3"):
-        server.update(ht.Reports(groups=np.array([3], np.uint32), rows=np.array([0], np.uint32),
+        server.update(ht.HashtogramReports(groups=np.array([3], np.uint32), rows=np.array([0], np.uint32),
                                  bits=np.array([1], np.int8)))
     with pytest.raises(ReportError, match="-1 or \\+1"):
-        server.update(ht.Reports(groups=np.array([0], np.uint32), rows=np.array([0], np.uint32),
+        server.update(ht.HashtogramReports(groups=np.array([0], np.uint32), rows=np.array([0], np.uint32),
                                  bits=np.array([0], np.int8)))
     assert server.n == 0

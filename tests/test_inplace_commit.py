@@ -135,11 +135,12 @@ def _allocated(fn):
 
 
 @pytest.mark.parametrize("make", [
-    lambda: (grr.Server(grr.Params(epsilon=1.0, d=2**22)), grr.Client),
+    lambda: (grr.GRRServer(grr.GRRParams(epsilon=1.0, d=2**22)), grr.GRRClient),
     lambda: (hadamard.HRRServer(hadamard.HRRParams(epsilon=1.0, d=2**22)), hadamard.HRRClient),
     lambda: (rhr.RHRServer(rhr.RHRParams(epsilon=1.0, d=2**22)), rhr.RHRClient),
-    lambda: (hashtogram.Server(hashtogram.Params.create(epsilon=1.0, d=2**30, n=2**22, T=2**19, hash_seed=1)),
-             hashtogram.Client),
+    lambda: (hashtogram.HashtogramServer(hashtogram.HashtogramParams.create(epsilon=1.0, d=2**30, n=2**22, T=2**19,
+                                                                            hash_seed=1)),
+             hashtogram.HashtogramClient),
 ], ids=["grr", "hrr", "rhr", "hashtogram"])
 def test_a_one_report_update_allocates_about_the_batch(make):
     """The state is 32 MiB or more; a one-report update (batch copy, checks, sparse commit)
@@ -167,11 +168,11 @@ def test_sparse_counts_agrees_with_bincount_on_both_paths():
 
 
 def test_a_sum_that_would_wrap_is_refused_before_anything_is_written():
-    server = grr.Server(grr.Params(epsilon=1.0, d=4))
+    server = grr.GRRServer(grr.GRRParams(epsilon=1.0, d=4))
     server._st["counts"][:] = [2**64 - 1, 0, 0, 0]
     before = server.to_bytes()
     with pytest.raises(errors.IncompatibleError, match="adding the batch would overflow"):
-        server.update(grr.Reports(y=np.array([1, 0], np.uint64)))
+        server.update(grr.GRRReports(y=np.array([1, 0], np.uint64)))
     assert server.to_bytes() == before
 
 
@@ -187,11 +188,11 @@ def test_a_second_interrupt_during_the_rollback_of_a_merge_still_restores_it(mon
     """A merge that overflows in its last chunk is taken back out chunk by chunk; a
     KeyboardInterrupt just after any of those subtractions (before the rollback records
     it) restarts the rollback, which must still end exactly at the state before."""
-    params = grr.Params(epsilon=1.0, d=40)
-    mine = grr.Server(params)
+    params = grr.GRRParams(epsilon=1.0, d=40)
+    mine = grr.GRRServer(params)
     mine._st["counts"][:] = np.arange(40, dtype=np.uint64) * 7
     mine._st["counts"][-1] = 2**64 - 5  # the last chunk overflows
-    theirs = grr.Server(params)
+    theirs = grr.GRRServer(params)
     theirs._st["counts"][:] = 9
     before = mine.to_bytes()
     monkeypatch.setattr(Delta, "_CHUNK", 4)

@@ -34,22 +34,24 @@ def _refused_small(make, match, most=16 << 20):
 
 def test_huge_servers_are_refused_before_allocating(limit):
     limit(1 << 30)
-    _refused_small(lambda: grr.Server(grr.Params(epsilon=30.0, d=2**62)), r"would need .*TiB .*bytes.*memory limit")
-    _refused_small(lambda: grr.Server(grr.Params(epsilon=1.0, d=2**28)), r"2147483648 bytes")
-    _refused_small(lambda: privsketch.Server(privsketch.Params.create(epsilon=1.0, d=2**27, K=2, M=8, seed=1)),
+    _refused_small(lambda: grr.GRRServer(grr.GRRParams(epsilon=30.0, d=2**62)),
+                   r"would need .*TiB .*bytes.*memory limit")
+    _refused_small(lambda: grr.GRRServer(grr.GRRParams(epsilon=1.0, d=2**28)), r"2147483648 bytes")
+    _refused_small(lambda: privsketch.PrivSketchServer(privsketch.PrivSketchParams.create(epsilon=1.0, d=2**27, K=2,
+                                                                                          M=8, seed=1)),
                    "privsketch")
     _refused_small(lambda: hadamard.HRRServer(hadamard.HRRParams(epsilon=1.0, d=2**30)), "hrr")
-    grr.Server(grr.Params(epsilon=1.0, d=2**20))  # 8 MiB: fine
+    grr.GRRServer(grr.GRRParams(epsilon=1.0, d=2**20))  # 8 MiB: fine
 
 
 def test_limit_from_setter_and_environment(limit, monkeypatch):
     monkeypatch.setenv("LDPFAST_MEMORY_LIMIT", "1000")
     assert ldpfast.get_memory_limit() == 1000
     with pytest.raises(ParameterError, match="8000 bytes"):
-        grr.Server(grr.Params(epsilon=1.0, d=1000))
+        grr.GRRServer(grr.GRRParams(epsilon=1.0, d=1000))
     limit(10_000)
     assert ldpfast.get_memory_limit() == 10_000
-    grr.Server(grr.Params(epsilon=1.0, d=1000))
+    grr.GRRServer(grr.GRRParams(epsilon=1.0, d=1000))
     monkeypatch.setenv("LDPFAST_MEMORY_LIMIT", "lots")
     limit(None)
     with pytest.raises(ParameterError, match="LDPFAST_MEMORY_LIMIT"):
@@ -60,8 +62,8 @@ def test_limit_from_setter_and_environment(limit, monkeypatch):
 
 
 def test_queries_that_would_exceed_the_budget_are_refused(limit):
-    params = ocms.Params.optimal(epsilon=2.0, d=2**40)
-    server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(10)))
+    params = ocms.OCMSParams.optimal(epsilon=2.0, d=2**40)
+    server = ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=1).perturb(np.arange(10)))
     limit(1 << 30)
     with pytest.raises(ParameterError, match="'ocms' query over all 1099511627776 values"):
         server.estimate()
@@ -71,9 +73,9 @@ def test_queries_that_would_exceed_the_budget_are_refused(limit):
 def test_hadaheavy_search_with_a_tiny_threshold_is_refused(limit):
     """The issue's reproducer: a small tau keeps almost every prefix, so the next level's
     children would need tens of GiB; the search stops with ParameterError instead."""
-    params = hadaheavy.Params.create(epsilon=1.0, d=2**32, n=20_000, beta=0.05, b=8, hash_seed=1)
-    server = hadaheavy.Server(params).update(
-        hadaheavy.Client(params, rng=1).perturb(np.random.default_rng(1).integers(0, 2**32, 20_000)))
+    params = hadaheavy.HadaHeavyParams.create(epsilon=1.0, d=2**32, n=20_000, beta=0.05, b=8, hash_seed=1)
+    server = hadaheavy.HadaHeavyServer(params).update(
+        hadaheavy.HadaHeavyClient(params, rng=1).perturb(np.random.default_rng(1).integers(0, 2**32, 20_000)))
     limit(1 << 20)
     start = time.perf_counter()
     with pytest.raises(ParameterError, match="HadaHeavy search .*raise tau or set top"):
@@ -87,16 +89,17 @@ def test_hadaheavy_search_with_a_tiny_threshold_is_refused(limit):
 # setting, and a refused call leaves the server unchanged.
 
 def test_a_server_streaming_many_ocms_candidates_is_refused(limit):
-    params = ocms.Params.optimal(epsilon=2.0, d=2**40)
+    params = ocms.OCMSParams.optimal(epsilon=2.0, d=2**40)
     candidates = np.arange(2**20, dtype=np.uint64)  # 8 MiB; the server would need 4x that
     limit(16 << 20)
-    _refused_small(lambda: ocms.Server(params, candidates=candidates), r"'ocms' server streaming 1048576 candidates")
-    ocms.Server(params, candidates=candidates[:2**16])
+    _refused_small(lambda: ocms.OCMSServer(params, candidates=candidates),
+                   r"'ocms' server streaming 1048576 candidates")
+    ocms.OCMSServer(params, candidates=candidates[:2**16])
 
 
 def test_an_ocms_query_of_many_candidates_is_refused(limit, monkeypatch):
-    params = ocms.Params.optimal(epsilon=2.0, d=2**40)
-    server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(1000)))
+    params = ocms.OCMSParams.optimal(epsilon=2.0, d=2**40)
+    server = ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=1).perturb(np.arange(1000)))
     candidates = np.arange(2**18, dtype=np.uint64)
     monkeypatch.setenv("LDPFAST_MEMORY_LIMIT", str(8 << 20))  # the environment variable path
     limit(None)  # read again
@@ -106,11 +109,11 @@ def test_an_ocms_query_of_many_candidates_is_refused(limit, monkeypatch):
 
 
 def test_a_privsketch_update_whose_decode_exceeds_the_budget_is_refused(limit):
-    params = privsketch.Params.create(epsilon=2.0, d=2**16, K=4, M=64, seed=1)
+    params = privsketch.PrivSketchParams.create(epsilon=2.0, d=2**16, K=4, M=64, seed=1)
     with pytest.warns(privsketch.PrivacyWarning):
-        reports = privsketch.Client(params, rng=1).perturb([[1, 2], [3]] * 50)
+        reports = privsketch.PrivSketchClient(params, rng=1).perturb([[1, 2], [3]] * 50)
     limit(4 << 20)  # the state (1.1 MiB) fits; its candidate index (about 10 MiB) does not
-    server = privsketch.Server(params)
+    server = privsketch.PrivSketchServer(params)
     before = server.to_bytes()
     _refused_small(lambda: server.update(reports), "bucket index of 65536 PrivSketch candidates")
     assert server.to_bytes() == before
@@ -134,21 +137,21 @@ def test_hrr_update_and_query_beyond_the_budget_are_refused(limit):
 
 
 def test_copying_or_counting_a_batch_larger_than_the_budget_is_refused(limit):
-    params = ocms.Params.optimal(epsilon=2.0, d=2**20)
-    reports = ocms.Client(params, rng=1).perturb(np.arange(2**15))  # 768 KiB of columns, copied first
+    params = ocms.OCMSParams.optimal(epsilon=2.0, d=2**20)
+    reports = ocms.OCMSClient(params, rng=1).perturb(np.arange(2**15))  # 768 KiB of columns, copied first
     limit(512 << 10)
-    _refused_small(lambda: ocms.Server(params).update(reports), r"a copy of a batch of 32768 reports")
+    _refused_small(lambda: ocms.OCMSServer(params).update(reports), r"a copy of a batch of 32768 reports")
     # GRR reads y once (no copy); a batch of under 4 reports per counter is staged at 4 bytes
     # a report: 2^15 reports need 128 KiB beside the 512 KiB state, over a 32 KiB margin
-    params = grr.Params(epsilon=1.0, d=2**16)
+    params = grr.GRRParams(epsilon=1.0, d=2**16)
     limit((512 + 32) << 10)
-    reports = grr.Client(params, rng=1).perturb(np.arange(2**15))
-    _refused_small(lambda: grr.Server(params).update(reports), r"counting a batch of 32768 GRR reports")
-    assert grr.Server(params).update(grr.Reports(y=reports.y[:2**12])).n == 2**12  # 16 KiB staged: fits
+    reports = grr.GRRClient(params, rng=1).perturb(np.arange(2**15))
+    _refused_small(lambda: grr.GRRServer(params).update(reports), r"counting a batch of 32768 GRR reports")
+    assert grr.GRRServer(params).update(grr.GRRReports(y=reports.y[:2**12])).n == 2**12  # 16 KiB staged: fits
     # a batch of many reports per counter is counted in a table of the histogram's size
-    params = grr.Params(epsilon=1.0, d=16)
+    params = grr.GRRParams(epsilon=1.0, d=16)
     limit(1 << 10)
-    assert grr.Server(params).update(grr.Client(params, rng=1).perturb(np.arange(2**17) % 16)).n == 2**17
+    assert grr.GRRServer(params).update(grr.GRRClient(params, rng=1).perturb(np.arange(2**17) % 16)).n == 2**17
 
 
 # The issue-20/21b servers: OUE's column counts (as large as the state: one report is d
@@ -210,8 +213,8 @@ def test_new_protocol_queries_beyond_the_budget_are_refused(limit):
 def test_label_candidates_are_refused_before_they_are_encoded(limit):
     """The issue's reproducer: 4 million label candidates of a HashedDomain were hashed
     (+285 MiB, +567 MiB from a numpy array) before the query's own check refused them."""
-    params = ocms.Params.optimal(epsilon=3.0, d=2**64 - 60).with_domain(ldpfast.HashedDomain())
-    server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(["a", "b", "a"]))
+    params = ocms.OCMSParams.optimal(epsilon=3.0, d=2**64 - 60).with_domain(ldpfast.HashedDomain())
+    server = ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=1).perturb(["a", "b", "a"]))
     labels = [f"candidate-{i}" for i in range(4_000_000)]
     as_array = np.array(labels)
     limit(64 << 20)
@@ -247,19 +250,19 @@ def test_the_encoding_estimate_bounds_the_memory_encoding_takes(n):
 # building, loading and querying refuse before allocating; scaled down with the limit.
 
 def test_cms_rappor_server_counting_too_many_candidates_is_refused_before_allocating(limit):
-    params = rappor_cms.Params(epsilon=2.0, d=2**40, m=64)
+    params = rappor_cms.CMSRAPPORParams(epsilon=2.0, d=2**40, m=64)
     candidates = np.arange(2**20)           # 8 MiB; building needs 32 bytes per candidate at its peak
     limit(16 << 20)
-    _refused_small(lambda: rappor_cms.Server(params, candidates=candidates),
+    _refused_small(lambda: rappor_cms.CMSRAPPORServer(params, candidates=candidates),
                    r"'cms-rappor' server counting 1048576 candidates would need 32.0 MiB",
                    most=1 << 20)
     as_list = list(range(2**20))
-    _refused_small(lambda: rappor_cms.Server(params, candidates=as_list), "counting 1048576 candidates",
+    _refused_small(lambda: rappor_cms.CMSRAPPORServer(params, candidates=as_list), "counting 1048576 candidates",
                    most=1 << 20)
     # within the budget: the build's measured peak stays under what was checked
     tracemalloc.start()
     try:
-        server = rappor_cms.Server(params, candidates=candidates[:2**18])
+        server = rappor_cms.CMSRAPPORServer(params, candidates=candidates[:2**18])
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -268,8 +271,9 @@ def test_cms_rappor_server_counting_too_many_candidates_is_refused_before_alloca
 
 
 def test_cms_rappor_queries_and_loads_beyond_the_budget_are_refused(limit):
-    params = rappor_cms.Params(epsilon=2.0, d=2**16, m=64)
-    server = rappor_cms.Server(params).update(rappor_cms.Client(params, rng=1).perturb(np.arange(1000)))
+    params = rappor_cms.CMSRAPPORParams(epsilon=2.0, d=2**16, m=64)
+    server = rappor_cms.CMSRAPPORServer(params).update(rappor_cms.CMSRAPPORClient(params,
+                                                                                  rng=1).perturb(np.arange(1000)))
     blob = server.to_bytes()
     estimate = server.estimate()
     limit(2 << 20)   # the state (1 MiB: candidates and sums) fits; these calls' temporaries do not
@@ -278,8 +282,8 @@ def test_cms_rappor_queries_and_loads_beyond_the_budget_are_refused(limit):
                    most=1 << 20)
     _refused_small(lambda: server.estimate(), r"CMS-RAPPOR query over all 65536 values", most=1 << 20)
     # loading reads the stored arrays and builds an empty server (1 MiB each) before the check
-    _refused_small(lambda: rappor_cms.Server.from_bytes(blob), r"loading a 'cms-rappor' server counting 65536",
+    _refused_small(lambda: rappor_cms.CMSRAPPORServer.from_bytes(blob), r"loading a 'cms-rappor' server counting 65536",
                    most=5 << 19)
     limit(None)
     assert np.array_equal(server.estimate(), estimate)   # refused calls changed nothing
-    assert np.array_equal(rappor_cms.Server.from_bytes(blob).estimate(), estimate)
+    assert np.array_equal(rappor_cms.CMSRAPPORServer.from_bytes(blob).estimate(), estimate)

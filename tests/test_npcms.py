@@ -22,12 +22,12 @@ Z = stats.norm.isf(ALPHA / 2)
 
 
 def test_npcms_matches_the_exact_moments():
-    params = npcms.Params.create(epsilon=6.0, d=40, K=4, M=16, seed=3, L=3)
+    params = npcms.NPCMSParams.create(epsilon=6.0, d=40, K=4, M=16, seed=3, L=3)
     n, runs = 1500, 240
     rng = np.random.default_rng(4)
     sets = [[0, 1] if i % 4 == 0 else [0] if i % 4 == 1 else rng.choice(40, 3, replace=False).tolist()
             for i in range(n)]
-    client = npcms.Client(params, rng=5)
+    client = npcms.NPCMSClient(params, rng=5)
     c = params.c
     cells = params.hash(np.arange(40, dtype=np.uint64))                         # (d, K)
     for x in (0, 1, 7):
@@ -41,7 +41,7 @@ def test_npcms_matches_the_exact_moments():
         assert variance == pytest.approx(np.sum(c * c * pq) / n**2, rel=1e-9)
         kurt = np.sum(c**4 * pq * (1 - 6 * pq)) / np.sum(c * c * pq) ** 2
         if x == 0:
-            runs_est = np.array([npcms.Server(params).update(client.perturb(sets)).estimate([0, 1, 7])
+            runs_est = np.array([npcms.NPCMSServer(params).update(client.perturb(sets)).estimate([0, 1, 7])
                                  for _ in range(runs)])
         fhat = runs_est[:, (0, 1, 7).index(x)]
         assert abs(fhat.mean() - expected) < Z * math.sqrt(variance / runs), (fhat.mean(), expected)
@@ -53,8 +53,8 @@ def test_npcms_matches_the_exact_moments():
 def test_npcms_large_sets_send_a_uniform_subset():
     """Sets of 5 items and L = 2 slots: every item is sent with probability 2/5 (binomial
     check at level ALPHA on the noiseless slots, read back through a huge budget)."""
-    params = npcms.Params.create(epsilon=2000.0 / 100, d=5, K=1, M=8, seed=1, L=2)
-    client = npcms.Client(params, rng=6)
+    params = npcms.NPCMSParams.create(epsilon=2000.0 / 100, d=5, K=1, M=8, seed=1, L=2)
+    client = npcms.NPCMSClient(params, rng=6)
     sent = client._slots(np.arange(0, 5 * 4001, 5), np.tile(np.arange(5, dtype=np.uint64), 4000))
     assert sent.shape == (4000, 2) and np.all(sent[:, 0] != sent[:, 1])
     share = np.bincount(sent.ravel(), minlength=5) / 4000
@@ -62,13 +62,13 @@ def test_npcms_large_sets_send_a_uniform_subset():
 
 
 def test_npcms_rejects_bad_reports():
-    params = npcms.Params.create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3)
-    server = npcms.Server(params)
-    good = npcms.Client(params, rng=1).perturb([[1, 2], [3]])
+    params = npcms.NPCMSParams.create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3)
+    server = npcms.NPCMSServer(params)
+    good = npcms.NPCMSClient(params, rng=1).perturb([[1, 2], [3]])
     with pytest.raises(ReportError, match="shape"):
-        server.update(npcms.Reports(rows=good.rows[:, :2], bits=good.bits[:, :2]))
+        server.update(npcms.NPCMSReports(rows=good.rows[:, :2], bits=good.bits[:, :2]))
     with pytest.raises(ReportError, match="< K"):
-        server.update(npcms.Reports(rows=good.rows + 2, bits=good.bits))
+        server.update(npcms.NPCMSReports(rows=good.rows + 2, bits=good.bits))
     with pytest.raises(ReportError, match="-1 or \\+1"):
-        server.update(npcms.Reports(rows=good.rows, bits=np.zeros_like(good.bits)))
+        server.update(npcms.NPCMSReports(rows=good.rows, bits=np.zeros_like(good.bits)))
     assert server.n == 0

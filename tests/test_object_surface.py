@@ -94,13 +94,13 @@ def test_frequencies_and_load(case):
 
 
 def test_old_spellings_still_work():
-    params = lf.protocols.frequency.ocms.Params.optimal(epsilon=2.0, d=50, field="compact")
+    params = lf.protocols.frequency.ocms.OCMSParams.optimal(epsilon=2.0, d=50, field="compact")
     ocms = lf.protocols.frequency.ocms
-    server = ocms.Server(params).update(ocms.Client(params, rng=1).perturb(np.arange(500) % 50))
+    server = ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=1).perturb(np.arange(500) % 50))
     np.testing.assert_allclose(server.estimate_counts(np.arange(5)), server.estimate(np.arange(5), counts=True))
     np.testing.assert_allclose(server.estimate(np.arange(5), clip=True), np.clip(server.estimate(np.arange(5)), 0, 1))
-    g = grr.Params(epsilon=1.0, d=8)
-    gs = grr.Server(g).update(grr.Client(g, rng=1).perturb(np.arange(80) % 8))
+    g = grr.GRRParams(epsilon=1.0, d=8)
+    gs = grr.GRRServer(g).update(grr.GRRClient(g, rng=1).perturb(np.arange(80) % 8))
     np.testing.assert_allclose(gs.estimate_counts(clip=True), gs.n * gs.estimate(clip=True))
 
 

@@ -120,9 +120,9 @@ def test_method_choice_and_errors():
 def test_server_estimates_unchanged():
     """A GF(2^l) server with m a power of two decodes by solving; its whole-dictionary
     estimates equal those from scanned counts."""
-    params = ocms.Params(epsilon=3.0, d=5000, m=16, field_size=2**13, field_kind="binary")
+    params = ocms.OCMSParams(epsilon=3.0, d=5000, m=16, field_size=2**13, field_kind="binary")
     values = np.random.default_rng(3).integers(0, 5000, 3000)
-    server = ocms.Server(params).update(ocms.Client(params, rng=5).perturb(values))
+    server = ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=5).perturb(values))
     assert _core.ocms_decode_method(params.field, params.m, params.d) == "affine"
     scanned = np.zeros(params.d, dtype=np.uint64)
     r = server.reports()

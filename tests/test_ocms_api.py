@@ -20,25 +20,25 @@ R1_PRIME = 18361375334787046697  # [PAN] reference code R1's prime (not 2^64 - 5
 
 @pytest.fixture(scope="module")
 def params():
-    return ocms.Params.optimal(2.0, 1000)
+    return ocms.OCMSParams.optimal(2.0, 1000)
 
 
 @pytest.fixture(scope="module")
 def reports(params):
     values = np.random.default_rng(1).zipf(1.3, 5000) % params.d
-    return ocms.Client(params, rng=2).perturb(values)
+    return ocms.OCMSClient(params, rng=2).perturb(values)
 
 
 # --- Reports --------------------------------------------------------------------------
 
 def test_reports_convert_python_ints_without_loss():
-    r = ocms.Reports(z=[1, 0], a0=[2**64 - 1, 5], a1=np.array([3, 4], dtype=np.int32))
+    r = ocms.OCMSReports(z=[1, 0], a0=[2**64 - 1, 5], a1=np.array([3, 4], dtype=np.int32))
     assert r.a0.dtype == np.uint64 and int(r.a0[0]) == 2**64 - 1
     assert r.a1.tolist() == [3, 4] and len(r) == 2
-    objects = ocms.Reports(z=np.array([1, 2], dtype=object), a0=np.array([2**64 - 2, 0], dtype=object), a1=[1, 1])
+    objects = ocms.OCMSReports(z=np.array([1, 2], dtype=object), a0=np.array([2**64 - 2, 0], dtype=object), a1=[1, 1])
     assert objects.a0.tolist() == [2**64 - 2, 0]
-    single = ocms.Reports(z=1, a0=2, a1=3)
-    assert len(single) == 1 and single == ocms.Reports(z=[1], a0=[2], a1=[3])
+    single = ocms.OCMSReports(z=1, a0=2, a1=3)
+    assert len(single) == 1 and single == ocms.OCMSReports(z=[1], a0=[2], a1=[3])
 
 
 @pytest.mark.parametrize("columns,message", [
@@ -55,7 +55,7 @@ def test_reports_convert_python_ints_without_loss():
 ])
 def test_reports_reject_malformed_columns(columns, message):
     with pytest.raises(ReportError, match=message):
-        ocms.Reports(**columns)
+        ocms.OCMSReports(**columns)
 
 
 # --- Client ---------------------------------------------------------------------------
@@ -64,7 +64,7 @@ def test_client_output_fits_params(params, reports):
     assert len(reports) == 5000
     assert int(reports.z.max()) < params.m
     assert int(reports.a0.max()) < PRIME and int(reports.a1.max()) < PRIME
-    assert len(ocms.Client(params, rng=1).perturb(7)) == 1
+    assert len(ocms.OCMSClient(params, rng=1).perturb(7)) == 1
 
 
 @pytest.mark.parametrize("values,message", [
@@ -74,52 +74,52 @@ def test_client_output_fits_params(params, reports):
 ])
 def test_client_rejects_bad_values(params, values, message):
     with pytest.raises(ParameterError, match=message):
-        ocms.Client(params, rng=1).perturb(values)
+        ocms.OCMSClient(params, rng=1).perturb(values)
 
 
 def test_client_without_a_domain_refuses_strings(params):
     with pytest.raises(DTypeError, match=r"no domain: attach one"):
-        ocms.Client(params, rng=1).perturb("abc")
+        ocms.OCMSClient(params, rng=1).perturb("abc")
 
 
 def test_client_rejects_bad_arguments(params):
-    with pytest.raises(ParameterError, match="params must be ldpfast.protocols.frequency.ocms.Params"):
-        ocms.Client(grr.Params(1.0, 10))
+    with pytest.raises(ParameterError, match="params must be OCMSParams"):
+        ocms.OCMSClient(grr.GRRParams(1.0, 10))
     with pytest.raises(ParameterError, match="threads must be a non-negative int"):
-        ocms.Client(params, threads=-1)
+        ocms.OCMSClient(params, threads=-1)
     with pytest.raises(ParameterError, match="rng must be None"):
-        ocms.Client(params, rng="seed")
+        ocms.OCMSClient(params, rng="seed")
 
 
 def test_seeded_client_is_reproducible_and_thread_independent(params):
     values = np.arange(50_000) % params.d
-    a = ocms.Client(params, rng=42, threads=1).perturb(values)
-    b = ocms.Client(params, rng=42, threads=2).perturb(values)
+    a = ocms.OCMSClient(params, rng=42, threads=1).perturb(values)
+    b = ocms.OCMSClient(params, rng=42, threads=2).perturb(values)
     assert a == b
-    assert ocms.Client(params, rng=43).perturb(values) != a
-    client = ocms.Client(params, rng=42)
+    assert ocms.OCMSClient(params, rng=43).perturb(values) != a
+    client = ocms.OCMSClient(params, rng=42)
     assert client.perturb(values) == a and client.perturb(values) != a  # a fresh key per batch
 
 
 def test_os_entropy_client_is_not_reproducible(params):
     values = np.zeros(1000, dtype=np.int64)
-    first = ocms.Client(params).perturb(values)
-    assert ocms.Client(params).perturb(values) != first
-    assert not np.array_equal(first.a0, ocms.Client(params).perturb(values).a0)
+    first = ocms.OCMSClient(params).perturb(values)
+    assert ocms.OCMSClient(params).perturb(values) != first
+    assert not np.array_equal(first.a0, ocms.OCMSClient(params).perturb(values).a0)
 
 
 def test_nonzero_coefficients(params):
-    small = ocms.Params(2.0, 12, 3, 13, a_range="nonzero")
-    r = ocms.Client(small, rng=9).perturb(np.arange(20_000) % 12)
+    small = ocms.OCMSParams(2.0, 12, 3, 13, a_range="nonzero")
+    r = ocms.OCMSClient(small, rng=9).perturb(np.arange(20_000) % 12)
     assert int(r.a0.min()) == 1 and int(r.a1.min()) == 1 and int(r.a0.max()) == 12
-    assert r == ocms.Client(small, rng=9).perturb(np.arange(20_000) % 12)
+    assert r == ocms.OCMSClient(small, rng=9).perturb(np.arange(20_000) % 12)
     np.testing.assert_array_equal(np.bincount(r.a1.astype(np.int64), minlength=13)[0], 0)
 
 
 # --- Server: validation and atomic updates ----------------------------------------------
 
 def _servers(params):
-    return [ocms.Server(params), ocms.Server(params, candidates=np.arange(0, 1000, 7))]
+    return [ocms.OCMSServer(params), ocms.OCMSServer(params, candidates=np.arange(0, 1000, 7))]
 
 
 @pytest.mark.parametrize("mode", [0, 1])
@@ -134,33 +134,33 @@ def test_rejected_batch_leaves_server_unchanged(params, reports, mode, bad, mess
     columns = {k: v[:10].copy() for k, v in reports.columns().items()}
     columns[bad][3] = params.m if bad == "z" else PRIME
     with pytest.raises(ReportError, match=message):
-        server.update(ocms.Reports(**columns))
+        server.update(ocms.OCMSReports(**columns))
     assert server.to_bytes() == before and server.n == len(reports)
 
 
 def test_update_contract(params, reports):
-    server = ocms.Server(params)
+    server = ocms.OCMSServer(params)
     with pytest.raises(ReportError, match="cannot estimate frequencies from zero reports"):
         server.estimate([1])
-    assert server.update(ocms.Reports(z=[], a0=[], a1=[])) is server and server.n == 0
-    with pytest.raises(ReportError, match="reports must be ldpfast.protocols.frequency.ocms.Reports, got dict"):
+    assert server.update(ocms.OCMSReports(z=[], a0=[], a1=[])) is server and server.n == 0
+    with pytest.raises(ReportError, match="reports must be OCMSReports, got dict"):
         server.update(reports.columns())
     assert server.update(reports) is server and server.n == len(reports)
     with pytest.raises(ParameterError, match=r"candidates must be values in \[0, 1000\), got 1000"):
         server.estimate([1, 1000])
-    stream = ocms.Server(params, candidates=[3, 1, 2]).update(reports)
+    stream = ocms.OCMSServer(params, candidates=[3, 1, 2]).update(reports)
     with pytest.raises(ParameterError, match="4 is not"):
         stream.estimate([1, 4])
     np.testing.assert_array_equal(stream.estimate([2, 3]), server.estimate([2, 3]))
     np.testing.assert_array_equal(stream.estimate(), server.estimate([3, 1, 2]))
     with pytest.raises(ParameterError, match="candidates must be distinct"):
-        ocms.Server(params, candidates=[1, 1])
+        ocms.OCMSServer(params, candidates=[1, 1])
     with pytest.raises(ParameterError, match="keeps no reports"):
         stream.reports()
 
 
 def test_estimate_options(params, reports):
-    server = ocms.Server(params).update(reports)
+    server = ocms.OCMSServer(params).update(reports)
     raw = server.estimate(np.arange(20))
     assert raw.min() < 0  # raw estimates are unbiased and can be negative
     np.testing.assert_array_equal(server.estimate(np.arange(20), clip=True), np.clip(raw, 0, 1))
@@ -171,10 +171,10 @@ def test_estimate_options(params, reports):
 
 
 def test_server_threads_and_backends_agree(params, reports, backend):
-    one = ocms.Server(params, threads=1).update(reports).match_counts()
-    two = ocms.Server(params, threads=2).update(reports).match_counts()
+    one = ocms.OCMSServer(params, threads=1).update(reports).match_counts()
+    two = ocms.OCMSServer(params, threads=2).update(reports).match_counts()
     np.testing.assert_array_equal(one, two)
-    listed = ocms.Server(params).update(reports).match_counts(np.arange(999, -1, -1))
+    listed = ocms.OCMSServer(params).update(reports).match_counts(np.arange(999, -1, -1))
     np.testing.assert_array_equal(listed[::-1], one)
 
 
@@ -182,7 +182,7 @@ def test_server_threads_and_backends_agree(params, reports, backend):
 
 def _split(reports, parts):
     cuts = np.linspace(0, len(reports), parts + 1).astype(int)
-    return [ocms.Reports(**{k: v[a:b] for k, v in reports.columns().items()}) for a, b in zip(cuts, cuts[1:])]
+    return [ocms.OCMSReports(**{k: v[a:b] for k, v in reports.columns().items()}) for a, b in zip(cuts, cuts[1:])]
 
 
 @pytest.mark.parametrize("mode", [0, 1])
@@ -210,25 +210,25 @@ def test_merge_is_exact_and_order_independent(params, reports, mode):
 def test_merge_rejects_incompatible(params, reports):
     keep, stream = _servers(params)
     with pytest.raises(IncompatibleError, match="different parameters"):
-        keep.merge(ocms.Server(ocms.Params.optimal(2.0, 1001)))
+        keep.merge(ocms.OCMSServer(ocms.OCMSParams.optimal(2.0, 1001)))
     with pytest.raises(IncompatibleError, match="report-keeping server with a candidate-count"):
         keep.merge(stream)
     with pytest.raises(IncompatibleError, match="different candidates"):
-        stream.merge(ocms.Server(params, candidates=[1, 2]))
+        stream.merge(ocms.OCMSServer(params, candidates=[1, 2]))
     with pytest.raises(IncompatibleError, match="cannot merge"):
-        keep.merge(grr.Server(grr.Params(1.0, 10)))
+        keep.merge(grr.GRRServer(grr.GRRParams(1.0, 10)))
     assert keep != stream
 
 
 @pytest.mark.parametrize("mode", [0, 1])
 def test_bytes_and_pickle_round_trip(params, reports, mode):
     server = _servers(params)[mode].update(reports)
-    again = ocms.Server.from_bytes(server.to_bytes())
+    again = ocms.OCMSServer.from_bytes(server.to_bytes())
     assert again == server and again.n == server.n
     np.testing.assert_array_equal(again.estimate([0, 7, 14]), server.estimate([0, 7, 14]))
     assert pickle.loads(pickle.dumps(server)) == server
     empty = _servers(params)[mode]
-    assert ocms.Server.from_bytes(empty.to_bytes()) == empty
+    assert ocms.OCMSServer.from_bytes(empty.to_bytes()) == empty
     if mode == 1:
         np.testing.assert_array_equal(again.candidates, np.arange(0, 1000, 7))
     else:
@@ -264,33 +264,33 @@ def test_from_bytes_rejects_corrupt_or_tampered(params, reports):
     keep, stream = (s.update(reports) for s in _servers(params))
     blob = keep.to_bytes()
     with pytest.raises(FormatError, match="checksum"):
-        ocms.Server.from_bytes(blob[:100] + bytes([blob[100] ^ 1]) + blob[101:])
+        ocms.OCMSServer.from_bytes(blob[:100] + bytes([blob[100] ^ 1]) + blob[101:])
     with pytest.raises(FormatError, match="not an ldpfast aggregator"):
-        ocms.Server.from_bytes(b"hello world, this is no aggregator")
+        ocms.OCMSServer.from_bytes(b"hello world, this is no aggregator")
     with pytest.raises(FormatError, match="'grr' aggregator"):
-        ocms.Server.from_bytes(grr.Server(grr.Params(1.0, 10)).to_bytes())
+        ocms.OCMSServer.from_bytes(grr.GRRServer(grr.GRRParams(1.0, 10)).to_bytes())
 
     def too_big(z):
         z = z.copy()
         z[0] = params.m
         return z
     with pytest.raises(FormatError, match="stored reports do not fit"):
-        ocms.Server.from_bytes(_rewrite_state(blob, "z", too_big))
+        ocms.OCMSServer.from_bytes(_rewrite_state(blob, "z", too_big))
     with pytest.raises(FormatError, match="different lengths"):
-        ocms.Server.from_bytes(_rewrite_state(blob, "a1", lambda a: a[:-1]))
+        ocms.OCMSServer.from_bytes(_rewrite_state(blob, "a1", lambda a: a[:-1]))
     sblob = stream.to_bytes()
     with pytest.raises(FormatError, match="exceed the number of reports"):
-        ocms.Server.from_bytes(_rewrite_state(sblob, "counts", lambda c: c + np.uint64(10**6)))
+        ocms.OCMSServer.from_bytes(_rewrite_state(sblob, "counts", lambda c: c + np.uint64(10**6)))
     with pytest.raises(FormatError, match="stored candidates are invalid"):
-        ocms.Server.from_bytes(_rewrite_state(sblob, "candidates", lambda c: np.zeros_like(c)))
+        ocms.OCMSServer.from_bytes(_rewrite_state(sblob, "candidates", lambda c: np.zeros_like(c)))
     with pytest.raises(FormatError, match="1-D uint64"):
-        ocms.Server.from_bytes(_rewrite_state(sblob, "n", lambda n: n.astype(np.int64)))
+        ocms.OCMSServer.from_bytes(_rewrite_state(sblob, "n", lambda n: n.astype(np.int64)))
 
 
 def test_protocol_is_registered():
     proto = _base.protocols()["ocms"]
     assert (proto.params, proto.reports, proto.aggregator, proto.client) == (
-        ocms.Params, ocms.Reports, ocms.Server, ocms.Client)
+        ocms.OCMSParams, ocms.OCMSReports, ocms.OCMSServer, ocms.OCMSClient)
 
 
 # --- interoperability: reports from independent pure-Python clients ---------------------
@@ -308,7 +308,7 @@ def test_r1_style_client_with_another_prime_decodes():
     a0, a1 from randrange(1, P), plain-m decoding. The server told that field counts exactly
     what a Python reference counts and estimates within Z sd of the truth."""
     eps, d, n = 3.0, 50, 20_000
-    params = ocms.Params(eps, d, 5, R1_PRIME, a_range="nonzero", use_m_prime=False)
+    params = ocms.OCMSParams(eps, d, 5, R1_PRIME, a_range="nonzero", use_m_prime=False)
     rng = random.Random(2024)
     values = [min(int(rng.paretovariate(1.2)) - 1, d - 1) for _ in range(n)]
     rows = []
@@ -316,7 +316,7 @@ def test_r1_style_client_with_another_prime_decodes():
         a0, a1 = rng.randrange(1, R1_PRIME), rng.randrange(1, R1_PRIME)
         rows.append((_python_rr(rng, (a0 + a1 * x) % R1_PRIME % 5, 5, eps), a0, a1))
     z, a0, a1 = zip(*rows)
-    server = ocms.Server(params).update(ocms.Reports(z=list(z), a0=list(a0), a1=list(a1)))
+    server = ocms.OCMSServer(params).update(ocms.OCMSReports(z=list(z), a0=list(a0), a1=list(a1)))
     candidates = [0, 1, 2, 49]
     want = [sum(zi == (u + v * x) % R1_PRIME % 5 for zi, u, v in rows) for x in candidates]
     assert server.match_counts(candidates).tolist() == want
@@ -345,14 +345,14 @@ def test_python_gf2l_client_decodes():
     l, m, d = 16, 4, 1000
     poly = sum(1 << e for e in irreducible_polynomial(l))
     assert poly_low_bits(irreducible_polynomial(l)) == poly ^ (1 << l)
-    params = ocms.Params(2.0, d, m, 2**l, "binary")
+    params = ocms.OCMSParams(2.0, d, m, 2**l, "binary")
     rng = random.Random(7)
     rows = []
     for _ in range(3000):
         x, a0, a1 = rng.randrange(d), rng.randrange(2**l), rng.randrange(2**l)
         rows.append((_python_rr(rng, (_gf_mul(a1, x, l, poly) ^ a0) % m, m, 2.0), a0, a1))
     z, a0, a1 = (list(c) for c in zip(*rows))
-    server = ocms.Server(params).update(ocms.Reports(z=z, a0=a0, a1=a1))
+    server = ocms.OCMSServer(params).update(ocms.OCMSReports(z=z, a0=a0, a1=a1))
     candidates = [0, 1, 77, 999]
     want = [sum(zi == (_gf_mul(v, x, l, poly) ^ u) % m for zi, u, v in rows) for x in candidates]
     assert server.match_counts(candidates).tolist() == want
@@ -360,12 +360,12 @@ def test_python_gf2l_client_decodes():
 
 def test_gf2_64_field_for_dictionaries_beyond_the_prime():
     """d >= PRIME needs GF(2^64) ([PAN] Alg. 1); values near 2^64 hash like the Python field."""
-    params = ocms.Params.optimal(1.0, 2**64 - 1)
+    params = ocms.OCMSParams.optimal(1.0, 2**64 - 1)
     assert (params.field_size, params.poly) == (2**64, (64, 4, 3, 1, 0))
     values = [2**64 - 2, 2**63 + 12345, 5]
-    reports = ocms.Client(params, rng=3).perturb(values)
+    reports = ocms.OCMSClient(params, rng=3).perturb(values)
     poly = sum(1 << e for e in params.poly)
     for x, z, a0, a1 in zip(values, reports.z.tolist(), reports.a0.tolist(), reports.a1.tolist()):
-        server = ocms.Server(params).update(ocms.Reports(z=[z], a0=[a0], a1=[a1]))
+        server = ocms.OCMSServer(params).update(ocms.OCMSReports(z=[z], a0=[a0], a1=[a1]))
         want = int(z == (_gf_mul(a1, x, 64, poly) ^ a0) % params.m)
         assert server.match_counts([x]).tolist() == [want]

@@ -88,44 +88,44 @@ def test_finite_field_size():
 @pytest.mark.parametrize("d,eps,m,compact_bits,paper_bits", [
     (10**5, 3, 5, 37, 131), (10**6, 1, 3, 42, 130), (2**32, 5, 13, 70, 132)])
 def test_communication_bits(d, eps, m, compact_bits, paper_bits):
-    paper = ocms.Params.optimal(eps, d)
-    compact = ocms.Params.optimal(eps, d, field="compact")
+    paper = ocms.OCMSParams.optimal(eps, d)
+    compact = ocms.OCMSParams.optimal(eps, d, field="compact")
     assert paper.m == compact.m == m
     assert paper.communication_bits == paper_bits
     assert compact.communication_bits == compact_bits
 
 
 def test_optimal_fields():
-    p = ocms.Params.optimal(2.0, 100_000, mode="l")
+    p = ocms.OCMSParams.optimal(2.0, 100_000, mode="l")
     assert (p.m, p.field_size, p.field_kind, p.poly) == (8, PRIME, "prime", ())
-    b = ocms.Params.optimal(2.0, 1000, field="binary")
+    b = ocms.OCMSParams.optimal(2.0, 1000, field="binary")
     assert (b.field_size, b.field_kind, b.poly) == (1024, "binary", (10, 3, 0))
-    huge = ocms.Params.optimal(1.0, PRIME)
+    huge = ocms.OCMSParams.optimal(1.0, PRIME)
     assert (huge.field_size, huge.field_kind, huge.poly) == (2**64, "binary", (64, 4, 3, 1, 0))
     with pytest.raises(ParameterError, match="field must be 'paper', 'compact' or 'binary'"):
-        ocms.Params.optimal(1.0, 10, field="tiny")
+        ocms.OCMSParams.optimal(1.0, 10, field="tiny")
     # m = 5.9e9 at eps = 45: flip probability (m-1)/(e^45 + m - 1) < 2^-32, not representable.
     with pytest.raises(ParameterError, match=r"epsilon must be in \[1.32237, 44.6807\] for randomized response"):
-        ocms.Params.optimal(45.0, 10)
+        ocms.OCMSParams.optimal(45.0, 10)
 
 
 def test_explicit_params_defaults_and_normalisation():
-    p = ocms.Params(epsilon=2, d=np.int64(1000), m=np.uint8(4))
+    p = ocms.OCMSParams(epsilon=2, d=np.int64(1000), m=np.uint8(4))
     assert p.field_size == PRIME and p.field_kind == "prime" and p.poly == ()
     assert type(p.epsilon) is float and type(p.d) is int and type(p.m) is int
     assert p.a_range == "full" and p.use_m_prime is True
-    assert p == ocms.Params(2.0, 1000, 4, PRIME) and hash(p) == hash(ocms.Params(2.0, 1000, 4, PRIME))
-    b = ocms.Params(1.0, 100, 3, 256, "binary")
+    assert p == ocms.OCMSParams(2.0, 1000, 4, PRIME) and hash(p) == hash(ocms.OCMSParams(2.0, 1000, 4, PRIME))
+    b = ocms.OCMSParams(1.0, 100, 3, 256, "binary")
     assert b.poly == (8, 4, 3, 1, 0)  # filled in by the SPEC 2.3 rule
-    assert ocms.Params(1.0, 100, 3, 256, "binary", poly=(0, 1, 3, 4, 8)).poly == (8, 4, 3, 1, 0)
+    assert ocms.OCMSParams(1.0, 100, 3, 256, "binary", poly=(0, 1, 3, 4, 8)).poly == (8, 4, 3, 1, 0)
 
 
 def test_params_dict_round_trip_and_fingerprint():
-    for p in [ocms.Params.optimal(2.0, 10**5), ocms.Params(1.0, 100, 3, 256, "binary", a_range="nonzero"),
-              ocms.Params(3.0, 12, 5, 13, use_m_prime=False)]:
-        again = ocms.Params.from_dict(p.to_dict())
+    for p in [ocms.OCMSParams.optimal(2.0, 10**5), ocms.OCMSParams(1.0, 100, 3, 256, "binary", a_range="nonzero"),
+              ocms.OCMSParams(3.0, 12, 5, 13, use_m_prime=False)]:
+        again = ocms.OCMSParams.from_dict(p.to_dict())
         assert again == p and again.fingerprint == p.fingerprint
-    assert ocms.Params(2.0, 10, 3).fingerprint != ocms.Params(2.0, 10, 4).fingerprint
+    assert ocms.OCMSParams(2.0, 10, 3).fingerprint != ocms.OCMSParams(2.0, 10, 4).fingerprint
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -159,25 +159,25 @@ def test_params_validation_messages(kwargs, message):
     base = dict(epsilon=1.0, d=12, m=3, field_size=PRIME)
     base.update(kwargs)
     with pytest.raises(ParameterError, match=message):
-        ocms.Params(**base)
+        ocms.OCMSParams(**base)
 
 
 def test_epsilon_range_edges_are_numerically_safe():
     # Flip probability 2/(e^eps + 2) >= 2^-32 up to eps = log(2 (2^32 - 1)) = 22.87.
-    p = ocms.Params(22.8, 10, 3)
+    p = ocms.OCMSParams(22.8, 10, 3)
     assert p.rr_flip == pytest.approx(2 / (math.exp(22.8) + 2), rel=1e-12) and p.flip_threshold >= 2**32
     with pytest.raises(ParameterError, match=r"epsilon must be in \[.*, 22.8739\]"):
-        ocms.Params(22.9, 10, 3)
-    small = ocms.Params(1e-6, 10, 3)
+        ocms.OCMSParams(22.9, 10, 3)
+    small = ocms.OCMSParams(1e-6, 10, 3)
     assert small.rr_flip == pytest.approx(2 / 3, rel=1e-6)
     match, other = small.decode_constants
     assert match == pytest.approx(2 / 1e-6, rel=1e-5) and other == pytest.approx(-1e6, rel=1e-5)
     with pytest.raises(ParameterError, match=r"epsilon must be finite and in \[9.53674e-07, 66.5\], got 5e-324"):
-        ocms.Params(5e-324, 10, 3)
+        ocms.OCMSParams(5e-324, 10, 3)
 
 
 def test_rr_probabilities_and_threshold():
-    p = ocms.Params(3.0, 100, 5)
+    p = ocms.OCMSParams(3.0, 100, 5)
     e = math.exp(3.0)
     assert p.rr_keep == pytest.approx(e / (e + 4), rel=1e-15)
     assert p.rr_flip == pytest.approx(4 / (e + 4), rel=1e-15)
@@ -189,7 +189,7 @@ def test_rr_probabilities_and_threshold():
     (3.0, 5, 1.2095827860, -0.0523956965), (1.0, 2, 1.5819767069, -0.5819767069),
     (math.log(4), 3, 5 / 3, -1 / 3)])
 def test_decode_constants(eps, m, match, other):
-    p = ocms.Params(eps, 10, m)
+    p = ocms.OCMSParams(eps, 10, m)
     got = p.decode_constants
     assert got == pytest.approx((match, other), abs=1e-10)
     e = math.exp(eps)
@@ -206,13 +206,13 @@ def test_paper_decode_constant_is_biased():
     assert typo == pytest.approx(1.2619784825, abs=1e-10)
     expectation = e / (e + m - 1) * typo + (m - 1) / (e + m - 1) * (-1 / (e - 1))
     assert expectation == pytest.approx(1.0436940933, abs=1e-10)
-    match, other = ocms.Params(3.0, 10, 5).decode_constants
+    match, other = ocms.OCMSParams(3.0, 10, 5).decode_constants
     assert e / (e + m - 1) * match + (m - 1) / (e + m - 1) * other == pytest.approx(1.0, abs=1e-15)
 
 
 def test_m_prime_properties():
-    small = ocms.Params(2.0, 12, 3, 13)
+    small = ocms.OCMSParams(2.0, 12, 3, 13)
     assert small.collision_probability == Fraction(57, 169)
     assert small.m_prime == pytest.approx(169 / 57, rel=1e-15) and small.estimator_m == small.m_prime
-    assert ocms.Params(2.0, 12, 3, 13, use_m_prime=False).estimator_m == 3.0
-    assert ocms.Params.optimal(2.0, 1000).m_prime == 4.0
+    assert ocms.OCMSParams(2.0, 12, 3, 13, use_m_prime=False).estimator_m == 3.0
+    assert ocms.OCMSParams.optimal(2.0, 1000).m_prime == 4.0

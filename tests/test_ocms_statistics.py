@@ -31,7 +31,7 @@ def simulate_matches(params, values, candidates, runs, seed):
     """Match counts, shape (runs, len(candidates)): ``runs`` independent runs of the
     clients on the fixed data set ``values``, batched through one perturb call."""
     n = values.size
-    reports = ocms.Client(params, rng=seed).perturb(np.tile(values, runs))
+    reports = ocms.OCMSClient(params, rng=seed).perturb(np.tile(values, runs))
     matches = np.empty((runs, len(candidates)), dtype=np.int64)
     for j, x in enumerate(candidates):
         hashed = _core.ocms_hash(params.field, reports.a0, reports.a1,
@@ -72,7 +72,7 @@ GRID = [  # (epsilon, m, field_size, field_kind)
 @pytest.mark.parametrize("eps,m,size,kind", GRID)
 def test_unbiased_with_theoretical_variance(eps, m, size, kind):
     d, n, runs = 1000, 250, 4000
-    params = ocms.Params(eps, d, m, size, kind)
+    params = ocms.OCMSParams(eps, d, m, size, kind)
     values = skewed_values(n, d)
     candidates = [0, 1, 2, d - 1]  # f = 0.6, 0.3, 0.004, 0
     matches = simulate_matches(params, values, candidates, runs, seed=11)
@@ -110,8 +110,8 @@ def test_m_prime_removes_the_small_field_bias(size, kind, m, d):
     """Algorithm 2's m' makes the estimator unbiased on a small field, where the plain-m
     estimator (R1) has the bias predicted by [PAN] Thm 3.2 with cbar from Lemma 3.2."""
     eps, n, runs = 4.0, 300, 10_000
-    with_m_prime = ocms.Params(eps, d, m, size, kind)
-    plain = ocms.Params(eps, d, m, size, kind, use_m_prime=False)
+    with_m_prime = ocms.OCMSParams(eps, d, m, size, kind)
+    plain = ocms.OCMSParams(eps, d, m, size, kind, use_m_prime=False)
     assert with_m_prime.m_prime < m
     values = np.concatenate([np.zeros(n // 2), np.arange(n - n // 2) % (d - 2) + 1]).astype(np.int64)
     candidates = [0, 1, d - 1]  # f = 0.5, about 0.5/(d-2), 0
@@ -137,15 +137,15 @@ def test_server_modes_agree_and_are_unbiased():
     """End to end through Client and both Server modes: identical estimates, mean over runs
     within Z sd of the truth."""
     eps, d, n, runs = 1.0, 1000, 2000, 150
-    params = ocms.Params.optimal(eps, d)
+    params = ocms.OCMSParams.optimal(eps, d)
     values = skewed_values(n, d)
     candidates = np.array([0, 1, 2, 500])
-    client = ocms.Client(params, rng=np.random.default_rng(5))
+    client = ocms.OCMSClient(params, rng=np.random.default_rng(5))
     estimates = np.empty((runs, candidates.size))
     for r in range(runs):
         reports = client.perturb(values)
-        keep = ocms.Server(params).update(reports)
-        stream = ocms.Server(params, candidates=candidates).update(reports)
+        keep = ocms.OCMSServer(params).update(reports)
+        stream = ocms.OCMSServer(params, candidates=candidates).update(reports)
         estimates[r] = keep.estimate(candidates)
         np.testing.assert_array_equal(stream.estimate(), estimates[r])
     for j, x in enumerate(candidates):
@@ -158,9 +158,9 @@ def test_estimates_sum_to_about_one_over_the_dictionary():
     over [0, d) has mean 1. The d estimates are dependent; sd(sum) <= sum of the sds
     (Minkowski) <= d * max sd, a conservative bound for one run."""
     eps, d, n = 2.0, 64, 20_000
-    params = ocms.Params.optimal(eps, d)
+    params = ocms.OCMSParams.optimal(eps, d)
     values = skewed_values(n, d)
-    server = ocms.Server(params).update(ocms.Client(params, rng=3).perturb(values))
+    server = ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=3).perturb(values))
     est = server.estimate()
     assert est.shape == (d,)
     worst_sd = math.sqrt(theory.ocms_variance(params, n=n, f=np.array([0.0, 1.0])).max())

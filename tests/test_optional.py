@@ -23,8 +23,8 @@ def without(monkeypatch):
 
 
 def _params_and_reports():
-    params = grr.Params(epsilon=1.0, d=10)
-    return params, grr.Client(params, rng=1).perturb(np.arange(10))
+    params = grr.GRRParams(epsilon=1.0, d=10)
+    return params, grr.GRRClient(params, rng=1).perturb(np.arange(10))
 
 
 def test_arrow_without_pyarrow_names_the_extra(without, tmp_path):
@@ -55,12 +55,12 @@ def test_dask_without_dask_names_the_extra(without):
 
     without("dask")
     with pytest.raises(MissingDependencyError, match=r"ldpfast.dask needs dask.*'ldpfast\[dask\]'"):
-        ldask.aggregate([], grr.Params(epsilon=1.0, d=10))
+        ldask.aggregate([], grr.GRRParams(epsilon=1.0, d=10))
 
 
 def test_to_pandas_without_pandas_names_the_extra(without):
     params, reports = _params_and_reports()
-    estimate = grr.Server(params).update(reports).frequencies()
+    estimate = grr.GRRServer(params).update(reports).frequencies()
     without("pandas")
     with pytest.raises(ImportError, match=r"pandas.*pip install 'ldpfast\[pandas\]'"):
         estimate.to_pandas()

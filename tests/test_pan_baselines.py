@@ -144,9 +144,9 @@ def rappor_sums(params, reports, x, runs):
 ])
 def test_cms_rappor_is_unbiased_with_the_closed_form_variance(variant, eps, m, field_size):
     d, n, runs = 20, 1000, 400
-    params = rappor_cms.Params(epsilon=eps, d=d, m=m, variant=variant, field_size=field_size)
+    params = rappor_cms.CMSRAPPORParams(epsilon=eps, d=d, m=m, variant=variant, field_size=field_size)
     values = skewed_values(n, d)
-    reports = rappor_cms.Client(params, rng=7).perturb(np.tile(values, runs))
+    reports = rappor_cms.CMSRAPPORClient(params, rng=7).perturb(np.tile(values, runs))
     p, q = params.bit_probabilities
     c = params.collision_probability
     assert c == float(collision_probability(params.field_size, m))
@@ -159,8 +159,8 @@ def test_cms_rappor_is_unbiased_with_the_closed_form_variance(variant, eps, m, f
         check_mean(fhat, f, variance)
         check_variance(fhat, variance, bernoulli_sum_kurtosis(pi))
     # The server's estimate on the first run is the same affine map of the same sums.
-    first = rappor_cms.Reports(a0=reports.a0[:n], a1=reports.a1[:n], bits=reports.bits[:n])
-    server = rappor_cms.Server(params).update(first)
+    first = rappor_cms.CMSRAPPORReports(a0=reports.a0[:n], a1=reports.a1[:n], bits=reports.bits[:n])
+    server = rappor_cms.CMSRAPPORServer(params).update(first)
     direct = ((rappor_sums(params, first, 5, 1) / n - q) / (p - q) - c) / (1 - c)
     np.testing.assert_allclose(server.estimate([5]), direct, rtol=1e-12)
 
@@ -169,11 +169,11 @@ def test_cms_rappor_naive_scaling_would_be_biased():
     """With a small field the plain 1/m scaling is biased by more than 2 Z sd of the pooled
     estimate (computed below), so on the same runs the naive estimate misses f by more
     than Z sd whenever the exact-cbar estimate is within Z sd of it."""
-    params = rappor_cms.Params(epsilon=5.0, d=20, m=16, variant="asymmetric", field_size=23)
+    params = rappor_cms.CMSRAPPORParams(epsilon=5.0, d=20, m=16, variant="asymmetric", field_size=23)
     n, runs = 1000, 800
     values = skewed_values(n, 20)
-    reports = rappor_cms.Client(params, rng=11).perturb(np.tile(values, runs))
-    server = rappor_cms.Server(params).update(reports)
+    reports = rappor_cms.CMSRAPPORClient(params, rng=11).perturb(np.tile(values, runs))
+    server = rappor_cms.CMSRAPPORServer(params).update(reports)
     sd = math.sqrt(params.variance(n=n * runs, f=0.0))
     f7 = float(np.mean(values == 7))
     c, m = params.collision_probability, 16
@@ -186,8 +186,8 @@ def test_cms_rappor_naive_scaling_would_be_biased():
 
 
 def test_cms_rappor_bits_follow_p_and_q():
-    params = rappor_cms.Params(epsilon=1.0, d=10, m=12, variant="symmetric")
-    reports = rappor_cms.Client(params, rng=3).perturb(np.full(20000, 4))
+    params = rappor_cms.CMSRAPPORParams(epsilon=1.0, d=10, m=12, variant="symmetric")
+    reports = rappor_cms.CMSRAPPORClient(params, rng=3).perturb(np.full(20000, 4))
     hashed = _core.ocms_hash(core_field(params.field_size), reports.a0, reports.a1,
                              np.full(len(reports), 4, dtype=np.uint64), params.m).astype(np.intp)
     true_bits = reports.bits[np.arange(len(reports)), hashed]
@@ -198,26 +198,26 @@ def test_cms_rappor_bits_follow_p_and_q():
 
 
 def test_cms_rappor_rejects_bad_input():
-    params = rappor_cms.Params(epsilon=1.0, d=10, m=8)
+    params = rappor_cms.CMSRAPPORParams(epsilon=1.0, d=10, m=8)
     with pytest.raises(ParameterError, match="variant"):
-        rappor_cms.Params(epsilon=1.0, d=10, m=8, variant="skew")
+        rappor_cms.CMSRAPPORParams(epsilon=1.0, d=10, m=8, variant="skew")
     with pytest.raises(ParameterError, match="field_size"):
-        rappor_cms.Params(epsilon=1.0, d=10, m=8, field_size=9)
+        rappor_cms.CMSRAPPORParams(epsilon=1.0, d=10, m=8, field_size=9)
     with pytest.raises(ParameterError, match="m must be"):
-        rappor_cms.Params(epsilon=1.0, d=10, m=1)
-    reports = rappor_cms.Client(params, rng=1).perturb([1, 2, 3])
-    server = rappor_cms.Server(params)
-    bad = rappor_cms.Reports(a0=reports.a0, a1=reports.a1, bits=np.ones((3, 9), dtype=np.uint8))
+        rappor_cms.CMSRAPPORParams(epsilon=1.0, d=10, m=1)
+    reports = rappor_cms.CMSRAPPORClient(params, rng=1).perturb([1, 2, 3])
+    server = rappor_cms.CMSRAPPORServer(params)
+    bad = rappor_cms.CMSRAPPORReports(a0=reports.a0, a1=reports.a1, bits=np.ones((3, 9), dtype=np.uint8))
     with pytest.raises(ReportError, match="m = 8 columns"):
         server.update(bad)
-    bad = rappor_cms.Reports(a0=reports.a0, a1=reports.a1, bits=reports.bits * 2)
+    bad = rappor_cms.CMSRAPPORReports(a0=reports.a0, a1=reports.a1, bits=reports.bits * 2)
     with pytest.raises(ReportError, match="0 or 1"):
         server.update(bad)
     assert server.n == 0
     with pytest.raises(ParameterError, match="integers in"):
-        rappor_cms.Client(params).perturb([10])
+        rappor_cms.CMSRAPPORClient(params).perturb([10])
     with pytest.raises(ParameterError, match="among the values"):
-        rappor_cms.Server(params, candidates=[1, 2]).update(reports).estimate([3])
+        rappor_cms.CMSRAPPORServer(params, candidates=[1, 2]).update(reports).estimate([3])
 
 
 # --- Subset Selection protocol ---------------------------------------------------------
@@ -225,9 +225,9 @@ def test_cms_rappor_rejects_bad_input():
 @pytest.mark.parametrize("eps, d, k", [(1.0, 30, 0), (0.5, 12, 5), (3.0, 40, 1)])
 def test_subset_selection_is_unbiased_with_the_closed_form_variance(eps, d, k):
     n, runs = 1000, 400
-    params = subset_selection.Params(epsilon=eps, d=d, k=k)
+    params = subset_selection.SubsetSelectionParams(epsilon=eps, d=d, k=k)
     values = skewed_values(n, d)
-    reports = subset_selection.Client(params, rng=5).perturb(np.tile(values, runs))
+    reports = subset_selection.SubsetSelectionClient(params, rng=5).perturb(np.tile(values, runs))
     assert reports.items.shape == (n * runs, params.k)
     p, q = params.probabilities
     for x in (0, 1, 3):
@@ -239,8 +239,8 @@ def test_subset_selection_is_unbiased_with_the_closed_form_variance(eps, d, k):
         assert variance == pytest.approx(np.sum(pi * (1 - pi)) / (n * (p - q)) ** 2, rel=1e-9)
         check_mean(fhat, f, variance)
         check_variance(fhat, variance, bernoulli_sum_kurtosis(pi))
-    first = subset_selection.Reports(items=reports.items[:n])
-    server = subset_selection.Server(params).update(first)
+    first = subset_selection.SubsetSelectionReports(items=reports.items[:n])
+    server = subset_selection.SubsetSelectionServer(params).update(first)
     direct = ((first.items == 3).any(axis=1).sum() / n - q) / (p - q)
     np.testing.assert_allclose(server.estimate([3]), [direct], rtol=1e-12)
 
@@ -250,9 +250,9 @@ def test_subset_selection_output_distribution_is_the_mechanism():
     defines (p/3 if it holds x, (1-p)/3 otherwise: ratio e^eps), checked by a chi-square
     goodness-of-fit test at level ALPHA."""
     eps = 1.0
-    params = subset_selection.Params(epsilon=eps, d=4, k=2)
+    params = subset_selection.SubsetSelectionParams(epsilon=eps, d=4, k=2)
     n = 60000
-    reports = subset_selection.Client(params, rng=9).perturb(np.full(n, 2))
+    reports = subset_selection.SubsetSelectionClient(params, rng=9).perturb(np.full(n, 2))
     subsets = list(itertools.combinations(range(4), 2))
     index = {s: i for i, s in enumerate(subsets)}
     observed = np.bincount([index[tuple(r)] for r in reports.items.tolist()], minlength=6)
@@ -264,17 +264,17 @@ def test_subset_selection_output_distribution_is_the_mechanism():
 
 
 def test_subset_selection_rejects_bad_input():
-    params = subset_selection.Params(epsilon=1.0, d=10, k=3)
+    params = subset_selection.SubsetSelectionParams(epsilon=1.0, d=10, k=3)
     with pytest.raises(ParameterError, match="k must be in"):
-        subset_selection.Params(epsilon=1.0, d=10, k=10)
-    server = subset_selection.Server(params)
+        subset_selection.SubsetSelectionParams(epsilon=1.0, d=10, k=10)
+    server = subset_selection.SubsetSelectionServer(params)
     for items, match in ((np.array([[1, 1, 2]]), "strictly increasing"), (np.array([[1, 2, 10]]), "values in"),
                          (np.array([[1, 2]]), "k = 3 columns")):
         with pytest.raises(ReportError, match=match):
-            server.update(subset_selection.Reports(items=items))
+            server.update(subset_selection.SubsetSelectionReports(items=items))
     assert server.n == 0
     with pytest.raises(ReportError, match="2-D"):
-        subset_selection.Reports(items=np.array([1, 2, 3]))
+        subset_selection.SubsetSelectionReports(items=np.array([1, 2, 3]))
 
 
 # --- Appendix A: least-squares reconstruction ------------------------------------------

@@ -56,9 +56,9 @@ def _required(params, name):
 def test_from_json_and_from_dict_name_the_fields():
     with pytest.raises(ParameterError, match=r"grr parameters must have the fields \['epsilon', 'd'\]: "
                                              r"missing \['d'\], unexpected \['e'\]"):
-        grr.Params.from_json('{"protocol": "grr", "params": {"epsilon": 1.0, "e": 3}}')
+        grr.GRRParams.from_json('{"protocol": "grr", "params": {"epsilon": 1.0, "e": 3}}')
     with pytest.raises(ParameterError, match="m"):
-        ocms.Params.from_dict({**ocms.Params.optimal(1.0, 100).to_dict(), "m": "four"})
+        ocms.OCMSParams.from_dict({**ocms.OCMSParams.optimal(1.0, 100).to_dict(), "m": "four"})
 
 
 RUNNER = "import sys; from ldpfast.cli import main; sys.exit(main())"
@@ -68,7 +68,7 @@ RUNNER = "import sys; from ldpfast.cli import main; sys.exit(main())"
     lambda p: p.pop("d"), lambda p: p.update(bogus=1), lambda p: p.update(d="many"), lambda p: p.update(d=[3])])
 def test_aggregate_with_a_bad_params_file_exits_2_with_one_line(tmp_path, change):
     pytest.importorskip("pyarrow")
-    doc = json.loads(grr.Params(epsilon=1.0, d=16).to_json())
+    doc = json.loads(grr.GRRParams(epsilon=1.0, d=16).to_json())
     change(doc["params"])
     params_file = tmp_path / "params.json"
     params_file.write_text(json.dumps(doc))

@@ -21,17 +21,17 @@ from ldpfast.protocols.frequency import grr, hadamard, unary  # noqa: E402
 
 FRUIT = ldpfast.Domain(["apple", "banana", "cherry", "durian"])
 TIURF = ldpfast.Domain(["durian", "cherry", "banana", "apple"])  # same size, other order
-PLAIN = grr.Params(epsilon=2.0, d=4)
+PLAIN = grr.GRRParams(epsilon=2.0, d=4)
 
 
 def test_params_equality_includes_the_label_domain():
     with_fruit, with_tiurf = PLAIN.with_domain(FRUIT), PLAIN.with_domain(TIURF)
     assert with_fruit != with_tiurf and with_fruit != PLAIN and PLAIN != with_fruit
     assert with_fruit.fingerprint != with_tiurf.fingerprint
-    read_back = grr.Params.from_json(with_fruit.to_json())  # knows the vocabulary by its fingerprint
+    read_back = grr.GRRParams.from_json(with_fruit.to_json())  # knows the vocabulary by its fingerprint
     assert read_back == with_fruit and hash(read_back) == hash(with_fruit)
     assert read_back.with_domain(FRUIT) == with_fruit and read_back != with_tiurf
-    assert grr.Params(epsilon=2.0, d=4) == PLAIN and hash(grr.Params(epsilon=2.0, d=4)) == hash(PLAIN)
+    assert grr.GRRParams(epsilon=2.0, d=4) == PLAIN and hash(grr.GRRParams(epsilon=2.0, d=4)) == hash(PLAIN)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def apple_file(tmp_path_factory):
     """10,000 users who all said "apple", written with the default write_parquet (no
     fingerprint column) under the vocabulary FRUIT."""
     params = PLAIN.with_domain(FRUIT)
-    reports = grr.Client(params, rng=np.random.default_rng(5)).perturb(["apple"] * 10_000)
+    reports = grr.GRRClient(params, rng=np.random.default_rng(5)).perturb(["apple"] * 10_000)
     path = tmp_path_factory.mktemp("apple") / "apples.parquet"
     arrow.write_parquet(reports, path, params)
     return path, params, reports
@@ -65,7 +65,7 @@ def test_another_vocabulary_is_refused_in_process(apple_file, server_domain):
 
 
 def test_reports_without_a_vocabulary_are_refused_by_a_server_with_one(tmp_path):
-    reports = grr.Client(PLAIN, rng=np.random.default_rng(6)).perturb(np.zeros(100, dtype=np.int64))
+    reports = grr.GRRClient(PLAIN, rng=np.random.default_rng(6)).perturb(np.zeros(100, dtype=np.int64))
     arrow.write_parquet(reports, tmp_path / "ids.parquet", PLAIN)
     with pytest.raises(IncompatibleError, match="ids.parquet"):
         arrow.read_parquet(tmp_path / "ids.parquet", PLAIN.with_domain(FRUIT))
@@ -107,7 +107,7 @@ def test_dask_and_spark_files_routes_refuse_another_vocabulary(apple_file):
     from ldpfast.spark._tasks import _fold_file  # the task body of the files route, without a session
 
     with pytest.raises(IncompatibleError) as refused:
-        _fold_file(grr.Server(expected), grr.Server(expected), str(path), 1 << 20, hash_file=False)
+        _fold_file(grr.GRRServer(expected), grr.GRRServer(expected), str(path), 1 << 20, hash_file=False)
     _refusal_names_file_and_fingerprints(refused.value, path, stored, expected)
 
 

@@ -24,14 +24,14 @@ def per_user_moments(levels, a, po, pi):
 def test_unbiased_with_the_closed_form_variance():
     # fhat(x) = sum_i X_i / n over independent users (a random group each, OLH in the last
     # group): its variance is Params.variance and its excess kurtosis sum(kappa4)/(sum var)^2.
-    params = pem.Params(epsilon=2.0, d=64, k=2, eta=2, delta=1.0, tau=2.0)
+    params = pem.PEMParams(epsilon=2.0, d=64, k=2, eta=2, delta=1.0, tau=2.0)
     assert params.levels == 3 and [params.bits(j) for j in range(4)] == [0, 3, 5, 6]
     n, runs = 300, 2000
     values = np.concatenate([np.full(150, 5), np.full(60, 63), np.arange(90) % 64]).astype(np.int64)
-    reports = pem.Client(params, rng=23).perturb(np.tile(values, runs))
+    reports = pem.PEMClient(params, rng=23).perturb(np.tile(values, runs))
     p, po = params.probabilities
     last = reports.groups == params.levels - 1
-    first = pem.Server(params).update(pem.Reports(**{k: v[:n] for k, v in reports.columns().items()}))
+    first = pem.PEMServer(params).update(pem.PEMReports(**{k: v[:n] for k, v in reports.columns().items()}))
     for x in (5, 63, 17):
         hits = _core.ocms_hash(_core.Field.prime(PRIME), reports.a0, reports.a1, np.full(n * runs, x, np.uint64),
                                params.g) == reports.z
@@ -60,9 +60,9 @@ def test_search_finds_every_heavy_hitter_and_nothing_light():
     # (Bernstein, Params.error_radius), so every value of count >= tau is output (there
     # are fewer than k of them) and every output has count >= tau - 2 delta.
     n, d = 200_000, 2**24
-    params = pem.Params.create(3.0, d, n, beta=1e-6, k=16, eta=4)
+    params = pem.PEMParams.create(3.0, d, n, beta=1e-6, k=16, eta=4)
     values, items, counts = planted(n, d, [0.2, 0.12, 0.08, 0.05, 0.001], seed=4)
-    server = pem.Server(params).update(pem.Client(params, rng=8).perturb(values))
+    server = pem.PEMServer(params).update(pem.PEMClient(params, rng=8).perturb(values))
     hh = server.heavy_hitters()
     truth = dict(zip(items.tolist(), counts))
     heavy = {x for x, c in truth.items() if c >= params.tau}
@@ -75,21 +75,21 @@ def test_search_finds_every_heavy_hitter_and_nothing_light():
 
 
 def test_groups_can_be_assigned_and_bad_input_is_refused():
-    params = pem.Params.create(1.0, 1000, 2000, k=4, eta=2)
+    params = pem.PEMParams.create(1.0, 1000, 2000, k=4, eta=2)
     values = np.arange(2000) % 1000
     groups = np.arange(2000) % params.levels
-    reports = pem.Client(params, rng=1).perturb(values, groups=groups)
+    reports = pem.PEMClient(params, rng=1).perturb(values, groups=groups)
     assert np.array_equal(reports.groups, groups)
-    server = pem.Server(params).update(reports)
+    server = pem.PEMServer(params).update(reports)
     before = server.to_bytes()
-    bad = pem.Reports(**{k: v.copy() for k, v in reports.columns().items()})
+    bad = pem.PEMReports(**{k: v.copy() for k, v in reports.columns().items()})
     bad.groups[7] = params.levels
     with pytest.raises(ReportError, match="groups"):
         server.update(bad)
     assert server.to_bytes() == before
     with pytest.raises(ParameterError, match="groups"):
-        pem.Client(params).perturb(values, groups=groups + params.levels)
+        pem.PEMClient(params).perturb(values, groups=groups + params.levels)
     with pytest.raises(ParameterError, match="k \\* 2\\^eta"):
-        pem.Params.create(1.0, 1000, 2000, k=2**16, eta=8)
+        pem.PEMParams.create(1.0, 1000, 2000, k=2**16, eta=8)
     with pytest.raises(ParameterError, match="tau must exceed delta"):
-        pem.Params(1.0, 1000, k=4, eta=2, delta=5.0, tau=5.0)
+        pem.PEMParams(1.0, 1000, k=4, eta=2, delta=5.0, tau=5.0)

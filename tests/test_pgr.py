@@ -27,7 +27,7 @@ GEOMETRIES = [(2, 2), (2, 5), (3, 3), (3, 5), (5, 4), (7, 3), (13, 2), (11, 3)]
 
 
 def params_of(q, t):
-    return pgr.Params(epsilon=1.0, d=tp.pgr_points(q, t - 1) + 1, q=q)
+    return pgr.PGRParams(epsilon=1.0, d=tp.pgr_points(q, t - 1) + 1, q=q)
 
 
 @pytest.mark.parametrize("q, t", GEOMETRIES)
@@ -79,7 +79,7 @@ def test_real_hyperplane_sums_in_fixed_point(q, t):
 
 
 def test_client_is_identical_on_every_backend_and_thread_count():
-    params = pgr.Params(epsilon=2.0, d=500)
+    params = pgr.PGRParams(epsilon=2.0, d=500)
     x = np.arange(20_000) % 500
     outputs = []
     before = _core.active_backend()
@@ -87,7 +87,7 @@ def test_client_is_identical_on_every_backend_and_thread_count():
         for backend in _core.supported_backends():
             _core.set_backend(backend)
             for threads in (1, 2):
-                outputs.append(pgr.Client(params, rng=5, threads=threads).perturb(x).y)
+                outputs.append(pgr.PGRClient(params, rng=5, threads=threads).perturb(x).y)
     finally:
         _core.set_backend(before)
     assert all(np.array_equal(outputs[0], out) for out in outputs)
@@ -98,9 +98,9 @@ def test_client_draws_each_point_with_its_exact_probability(eps, q, d, value):
     # Each point on the hyperplane of x has probability p/s, each other point (1-p)/(K-s).
     # Pearson's statistic over the K cells is chi-square with K-1 degrees of freedom; the
     # bound is its 1 - 1e-7 quantile, so a correct sampler fails with probability 1e-7.
-    params = pgr.Params(epsilon=eps, d=d, q=q)
+    params = pgr.PGRParams(epsilon=eps, d=d, q=q)
     n = 300_000
-    y = pgr.Client(params, rng=11).perturb(np.full(n, value)).y
+    y = pgr.PGRClient(params, rng=11).perturb(np.full(n, value)).y
     observed = np.bincount(y, minlength=params.points)
     vectors = params.vectors(np.arange(params.points))
     on = vectors @ vectors[value] % q == 0
@@ -115,13 +115,13 @@ def test_unbiased_with_the_closed_form_variance(eps, d, q):
     # C(x) over one run is a sum of independent Bernoullis (p for holders of x, p' for the
     # others) and fhat is affine in it: check_mean / check_variance with the kurtosis of
     # that sum, over `runs` independent runs of n reports.
-    params = pgr.Params(epsilon=eps, d=d, q=q)
+    params = pgr.PGRParams(epsilon=eps, d=d, q=q)
     n, runs = 200, 1500
     values = np.concatenate([np.zeros(100), np.ones(40), np.arange(60) % d]).astype(np.int64)
-    reports = pgr.Client(params, rng=17).perturb(np.tile(values, runs)).y.reshape(runs, n)
+    reports = pgr.PGRClient(params, rng=17).perturb(np.tile(values, runs)).y.reshape(runs, n)
     p, po = params.probabilities
     xs = (0, 1, d - 1)
-    fhats = np.array([pgr.Server(params).update(pgr.Reports(y=row)).estimate(xs) for row in reports])
+    fhats = np.array([pgr.PGRServer(params).update(pgr.PGRReports(y=row)).estimate(xs) for row in reports])
     for x, fhat in zip(xs, fhats.T):
         f = float(np.mean(values == x))
         variance = params.variance(n, f)
@@ -136,7 +136,7 @@ def test_large_k_variance_reaches_the_optimum():
     # With q near e^eps + 1 and many points, Var(f=0) -> 4 e^eps / (n (e^eps - 1)^2) (the paper's
     # claim) up to the prime rounding of q: within 2% at eps = 4 (q = 53 against 55.6).
     eps = 4.0
-    params = pgr.Params(epsilon=eps, d=2**17)
+    params = pgr.PGRParams(epsilon=eps, d=2**17)
     e = math.exp(eps)
     assert (params.q, params.t) == (53, 4)
     assert params.variance(1, 0.0) == pytest.approx(4 * e / (e - 1) ** 2, rel=0.02)
@@ -144,26 +144,26 @@ def test_large_k_variance_reaches_the_optimum():
 
 def test_effective_epsilon_is_exact_and_below_the_claim():
     for eps in (0.01, 1.0, 4.0, 10.0):
-        params = pgr.Params(epsilon=eps, d=1000)
+        params = pgr.PGRParams(epsilon=eps, d=1000)
         assert eps - 1e-12 < effective_epsilon(params) <= eps
 
 
 def test_bad_input_leaves_the_server_unchanged():
-    params = pgr.Params(epsilon=1.0, d=100)
-    server = pgr.Server(params).update(pgr.Client(params, rng=1).perturb(np.arange(100)))
+    params = pgr.PGRParams(epsilon=1.0, d=100)
+    server = pgr.PGRServer(params).update(pgr.PGRClient(params, rng=1).perturb(np.arange(100)))
     before = server.to_bytes()
     bad = np.zeros(50, dtype=np.uint32)
     bad[37] = params.points
     with pytest.raises(ReportError, match="report 37 is not"):
-        server.update(pgr.Reports(y=bad))
+        server.update(pgr.PGRReports(y=bad))
     with pytest.raises(ReportError, match="points in"):
-        server.validate(pgr.Reports(y=bad))
+        server.validate(pgr.PGRReports(y=bad))
     assert server.to_bytes() == before
     with pytest.raises(ParameterError, match="values must be"):
-        pgr.Client(params).perturb([100])
+        pgr.PGRClient(params).perturb([100])
     with pytest.raises(ParameterError, match="q must be a prime"):
-        pgr.Params(epsilon=1.0, d=100, q=9)
+        pgr.PGRParams(epsilon=1.0, d=100, q=9)
     with pytest.raises(ParameterError, match="epsilon must be in"):
-        pgr.Params(epsilon=40.0, d=100, q=3)
+        pgr.PGRParams(epsilon=40.0, d=100, q=3)
     with pytest.raises(ValueError, match="q must be a prime"):
         _core.pgr_decode(np.zeros(10, dtype=np.uint64), 4, 2)

@@ -23,7 +23,7 @@ def test_options_carry_the_closed_forms_and_the_cost_models():
     options = {o.name: o for o in ldpfast.recommend(EPS, D, N, query="candidates", candidates=1000)}
     ocms = options["MSE-OCMS+RR"]
     assert ocms.protocol == "ocms" and ocms.bits == 130
-    params = ldpfast.protocols.frequency.ocms.Params.optimal(EPS, D)
+    params = ldpfast.protocols.frequency.ocms.OCMSParams.optimal(EPS, D)
     assert ocms.mse == pytest.approx(max(theory.ocms_variance(params, n=N, f=0.0),
                                          theory.ocms_variance(params, n=N, f=1.0)), rel=1e-12)
     assert ocms.error == ocms.mse

@@ -53,9 +53,9 @@ def random_sets(gen, n, d, max_len):
 @pytest.mark.parametrize("K,M", [(4, 16), (3, 7)])
 def test_client_order_matches_sketch(backend, K, M):
     gen = np.random.default_rng(1)
-    params = noiseless(ps.Params.create(epsilon=2.0, d=60, K=K, M=M, seed=2))
+    params = noiseless(ps.PrivSketchParams.create(epsilon=2.0, d=60, K=K, M=M, seed=2))
     sets = random_sets(gen, 150, 60, 12)
-    reports = ps.Client(params, rng=3).perturb(sets)
+    reports = ps.PrivSketchClient(params, rng=3).perturb(sets)
     for i, s in enumerate(sets):
         X = py_sketch(params, s).ravel()
         O = reports.order[i].ravel().astype(np.int64)
@@ -91,13 +91,13 @@ def test_nosmp_server_takes_the_estimator_argument_of_the_sampled_server():
 
 
 def test_client_is_thread_and_backend_independent():
-    params = ps.Params.create(epsilon=1.0, d=500, seed=7)
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=500, seed=7)
     sets = random_sets(np.random.default_rng(8), 5000, 500, 20)
     ref = None
     for backend in _core.supported_backends():
         lf.set_backend(backend)
         for threads in (1, 2, 5):
-            r = ps.Client(params, rng=9, threads=threads).perturb(sets)
+            r = ps.PrivSketchClient(params, rng=9, threads=threads).perturb(sets)
             cols = (r.k, r.m, r.bit, r.order)
             if ref is None:
                 ref = cols
@@ -107,9 +107,9 @@ def test_client_is_thread_and_backend_independent():
 def test_sampled_cell_and_flip_rates():
     # One user type; k, m uniform; flips with probability 1/(e^eps+1). n = 40000 draws;
     # bounds at z = 5.3 (two-sided false-failure probability 1.2e-7 each).
-    params = ps.Params.create(epsilon=1.0, d=10, K=2, M=4, seed=10)
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=10, K=2, M=4, seed=10)
     n = 40000
-    reports = ps.Client(params, rng=11).perturb([[3]] * n)
+    reports = ps.PrivSketchClient(params, rng=11).perturb([[3]] * n)
     X = py_sketch(params, [3]).ravel()
     cell = reports.k.astype(np.int64) * 4 + reports.m
     counts = np.bincount(cell, minlength=8)
@@ -153,13 +153,13 @@ def random_orders(gen, n, K, M):
 def test_decode_first_equals_brute_force(backend, K, M, threads):
     gen = np.random.default_rng(100 + K + threads)
     d, n = 40, 300
-    params = ps.Params.create(epsilon=1.0, d=d, K=K, M=M, seed=12)
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=d, K=K, M=M, seed=12)
     # Arbitrary (not client-generated) valid reports: any permutation may arrive.
-    reports = ps.Reports(k=gen.integers(0, K, n), m=gen.integers(0, M, n), bit=gen.choice([-1, 1], n),
+    reports = ps.PrivSketchReports(k=gen.integers(0, K, n), m=gen.integers(0, M, n), bit=gen.choice([-1, 1], n),
                          order=random_orders(gen, n, K, M))
     candidates = np.sort(gen.choice(d, 25, replace=False))
     for cand in (None, candidates):
-        server = ps.Server(params, candidates=cand, threads=threads).update(reports)
+        server = ps.PrivSketchServer(params, candidates=cand, threads=threads).update(reports)
         query = np.arange(d) if cand is None else cand
         pos, neg = brute_force(params, reports, query, sampled=True)
         assert np.array_equal(server._pos[query], pos) and np.array_equal(server._neg[query], neg)
@@ -171,8 +171,8 @@ def test_decode_first_equals_brute_force(backend, K, M, threads):
 
 
 def test_estimators_from_counts():
-    params = ps.Params.create(epsilon=2.0, d=5, K=2, M=4, seed=13)
-    server = ps.Server(params)
+    params = ps.PrivSketchParams.create(epsilon=2.0, d=5, K=2, M=4, seed=13)
+    server = ps.PrivSketchServer(params)
     server._set_state({"n": np.array([10]), "bits": np.array([0, 10]),
                        "pos": np.array([3, 0, 1, 0, 2]), "neg": np.array([1, 0, 0, 2, 2]),
                        "tracked": np.ones(5, dtype=np.uint8)})
@@ -185,31 +185,32 @@ def test_estimators_from_counts():
 
 # -- contract ----------------------------------------------------------------------------------
 def make_batch(seed, n=400, d=50):
-    params = ps.Params.create(epsilon=2.0, d=d, K=4, M=16, seed=14)
+    params = ps.PrivSketchParams.create(epsilon=2.0, d=d, K=4, M=16, seed=14)
     sets = random_sets(np.random.default_rng(seed), n, d, 8)
-    return params, ps.Client(params, rng=seed).perturb(sets)
+    return params, ps.PrivSketchClient(params, rng=seed).perturb(sets)
 
 
 def test_merge_and_serialization_round_trip():
     params, a = make_batch(1)
     _, b = make_batch(2)
-    both = ps.Reports(k=np.concatenate([a.k, b.k]), m=np.concatenate([a.m, b.m]),
+    both = ps.PrivSketchReports(k=np.concatenate([a.k, b.k]), m=np.concatenate([a.m, b.m]),
                       bit=np.concatenate([a.bit, b.bit]), order=np.concatenate([a.order, b.order]))
     cand = np.arange(0, 50, 3)
-    whole = ps.Server(params, candidates=cand).update(both)
-    left = ps.Server(params, candidates=cand).update(a)
-    right = ps.Server(params, candidates=cand).update(b)
+    whole = ps.PrivSketchServer(params, candidates=cand).update(both)
+    left = ps.PrivSketchServer(params, candidates=cand).update(a)
+    right = ps.PrivSketchServer(params, candidates=cand).update(b)
     assert left.merge(right) == whole
-    restored = ps.Server.from_bytes(whole.to_bytes())
+    restored = ps.PrivSketchServer.from_bytes(whole.to_bytes())
     assert restored == whole and np.array_equal(restored.candidates, cand)
     np.testing.assert_array_equal(restored.estimate(), whole.estimate())
     assert pickle.loads(pickle.dumps(whole)) == whole
     restored.update(a)       # the restored server keeps decoding with its candidate set
     assert restored.n == whole.n + len(a)
     with pytest.raises(IncompatibleError):
-        ps.Server(params).merge(right)
+        ps.PrivSketchServer(params).merge(right)
     with pytest.raises(IncompatibleError):
-        ps.Server(params).merge(ps.Server(ps.Params.create(epsilon=2.0, d=50, K=4, M=16, seed=15)))
+        ps.PrivSketchServer(params).merge(ps.PrivSketchServer(ps.PrivSketchParams.create(epsilon=2.0, d=50, K=4, M=16,
+                                                                                         seed=15)))
 
 
 @pytest.mark.parametrize("kind", ["safe", "mean", "min", "nosmp", "psolh"])
@@ -238,17 +239,19 @@ def test_other_protocols_merge_and_round_trip(kind):
 
 def test_rejected_batch_leaves_state_unchanged():
     params, good = make_batch(3)
-    server = ps.Server(params).update(good)
+    server = ps.PrivSketchServer(params).update(good)
     before = server.to_bytes()
     bad_order = good.order.copy()
     bad_order[7, 0, 0] = bad_order[7, 0, 1]          # duplicate rank in user 7
     cases = [
-        (ps.Reports(k=good.k, m=good.m, bit=good.bit, order=bad_order), "report 7"),
-        (ps.Reports(k=np.where(np.arange(len(good)) == 5, 4, good.k), m=good.m, bit=good.bit, order=good.order), "k"),
-        (ps.Reports(k=good.k, m=good.m + 16, bit=good.bit, order=good.order), "m"),
-        (ps.Reports(k=good.k, m=good.m, bit=np.where(np.arange(len(good)) == 2, 0, good.bit), order=good.order),
+        (ps.PrivSketchReports(k=good.k, m=good.m, bit=good.bit, order=bad_order), "report 7"),
+        (ps.PrivSketchReports(k=np.where(np.arange(len(good)) == 5, 4, good.k), m=good.m, bit=good.bit,
+                              order=good.order), "k"),
+        (ps.PrivSketchReports(k=good.k, m=good.m + 16, bit=good.bit, order=good.order), "m"),
+        (ps.PrivSketchReports(k=good.k, m=good.m, bit=np.where(np.arange(len(good)) == 2, 0, good.bit),
+                              order=good.order),
          "bit"),
-        (ps.Reports(k=good.k, m=good.m, bit=good.bit, order=np.zeros((len(good), 4, 8), np.uint16)), "order"),
+        (ps.PrivSketchReports(k=good.k, m=good.m, bit=good.bit, order=np.zeros((len(good), 4, 8), np.uint16)), "order"),
         (privsketch_ldp.SafeReports(k=good.k, m=good.m, bit=good.bit), "Reports"),
     ]
     for reports, word in cases:
@@ -258,11 +261,11 @@ def test_rejected_batch_leaves_state_unchanged():
     big = good.order.astype(np.int64)
     big[0, 0, 0] = 70000
     with pytest.raises(ReportError, match="order"):
-        ps.Reports(k=good.k, m=good.m, bit=good.bit, order=big)
+        ps.PrivSketchReports(k=good.k, m=good.m, bit=good.bit, order=big)
     with pytest.raises(ReportError, match="equal lengths"):
-        ps.Reports(k=good.k[:-1], m=good.m, bit=good.bit, order=good.order)
+        ps.PrivSketchReports(k=good.k[:-1], m=good.m, bit=good.bit, order=good.order)
     with pytest.raises(DTypeError):
-        ps.Reports(k=good.k.astype(float), m=good.m, bit=good.bit, order=good.order)
+        ps.PrivSketchReports(k=good.k.astype(float), m=good.m, bit=good.bit, order=good.order)
 
 
 @pytest.mark.parametrize("kwargs,word", [
@@ -275,49 +278,49 @@ def test_params_validation(kwargs, word):
     base = dict(epsilon=1.0, d=100, K=4, M=128)
     base.update(kwargs)
     with pytest.raises(ParameterError, match=word):
-        ps.Params.create(**base)
+        ps.PrivSketchParams.create(**base)
 
 
 def test_params_hash_validation_and_serialization():
-    params = ps.Params.create(epsilon=1.0, d=100, seed=1)
-    assert ps.Params.from_dict(params.to_dict()) == params
-    assert params.fingerprint == ps.Params.create(epsilon=1.0, d=100, seed=1).fingerprint
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=100, seed=1)
+    assert ps.PrivSketchParams.from_dict(params.to_dict()) == params
+    assert params.fingerprint == ps.PrivSketchParams.create(epsilon=1.0, d=100, seed=1).fingerprint
     with pytest.raises(ParameterError, match="hash_a0"):
-        ps.Params(epsilon=1.0, d=100, K=2, M=8, hash_a0=(1,), hash_a1=(1, 2))
+        ps.PrivSketchParams(epsilon=1.0, d=100, K=2, M=8, hash_a0=(1,), hash_a1=(1, 2))
     with pytest.raises(ParameterError, match="hash_a1"):
-        ps.Params(epsilon=1.0, d=100, K=1, M=8, hash_a0=(1,), hash_a1=(ps.PRIME,))
+        ps.PrivSketchParams(epsilon=1.0, d=100, K=1, M=8, hash_a0=(1,), hash_a1=(ps.PRIME,))
     with pytest.raises(ParameterError, match="prime"):
-        ps.Params(epsilon=1.0, d=10, K=1, M=8, hash_a0=(1,), hash_a1=(1,), field_size=15)
+        ps.PrivSketchParams(epsilon=1.0, d=10, K=1, M=8, hash_a0=(1,), hash_a1=(1,), field_size=15)
     for x in range(0, 100, 7):
         assert params.hash(np.array([x]))[0].tolist() == py_hash(params, x)
 
 
 def test_client_and_server_input_validation():
-    params = ps.Params.create(epsilon=1.0, d=10, seed=1)
-    client = ps.Client(params, rng=1)
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=10, seed=1)
+    client = ps.PrivSketchClient(params, rng=1)
     with pytest.raises(ParameterError, match="items"):
         client.perturb([[1, 10]])
     with pytest.raises(ParameterError, match="items"):
         client.perturb([[-1]])
     with pytest.raises(ParameterError, match="params"):
-        ps.Client(privsketch_ldp.SafeParams.create(epsilon=1.0, d=10))
+        ps.PrivSketchClient(privsketch_ldp.SafeParams.create(epsilon=1.0, d=10))
     with pytest.raises(ParameterError, match="candidates"):
-        ps.Server(params, candidates=[3, 10])
-    server = ps.Server(params, candidates=[1, 2]).update(client.perturb([[1]]))
+        ps.PrivSketchServer(params, candidates=[3, 10])
+    server = ps.PrivSketchServer(params, candidates=[1, 2]).update(client.perturb([[1]]))
     with pytest.raises(ParameterError, match="tracked"):
         server.estimate([3])
     with pytest.raises(ParameterError, match="estimator"):
         server.estimate(estimator="foo")
     with pytest.raises(ReportError, match="n = 0"):
-        ps.Server(params).estimate()
+        ps.PrivSketchServer(params).estimate()
     empty = client.perturb(SetData.from_lists([[], []], d=10))
-    assert len(empty) == 2 and ps.Server(params).update(empty).n == 2
+    assert len(empty) == 2 and ps.PrivSketchServer(params).update(empty).n == 2
 
 
 def test_privacy_warning_on_non_ldp_clients_only():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ps.Client(ps.Params.create(epsilon=1.0, d=10))
+        ps.PrivSketchClient(ps.PrivSketchParams.create(epsilon=1.0, d=10))
         ps.NoSmpClient(ps.NoSmpParams.create(epsilon=1.0, d=10))
         privsketch_ldp.SafeClient(privsketch_ldp.SafeParams.create(epsilon=1.0, d=10))
         multi_pcms.MultiPCMSMeanClient(multi_pcms.MultiPCMSMeanParams.create(epsilon=1.0, d=10))
@@ -339,11 +342,11 @@ import warnings
 from ldpfast.protocols.sets import privsketch as ps
 with warnings.catch_warnings(record=True) as caught:
     for _ in range(3):
-        ps.Client(ps.Params.create(epsilon=1.0, d=10, seed=1))
+        ps.PrivSketchClient(ps.PrivSketchParams.create(epsilon=1.0, d=10, seed=1))
 shown = sum(issubclass(w.category, ps.PrivacyWarning) for w in caught)
 warnings.simplefilter("ignore", ps.PrivacyWarning)
 with warnings.catch_warnings(record=True) as caught:
-    ps.Client(ps.Params.create(epsilon=1.0, d=10, seed=1))
+    ps.PrivSketchClient(ps.PrivSketchParams.create(epsilon=1.0, d=10, seed=1))
 print(shown, len(caught))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
@@ -359,10 +362,10 @@ def test_protocols_registered():
 
 def test_bloom_diagnostics_estimate_the_fill():
     # Every user holds the same 20 items: the sketch fill is exact; no flips.
-    params = noiseless(ps.Params.create(epsilon=20.0, d=100, K=4, M=32, seed=31))
+    params = noiseless(ps.PrivSketchParams.create(epsilon=20.0, d=100, K=4, M=32, seed=31))
     items = list(range(20))
     fill = py_sketch(params, items).mean()
-    server = ps.Server(params).update(ps.Client(params, rng=32).perturb([items] * 20000))
+    server = ps.PrivSketchServer(params).update(ps.PrivSketchClient(params, rng=32).perturb([items] * 20000))
     diag = server.diagnostics()
     # Each report's bit is X at a uniform cell: Binomial(20000, fill)/20000, z = 5.3.
     assert abs(diag["mean_fill"] - fill) < 5.3 * np.sqrt(fill * (1 - fill) / 20000)
@@ -403,9 +406,9 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
        seed=st.integers(0, 2**32 - 1), threads=st.integers(1, 4))
 def test_decode_first_property(K, M, n, d, seed, threads):
     gen = np.random.default_rng(seed)
-    params = ps.Params.create(epsilon=1.0, d=d, K=K, M=M, seed=seed)
-    reports = ps.Reports(k=gen.integers(0, K, n), m=gen.integers(0, M, n), bit=gen.choice([-1, 1], n),
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=d, K=K, M=M, seed=seed)
+    reports = ps.PrivSketchReports(k=gen.integers(0, K, n), m=gen.integers(0, M, n), bit=gen.choice([-1, 1], n),
                          order=random_orders(gen, n, K, M))
-    server = ps.Server(params, threads=threads).update(reports)
+    server = ps.PrivSketchServer(params, threads=threads).update(reports)
     pos, neg = brute_force(params, reports, np.arange(d), sampled=True)
     assert np.array_equal(server._pos, pos) and np.array_equal(server._neg, neg)

@@ -13,11 +13,11 @@ from ldpfast.protocols.sets import privsketch_ldp
 
 def test_ordering_matrix_reveals_single_items():
     d, n = 2000, 600
-    params = ps.Params.create(epsilon=0.1, d=d, seed=21)     # small eps: the RR bit says almost nothing
+    params = ps.PrivSketchParams.create(epsilon=0.1, d=d, seed=21)     # small eps: the RR bit says almost nothing
     items = np.random.default_rng(22).integers(0, d, n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        reports = ps.Client(params, rng=23).perturb([[x] for x in items])
+        reports = ps.PrivSketchClient(params, rng=23).perturb([[x] for x in items])
     assert any(issubclass(w.category, ps.PrivacyWarning) for w in caught)
 
     # Attack: score(x) = min_k O[k, H_k(x)]; members score >= g0, others (bar K-fold

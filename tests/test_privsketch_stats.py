@@ -71,10 +71,11 @@ def coeffs(cls, epsilon):
 
 
 def test_sampled_privsketch_unbiased_for_ftilde_with_derived_variance():
-    params = coeffs(ps.Params, 2.0)
+    params = coeffs(ps.PrivSketchParams, 2.0)
     sets, ftilde, _, _, f = population(params)
     assert np.any(ftilde > f)         # the population has Bloom collisions: the target is ftilde
-    out = replicate(ps.Client, ps.Server, params, sets, {"r2": {}, "centred": {"estimator": "centred"}})
+    out = replicate(ps.PrivSketchClient, ps.PrivSketchServer, params, sets, {"r2": {},
+                                                                             "centred": {"estimator": "centred"}})
     check(out["r2"], ftilde, theory.privsketch_variance(2.0, N_USERS, ftilde, K=2, M=8))
     check(out["centred"], ftilde, theory.privsketch_centred_variance(2.0, N_USERS, K=2, M=8))
 
@@ -102,6 +103,6 @@ def test_multi_pcms_mean_unbiased_for_count_mean_frequency():
 
 def test_ps_olh_unbiased_when_sets_fit_the_padding():
     params = ps_olh.PSOLHParams(epsilon=2.0, d=D, pad_len=6)     # every set has <= 6 items
-    sets, _, _, _, f = population(coeffs(ps.Params, 2.0))
+    sets, _, _, _, f = population(coeffs(ps.PrivSketchParams, 2.0))
     out = replicate(ps_olh.PSOLHClient, ps_olh.PSOLHServer, params, sets, {"e": {}})
     check(out["e"], f, theory.ps_olh_variance(2.0, N_USERS, f, pad_len=6))

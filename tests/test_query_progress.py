@@ -34,12 +34,12 @@ def progress_everywhere(monkeypatch, capsys):
 
 def _server(params, n=3000, seed=1):
     values = np.random.default_rng(seed).integers(0, params.d, n)
-    return ocms.Server(params).update(ocms.Client(params, rng=seed).perturb(values))
+    return ocms.OCMSServer(params).update(ocms.OCMSClient(params, rng=seed).perturb(values))
 
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_pieces_with_progress_give_the_same_counts(progress_everywhere, fast):
-    params = ocms.Params.optimal(epsilon=3.0, d=200_000, mode="l", fast_query=fast)
+    params = ocms.OCMSParams.optimal(epsilon=3.0, d=200_000, mode="l", fast_query=fast)
     server = _server(params)
     ldpfast.set_progress(False)
     whole = server.match_counts()
@@ -92,7 +92,7 @@ def test_olh_queries_show_progress_too(progress_everywhere):
 @pytest.mark.parametrize("epsilon,mode", [(1.0, "mse"), (3.0, "l"), (4.0, "l"), (6.0, "mse")])
 def test_fast_query_picks_the_better_power_of_two(epsilon, mode):
     d = 100_000
-    fast = ocms.Params.optimal(epsilon, d, mode=mode, fast_query=True)
+    fast = ocms.OCMSParams.optimal(epsilon, d, mode=mode, fast_query=True)
     m = fast.m
     assert m & (m - 1) == 0 and fast.field_kind == "binary" and fast.field_size == 2**17
     real = theory.ocms_optimal_m(epsilon, mode, d)
@@ -108,7 +108,7 @@ def test_fast_query_picks_the_better_power_of_two(epsilon, mode):
 
 
 def test_fast_query_counts_equal_the_scan():
-    params = ocms.Params.optimal(epsilon=4.0, d=50_000, mode="l", fast_query=True)
+    params = ocms.OCMSParams.optimal(epsilon=4.0, d=50_000, mode="l", fast_query=True)
     server = _server(params)
     z, a0, a1 = server._columns()
     scanned = np.zeros(params.d, dtype=np.uint64)

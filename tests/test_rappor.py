@@ -102,11 +102,11 @@ def test_literal_vectors(row):
     assert ref_cohort(SECRETS[s], 64) == cohort and ref_bloom(WORDS[w], cohort, 2, 32) == bloom
     assert ref_prr_python(SECRETS[s], bloom, 0.5, 32) == prr_py
     assert ref_prr_cpp(SECRETS[s], b"metric", bloom, 0.25, 32) == prr_cc
-    py = rappor.Client(rappor.Params(k=32, h=2, m=64, f=0.5))
+    py = rappor.RAPPORClient(rappor.RAPPORParams(k=32, h=2, m=64, f=0.5))
     assert py.bloom([WORDS[w]], [cohort]).to_integers() == [bloom]
     assert py.permanent([WORDS[w]], [SECRETS[s]]).to_integers() == [prr_py]
     assert py.permanent([WORDS[w]], [SECRETS[s]]).cohort.tolist() == [cohort]
-    cc = rappor.Client(rappor.Params(k=32, h=2, m=64, f=0.25, encoding="cpp", encoder_id="metric"))
+    cc = rappor.RAPPORClient(rappor.RAPPORParams(k=32, h=2, m=64, f=0.25, encoding="cpp", encoder_id="metric"))
     assert cc.permanent([WORDS[w]], [SECRETS[s]]).to_integers() == [prr_cc]
 
 
@@ -117,7 +117,8 @@ def test_drbg_literal_vector():
     assert (cohort, bloom) == (97, 83076749736557242074502339777003520)
     expected = 27997048629944108507178906467405177417
     assert ref_prr_drbg(secret, b"home-page", bloom, 0.5, 128) == expected
-    client = rappor.Client(rappor.Params(k=128, h=2, m=128, f=0.5, encoding="cpp-drbg", encoder_id="home-page"))
+    client = rappor.RAPPORClient(rappor.RAPPORParams(k=128, h=2, m=128, f=0.5, encoding="cpp-drbg",
+                                                     encoder_id="home-page"))
     got = client.permanent([word], [secret])
     assert got.cohort.tolist() == [97] and got.to_integers() == [expected]
 
@@ -132,8 +133,9 @@ def test_bit_compatible_with_the_reference_encodings(encoding, k, h, m, f):
     words = [rng.bytes(int(v)) for v in rng.integers(0, 70, n)]
     secrets = [rng.bytes(int(v)) for v in rng.integers(1, 90, n)] if encoding != "cpp-drbg" else \
         [rng.bytes(32) for _ in range(n)]
-    params = rappor.Params(k=k, h=h, m=m, f=f, encoding=encoding, encoder_id="id-7" if encoding != "python" else "")
-    client = rappor.Client(params, rng=1)
+    params = rappor.RAPPORParams(k=k, h=h, m=m, f=f, encoding=encoding,
+                                 encoder_id="id-7" if encoding != "python" else "")
+    client = rappor.RAPPORClient(params, rng=1)
     got = client.permanent(words, secrets)
     for i in range(n):
         key = secrets[i]
@@ -163,23 +165,23 @@ def test_values_and_report_formats():
     assert bytes(strings) == "é".encode() + b"\xff"
     with pytest.raises(ParameterError, match="values must be bytes, str or non-negative integers"):
         rappor.encode_values([1.5])
-    reports = rappor.Reports.from_bit_strings([3, 0], ["0000000000000101", "1000000000000000"])
+    reports = rappor.RAPPORReports.from_bit_strings([3, 0], ["0000000000000101", "1000000000000000"])
     assert reports.to_integers() == [5, 32768] and reports.bits.shape == (2, 2)
-    assert rappor.Reports.from_integers([1], [2**31 + 1], 32).bits.tolist() == [[1, 0, 0, 128]]
+    assert rappor.RAPPORReports.from_integers([1], [2**31 + 1], 32).bits.tolist() == [[1, 0, 0, 128]]
     with pytest.raises(ReportError):
-        rappor.Reports.from_integers([1], [2**32], 32)
+        rappor.RAPPORReports.from_integers([1], [2**32], 32)
 
 
 def test_params_budgets_follow_the_paper():
     # Erlingsson et al. Theorems 1 and 2, with the samplers' exact f (128ths), p and q.
-    p = rappor.Params(k=16, h=2, m=64, p=0.5, q=0.75, f=0.5)
+    p = rappor.RAPPORParams(k=16, h=2, m=64, p=0.5, q=0.75, f=0.5)
     assert p.f128 == 64 and p.eps_inf == pytest.approx(2 * 2 * math.log(0.75 / 0.25), rel=1e-12)
     qs, ps = 0.75 * 0.75 + 0.25 * 0.5, 0.25 * 0.75 + 0.75 * 0.5
     assert (p.q_star, p.p_star) == (qs, ps)
     assert p.eps_1 == pytest.approx(2 * math.log(qs * (1 - ps) / (ps * (1 - qs))), rel=1e-12)
     # f = 0.3: the Python client counts r < 38.4 (39 of 128), the C++ one truncates to 38
-    assert rappor.Params(f=0.3).f128 == 39 and rappor.Params(f=0.3, encoding="cpp").f128 == 38
-    assert rappor.Params(p=0.0, q=1.0).irr_thresholds() is None
+    assert rappor.RAPPORParams(f=0.3).f128 == 39 and rappor.RAPPORParams(f=0.3, encoding="cpp").f128 == 38
+    assert rappor.RAPPORParams(p=0.0, q=1.0).irr_thresholds() is None
     for bad, message in [({"k": 33}, "k must be in"), ({"k": 36, "encoding": "cpp-drbg"}, "multiple of 8"),
                          ({"h": 17}, "h must be in"), ({"f": 1.0}, r"f must give f_effective < 1 .*got f=1.0"),
                          ({"f": 0.999}, r"got f=0.999 \(f_effective = 1 in the python"),
@@ -187,32 +189,32 @@ def test_params_budgets_follow_the_paper():
                          ({"encoding": "java"}, "encoding must be one of"),
                          ({"f": 0.001, "encoding": "cpp"}, "rounds to 0/128")]:
         with pytest.raises(ParameterError, match=message):
-            rappor.Params(**bad)
+            rappor.RAPPORParams(**bad)
 
 
 # -- decoding --------------------------------------------------------------------------------
 def _counts_of(params, values, cohorts, seed):
-    reports = rappor.Client(params, rng=seed).perturb(values, cohorts=cohorts)
-    return rappor.Server(params).update(reports)
+    reports = rappor.RAPPORClient(params, rng=seed).perturb(values, cohorts=cohorts)
+    return rappor.RAPPORServer(params).update(reports)
 
 
 def test_least_squares_decode_is_unbiased_with_the_sandwich_variance():
     # Balanced fixed cohorts and i.i.d. values: given the cohort sizes the least-squares
     # decode is linear in the counts, unbiased, and its variance is exactly the sandwich
     # at the true f (each report's bits are independent given its value and Bloom bits).
-    params = rappor.Params(k=16, h=2, m=8, p=0.25, q=0.75, f=0.25, d=6)
+    params = rappor.RAPPORParams(k=16, h=2, m=8, p=0.25, q=0.75, f=0.25, d=6)
     f = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
     n, runs = 800, 300
     rng = np.random.default_rng(7)
     values = rng.choice(6, size=(runs, n), p=f)
     cohorts = np.tile(np.arange(8), n // 8)
-    reports = rappor.Client(params, rng=8).perturb(values.ravel(), cohorts=np.tile(cohorts, runs))
+    reports = rappor.RAPPORClient(params, rng=8).perturb(values.ravel(), cohorts=np.tile(cohorts, runs))
     bits = np.unpackbits(reports.bits, axis=1, bitorder="little", count=16).reshape(runs, n, 16)
     group = np.zeros((8, n))
     group[cohorts, np.arange(n)] = 1.0
     per_run = np.einsum("cu,rub->rcb", group, bits).astype(np.uint64)    # runs x cohorts x bits
-    estimates = np.array([rappor.Server.from_counts(params, c, np.full(8, n // 8)).estimate() for c in per_run])
-    server = rappor.Server.from_counts(params, per_run[0], np.full(8, n // 8))
+    estimates = np.array([rappor.RAPPORServer.from_counts(params, c, np.full(8, n // 8)).estimate() for c in per_run])
+    server = rappor.RAPPORServer.from_counts(params, per_run[0], np.full(8, n // 8))
     variance = protocol("rappor").variance(server, np.arange(6))[0](f)
     for x in range(6):
         check_mean(estimates[:, x], f[x], variance[x])
@@ -223,7 +225,7 @@ def test_least_squares_decode_is_unbiased_with_the_sandwich_variance():
 def test_lasso_finds_the_heavy_candidates_among_many():
     # 200 candidates, 5 reported: Bonferroni-level lasso keeps them, least squares refit
     # estimates each within 5 standard errors, and no absent candidate is significant.
-    params = rappor.Params(k=32, h=2, m=32, p=0.25, q=0.75, f=0.25)
+    params = rappor.RAPPORParams(k=32, h=2, m=32, p=0.25, q=0.75, f=0.25)
     candidates = [f"value-{i}".encode() for i in range(200)]
     f = np.array([0.35, 0.25, 0.2, 0.12, 0.08])
     values = np.random.default_rng(1).choice(5, size=100_000, p=f)
@@ -243,15 +245,15 @@ def test_lasso_finds_the_heavy_candidates_among_many():
 def test_em_standard_errors_cover():
     # Over 100 runs, z = (EM estimate - f)/std of the 4 heavy candidates is standard normal
     # (composite-likelihood sandwich): mean(z^2) within the chi-square(400)/400 bounds.
-    params = rappor.Params(k=16, h=2, m=16, p=0.25, q=0.75, f=0.25, d=8)
+    params = rappor.RAPPORParams(k=16, h=2, m=16, p=0.25, q=0.75, f=0.25, d=8)
     f = np.array([0.3, 0.25, 0.2, 0.1, 0.06, 0.05, 0.03, 0.01])
     runs, n = 100, 4000
     values = np.random.default_rng(3).choice(8, size=runs * n, p=f)
-    reports = rappor.Client(params, rng=4).perturb(values)
+    reports = rappor.RAPPORClient(params, rng=4).perturb(values)
     z = []
     for r in range(runs):
-        part = rappor.Reports(cohort=reports.cohort[r * n:(r + 1) * n], bits=reports.bits[r * n:(r + 1) * n])
-        decoded = rappor.Server(params).update(part).decode(method="em")
+        part = rappor.RAPPORReports(cohort=reports.cohort[r * n:(r + 1) * n], bits=reports.bits[r * n:(r + 1) * n])
+        decoded = rappor.RAPPORServer(params).update(part).decode(method="em")
         z.append((decoded.values[:4] - f[:4]) / decoded.std[:4])
     z2 = np.square(z).ravel()
     dof = z2.size
@@ -260,15 +262,16 @@ def test_em_standard_errors_cover():
 
 
 def test_server_from_counts_and_decode_checks():
-    params = rappor.Params(k=8, h=1, m=2, d=4)
-    server = rappor.Server.from_counts(params, np.array([[3] * 8, [1] * 8]), [5, 2])
+    params = rappor.RAPPORParams(k=8, h=1, m=2, d=4)
+    server = rappor.RAPPORServer.from_counts(params, np.array([[3] * 8, [1] * 8]), [5, 2])
     assert server.n == 7 and server.counts.tolist() == [[3] * 8, [1] * 8]
     with pytest.raises(ParameterError, match="counts do not fit the parameters"):
-        rappor.Server.from_counts(params, np.array([[6] * 8, [1] * 8]), [5, 2])
+        rappor.RAPPORServer.from_counts(params, np.array([[6] * 8, [1] * 8]), [5, 2])
     with pytest.raises(ParameterError, match="method must be one of"):
         server.decode(method="magic")
     with pytest.raises(ParameterError, match="needs candidates"):
-        rappor.Server(rappor.Params()).update(rappor.Client(rappor.Params(), rng=1).perturb(["a"])).estimate()
+        rappor.RAPPORServer(rappor.RAPPORParams()).update(rappor.RAPPORClient(rappor.RAPPORParams(),
+                                                                              rng=1).perturb(["a"])).estimate()
 
 
 # -- audits: both budgets, within a derived margin --------------------------------------------
@@ -296,7 +299,7 @@ def test_audit_is_tight_for_both_budgets(budget):
 
 
 def test_default_secrets_come_from_the_os():
-    client = rappor.Client(rappor.Params(m=4))
+    client = rappor.RAPPORClient(rappor.RAPPORParams(m=4))
     assert not client.seeded
     a, b = client.permanent(["x"] * 200), client.permanent(["x"] * 200)
     assert a != b                       # fresh secrets: fresh users
@@ -305,9 +308,9 @@ def test_default_secrets_come_from_the_os():
 
 
 def test_frequencies_of_string_candidates():
-    params = rappor.Params(k=16, h=2, m=4, p=0.25, q=0.75)
-    reports = rappor.Client(params, rng=1).perturb(["a", "b", "a", "c"] * 500)
-    estimate = rappor.Server(params).update(reports).frequencies(["a", "b", "c"])
+    params = rappor.RAPPORParams(k=16, h=2, m=4, p=0.25, q=0.75)
+    reports = rappor.RAPPORClient(params, rng=1).perturb(["a", "b", "a", "c"] * 500)
+    estimate = rappor.RAPPORServer(params).update(reports).frequencies(["a", "b", "c"])
     assert repr(estimate).startswith("Estimate(protocol='rappor', n=2000, 3 candidates {a: ")
     assert np.isfinite(estimate.std).all() and "sandwich" in estimate.note
 
@@ -337,9 +340,9 @@ def test_injected_irr_words_give_the_published_clients_reports_bit_for_bit(encod
     p_words = [ref_mask_word(rng, 0.25, k) for _ in range(n)]
     q_words = [ref_mask_word(rng, 0.75, k) for _ in range(n)]
     with pytest.warns(PrivacyWarning) if f == 0.0 else _no_warning():
-        params = rappor.Params(k=k, h=h, m=m, p=0.25, q=0.75, f=f, encoding=encoding,
+        params = rappor.RAPPORParams(k=k, h=h, m=m, p=0.25, q=0.75, f=f, encoding=encoding,
                                encoder_id="m" if encoding == "cpp" else "")
-    got = rappor.Client(params).perturb(words, secrets, cohorts, irr_words=(p_words, q_words))
+    got = rappor.RAPPORClient(params).perturb(words, secrets, cohorts, irr_words=(p_words, q_words))
     expected = [ref_encode(encoding, secrets[i], words[i], int(cohorts[i]), h, k, f, p_words[i], q_words[i])
                 for i in range(n)]
     assert got.to_integers() == expected
@@ -360,7 +363,7 @@ class _no_warning:
 
 
 def test_injected_irr_words_are_checked():
-    client = rappor.Client(rappor.Params(k=8, m=2))
+    client = rappor.RAPPORClient(rappor.RAPPORParams(k=8, m=2))
     secrets = [b"one", b"two"]
     for words, message in [((1, 2), r"p_words must be a sequence of 2 entries \(one per value\), got int 1"),
                            ([[1, 2]], r"irr_words must be a pair"),
@@ -377,8 +380,8 @@ def test_injected_irr_words_are_checked():
 
 
 def test_secrets_anyone_could_compute_or_users_would_share_are_refused():
-    client = rappor.Client(rappor.Params(k=16, m=4, d=16), rng=1)
-    fresh = rappor.Client(rappor.Params(k=16, m=4, d=16), rng=1)
+    client = rappor.RAPPORClient(rappor.RAPPORParams(k=16, m=4, d=16), rng=1)
+    fresh = rappor.RAPPORClient(rappor.RAPPORParams(k=16, m=4, d=16), rng=1)
     cases = [([b""] * 3, r"secrets\[0\] is empty or all zero bytes"),
              ([b"a", b"\x00\x00", b"b"], r"secrets\[1\] is empty or all zero bytes"),
              ([b"a", b"b", b"a"], r"secrets\[0\] and secrets\[2\] are one key"),
@@ -392,7 +395,7 @@ def test_secrets_anyone_could_compute_or_users_would_share_are_refused():
     for secrets, message in cases:
         with pytest.raises(ParameterError, match=message):
             client.perturb([1, 2, 3], secrets)
-    drbg = rappor.Client(rappor.Params(k=16, m=4, encoding="cpp-drbg"))
+    drbg = rappor.RAPPORClient(rappor.RAPPORParams(k=16, m=4, encoding="cpp-drbg"))
     with pytest.raises(ParameterError, match="one length in the cpp-drbg encoding"):
         drbg.perturb(["a", "b"], [b"a" * 32, b"b" * 31])
     # a refused call leaves the client as it was: its next reports are a fresh client's
@@ -411,7 +414,7 @@ def test_repeated_secrets_are_found_byte_for_byte_whatever_the_fingerprints():
     assert _rappor_inputs._first_repeat(rows, fingerprints) == (1, 3) and not blank.any()
 
 def test_integer_values_are_range_checked_against_the_dictionary():
-    client = rappor.Client(rappor.Params(k=16, m=4, d=16), rng=1)
+    client = rappor.RAPPORClient(rappor.RAPPORParams(k=16, m=4, d=16), rng=1)
     for values, shown in [([2**70], 2**70), ([3, 16], 16), (np.array([20], np.uint64), 20), (2**64, 2**64),
                           ([1, "a", 2**65], 2**65)]:
         with pytest.raises(ParameterError, match=rf"values must be integers in \[0, 16\), got {shown} at index"):
@@ -423,24 +426,25 @@ def test_a_deployment_without_prr_is_decoded_with_a_warning():
     # f = 0 (no PRR): reports still decode without bias (q* = q, p* = p); each estimate is
     # within Z (5.84) standard errors of the truth except with probability ALPHA.
     with pytest.warns(PrivacyWarning, match="no longitudinal protection"):
-        params = rappor.Params(k=16, h=2, m=8, p=0.25, q=0.75, f=0.0, d=6)
+        params = rappor.RAPPORParams(k=16, h=2, m=8, p=0.25, q=0.75, f=0.0, d=6)
     assert params.f128 == 0 and params.eps_inf == math.inf and (params.q_star, params.p_star) == (0.75, 0.25)
     assert params.eps_1 == pytest.approx(2 * math.log(0.75 * 0.75 / (0.25 * 0.25)), rel=1e-12)
-    client = rappor.Client(params, rng=3)
+    client = rappor.RAPPORClient(params, rng=3)
     secrets = new_secrets(4)
     assert client.permanent([0, 1, 2, 3], secrets, np.arange(4)) == client.bloom([0, 1, 2, 3], np.arange(4))
     f = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
     values = np.random.default_rng(9).choice(6, size=200_000, p=f)
     reports = client.perturb(values, cohorts=np.arange(values.size) % 8)
-    server = rappor.Server(params).update(reports)
+    server = rappor.RAPPORServer(params).update(reports)
     truth = np.bincount(values, minlength=6) / values.size
     decoded = server.decode(method="ls")
     assert np.all(np.abs(decoded.values - truth) < 5.84 * decoded.std)
     # the deployment's logs read back as its integers
-    again = rappor.Server(params).update(rappor.Reports.from_integers(reports.cohort, reports.to_integers(), 16))
+    again = rappor.RAPPORServer(params).update(rappor.RAPPORReports.from_integers(reports.cohort,
+                                                                                  reports.to_integers(), 16))
     assert np.array_equal(again.counts, server.counts)
     with pytest.raises(ParameterError, match=r"rounds to 0/128 .*read with f=0"):
-        rappor.Params(f=0.001, encoding="cpp")
+        rappor.RAPPORParams(f=0.001, encoding="cpp")
 
 
 def test_configured_refuses_a_permanent_budget_no_finite_estimate_meets():
@@ -458,7 +462,7 @@ def test_upper_bounds_hold_for_every_candidate_selected_or_not():
     # h bits, one bit's variance between pi(1-pi) = 0.2148 and 1/4), so
     # z sd(s) <= E[upper] - E[s] <= 1.53 z sd(s) up to sampling error (Z = 5.84 standard
     # errors: the mean's sd(s)/sqrt(R), the sample sd's relative 1/sqrt(2R)).
-    params = rappor.Params(k=16, h=2, m=8, p=0.25, q=0.75, f=0.25)
+    params = rappor.RAPPORParams(k=16, h=2, m=8, p=0.25, q=0.75, f=0.25)
     candidates = [f"c{i}".encode() for i in range(40)]
     n, runs, alpha = 10_000, 200, 0.05
     counts = [3000, 2500, 2000, 1500, 200]
@@ -467,12 +471,12 @@ def test_upper_bounds_hold_for_every_candidate_selected_or_not():
     order = np.random.default_rng(5).permutation(n)
     population = [population[i] for i in order]
     cohorts = np.arange(n) % 8
-    reports = rappor.Client(params, rng=6).perturb(population * runs, cohorts=np.tile(cohorts, runs))
+    reports = rappor.RAPPORClient(params, rng=6).perturb(population * runs, cohorts=np.tile(cohorts, runs))
     truth = np.array(counts + [0] * 35) / n
     uppers, unselected = [], 0
     for r in range(runs):
-        part = rappor.Reports(cohort=reports.cohort[r * n:(r + 1) * n], bits=reports.bits[r * n:(r + 1) * n])
-        decoded = rappor.Server(params).update(part).decode(candidates, method="lasso", alpha=alpha)
+        part = rappor.RAPPORReports(cohort=reports.cohort[r * n:(r + 1) * n], bits=reports.bits[r * n:(r + 1) * n])
+        decoded = rappor.RAPPORServer(params).update(part).decode(candidates, method="lasso", alpha=alpha)
         assert np.isnan(decoded.std[~decoded.selected]).all() and np.isfinite(decoded.std[decoded.selected]).all()
         assert "no standard error (0 by selection): see upper" in decoded.note or decoded.selected.all()
         unselected += not decoded.selected[4]
@@ -482,7 +486,7 @@ def test_upper_bounds_hold_for_every_candidate_selected_or_not():
     misses = (uppers < truth).sum(axis=0)    # pointwise level 1 - alpha: Binomial(runs, <= alpha)
     assert misses.max() <= stats.binom.isf(ALPHA / 40, runs, alpha), misses
     # E[s] of the light candidate from the population's Bloom filters
-    client = rappor.Client(params)
+    client = rappor.RAPPORClient(params)
     blooms = np.unpackbits(client.bloom(population, cohorts).bits, axis=1, bitorder="little", count=16)
     own = np.unpackbits(client.bloom([candidates[4]] * 8, np.arange(8)).bits, axis=1, bitorder="little", count=16)
     expected = sum((cohorts == c).sum() / n * blooms[cohorts == c][:, own[c] == 1].mean() for c in range(8))
@@ -498,8 +502,8 @@ def test_decoding_beyond_the_memory_budget_is_refused_before_allocating():
 
     import ldpfast
 
-    params = rappor.Params(k=32, h=2, m=2**12, d=400)
-    server = rappor.Server(params).update(rappor.Client(params, rng=1).perturb(np.arange(1000) % 400))
+    params = rappor.RAPPORParams(k=32, h=2, m=2**12, d=400)
+    server = rappor.RAPPORServer(params).update(rappor.RAPPORClient(params, rng=1).perturb(np.arange(1000) % 400))
     try:
         # the candidates' Bloom bits (400 x 4096 pairs at 48 + 9 x 2.725 + 80 bytes: 238 MiB) fit;
         # the dense fit (131072 cohort bits x 400 candidates, 4 float matrices: 1.6 GiB) does not

@@ -322,8 +322,8 @@ def _hrr_case(log2d, n, groups=False):
 
     rng = np.random.default_rng(log2d)
     if groups:
-        params = hadaoracle.Params.create(epsilon=1.0, d=2**log2d, n=10**6, hash_seed=1)
-        server, client = hadaoracle.Server, hadaoracle.Client
+        params = hadaoracle.HadaOracleParams.create(epsilon=1.0, d=2**log2d, n=10**6, hash_seed=1)
+        server, client = hadaoracle.HadaOracleServer, hadaoracle.HadaOracleClient
     else:
         params = hadamard.HRRParams(epsilon=1.0, d=2**log2d)
         server, client = hadamard.HRRServer, hadamard.HRRClient

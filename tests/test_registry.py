@@ -48,7 +48,7 @@ def test_builtin_means_shipped_in_ldpfast_protocols():
 
 def test_client_base_checks_params_threads_and_rng():
     params = toy.ToyParams(m=8)
-    with pytest.raises(ParameterError, match=r"params must be ToyParams, got Params"):
+    with pytest.raises(ParameterError, match=r"params must be ToyParams, got GRRParams"):
         toy.ToyClient(_base.protocols()["grr"].example()[0])
     with pytest.raises(ParameterError, match="threads must be a non-negative int"):
         toy.ToyClient(params, threads=-1)

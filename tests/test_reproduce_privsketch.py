@@ -87,7 +87,7 @@ def test_bias_floor_is_the_exact_count_min_frequency():
     spec.loader.exec_module(module)
     data = zipf_sets(130, 400, length=30, seed=3)  # 130 users: bitsets span 3 words
     ftilde = module.bias_floor(data, seed=11, threads=0)
-    params = ps.Params.create(epsilon=1.0, d=data.d, K=4, M=128, seed=11)
+    params = ps.PrivSketchParams.create(epsilon=1.0, d=data.d, K=4, M=128, seed=11)
     item_cells = params.cells(np.arange(data.d, dtype=np.uint64))
     expected = np.zeros(data.d)
     for i in range(data.n):

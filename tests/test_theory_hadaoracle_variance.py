@@ -64,8 +64,8 @@ def test_subset_estimate_variance_matches_the_corrected_closed_form(case):
     keys = np.random.default_rng(3)
     est = np.empty(runs)
     for r in range(runs):
-        params = O.Params(epsilon=eps, d=2**40, k=3, m=M, hash_seed=100 + r)   # a fresh hash per run
-        server = O.Server(params).update(O.Client(params, rng=keys).perturb(values))
+        params = O.HadaOracleParams(epsilon=eps, d=2**40, k=3, m=M, hash_seed=100 + r)   # a fresh hash per run
+        server = O.HadaOracleServer(params).update(O.HadaOracleClient(params, rng=keys).perturb(values))
         est[r] = server.group_estimates(np.array([0], dtype=np.uint64))[0, 0]
     _, coll_var = th.hadaoracle_collision_moments(0, others, [COUNT] * len(others), M)
     bias, var = th.hadaoracle_group_mse(eps, n, 3, M, c_x=COUNT, collision_variance=coll_var)

@@ -179,13 +179,13 @@ def test_imperfect_hashing_eq8_and_cor_3_5():
 
 
 def test_params_form_of_ocms_variance():
-    paper = ocms.Params.optimal(3.0, 1000)
+    paper = ocms.OCMSParams.optimal(3.0, 1000)
     assert T.ocms_variance(paper, n=100, f=0.2) == pytest.approx(T.ocms_variance(3.0, paper.m, 100, 0.2), rel=1e-14)
-    small = ocms.Params(2.0, 12, 3, 13)
+    small = ocms.OCMSParams(2.0, 12, 3, 13)
     imperfect = T.ocms_variance_imperfect(2.0, 3, 13, 10, 0.4)
     assert T.ocms_variance(small, n=10, f=0.4) == pytest.approx(imperfect, rel=1e-14)
     with pytest.raises(ParameterError, match="a_range='full'"):
-        T.ocms_variance(ocms.Params(2.0, 12, 3, 13, a_range="nonzero"), n=10)
+        T.ocms_variance(ocms.OCMSParams(2.0, 12, 3, 13, a_range="nonzero"), n=10)
     with pytest.raises(ParameterError, match="not both"):
         T.ocms_variance(small, 3, n=10)
 

@@ -21,12 +21,12 @@ def parity(v):
 
 
 def test_level_estimates_are_the_median_of_the_group_sketches():
-    params = tc.Params(epsilon=2.0, d=1000, R=3, T=16, delta=1.0, tau=2.0, hash_seed=5)
+    params = tc.TreeHistCSParams(epsilon=2.0, d=1000, R=3, T=16, delta=1.0, tau=2.0, hash_seed=5)
     assert params.L == 10 and not params.hashed(4) and params.hashed(5)   # 16 vs 32 prefixes
     rng = np.random.default_rng(1)
     values = rng.integers(0, 1000, 5000).astype(np.uint64)
-    reports = tc.Client(params, rng=2).perturb(values)
-    server = tc.Server(params).update(reports)
+    reports = tc.TreeHistCSClient(params, rng=2).perturb(values)
+    server = tc.TreeHistCSServer(params).update(reports)
     c = theory.c_eps(2.0)
     for level, prefixes in ((3, [0, 1, 7]), (8, [3, 100, 249])):
         groups = reports.groups.astype(np.int64)
@@ -59,9 +59,9 @@ def test_finds_planted_heavy_hitters():
     counts = [120_000, 100_000, 80_000]
     assert min(counts) - (tau - delta) > 7 * sigma
     values = np.concatenate([np.repeat(heavy, counts), rng.integers(0, d, n - sum(counts)).astype(np.uint64)])
-    params = tc.Params.create(epsilon=eps, d=d, n=n, R=R, delta=delta, tau=tau, hash_seed=11)
+    params = tc.TreeHistCSParams.create(epsilon=eps, d=d, n=n, R=R, delta=delta, tau=tau, hash_seed=11)
     assert (params.L, params.R, params.T) == (L, R, 256)
-    server = tc.Server(params).update(tc.Client(params, rng=4).perturb(values))
+    server = tc.TreeHistCSServer(params).update(tc.TreeHistCSClient(params, rng=4).perturb(values))
     hh = server.heavy_hitters()
     assert sorted(hh.items.tolist()) == sorted(heavy.tolist())
     truth = dict(zip(heavy.tolist(), counts))
@@ -71,12 +71,12 @@ def test_finds_planted_heavy_hitters():
 
 def test_treehist_cs_bad_input():
     with pytest.raises(ParameterError, match="power of two"):
-        tc.Params(epsilon=1.0, d=100, R=3, T=12, delta=1.0, tau=2.0)
-    params = tc.Params(epsilon=1.0, d=100, R=3, T=16, delta=1.0, tau=2.0, hash_seed=1)
-    server = tc.Server(params)
+        tc.TreeHistCSParams(epsilon=1.0, d=100, R=3, T=12, delta=1.0, tau=2.0)
+    params = tc.TreeHistCSParams(epsilon=1.0, d=100, R=3, T=16, delta=1.0, tau=2.0, hash_seed=1)
+    server = tc.TreeHistCSServer(params)
     with pytest.raises(ReportError, match="group 21"):
-        server.update(tc.Reports(groups=np.array([21], np.uint32), rows=np.array([0], np.uint32),
+        server.update(tc.TreeHistCSReports(groups=np.array([21], np.uint32), rows=np.array([0], np.uint32),
                                  bits=np.array([1], np.int8)))
     assert server.n == 0
     with pytest.raises(ParameterError, match="groups must be in"):
-        tc.Client(params).perturb([1], groups=[21])
+        tc.TreeHistCSClient(params).perturb([1], groups=[21])

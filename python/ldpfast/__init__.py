@@ -24,6 +24,7 @@ from . import _aggregator, _core, _deprecated, errors
 from . import estimates as _estimates  # noqa: F401  (plugs server.frequencies() into the aggregators)
 from ._memory import get_memory_limit, set_memory_limit
 from ._progress import set_progress
+from ._registry import protocol
 from .domain import Domain, HashedDomain, PrefixDomain
 from .planning import recommend
 
@@ -58,7 +59,7 @@ _SUBMODULES = frozenset({
 _deprecated.install()
 
 __all__ = ["backend_info", "set_backend", "set_num_threads", "set_memory_limit", "get_memory_limit", "load",
-           "set_progress",
+           "set_progress", "protocol",
            "Domain", "HashedDomain", "PrefixDomain", "recommend", "errors", *sorted(_SUBMODULES)]
 
 
@@ -123,4 +124,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> List[str]:
-    return sorted(set(globals()) | _SUBMODULES)
+    return sorted({*__all__, "__version__"})

@@ -229,10 +229,7 @@ class Aggregator:
         with its type, columns and parameter fingerprint checked."""
         expected = self.reports_type or _REGISTRY[self.protocol].reports
         if not isinstance(reports, expected):
-            name = expected.__name__
-            if name == "Reports":  # the protocol modules' short name: say which module
-                name = f"{expected.__module__}.{name}"
-            raise ReportError(f"reports must be {name}, got {type(reports).__name__}")
+            raise ReportError(f"reports must be {expected.__name__}, got {type(reports).__name__}")
         batch = cast(Reports, object.__new__(type(reports)))  # copy.copy, without its generic machinery
         batch.__dict__.update(reports.__dict__)
         batch._check_columns()

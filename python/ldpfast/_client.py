@@ -60,10 +60,7 @@ class ClientBase:
     def __init__(self, params: Any, rng: RngLike = None, threads: int = 0):
         expected = self._expected_params()
         if not isinstance(params, expected):
-            name = expected.__name__
-            if name == "Params":  # the protocol modules' short name: say which module
-                name = f"{expected.__module__}.{name}"
-            raise ParameterError(f"params must be {name}, got {type(params).__name__}")
+            raise ParameterError(f"params must be {expected.__name__}, got {type(params).__name__}")
         self.params = params
         self.threads = check_threads(threads)
         self._keys = KeySource(rng)

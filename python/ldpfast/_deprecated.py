@@ -27,6 +27,7 @@ from .protocols import FLAT_PATHS
 
 #: The release that removes the old paths.
 REMOVED_IN = "0.3.0"
+_MISSING = object()
 
 #: Old module path (under ``ldpfast.``) -> the modules (under ``ldpfast.``) that hold its
 #: names now, searched in order: the protocol module of the same name, then those that the
@@ -60,8 +61,9 @@ class _MovedModule(types.ModuleType):
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r} (its names moved to "
                                  f"{' / '.join(self._homes)})")
         value, home = found
+        new_name = value.__name__ if isinstance(value, type) else name   # grr.Params is GRRParams now
         warnings.warn(f"{self.__name__}.{name} is deprecated and will be removed in ldpfast {REMOVED_IN}"
-                      + ("" if _internal(home) else f"; use {home}.{name}"), DeprecationWarning, stacklevel=2)
+                      + ("" if _internal(home) else f"; use {home}.{new_name}"), DeprecationWarning, stacklevel=2)
         return value
 
     def __dir__(self) -> List[str]:
@@ -80,8 +82,10 @@ def _lookup(homes: Sequence[str], name: str) -> Optional[Tuple[object, str]]:
         if name in getattr(module, "__all__", ()):
             return getattr(module, name), home
     for module in modules:
-        if hasattr(module, name):
-            value = getattr(module, name)
+        with warnings.catch_warnings():  # a module's own deprecated bare name (grr.Params): one warning, the caller's
+            warnings.simplefilter("ignore", DeprecationWarning)
+            value = getattr(module, name, _MISSING)
+        if value is not _MISSING:
             return value, getattr(value, "__module__", None) or module.__name__
     return None
 

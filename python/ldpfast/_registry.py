@@ -193,6 +193,27 @@ class Protocol:
         """The module that registered the protocol (where its classes live)."""
         return self.params.__module__
 
+    # The classes under the names a user writes (``ldpfast.protocol("olh").Params(epsilon=2, d=10)``).
+    @property
+    def Params(self) -> type:
+        """The parameters class (:attr:`params`)."""
+        return self.params
+
+    @property
+    def Client(self) -> type:
+        """The client class (:attr:`client`)."""
+        return self.client
+
+    @property
+    def Server(self) -> type:
+        """The server (aggregator) class (:attr:`aggregator`)."""
+        return self.aggregator
+
+    @property
+    def Reports(self) -> Type[Reports]:
+        """The reports class (:attr:`reports`)."""
+        return self.reports
+
     @property
     def builtin(self) -> bool:
         """True for the protocols shipped in :mod:`ldpfast.protocols`."""

@@ -27,7 +27,7 @@ Example::
 
     lf.arrow.write_parquet(reports, "day1.parquet", params)
     params, reports = lf.arrow.read_parquet("day1.parquet")
-    server = lf.protocols.frequency.ocms.Server(params).update(reports)
+    server = lf.protocols.frequency.ocms.OCMSServer(params).update(reports)
 """
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ def aggregate_bag(bag: Any, params: Any, *, split_every: int = 8, compute: bool 
     Args:
         bag: the reports.
         params: the parameters the reports were made with, or an empty aggregator to
-            start from (e.g. ``ocms.Server(params, candidates=...)``); every partition is
+            start from (e.g. ``OCMSServer(params, candidates=...)``); every partition is
             folded into a copy of it.
         split_every: fan-in of the merge tree.
         compute: False returns the delayed final bytes instead of computing them.

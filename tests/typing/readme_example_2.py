@@ -9,7 +9,7 @@ truth = np.bincount(values, minlength=d) / n
 candidates = np.arange(5)
 
 protocols = {
-    "GRR": (grr.Params(epsilon=eps, d=d), grr.Client, grr.Server),
+    "GRR": (grr.GRRParams(epsilon=eps, d=d), grr.GRRClient, grr.GRRServer),
     "HE": (hadamard.HEParams(epsilon=eps, d=d), hadamard.HEClient, hadamard.HEServer),
     "RHR": (rhr.RHRParams(epsilon=eps, d=d), rhr.RHRClient, rhr.RHRServer),
     "OLH": (olh.OLHParams(epsilon=eps, d=d), olh.OLHClient, olh.OLHServer),

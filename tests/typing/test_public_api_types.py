@@ -40,20 +40,20 @@ def test_backend_helpers() -> None:
 
 
 def test_ocms_round_trip() -> None:
-    params = assert_type(frequency.ocms.Params.optimal(epsilon=2.0, d=D), frequency.ocms.Params)
-    reports = assert_type(frequency.ocms.Client(params, rng=7).perturb(VALUES), frequency.ocms.Reports)
-    server = assert_type(frequency.ocms.Server(params).update(reports), frequency.ocms.Server)
-    other = frequency.ocms.Server(params).update(frequency.ocms.Client(params, rng=8).perturb(VALUES))
-    assert_type(server.merge(other), frequency.ocms.Server)
+    params = assert_type(frequency.ocms.OCMSParams.optimal(epsilon=2.0, d=D), frequency.ocms.OCMSParams)
+    reports = assert_type(frequency.ocms.OCMSClient(params, rng=7).perturb(VALUES), frequency.ocms.OCMSReports)
+    server = assert_type(frequency.ocms.OCMSServer(params).update(reports), frequency.ocms.OCMSServer)
+    other = frequency.ocms.OCMSServer(params).update(frequency.ocms.OCMSClient(params, rng=8).perturb(VALUES))
+    assert_type(server.merge(other), frequency.ocms.OCMSServer)
     estimate = assert_type(server.estimate(CANDIDATES), np.ndarray)
-    restored = assert_type(frequency.ocms.Server.from_bytes(server.to_bytes()), frequency.ocms.Server)
+    restored = assert_type(frequency.ocms.OCMSServer.from_bytes(server.to_bytes()), frequency.ocms.OCMSServer)
     assert np.array_equal(restored.estimate(CANDIDATES), estimate)
 
 
 def test_grr_and_hadamard_family() -> None:
-    grr = frequency.grr.Params(epsilon=3.0, d=D)
-    grr_server = assert_type(frequency.grr.Server(grr).update(frequency.grr.Client(grr, rng=1).perturb(VALUES)),
-                             frequency.grr.Server)
+    grr = frequency.grr.GRRParams(epsilon=3.0, d=D)
+    grr_server = assert_type(frequency.grr.GRRServer(grr).update(frequency.grr.GRRClient(grr, rng=1).perturb(VALUES)),
+                             frequency.grr.GRRServer)
     assert_type(grr_server.estimate(CANDIDATES), np.ndarray)
 
     he = frequency.hadamard.HEParams(epsilon=3.0, d=D)
@@ -86,17 +86,17 @@ def test_grr_and_hadamard_family() -> None:
 
 def test_hadaoracle_and_hadaheavy() -> None:
     values = np.random.default_rng(3).integers(0, 2**20, 5_000, dtype=np.uint64)
-    oracle = assert_type(frequency.hadaoracle.Params.create(epsilon=4.0, d=2**20, n=5_000),
-                         frequency.hadaoracle.Params)
-    server = frequency.hadaoracle.Server(oracle)
-    server.update(assert_type(frequency.hadaoracle.Client(oracle, rng=1).perturb(values),
-                              frequency.hadaoracle.Reports))
+    oracle = assert_type(frequency.hadaoracle.HadaOracleParams.create(epsilon=4.0, d=2**20, n=5_000),
+                         frequency.hadaoracle.HadaOracleParams)
+    server = frequency.hadaoracle.HadaOracleServer(oracle)
+    server.update(assert_type(frequency.hadaoracle.HadaOracleClient(oracle, rng=1).perturb(values),
+                              frequency.hadaoracle.HadaOracleReports))
     assert_type(server.estimate(CANDIDATES), np.ndarray)
 
-    heavy = assert_type(lf.protocols.heavy.hadaheavy.Params.create(epsilon=4.0, d=2**20, n=5_000),
-                        lf.protocols.heavy.hadaheavy.Params)
-    hh_server = lf.protocols.heavy.hadaheavy.Server(heavy)
-    hh_server.update(lf.protocols.heavy.hadaheavy.Client(heavy, rng=2).perturb(values))
+    heavy = assert_type(lf.protocols.heavy.hadaheavy.HadaHeavyParams.create(epsilon=4.0, d=2**20, n=5_000),
+                        lf.protocols.heavy.hadaheavy.HadaHeavyParams)
+    hh_server = lf.protocols.heavy.hadaheavy.HadaHeavyServer(heavy)
+    hh_server.update(lf.protocols.heavy.hadaheavy.HadaHeavyClient(heavy, rng=2).perturb(values))
     found = assert_type(hh_server.heavy_hitters(), lf.protocols.heavy.hadaheavy.HeavyHitters)
     assert_type(found.items, np.ndarray)
     assert_type(found.fractions, np.ndarray)
@@ -114,8 +114,8 @@ def test_privsketch_safe_variant_and_datasets() -> None:
 
 
 def test_estimates_with_error_bars_and_generic_loading() -> None:
-    params = frequency.grr.Params(epsilon=3.0, d=D)
-    server = frequency.grr.Server(params).update(frequency.grr.Client(params, rng=9).perturb(VALUES))
+    params = frequency.grr.GRRParams(epsilon=3.0, d=D)
+    server = frequency.grr.GRRServer(params).update(frequency.grr.GRRClient(params, rng=9).perturb(VALUES))
     result = assert_type(server.frequencies(CANDIDATES), lf.estimates.Estimate)
     low, high = result.confidence_interval(0.05)
     assert_type(low, np.ndarray)
@@ -128,10 +128,10 @@ def test_estimates_with_error_bars_and_generic_loading() -> None:
 
 def test_labels_recommend_and_closed_forms() -> None:
     vocabulary = lf.Domain([f"w{i}" for i in range(D)])
-    params = frequency.grr.Params(epsilon=3.0, d=D).with_domain(vocabulary)
-    assert_type(params, frequency.grr.Params)
-    client = frequency.grr.Client(params, rng=4)
-    server = frequency.grr.Server(params).update(client.perturb(["w1", "w2", "w1"]))
+    params = frequency.grr.GRRParams(epsilon=3.0, d=D).with_domain(vocabulary)
+    assert_type(params, frequency.grr.GRRParams)
+    client = frequency.grr.GRRClient(params, rng=4)
+    server = frequency.grr.GRRServer(params).update(client.perturb(["w1", "w2", "w1"]))
     assert_type(server.estimate(["w1"]), np.ndarray)
     assert_type(vocabulary.encode(["w3"]), np.ndarray)
     options = assert_type(lf.recommend(2.0, 10_000, 100_000, max_report_bits=64), List[lf.planning.Option])
@@ -142,8 +142,8 @@ def test_labels_recommend_and_closed_forms() -> None:
 
 
 def test_estimates_index_like_data() -> None:
-    params = frequency.grr.Params(epsilon=3.0, d=D)
-    server = frequency.grr.Server(params).update(frequency.grr.Client(params, rng=9).perturb(VALUES))
+    params = frequency.grr.GRRParams(epsilon=3.0, d=D)
+    server = frequency.grr.GRRServer(params).update(frequency.grr.GRRClient(params, rng=9).perturb(VALUES))
     result = server.frequencies(CANDIDATES)
     assert_type(result[0], float)
     assert_type(result[1:3], lf.estimates.Estimate)

@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "record these parameters")
     parser.add_argument("--init", type=Path, default=None,
                         help="empty aggregator bytes (Aggregator.to_bytes) to start from, for "
-                             "aggregators with options, e.g. ocms.Server(params, candidates=...)")
+                             "aggregators with options, e.g. OCMSServer(params, candidates=...)")
     parser.add_argument("--output", type=Path, default=None,
                         help="also write the final aggregator bytes (Aggregator.to_bytes) here")
     parser.add_argument("--write-params", type=Path, default=None,

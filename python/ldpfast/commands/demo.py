@@ -75,12 +75,12 @@ def top_values(values: np.ndarray, d: int, top: int) -> Tuple[np.ndarray, np.nda
     return order.astype(np.uint64), counts[order] / values.size
 
 
-def _methods(epsilon: float, d: int) -> List[Tuple[str, Union[ocms.Params, grr.Params]]]:
+def _methods(epsilon: float, d: int) -> List[Tuple[str, Union[ocms.OCMSParams, grr.GRRParams]]]:
     return [
-        ("MSE-OCMS+RR (f*=1)", ocms.Params.optimal(epsilon, d, mode="mse", f_star=1.0)),
-        ("l-OCMS+RR", ocms.Params.optimal(epsilon, d, mode="l")),
-        ("CMS+RR m=2 (HE)", ocms.Params(epsilon, d, 2)),
-        ("GRR (k-ary RR)", grr.Params(epsilon, d)),
+        ("MSE-OCMS+RR (f*=1)", ocms.OCMSParams.optimal(epsilon, d, mode="mse", f_star=1.0)),
+        ("l-OCMS+RR", ocms.OCMSParams.optimal(epsilon, d, mode="l")),
+        ("CMS+RR m=2 (HE)", ocms.OCMSParams(epsilon, d, 2)),
+        ("GRR (k-ary RR)", grr.GRRParams(epsilon, d)),
     ]
 
 
@@ -104,19 +104,19 @@ def simulate(values: np.ndarray, d: int, epsilon: float, runs: int, top: int = 1
         errors = np.empty((runs, candidates.size))
         for run in range(runs):
             t0 = time.perf_counter()
-            if isinstance(params, ocms.Params):
-                ocms_reports = ocms.Client(params, rng=keys.generator(), threads=threads).perturb(values)
+            if isinstance(params, ocms.OCMSParams):
+                ocms_reports = ocms.OCMSClient(params, rng=keys.generator(), threads=threads).perturb(values)
                 t1 = time.perf_counter()
-                est = ocms.Server(params, candidates=candidates, threads=threads).update(ocms_reports).estimate()
+                est = ocms.OCMSServer(params, candidates=candidates, threads=threads).update(ocms_reports).estimate()
             else:
-                grr_reports = grr.Client(params, rng=keys.generator(), threads=threads).perturb(values)
+                grr_reports = grr.GRRClient(params, rng=keys.generator(), threads=threads).perturb(values)
                 t1 = time.perf_counter()
-                est = grr.Server(params).update(grr_reports).estimate(candidates)
+                est = grr.GRRServer(params).update(grr_reports).estimate(candidates)
             t2 = time.perf_counter()
             client_s += t1 - t0
             server_s += t2 - t1
             errors[run] = est - freqs
-        if isinstance(params, ocms.Params):
+        if isinstance(params, ocms.OCMSParams):
             var = np.asarray(theory.ocms_variance(params, n=n, f=freqs))
             m, bits = params.m, params.communication_bits
         else:

@@ -63,7 +63,7 @@ def finite_field_size(d: int, m: int, compact: bool = False) -> int:
     ``compact=True`` (an option of ours, not in [PAN]) returns the smallest prime ``>= v``
     instead of ``PRIME``, which shrinks the report to ``2 ceil(log2 v) + ceil(log2 m)``
     bits, the communication cost the paper claims. Sizes above ``2^64`` are returned but
-    cannot be used by :class:`ldpfast.protocols.frequency.ocms.Params` (the core supports fields up to 64 bits).
+    cannot be used by :class:`ldpfast.protocols.frequency.ocms.OCMSParams` (the core supports fields up to 64 bits).
     """
     d = check_int("d", d, 1)
     m = check_int("m", m, 2)

@@ -108,7 +108,7 @@ def aggregate_files(paths: Union[PathLike, Sequence[PathLike]], params: Any = No
             paths must be the same on the executors (a shared file system), URIs are opened
             with ``pyarrow.fs``.
         params: the parameters the reports were made with, or an empty aggregator to start
-            from (e.g. ``ocms.Server(params, candidates=...)``); None: those recorded in the
+            from (e.g. ``OCMSServer(params, candidates=...)``); None: those recorded in the
             first file. Every file must record exactly these parameters.
         spark: the SparkSession (default: the active one, else a new local one).
         tasks: Spark tasks reading files (default: twice the default parallelism), each

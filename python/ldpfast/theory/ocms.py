@@ -98,7 +98,7 @@ def ocms_variance(epsilon: Any, m: Optional[RealLike] = None, n: float = 1, f: R
     * ``ocms_variance(epsilon, m, n, f)``: a pairwise-independent family ([PAN] Cor 3.3,
       Eq. 6): ``m/((m-1)^2 n) [(1-f)(V_eq + (m-1)V_ne + (m-1)/m) + m f V_eq]``. ``m`` may be
       real-valued (the theory's optimum) or an array.
-    * ``ocms_variance(params, n=n, f=f)`` with an ``ldpfast.protocols.frequency.ocms.Params``: exact for its
+    * ``ocms_variance(params, n=n, f=f)`` with an ``ldpfast.protocols.frequency.ocms.OCMSParams``: exact for its
       finite field and estimator: Eq. 8 ``MSE(g)`` with ``cbar`` from [PAN] Lemma 3.2 when
       ``params.use_m_prime`` (the default); with the plain-``m`` estimator (R1) the
       variance of that (then slightly biased) estimator. ``a_range="nonzero"`` is not

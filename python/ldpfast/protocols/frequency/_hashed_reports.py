@@ -49,7 +49,7 @@ def _contiguous_start(candidates: np.ndarray) -> Optional[int]:
 
 
 class HashedReportsServer(_base.Aggregator):
-    """Base of :class:`ldpfast.protocols.frequency.ocms.Server`: keeps the reports or streams candidate match
+    """Base of :class:`ldpfast.protocols.frequency.ocms.OCMSServer`: keeps the reports or streams candidate match
     counts (see the module docstring); subclasses decode the counts. ``params`` needs
     ``d``, ``m`` and ``field``; ``reports_type`` has the columns ``z, a0, a1`` and
     ``validate(params)``."""

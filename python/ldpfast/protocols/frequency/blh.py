@@ -9,15 +9,15 @@ is OLH's for eps below about 1 and grows as ``e^eps`` above it, which is why OLH
 
     from ldpfast.protocols.frequency import blh
 
-    params = blh.Params(epsilon=1.0, d=1000)
-    server = blh.Server(params).update(blh.Client(params).perturb(values))
+    params = blh.BLHParams(epsilon=1.0, d=1000)
+    server = blh.BLHServer(params).update(blh.BLHClient(params).perturb(values))
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Mapping, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -30,16 +30,17 @@ from ...kernels.field import PRIME
 from ..._base import WireField
 from .._hadamard_layout import _check_d
 from .._local_hashing import match_channel
+from .._aliases import deprecated_names
 from .._registration import edges, olh_plan, olh_variance, per_user_hash_cost, rr_epsilon, theory, zipf_values
 from .olh import OLHClient, OLHServer
 
-__all__ = ["Params", "Reports", "Client", "Server"]
+__all__ = ["BLHParams", "BLHReports", "BLHClient", "BLHServer"]
 
 PROTOCOL_ID = "blh"
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class BLHParams(_ParamsBase):
     """Binary Local Hashing: OLH with hash range ``g = 2``.
 
     Args:
@@ -80,7 +81,7 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(_ReportsBase):
+class BLHReports(_ReportsBase):
     """BLH reports: the randomized hash bit ``z`` (0/1) and the user's hash ``(a0, a1)``
     (all uint64)."""
 
@@ -98,23 +99,23 @@ class Reports(_ReportsBase):
         self._check_lengths()
 
 
-class Client(OLHClient):
+class BLHClient(OLHClient):
     """BLH client: ``(RR_2(h(x)), a0, a1)`` with ``a0, a1`` uniform on ``F_PRIME`` (C++ OCMS
     kernel). ``rng=None`` (default) keys each batch from OS entropy; a seed is for simulation only."""
 
-    def perturb(self, values: Any) -> Reports:  # type: ignore[override]
-        """Privatize ``values`` in ``[0, d)``; returns :class:`Reports`."""
+    def perturb(self, values: Any) -> BLHReports:  # type: ignore[override]
+        """Privatize ``values`` in ``[0, d)``; returns :class:`BLHReports`."""
         olh = super().perturb(values)
-        return Reports(z=olh.z, a0=olh.a0, a1=olh.a1)
+        return BLHReports(z=olh.z, a0=olh.a0, a1=olh.a1)
 
 
-class Server(OLHServer):
+class BLHServer(OLHServer):
     """BLH server: the OLH estimator ``fhat(x) = (C(x)/n - 1/2)/(p - 1/2)`` with
     ``C(x) = #{i : h_i(x) = z_i}`` over the kept reports (canonical order, exact merge)."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
+    params_type: ClassVar[type] = BLHParams
+    reports_type: ClassVar[type] = BLHReports
 
 
 def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequence[ComparisonRow]:
@@ -133,7 +134,7 @@ def _simulations() -> Tuple[Any, ...]:
     def l2(params: Any, n: int, size: int) -> float:
         return float(theory().ocms_l2(params.epsilon, size, n, 2))
 
-    return (Algorithm("blh", "BLH", "protocols.frequency.blh", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+    return (Algorithm("blh", "BLH", "protocols.frequency.blh", lambda eps, data, gen: BLHParams(epsilon=eps, d=data.d),
                       variance, l2,
                       "Binary Local Hashing: OLH with g = 2 (pairwise hash, one bit)"),)
 
@@ -144,12 +145,16 @@ def _channel(server: Any, candidates: Any, likelihood: str = "composite") -> Any
 
 
 register_protocol(Protocol(
-    PROTOCOL_ID, Params, Reports, Server, Client,
-    extremes=edges(d=(2, 2**64 - 1)), example=lambda: (Params(epsilon=1.0, d=300), zipf_values(300, n=1500)),
+    PROTOCOL_ID, BLHParams, BLHReports, BLHServer, BLHClient,
+    extremes=edges(d=(2, 2**64 - 1)), example=lambda: (BLHParams(epsilon=1.0, d=300), zipf_values(300, n=1500)),
     wire_fields=lambda p: [WireField("z", 1), WireField("a0", 64), WireField("a1", 64)],
     variance=olh_variance, compare=_compare, simulations=_simulations,
     channel=_channel,
-    audit=AuditHooks(lambda e, **kw: Params(e, 16, **kw),
+    audit=AuditHooks(lambda e, **kw: BLHParams(e, 16, **kw),
                      lambda p: olh_plan(_core.Field.prime(PRIME), 2, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),
                      rr_epsilon("g"))))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "blh", {"Params": BLHParams, "Client": BLHClient,
+                                                      "Server": BLHServer, "Reports": BLHReports})

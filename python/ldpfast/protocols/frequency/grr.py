@@ -30,6 +30,7 @@ from ...estimates import PLUG_IN
 from ...uncertainty import BinomialCounts, PlugIn
 from ..._base import WireField, bits_for
 from ..._delta import _State
+from .._aliases import deprecated_names
 from .._registration import edges, counter_cost, rr_epsilon, theory, zipf_values
 
 if TYPE_CHECKING:
@@ -38,13 +39,13 @@ if TYPE_CHECKING:
     from ...experiments import Algorithm
     from ...theory._types import Real, RealLike
 
-__all__ = ["Params", "Reports", "Client", "Server", "decode_counts"]
+__all__ = ["GRRParams", "GRRReports", "GRRClient", "GRRServer", "decode_counts"]
 
 _U64 = 2**64
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_base.Params):
+class GRRParams(_base.Params):
     """GRR parameters.
 
     Attributes:
@@ -94,8 +95,8 @@ class Params(_base.Params):
 
 
 @dataclasses.dataclass(eq=False)
-class Reports(_base.Reports):
-    """A batch of GRR reports: ``y`` in ``[0, d)`` (checked by :meth:`Server.update`)."""
+class GRRReports(_base.Reports):
+    """A batch of GRR reports: ``y`` in ``[0, d)`` (checked by :meth:`GRRServer.update`)."""
 
     protocol: ClassVar[str] = "grr"
 
@@ -107,21 +108,21 @@ class Reports(_base.Reports):
         self.y = uint64_column(self.y, "y", ReportError)
 
 
-class Client(_base.ClientBase):
+class GRRClient(_base.ClientBase):
     """GRR client. ``rng=None`` (default) draws keys from the OS; a seed is for simulation
     only (see :mod:`ldpfast._random`)."""
 
-    params: Params
+    params: GRRParams
 
-    def perturb(self, values: ArrayLike) -> Reports:
+    def perturb(self, values: ArrayLike) -> GRRReports:
         """One report per value (values: integers in ``[0, d)``)."""
         x = check_values(values, self.params.d)
         y = _core.randomized_response(self._keys.key(), x, self.params.d, self.params.flip_threshold,
                                       self.threads)
-        return Reports(y=y)
+        return GRRReports(y=y)
 
 
-def decode_counts(params: Params, counts: ArrayLike, n: int, clip: bool = False) -> np.ndarray:
+def decode_counts(params: GRRParams, counts: ArrayLike, n: int, clip: bool = False) -> np.ndarray:
     """``fhat = (C/n - q)/(p - q) = ((e+d-1) C/n - 1)/(e-1)`` for report counts ``C`` (any
     array shape) among ``n`` reports. ``clip`` clips to ``[0, 1]``."""
     n = int(n)
@@ -139,18 +140,18 @@ def decode_counts(params: Params, counts: ArrayLike, n: int, clip: bool = False)
     return fhat
 
 
-class Server(_base.Aggregator):
+class GRRServer(_base.Aggregator):
     """GRR aggregator: the histogram of reported symbols. Thread-safe (see
     :class:`ldpfast._base.Aggregator`)."""
 
     protocol: ClassVar[str] = "grr"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    # grr's Params, or longitudinal's LGRRParams (LGRRServer reuses this histogram; the
-    # methods it inherits read only params.d): not one class below the base Params
+    params_type: ClassVar[type] = GRRParams
+    reports_type: ClassVar[type] = GRRReports
+    # grr's GRRParams, or longitudinal's LGRRParams (LGRRServer reuses this histogram; the
+    # methods it inherits read only params.d): not one class below the base GRRParams
     params: Any
 
-    def __init__(self, params: Params):
+    def __init__(self, params: GRRParams):
         super().__init__(params)
         self._st = _State(counts=np.zeros(params.d, dtype=np.uint64))
 
@@ -177,10 +178,10 @@ class Server(_base.Aggregator):
     _reads_once: ClassVar[bool] = True
     _ingest_validates: ClassVar[bool] = True
 
-    def _validate(self, reports: Reports) -> None:
+    def _validate(self, reports: GRRReports) -> None:
         check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
 
-    def _ingest(self, reports: Reports) -> None:
+    def _ingest(self, reports: GRRReports) -> None:
         n, counts = len(reports), self._counts
         self._check_call(_core.histogram_update_scratch_bytes(n, counts.size),
                          lambda: f"counting a batch of {n} GRR reports")
@@ -224,12 +225,12 @@ class Server(_base.Aggregator):
             raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
 
 
-def _example() -> Tuple[Params, np.ndarray]:
-    return Params(epsilon=1.5, d=64), zipf_values(64)
+def _example() -> Tuple[GRRParams, np.ndarray]:
+    return GRRParams(epsilon=1.5, d=64), zipf_values(64)
 
 
-def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
-    p: Params = server.params
+def _variance(server: GRRServer, candidates: np.ndarray) -> PlugIn:
+    p: GRRParams = server.params
     n = server.n
     em1 = math.expm1(p.epsilon)                    # decode_counts: C/n = (1 + em1 fhat)/(em1 + d)
     flip = p.flip_threshold / _U64                 # the sampler's exact probabilities
@@ -238,10 +239,10 @@ def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
                   f"{PLUG_IN} (theory.grr_variance); exact binomial tests of the report counts", counts=exact)
 
 
-def _channel(server: Server, candidates: Optional[ArrayLike]) -> Channel:
+def _channel(server: GRRServer, candidates: Optional[ArrayLike]) -> Channel:
     from ...estimation import symbol_channel
 
-    p: Params = server.params
+    p: GRRParams = server.params
     counts = server._counts
     if candidates is not None:
         counts = counts[check_values(candidates, p.d, "candidates", "values in", distinct=True)]
@@ -267,15 +268,19 @@ def _simulations() -> Tuple[Algorithm]:
     def l2(params: Any, n: int, size: int) -> float:
         worst = np.asarray(to.grr_variance(params.epsilon, params.d, n, np.array([0.0, 1.0])))
         return float((size - 1) * worst[0] + worst[1])
-    return (Algorithm("grr", "GRR", "protocols.frequency.grr", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+    return (Algorithm("grr", "GRR", "protocols.frequency.grr", lambda eps, data, gen: GRRParams(epsilon=eps, d=data.d),
                       variance, l2,
                       "k-ary randomized response on the whole dictionary (d counters)"),)
 
 
 _base.register_protocol(_base.Protocol(
-    "grr", Params, Reports, Server, Client, extremes=edges(d=(2, 2**20)), example=_example,
+    "grr", GRRParams, GRRReports, GRRServer, GRRClient, extremes=edges(d=(2, 2**20)), example=_example,
     wire_fields=lambda p: [WireField("y", bits_for(p.d))],  # ceil(log2 d)
     variance=_variance, compare=_compare, simulations=_simulations, channel=_channel,
-    audit=AuditHooks(lambda e, **kw: Params(e, 4, **kw),
+    audit=AuditHooks(lambda e, **kw: GRRParams(e, 4, **kw),
                      lambda params: Plan(value_inputs(0, 1), lambda r: (r.y == 0, r.y == 1), ("y = x0", "y = x1")),
                      rr_epsilon("d"))))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "grr", {"Params": GRRParams, "Client": GRRClient,
+                                                      "Server": GRRServer, "Reports": GRRReports})

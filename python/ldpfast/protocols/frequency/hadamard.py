@@ -39,6 +39,7 @@ from ..._base import AuditHooks, ComparisonRow
 from ...estimates import PLUG_IN
 from ..._base import WireField, bits_for
 from ..._registry import VarianceFn
+from .._aliases import deprecated_names
 from .._registration import (edges, binary_epsilon, cmshe_variance, counter_cost, draw, layout_plan, row_bit_wire,
                             simulated_cmshe_variance, theory, zipf_values)
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     from ...experiments import Algorithm
 
 __all__ = [
-    "Params", "Client", "Reports", "Server",
     "HRRParams", "HRRClient", "HRRReports", "HRRServer",
     "HEParams", "HEClient", "HEReports", "HEServer",
     "CMSHEParams", "CMSHEClient", "CMSHEReports", "CMSHEServer",
@@ -338,12 +338,6 @@ class CMSHEServer(LayoutServer):
 
 
 # == registry and short names ==========================================================
-Params = HRRParams
-Client = HRRClient
-Reports = HRRReports
-Server = HRRServer
-
-
 def _hrr_variance(server: LayoutServer, candidates: Any) -> Tuple[VarianceFn, str]:
     p, n = server.params, server.n
     return (lambda f: theory().hrr_variance(p.epsilon, n, f)), f"{PLUG_IN} (theory.hrr_variance)"
@@ -426,3 +420,7 @@ register_protocol(Protocol(
                             "Apple's CMS with HE, k = 2048, m = 1024, family redrawn per run (PAN section 6)",
                             simulated_cmshe_variance, hashed=True),
     audit=AuditHooks(lambda e, **kw: CMSHEParams(e, 16, k=2, m=4, hash_seed=1, **kw), layout_plan, binary_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "hrr", {"Params": HRRParams, "Client": HRRClient,
+                                                      "Server": HRRServer, "Reports": HRRReports})

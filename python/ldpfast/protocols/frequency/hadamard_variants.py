@@ -42,7 +42,8 @@ from .._hadamard_layout import (Layout, _parity_sign, group_sum, hash_coefficien
                                prime_field)
 from ...theory.hadamard import c_eps
 from ..._aggregator import _exact_sum
-from ..._base import Aggregator, ClientBase, Delta, Params, Protocol, Reports, WireField, register_protocol
+from ..._base import Aggregator, ClientBase, Delta, Protocol, WireField, register_protocol
+from ..._base import Params as _ParamsBase, Reports as _ReportsBase
 from ..._delta import _State
 from ..._registry import VarianceFn
 from ..._validate import (as_values, check_below, check_epsilon, check_int, check_threads, check_values,
@@ -144,7 +145,7 @@ MAX_COUNTERS = 1 << 31
 
 
 @dataclasses.dataclass(frozen=True)
-class RHROriginalParams(Params):
+class RHROriginalParams(_ParamsBase):
     """The original RHR layout (see the module docstring).
 
     Attributes:
@@ -213,7 +214,7 @@ class RHROriginalParams(Params):
 
 
 @dataclasses.dataclass(eq=False)
-class RHROriginalReports(Reports):
+class RHROriginalReports(_ReportsBase):
     """A batch of reports: the Hadamard row ``rows`` in ``[0, B)`` and the symbol ``z`` in
     ``[0, 2^k)`` (both uint64)."""
 

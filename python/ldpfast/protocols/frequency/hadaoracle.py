@@ -7,9 +7,9 @@ partitioning); subset ``j`` hashes its values with its own pairwise-independent
 (mergeable), decodes all subsets with one batched FWHT and answers a query with the
 median over ``j`` of ``k * chat_j(h_j(x))`` in ``O(k)``::
 
-    params = lf.protocols.frequency.hadaoracle.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
-    reports = lf.protocols.frequency.hadaoracle.Client(params, rng=None).perturb(values)
-    server = lf.protocols.frequency.hadaoracle.Server(params).update(reports)
+    params = lf.protocols.frequency.hadaoracle.HadaOracleParams.create(epsilon=1.0, d=2**32, n=10**6, beta=0.01)
+    reports = lf.protocols.frequency.hadaoracle.HadaOracleClient(params, rng=None).perturb(values)
+    server = lf.protocols.frequency.hadaoracle.HadaOracleServer(params).update(reports)
     server.estimate(np.array([3, 17]), counts=True)
 
 Hash family (our choice; [WW] only needs pairwise independence): ``h_j(x)`` = the low ``log2
@@ -37,12 +37,14 @@ from ...theory.hadamard import c_eps
 from ...uncertainty import MedianOfGroups
 from ..._base import AuditHooks
 from ..._base import WireField, bits_for
+from .._aliases import deprecated_names
 from .._registration import edges, SIGN, binary_epsilon, draw, layout_plan, median_of_groups, zipf_values
 
 if TYPE_CHECKING:
     from ...experiments import Algorithm
 
-__all__ = ["Params", "Client", "Reports", "Server", "PARTITIONS", "SCALINGS", "QUERY_METHODS", "median_estimates"]
+__all__ = ["HadaOracleParams", "HadaOracleClient", "HadaOracleReports", "HadaOracleServer", "PARTITIONS", "SCALINGS",
+           "QUERY_METHODS", "median_estimates"]
 
 PARTITIONS = ("independent", "permutation")
 SCALINGS = ("k", "subset")
@@ -50,7 +52,7 @@ MAX_WHOLE_DOMAIN = 1 << 24
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class HadaOracleParams(_ParamsBase):
     """HadaOracle parameters ([WW] Alg. 1). Use :meth:`create` for the defaults.
 
     Args:
@@ -60,7 +62,7 @@ class Params(_ParamsBase):
         m: hash range, a power of two in ``[2, 2^30]``.
         partition: ``"independent"`` (each user draws its subset; default) or
             ``"permutation"`` (a random permutation cut into ``k`` blocks; the server
-            assigns subsets with :meth:`Server.assign`).
+            assigns subsets with :meth:`HadaOracleServer.assign`).
         scaling: ``"k"`` (default, the paper's error decomposition) scales subset
             estimates by ``k``; ``"subset"`` by ``n/|U_j|`` (an alternative of
             ours for independent partitioning).
@@ -108,7 +110,7 @@ class Params(_ParamsBase):
 
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, k: Optional[int] = None,
-               m: Optional[int] = None, **kwargs: Any) -> "Params":
+               m: Optional[int] = None, **kwargs: Any) -> "HadaOracleParams":
         """Parameters with our default constants ([WW] fixes them only up to constant
         factors) for ``n`` users and failure probability ``beta``: ``k`` = smallest odd
         integer ``>= 2.5 log(1/beta)``, ``m = 2^ceil(log2(sqrt(n/k)/c_eps))`` clamped to
@@ -140,7 +142,7 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(GroupBitReports):
+class HadaOracleReports(GroupBitReports):
     """HadaOracle reports: subset ``groups`` (uint32), Hadamard row ``rows`` (uint32),
     bit ``bits`` (int8, +-1). With server-assigned subsets and rows only the bit is
     private information; the other columns are what the server sent."""
@@ -148,23 +150,23 @@ class Reports(GroupBitReports):
     protocol: ClassVar[str] = "hadaoracle"
 
 
-class Client(LayoutClient):
+class HadaOracleClient(LayoutClient):
     """HadaOracle client: in subset ``j``, ``y = h_j(x)`` and HRR on ``[m]``: one bit.
 
     Args:
-        params: :class:`Params`.
+        params: :class:`HadaOracleParams`.
         rng: ``None`` (default) draws each batch's key from OS entropy, the only setting
             for real users; an int / SeedSequence / Generator makes a reproducible
             **simulation only**.
         threads: client-side threads for batches.
     """
 
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
+    params_type: ClassVar[type] = HadaOracleParams
+    reports_type: ClassVar[type] = HadaOracleReports
 
-    def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
+    def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> HadaOracleReports:
         """Privatize ``values`` (integers in ``[0, d)``). ``groups``/``rows``: assigned by
-        the server (:meth:`Server.assign`); required for permutation partitioning, else
+        the server (:meth:`HadaOracleServer.assign`); required for permutation partitioning, else
         the client draws ``j ~ U[k]`` and ``r ~ U[0, m)``.
 
         Raises:
@@ -172,10 +174,10 @@ class Client(LayoutClient):
         """
         if self.params.partition == "permutation" and groups is None:
             raise ParameterError("groups must be given for permutation partitioning "
-                                 "(use Server.assign(n, partition='permutation'))")
+                                 "(use HadaOracleServer.assign(n, partition='permutation'))")
         x = as_values(values, self.params.d)
         g, r, b = self._perturb_groups(x, groups, rows)
-        reports: Reports = self.reports_type(groups=g, rows=r, bits=b)
+        reports: HadaOracleReports = self.reports_type(groups=g, rows=r, bits=b)
         return reports
 
 
@@ -229,19 +231,19 @@ def median_estimates(server: LayoutServer, group_ids: np.ndarray, xs: np.ndarray
     return out
 
 
-class Server(LayoutServer):
+class HadaOracleServer(LayoutServer):
     """HadaOracle server: ``k x m`` integer counts (C++ accumulation, mergeable), one
     batched FWHT, median query in ``O(k)`` ([WW] Alg. 1).
 
     Args:
-        params: :class:`Params`.
+        params: :class:`HadaOracleParams`.
         threads: server threads (0 = default; results do not depend on it).
     """
 
     protocol = "hadaoracle"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = HadaOracleParams
+    reports_type: ClassVar[type] = HadaOracleReports
+    params: HadaOracleParams
 
     def _scales(self) -> np.ndarray:
         p = self.params
@@ -288,7 +290,7 @@ class Server(LayoutServer):
         return est if counts else est / self.n
 
 
-def _variance(server: Server, candidates: Any) -> MedianOfGroups:
+def _variance(server: HadaOracleServer, candidates: Any) -> MedianOfGroups:
     p = server.params
     corrected = p.collision_correction and p.hashed
     return median_of_groups(server, candidates, p.k, p.k, p.hashed, signed=False,
@@ -299,17 +301,22 @@ def _simulations() -> Tuple[Algorithm]:
     from ...experiments import Algorithm
 
     return (Algorithm("hadaoracle", "HadaOracle", "protocols.frequency.hadaoracle",
-                      lambda eps, data, gen: Params.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
+                      lambda eps, data, gen: HadaOracleParams.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
                                                            hash_seed=draw(gen)),
                       None, None, "WW sketch: k subsets x HRR on [m], median query (beta = 0.05 defaults)"),)
 
 
 register_protocol(Protocol(
-    "hadaoracle", Params, Reports, Server, Client,
+    "hadaoracle", HadaOracleParams, HadaOracleReports, HadaOracleServer, HadaOracleClient,
     extremes=edges(d=(2, 2**64), k=(1, 2**10)),
-    example=lambda: (Params.create(epsilon=2.0, d=1000, n=4000, hash_seed=3), zipf_values(1000)),
+    example=lambda: (HadaOracleParams.create(epsilon=2.0, d=1000, n=4000, hash_seed=3), zipf_values(1000)),
     # [WW] Alg. 1: the subset j, the Hadamard row r and one bit (only the bit when the server assigns j, r).
     wire_fields=lambda p: [WireField("groups", bits_for(p.k), dtype="uint32"),
                            WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
     simulations=_simulations, variance=_variance,
-    audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))
+    audit=AuditHooks(lambda e, **kw: HadaOracleParams.create(e, 64, 1000, hash_seed=1, **kw), layout_plan,
+                     binary_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "hadaoracle", {"Params": HadaOracleParams, "Client": HadaOracleClient,
+                                                      "Server": HadaOracleServer, "Reports": HadaOracleReports})

@@ -52,19 +52,20 @@ from ...theory._types import Real, RealLike
 from ..._base import AuditHooks
 from ...estimates import PLUG_IN
 from ...uncertainty import MedianOfGroups, PlugIn
+from .._aliases import deprecated_names
 from .._registration import edges, binary_epsilon, count_sketch_plan, draw, median_of_groups
 
 if TYPE_CHECKING:
     from ...experiments import Algorithm
 
-__all__ = ["Params", "Reports", "Client", "Server", "COMBINERS"]
+__all__ = ["HashtogramParams", "HashtogramReports", "HashtogramClient", "HashtogramServer", "COMBINERS"]
 
 COMBINERS = ("median", "mean")
 _GF64 = 2**64
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class HashtogramParams(_ParamsBase):
     """Hashtogram parameters.
 
     Attributes:
@@ -96,7 +97,7 @@ class Params(_ParamsBase):
         object.__setattr__(self, "hash_seed", check_int("hash_seed", self.hash_seed, 0, 2**64 - 1))
 
     @classmethod
-    def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
+    def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "HashtogramParams":
         """Defaults (our choice): ``R`` = HadaOracle's ``k`` (smallest odd ``>= 2.5 ln(1/beta)``,
         so both oracles get the same number of repetitions) and ``T = 2^ceil(log2 sqrt n)``
         (Bassily et al.'s ``Theta(sqrt n)``), at most ``2^ceil(log2 d)``."""
@@ -131,7 +132,7 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(GroupBitReports):
+class HashtogramReports(GroupBitReports):
     """Hashtogram reports: group ``groups`` (uint32), Hadamard row ``rows`` (uint32) and
     bit ``bits`` (int8, +-1)."""
 
@@ -156,13 +157,13 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
     return _core.randomized_response(key, zeros, size, probability_threshold((size - 1) / size), threads)
 
 
-class Client(ClientBase):
+class HashtogramClient(ClientBase):
     """Hashtogram client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only. Groups and rows may be assigned by the server."""
 
-    params: Params
+    params: HashtogramParams
 
-    def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
+    def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> HashtogramReports:
         """One report per value in ``[0, d)``; ``groups`` in ``[0, R)`` and ``rows`` in
         ``[0, T)`` are drawn uniformly unless given."""
         p = self.params
@@ -179,7 +180,7 @@ class Client(ClientBase):
         bucket, sign = p.hashes(g, x)
         truth = (sign * _parity_sign(r.astype(np.uint64) & bucket) < 0).astype(np.uint64)   # 1 encodes -1
         noisy = _core.randomized_response(self._keys.key(), truth, 2, binary_flip_threshold(p.epsilon), self.threads)
-        return Reports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
+        return HashtogramReports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
 
 
 class GroupedSignSketchServer(Aggregator):
@@ -188,7 +189,7 @@ class GroupedSignSketchServer(Aggregator):
     cell of its group's row), the report count and the group sizes. Subclasses set the
     number of groups (:meth:`_groups`) and answer queries from :meth:`decoded`."""
 
-    params: Any  # the protocol's own Params (T, and what _groups reads)
+    params: Any  # the protocol's own HashtogramParams (T, and what _groups reads)
 
     def __init__(self, params: Any, threads: int = 0):
         super().__init__(params)
@@ -262,16 +263,16 @@ class GroupedSignSketchServer(Aggregator):
                           group_sizes=np.array(state["group_sizes"], dtype=np.int64))
 
 
-class Server(GroupedSignSketchServer):
+class HashtogramServer(GroupedSignSketchServer):
     """Hashtogram aggregator: ``z`` (``R x T`` int64), the report count and group sizes."""
 
     protocol: ClassVar[str] = "hashtogram"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = HashtogramParams
+    reports_type: ClassVar[type] = HashtogramReports
+    params: HashtogramParams
 
     @classmethod
-    def _groups(cls, params: Params) -> int:
+    def _groups(cls, params: HashtogramParams) -> int:
         return params.R
 
     def group_estimates(self, candidates: Any) -> np.ndarray:
@@ -299,21 +300,21 @@ class Server(GroupedSignSketchServer):
         return est * self.n if counts else est
 
 
-def _example() -> Tuple[Params, np.ndarray]:
+def _example() -> Tuple[HashtogramParams, np.ndarray]:
     rng = np.random.default_rng(1)
-    return Params(epsilon=2.0, d=1000, R=5, T=32, hash_seed=3), np.minimum(rng.zipf(1.3, size=3000) - 1, 999)
+    return HashtogramParams(epsilon=2.0, d=1000, R=5, T=32, hash_seed=3), np.minimum(rng.zipf(1.3, size=3000) - 1, 999)
 
 
 def _simulations() -> Tuple[Algorithm]:
     from ...experiments import Algorithm
 
     return (Algorithm("hashtogram", "Hashtogram", "protocols.frequency.hashtogram",
-                      lambda eps, data, gen: Params.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
+                      lambda eps, data, gen: HashtogramParams.create(epsilon=eps, d=data.d, n=data.n, beta=0.05,
                                                            hash_seed=draw(gen)),
                       None, None, "Bassily et al.'s Count-Sketch oracle: R groups, T ~ sqrt(n), median (WW Table 1)"),)
 
 
-def _variance(server: Server, candidates: Any) -> Union[MedianOfGroups, PlugIn]:
+def _variance(server: HashtogramServer, candidates: Any) -> Union[MedianOfGroups, PlugIn]:
     p = server.params
     if p.combine == "median":
         return median_of_groups(server, candidates, p.R, p.R, hashed=True, signed=True)
@@ -326,7 +327,12 @@ def _variance(server: Server, candidates: Any) -> Union[MedianOfGroups, PlugIn]:
 
 
 register_protocol(Protocol(
-    "hashtogram", Params, Reports, Server, Client, extremes=edges(d=(2, 2**64)), example=_example, variance=_variance,
+    "hashtogram", HashtogramParams, HashtogramReports, HashtogramServer, HashtogramClient,
+    extremes=edges(d=(2, 2**64)), example=_example, variance=_variance,
     simulations=_simulations,
-    audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, hash_seed=1, **kw), count_sketch_plan,
+    audit=AuditHooks(lambda e, **kw: HashtogramParams(epsilon=e, d=64, R=3, T=8, hash_seed=1, **kw), count_sketch_plan,
                      binary_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "hashtogram", {"Params": HashtogramParams, "Client": HashtogramClient,
+                                                      "Server": HashtogramServer, "Reports": HashtogramReports})

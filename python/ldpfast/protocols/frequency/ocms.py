@@ -10,10 +10,10 @@ Protocol (one report per user, eps-LDP):
    on the largest frequency of interest) or the l1/l2 loss (``mode="l"``, Thm 3.8). The
    hash family is ``h(x) = ((a0 + a1 x) in F) mod m`` over a finite field ``F`` of size
    ``pH >= max(d+1, 5m)``: by default the prime field of ``PRIME = 2^64 - 59``.
-2. Client ([PAN] Alg. 1 ``Client``): draw ``a0, a1`` uniformly from the whole field (a
+2. OCMSClient ([PAN] Alg. 1 ``OCMSClient``): draw ``a0, a1`` uniformly from the whole field (a
    fresh hash function per user), compute ``y = h(x)``, perturb ``y`` with k-ary RR on
    ``[m]`` (keep with probability ``e/(e+m-1)``) and send ``(z, a0, a1)``.
-3. Server ([PAN] Alg. 2): for a queried ``x``, count the matches ``C(x) = #{i: z_i = h_i(x)}``;
+3. OCMSServer ([PAN] Alg. 2): for a queried ``x``, count the matches ``C(x) = #{i: z_i = h_i(x)}``;
    then ``ytot = ((e+m-1)/(e-1)) C - n/(e-1)`` (the decoded RR vectors summed, with the
    corrected decode constant ``(e+m-2)/(e-1)``; Alg. 1's ``Decode`` misprints
    it as the biased ``(e+m-1)/(e-1)``) and
@@ -26,12 +26,12 @@ with ``m`` a power of two, a contiguous range of ``Q`` candidates costs ``O(n (Q
 instead: ``x -> (a1 x) mod m`` is linear over GF(2), so each report's matches form an
 affine subspace that the core solves for and enumerates (identical counts; chosen
 automatically when cheaper). The server
-(:class:`Server`) therefore works in one of two modes, chosen at construction:
+(:class:`OCMSServer`) therefore works in one of two modes, chosen at construction:
 
-* ``Server(params)`` keeps the reports (24 bytes each) and can estimate any candidate
+* ``OCMSServer(params)`` keeps the reports (24 bytes each) and can estimate any candidate
   set later. ``merge`` concatenates; state and bytes are canonical (rows sorted), so
   equality and serialization do not depend on the order reports arrived in.
-* ``Server(params, candidates=...)`` streams every batch into per-candidate match counts
+* ``OCMSServer(params, candidates=...)`` streams every batch into per-candidate match counts
   (memory ``O(|candidates|)``, integral, exactly mergeable by addition). This is the mode
   for very large ``n`` when the values of interest are known in advance.
 
@@ -64,20 +64,21 @@ from ...audit import value_inputs
 from ...estimates import PLUG_IN
 from ..._base import WireField, bits_for
 from ._hashed_reports import HashedReportsServer
+from .._aliases import deprecated_names
 from .._registration import edges, olh_plan, per_user_hash_cost, rr_epsilon, theory, zipf_values
 
 if TYPE_CHECKING:
     from ...datasets import ValueData
     from ...experiments import Algorithm
 
-__all__ = ["PRIME", "Params", "Reports", "Client", "Server", "hash_range", "finite_field_size",
+__all__ = ["PRIME", "OCMSParams", "OCMSReports", "OCMSClient", "OCMSServer", "hash_range", "finite_field_size",
            "decode_matches", "uint64_column"]
 
 
 # --- parameters -------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class Params(_base.Params):
+class OCMSParams(_base.Params):
     """Parameters client and server must agree on (frozen, hashable, serializable).
 
     Attributes:
@@ -133,7 +134,7 @@ class Params(_base.Params):
     @classmethod
     def optimal(cls, epsilon: float, d: int, mode: str = "mse", f_star: float = 1.0,
                 field: str = "paper", a_range: str = "full", use_m_prime: bool = True,
-                fast_query: bool = False) -> "Params":
+                fast_query: bool = False) -> "OCMSParams":
         """Parameters chosen as in [PAN] Algorithm 1.
 
         Args:
@@ -229,11 +230,11 @@ def _power_of_two_m(epsilon: float, d: int, mode: str, f_star: float) -> int:
 # --- reports ----------------------------------------------------------------------------
 
 @dataclasses.dataclass(eq=False)
-class Reports(_base.Reports):
+class OCMSReports(_base.Reports):
     """A batch of OCMS+RR reports ``(z, a0, a1)``: the perturbed hash value in ``[0, m)``
     and the user's hash function (field elements). Columns are converted to uint64 without
     silent changes (see :func:`uint64_column`); they are checked against the parameters by
-    :meth:`Server.update`.
+    :meth:`OCMSServer.update`.
 
     Raises:
         ReportError: a column is not integral, negative, ``>= 2^64``, or lengths differ.
@@ -252,7 +253,7 @@ class Reports(_base.Reports):
             setattr(self, name, uint64_column(getattr(self, name), name, ReportError))
         self._check_lengths()
 
-    def validate(self, params: Params) -> None:
+    def validate(self, params: OCMSParams) -> None:
         """Raise ReportError unless every report fits ``params`` (``z < m``, ``a0, a1 <
         field_size``)."""
         check_below(self.z, params.m, "z", "hash values in", ReportError)
@@ -262,8 +263,8 @@ class Reports(_base.Reports):
 
 # --- client -----------------------------------------------------------------------------
 
-class Client(_base.ClientBase):
-    """The user side of OCMS+RR ([PAN] Algorithm 1, ``Client``).
+class OCMSClient(_base.ClientBase):
+    """The user side of OCMS+RR ([PAN] Algorithm 1, ``OCMSClient``).
 
     Args:
         params: the protocol parameters.
@@ -274,10 +275,10 @@ class Client(_base.ClientBase):
         threads: threads for large batches (0 = default); the output does not depend on it.
     """
 
-    params: Params
+    params: OCMSParams
 
-    def perturb(self, values: Any) -> Reports:
-        """Reports for ``values`` (an int or an integer array in ``[0, d)``), one per value.
+    def perturb(self, values: Any) -> OCMSReports:
+        """OCMSReports for ``values`` (an int or an integer array in ``[0, d)``), one per value.
 
         Each report draws its own ``a0, a1`` (uniform on the field, or on ``[1, pH-1]`` with
         ``a_range="nonzero"``), hashes ``y = ((a0 + a1 x) in F) mod m`` and applies k-ary RR
@@ -300,12 +301,12 @@ class Client(_base.ClientBase):
             a1 = gen.integers(1, params.field_size - 1, size=x.size, dtype=np.uint64, endpoint=True)
             y = _core.ocms_hash(params.field, a0, a1, x, params.m, self.threads)
             z = _core.randomized_response(key, y, params.m, params.flip_threshold, self.threads)
-        return Reports(z=z, a0=a0, a1=a1)
+        return OCMSReports(z=z, a0=a0, a1=a1)
 
 
 # --- server -----------------------------------------------------------------------------
 
-def decode_matches(params: Params, matches: Any, n: int, clip: bool = False) -> np.ndarray:
+def decode_matches(params: OCMSParams, matches: Any, n: int, clip: bool = False) -> np.ndarray:
     """Frequency estimates from match counts ([PAN] Algorithm 2, corrected decoding):
     ``fhat = m'/(m'-1) * ((e+m-1) C/n - 1)/(e-1) - 1/(m'-1)`` where ``C`` is the number of
     reports with ``z_i = h_i(x)`` among ``n``, and ``m'`` is ``params.estimator_m``.
@@ -320,7 +321,7 @@ def decode_matches(params: Params, matches: Any, n: int, clip: bool = False) -> 
     return np.clip(fhat, 0.0, 1.0) if clip else fhat
 
 
-class Server(HashedReportsServer):
+class OCMSServer(HashedReportsServer):
     """The OCMS+RR aggregator ([PAN] Algorithm 2). See the module docstring for the two
     modes.
 
@@ -337,10 +338,10 @@ class Server(HashedReportsServer):
     """
 
     protocol: ClassVar[str] = "ocms"
-    params_type: ClassVar[type] = Params
+    params_type: ClassVar[type] = OCMSParams
 
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    reports_type: ClassVar[type] = OCMSReports
+    params: OCMSParams
 
     def estimate(self, candidates: Any = None, counts: bool = False, *, clip: bool = False) -> np.ndarray:
         """Frequency estimates (float64 fractions) for ``candidates`` ([PAN] Alg. 2 with the
@@ -352,8 +353,8 @@ class Server(HashedReportsServer):
                 kept report and candidate (``n d`` for the whole dictionary: 1e11 at
                 ``n = 1e6``, ``d = 1e5``); long ones draw a progress line on a terminal's
                 stderr (:func:`ldpfast.set_progress`). To pay less: pass the candidates
-                you need, stream them (``Server(params, candidates=...)``) or use
-                ``Params.optimal(..., fast_query=True)`` (the affine decode); see the
+                you need, stream them (``OCMSServer(params, candidates=...)``) or use
+                ``OCMSParams.optimal(..., fast_query=True)`` (the affine decode); see the
                 user guide's "What a query costs".
             counts: estimated numbers of users (``n`` times the fractions) instead.
             clip: clip the fractions to ``[0, 1]`` (post-processing; raw estimates are
@@ -374,23 +375,23 @@ class Server(HashedReportsServer):
         return self.estimate(candidates, counts=True, clip=clip)
 
 
-def _example() -> Tuple[Params, np.ndarray]:
-    return Params.optimal(epsilon=2.0, d=300, field="compact"), zipf_values(300)
+def _example() -> Tuple[OCMSParams, np.ndarray]:
+    return OCMSParams.optimal(epsilon=2.0, d=300, field="compact"), zipf_values(300)
 
 
-def _variance(server: Server, candidates: Any) -> Tuple[Optional[Callable[[Any], Any]], str]:
+def _variance(server: OCMSServer, candidates: Any) -> Tuple[Optional[Callable[[Any], Any]], str]:
     p, n = server.params, server.n
     if p.a_range != "full":
         return None, "OCMS with a_range='nonzero' has no closed-form variance"
     return (lambda f: theory().ocms_variance(p, n=n, f=f)), f"{PLUG_IN} (theory.ocms_variance)"
 
 
-def _channel(server: Server, candidates: Any, likelihood: str = "composite") -> Any:
+def _channel(server: OCMSServer, candidates: Any, likelihood: str = "composite") -> Any:
     p = server.params
     return match_channel(server, candidates, p.epsilon, p.m, p.estimator_m, likelihood)
 
 
-def _field_name(params: Params) -> str:
+def _field_name(params: OCMSParams) -> str:
     if params.field_kind == "binary":
         return f"GF(2^{params.field_size.bit_length() - 1})"
     if params.field_size == PRIME:
@@ -398,7 +399,7 @@ def _field_name(params: Params) -> str:
     return f"F_p, p = {params.field_size}"
 
 
-def _variance_at(p: Params, n: int) -> Callable[[Any], Any]:
+def _variance_at(p: OCMSParams, n: int) -> Callable[[Any], Any]:
     """``f -> Var(fhat)`` of ``n`` reports under ``p`` ([PAN] Eq. 8/20)."""
     from ...theory import ocms as to
 
@@ -411,7 +412,7 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, modes: Sequence[str]
 
     rows = []
     for mode in modes:
-        p = Params.optimal(epsilon=epsilon, d=d, mode=mode, f_star=f_star, field=field)
+        p = OCMSParams.optimal(epsilon=epsilon, d=d, mode=mode, f_star=f_star, field=field)
         real = to.ocms_optimal_m(epsilon, mode, d, f_star)
         rows.append(ComparisonRow("MSE-OCMS+RR" if mode == "mse" else "l-OCMS+RR", p.m, p.communication_bits,
                                   _variance_at(p, n), float(to.ocms_l2(epsilon, d, n, p.m)),
@@ -429,21 +430,26 @@ def _simulations() -> Tuple[Algorithm, Algorithm]:
     def l2(params: Any, n: int, size: int) -> float:
         return float(to.ocms_l2(params.epsilon, size, n, params.m))  # Eq. 22 with |X| for d
     return (Algorithm("ocms-mse", "MSE-OCMS+RR", "protocols.frequency.ocms",
-                      lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
+                      lambda eps, data, gen: OCMSParams.optimal(epsilon=eps, d=data.d, mode="mse", f_star=data.f_star),
                       variance, l2, "OCMS+RR, m minimizing the worst-case MSE for the data's f* (PAN Thm 3.6)"),
             Algorithm("ocms-l", "l-OCMS+RR", "protocols.frequency.ocms",
-                      lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, mode="l"),
+                      lambda eps, data, gen: OCMSParams.optimal(epsilon=eps, d=data.d, mode="l"),
                       variance, l2, "OCMS+RR, m minimizing l1/l2 (PAN Thm 3.8)"))
 
 
 _base.register_protocol(_base.Protocol(
-    "ocms", Params, Reports, Server, Client, extremes=edges(d=(1, 2**64), m=(2, 2**64)), example=_example,
+    "ocms", OCMSParams, OCMSReports, OCMSServer, OCMSClient, extremes=edges(d=(1, 2**64), m=(2,
+                                                                                             2**64)), example=_example,
     # [PAN] 2.4: 2 ceil(log2 pH) + ceil(log2 m).
     wire_fields=lambda p: [WireField("z", bits_for(p.m)), WireField("a0", bits_for(p.field_size)),
                            WireField("a1", bits_for(p.field_size))],
     variance=_variance, default_candidates=lambda server: None if server.keeps_reports else server.candidates,
     compare=_compare, simulations=_simulations, channel=_channel,
-    audit=AuditHooks(lambda e, **kw: Params.optimal(e, 16, **kw),
+    audit=AuditHooks(lambda e, **kw: OCMSParams.optimal(e, 16, **kw),
                      lambda p: olh_plan(p.field, p.m, [0], [1], value_inputs(0, 1),
                                         ("H(x0) = z != H(x1)", "H(x1) = z != H(x0)")),
                      rr_epsilon("m"))))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "ocms", {"Params": OCMSParams, "Client": OCMSClient,
+                                                      "Server": OCMSServer, "Reports": OCMSReports})

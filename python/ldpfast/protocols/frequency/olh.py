@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from ... import _core
-from ..._base import Aggregator, ClientBase, Delta, Params, Protocol, Reports, register_protocol
+from ..._base import Aggregator, ClientBase, Delta, Protocol, register_protocol
+from ..._base import Params as _ParamsBase, Reports as _ReportsBase
 from ..._delta import _State
 from ..._validate import as_values, check_array, check_epsilon, check_int, check_threads, rr_threshold
 from ...errors import FormatError, ReportError
@@ -40,7 +41,7 @@ __all__ = ["OLHParams", "OLHClient", "OLHReports", "OLHServer"]
 
 
 @dataclasses.dataclass(frozen=True)
-class OLHParams(Params):
+class OLHParams(_ParamsBase):
     """Optimal Local Hashing (Wang et al. 2017) with the pairwise-independent
     hash of [PAN] (``((a0 + a1 x) mod PRIME) mod g``, ``a0, a1`` drawn per user) instead
     of a fully random one: OLH is then exactly CMS+RR with ``m = g``.
@@ -82,7 +83,7 @@ class OLHParams(Params):
 
 
 @dataclasses.dataclass
-class OLHReports(Reports):
+class OLHReports(_ReportsBase):
     """OLH reports: perturbed hash ``z`` in ``[0, g)`` and the user's hash ``(a0, a1)``
     (all uint64)."""
 
@@ -106,7 +107,7 @@ class OLHClient(ClientBase):
     (C++ OCMS kernel). ``rng``: ``None`` (default) draws each batch's key from OS entropy, the only
     setting for real users; a seed makes a reproducible **simulation only**."""
 
-    # OLHParams, or blh's Params (blh.Client reuses this client): both have d, g, flip_threshold
+    # OLHParams, or BLHParams (BLHClient reuses this client): both have d, g, flip_threshold
     params: Any
 
     def perturb(self, values: Any) -> OLHReports:
@@ -128,7 +129,7 @@ class OLHServer(Aggregator):
     protocol: ClassVar[str] = "olh"
     params_type: ClassVar[type] = OLHParams
     reports_type: ClassVar[type] = OLHReports
-    # OLHParams, blh's Params or longitudinal's LOLHParams (blh.Server and LOLHServer reuse
+    # OLHParams, BLHParams or longitudinal's LOLHParams (BLHServer and LOLHServer reuse
     # this server): not one class below the base Params
     params: Any
 
@@ -137,7 +138,7 @@ class OLHServer(Aggregator):
         from . import ocms
 
         # m = g, read as self.params.g: blh and LOLHServer pass their own params, with g but not _g
-        self._reports = ocms.Server(ocms.Params(epsilon=params.epsilon, d=params.d, m=self.params.g,
+        self._reports = ocms.OCMSServer(ocms.OCMSParams(epsilon=params.epsilon, d=params.d, m=self.params.g,
                                                 use_m_prime=False), threads=check_threads(threads))
         self._reports._lock = self._lock  # one lock for the pair
 
@@ -174,10 +175,10 @@ class OLHServer(Aggregator):
         return self._reports._merged(theirs)
 
     @staticmethod
-    def _as_ocms(reports: OLHReports) -> ocms.Reports:
+    def _as_ocms(reports: OLHReports) -> ocms.OCMSReports:
         from . import ocms
 
-        return ocms.Reports(z=reports.z, a0=reports.a0, a1=reports.a1)
+        return ocms.OCMSReports(z=reports.z, a0=reports.a0, a1=reports.a1)
 
     @property
     def n(self) -> int:

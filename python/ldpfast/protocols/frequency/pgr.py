@@ -15,9 +15,9 @@ is unbiased with the closed-form variance of :func:`ldpfast.theory.pgr_variance`
 
     from ldpfast.protocols.frequency import pgr
 
-    params = pgr.Params(epsilon=1.0, d=2**14)        # q = 3, t = 10 by default
-    reports = pgr.Client(params).perturb(values)     # one uint32 point per user
-    server = pgr.Server(params).update(reports)
+    params = pgr.PGRParams(epsilon=1.0, d=2**14)        # q = 3, t = 10 by default
+    reports = pgr.PGRClient(params).perturb(values)     # one uint32 point per user
+    server = pgr.PGRServer(params).update(reports)
     est = server.frequencies()                       # with standard errors
 
 The default ``q`` minimizes the exact variance over a few primes
@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import math
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -42,16 +42,17 @@ from ..._validate import check_array, check_below, check_epsilon, check_int, che
 from ...errors import FormatError, ParameterError, ReportError
 from ...theory import projective as _theory
 from ..._base import WireField, bits_for
+from .._aliases import deprecated_names
 from .._registration import edges, counter_cost, own_variance, simulated_own_l2, simulated_own_variance, zipf_values
 
-__all__ = ["Params", "Reports", "Client", "Server", "hyperplane_transform"]
+__all__ = ["PGRParams", "PGRReports", "PGRClient", "PGRServer", "hyperplane_transform"]
 
 PROTOCOL_ID = "pgr"
 _TWO64 = 2**64
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class PGRParams(_ParamsBase):
     """PGR parameters.
 
     Attributes:
@@ -147,7 +148,7 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(_ReportsBase):
+class PGRReports(_ReportsBase):
     """PGR reports: one point ``y`` of PG(t-1, q) per user (uint32, ``y < K``)."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
@@ -158,45 +159,45 @@ class Reports(_ReportsBase):
         self.y = check_array("y", self.y, np.uint32)
 
 
-class Client(ClientBase):
+class PGRClient(ClientBase):
     """PGR client (C++; one ChaCha20 keystream per report). ``rng=None`` (default) keys each
     batch from OS entropy, the only setting for real users; a seed is for simulation only."""
 
-    def perturb(self, values: Any) -> Reports:
+    def perturb(self, values: Any) -> PGRReports:
         """One point per value (integers in ``[0, d)``)."""
         p = self.params
         x = check_values(values, p.d)
-        return Reports(y=_core.pgr_perturb(self._keys.key(), x, p.q, p.t, p.in_threshold, self.threads))
+        return PGRReports(y=_core.pgr_perturb(self._keys.key(), x, p.q, p.t, p.in_threshold, self.threads))
 
 
-class Server(Aggregator):
+class PGRServer(Aggregator):
     """PGR aggregator: the histogram of reported points (``K`` uint64 counters); estimates
     decode every hyperplane sum at once (C++, cached per state)."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
+    params_type: ClassVar[type] = PGRParams
+    reports_type: ClassVar[type] = PGRReports
     # _ingest reads y once (the kernel checks each value it counts; small batches are
     # clamped into their own array, as GRR does), so the template neither copies the batch
     # nor runs _validate first
     _ingest_validates: ClassVar[bool] = True
     _reads_once: ClassVar[bool] = True
-    params: Params
+    params: PGRParams
 
-    def __init__(self, params: Params, threads: int = 0):
+    def __init__(self, params: PGRParams, threads: int = 0):
         super().__init__(params)
         self.threads = check_int("threads", threads, 0)
         self._set_state({"counts": np.zeros(params.points, dtype=np.uint64)})
 
     @classmethod
     def _state_layout(cls, params: _ParamsBase) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
-        assert isinstance(params, Params)
+        assert isinstance(params, PGRParams)
         return {"counts": ((params.points,), "uint64")}
 
-    def _validate(self, reports: Reports) -> None:
+    def _validate(self, reports: PGRReports) -> None:
         check_below(reports.y, self.params.points, "y", "points in", ReportError)
 
-    def _ingest(self, reports: Reports) -> Delta:
+    def _ingest(self, reports: PGRReports) -> Delta:
         points, n = self.params.points, len(reports.y)
         if 8 * n < points:  # few reports: sparse counts, no histogram of the state's size
             self._check_call(8 * n, lambda: f"counting a batch of {n} PGR reports")
@@ -262,10 +263,10 @@ class Server(Aggregator):
         return f"t={self.params.t}, K={self.params.points}"
 
 
-def hyperplane_transform(params: Params, threads: int = 0) -> Any:
+def hyperplane_transform(params: PGRParams, threads: int = 0) -> Any:
     """``g (K,) -> D g`` with ``(D g)(u) = sum of g(v) over the points v with <u, v> = 0``
     (float64; the decoder's hyperplane sums for real weights), in ``O(K q t)`` additions:
-    the exact integer decoder (:meth:`Server.hyperplane_counts`) run on ``g`` in 64-bit fixed
+    the exact integer decoder (:meth:`PGRServer.hyperplane_counts`) run on ``g`` in 64-bit fixed
     point. Each sign's part is scaled so its sum is ``2^63`` and rounded to integers, which
     moves each of the ``s`` terms of an output by at most ``2^-64`` of that sum: every output
     is within ``s 2^-63 sum|g|`` (``< 2^-31 sum|g|``, and ``1e-14 sum|g|`` at ``K = 10^5``)."""
@@ -293,7 +294,7 @@ def hyperplane_transform(params: Params, threads: int = 0) -> Any:
     return transform
 
 
-def _channel(server: Server, candidates: Any) -> Any:
+def _channel(server: PGRServer, candidates: Any) -> Any:
     """The IBU/MLE channel (:mod:`ldpfast.estimation`): one reported point per user, with
     probability ``a_in = P_H/s`` for each point of the value's hyperplane and ``a_out =
     (1 - P_H)/(K - s)`` for each other (``P_H``: the sampler's exact threshold), so
@@ -338,7 +339,7 @@ def _channel(server: Server, candidates: Any) -> Any:
                    f"histogram of points is sufficient{rest_note}")
 
 
-def _audit_plan(params: Params) -> Any:
+def _audit_plan(params: PGRParams) -> Any:
     from ...audit import Plan, support_events, value_inputs
 
     zero, one = params.vectors([0, 1])
@@ -350,7 +351,7 @@ def _audit_plan(params: Params) -> Any:
                 ("<y, x0> = 0 != <y, x1>", "<y, x1> = 0 != <y, x0>"))
 
 
-def _effective_epsilon(params: Params) -> float:
+def _effective_epsilon(params: PGRParams) -> float:
     from ...audit import log_ratio
 
     t = params.in_threshold
@@ -358,7 +359,7 @@ def _effective_epsilon(params: Params) -> float:
 
 
 def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequence[ComparisonRow]:
-    p = Params(epsilon=epsilon, d=d)
+    p = PGRParams(epsilon=epsilon, d=d)
 
     def var(f: Any) -> Any:
         return p.variance(n, f)
@@ -370,18 +371,22 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequenc
 def _simulations() -> Tuple[Any, ...]:
     from ...experiments import Algorithm
 
-    return (Algorithm("pgr", "PGR", "protocols.frequency.pgr", lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+    return (Algorithm("pgr", "PGR", "protocols.frequency.pgr", lambda eps, data, gen: PGRParams(epsilon=eps, d=data.d),
                       simulated_own_variance, simulated_own_l2,
                       "Projective Geometry Response: log2 K bits, optimal error, O(K q t) decoder"),)
 
 
-def _wire(params: Params) -> List[WireField]:
+def _wire(params: PGRParams) -> List[WireField]:
     return [WireField("y", bits_for(params.points), dtype="uint32")]
 
 
 register_protocol(Protocol(
-    PROTOCOL_ID, Params, Reports, Server, Client,
-    extremes=edges(d=(2, 2**20)), example=lambda: (Params(epsilon=1.0, d=200), zipf_values(200, n=2000)),
+    PROTOCOL_ID, PGRParams, PGRReports, PGRServer, PGRClient,
+    extremes=edges(d=(2, 2**20)), example=lambda: (PGRParams(epsilon=1.0, d=200), zipf_values(200, n=2000)),
     wire_fields=_wire, variance=own_variance, compare=_compare, simulations=_simulations, channel=_channel,
     # q = 3 forced: the audit exercises the hyperplane sampler (t = 4) at every epsilon
-    audit=AuditHooks(lambda e, **kw: Params(e, 16, **{"q": 3, **kw}), _audit_plan, _effective_epsilon)))
+    audit=AuditHooks(lambda e, **kw: PGRParams(e, 16, **{"q": 3, **kw}), _audit_plan, _effective_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "pgr", {"Params": PGRParams, "Client": PGRClient,
+                                                      "Server": PGRServer, "Reports": PGRReports})

@@ -7,14 +7,14 @@ OCMS+RR's. This module implements those variants so the comparison can be measur
 
 Protocol (one report per user, eps-LDP):
 
-1. Client: draw a hash function ``h(x) = ((a0 + a1 x) in F) mod m`` uniformly from the
+1. CMSRAPPORClient: draw a hash function ``h(x) = ((a0 + a1 x) in F) mod m`` uniformly from the
    finite-field family (a fresh one per user, as in OCMS+RR), one-hot encode ``h(x)`` in
    ``m`` bits and perturb every bit: ``variant="symmetric"`` flips each bit with
    probability ``1/(1+e^(eps/2))``; ``variant="asymmetric"`` reports a true 1 as 1 with
    probability 1/2 and a true 0 as 1 with probability ``1/(e^eps+1)``. The report is
    ``(a0, a1, bits)``. The two one-hot vectors of two inputs differ in two bits, so both
    variants are eps-LDP (the hash is independent of the input).
-2. Server: for a candidate ``x``, ``S(x) = sum_i bits_i[h_i(x)]``. The decoded bits
+2. CMSRAPPORServer: for a candidate ``x``, ``S(x) = sum_i bits_i[h_i(x)]``. The decoded bits
    ``(b - q)/(p - q)`` average to ``f(x) + (1 - f(x)) cbar`` where ``cbar`` is the exact
    collision probability of the family ([PAN] Lemma 3.2), so
    ``fhat(x) = ((S/n - q)/(p - q) - cbar)/(1 - cbar)`` is unbiased (this is [PAN]'s ``m'``
@@ -46,13 +46,15 @@ from ..._base import AuditHooks, ComparisonRow
 from ..._validate import rr_effective_epsilon
 from ...audit import Plan, value_inputs
 from ...kernels.field import core_field
+from .._aliases import deprecated_names
 from .._registration import edges, own_variance, simulated_own_l2, simulated_own_variance, tracked_candidates
 
 if TYPE_CHECKING:
     from ...datasets import ValueData
     from ...experiments import Algorithm
 
-__all__ = ["Params", "Reports", "Client", "Server", "MAX_M", "MAX_DEFAULT_CANDIDATES"]
+__all__ = ["CMSRAPPORParams", "CMSRAPPORReports", "CMSRAPPORClient", "CMSRAPPORServer", "MAX_M",
+           "MAX_DEFAULT_CANDIDATES"]
 
 #: Largest hash range: every report carries ``m`` bits.
 MAX_M = 1 << 16
@@ -68,7 +70,7 @@ _BUILD_BYTES = 32
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_base.Params):
+class CMSRAPPORParams(_base.Params):
     """CMS + RAPPOR parameters.
 
     Attributes:
@@ -106,7 +108,7 @@ class Params(_base.Params):
         _ = self.zero_threshold  # the binary sampler's range: raises ParameterError naming epsilon
 
     @classmethod
-    def optimal(cls, epsilon: float, d: int, variant: str = "symmetric", tau: float = 0.01) -> "Params":
+    def optimal(cls, epsilon: float, d: int, variant: str = "symmetric", tau: float = 0.01) -> "CMSRAPPORParams":
         """``m`` = the smallest hash range within ``1 + tau`` of RAPPOR's ``m -> inf``
         error (:func:`ldpfast.theory.cms_rappor_optimal_m`)."""
         return cls(epsilon=epsilon, d=d, m=_pt.cms_rappor_optimal_m(epsilon, variant, tau), variant=variant)
@@ -147,7 +149,7 @@ class Params(_base.Params):
 
 
 @dataclasses.dataclass(eq=False)
-class Reports(_base.Reports):
+class CMSRAPPORReports(_base.Reports):
     """A batch of reports: the hash function ``(a0, a1)`` and the ``m`` perturbed bits
     (a ``(n, m)`` uint8 array of 0/1)."""
 
@@ -176,7 +178,7 @@ class Reports(_base.Reports):
         return [WireField("a0", bits_for(params.field_size)), WireField("a1", bits_for(params.field_size)),
                 WireField("bits", 1, dtype="uint8", shape=(params.m,))]
 
-    def validate(self, params: Params) -> None:
+    def validate(self, params: CMSRAPPORParams) -> None:
         """Raise ReportError unless the batch fits ``params``."""
         self._check_lengths()
         check_below(self.a0, params.field_size, "a0", "field elements in", ReportError)
@@ -195,13 +197,13 @@ def _bernoulli(key: bytes, count: int, threshold: int, threads: int) -> np.ndarr
     return _core.randomized_response(key, zeros, 2, min(threshold, 2**64 - 1), threads).astype(np.uint8)
 
 
-class Client(_base.ClientBase):
+class CMSRAPPORClient(_base.ClientBase):
     """CMS + RAPPOR client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only (anyone who knows it can undo the perturbation)."""
 
-    params: Params
+    params: CMSRAPPORParams
 
-    def perturb(self, values: Any) -> Reports:
+    def perturb(self, values: Any) -> CMSRAPPORReports:
         """One report per value (integers in ``[0, d)``)."""
         p = self.params
         x = check_values(values, p.d)
@@ -216,10 +218,10 @@ class Client(_base.ClientBase):
         # a true 1 is reported as 1 unless it flips (threshold 2^64 - one_threshold)
         flips = _bernoulli(self._keys.key(), x.size, 2**64 - p.one_threshold, self.threads)
         bits[np.arange(x.size), y.astype(np.intp)] = 1 - flips
-        return Reports(a0=a0, a1=a1, bits=bits)
+        return CMSRAPPORReports(a0=a0, a1=a1, bits=bits)
 
 
-class Server(_base.Aggregator):
+class CMSRAPPORServer(_base.Aggregator):
     """CMS + RAPPOR aggregator: per-candidate sums ``S(x)`` and the report count.
 
     Args:
@@ -230,11 +232,11 @@ class Server(_base.Aggregator):
     """
 
     protocol: ClassVar[str] = "cms-rappor"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = CMSRAPPORParams
+    reports_type: ClassVar[type] = CMSRAPPORReports
+    params: CMSRAPPORParams
 
-    def __init__(self, params: Params, candidates: Any = None, threads: int = 0):
+    def __init__(self, params: CMSRAPPORParams, candidates: Any = None, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
         if candidates is None:
@@ -277,10 +279,10 @@ class Server(_base.Aggregator):
         return super()._state_nbytes() + int(self._candidates.nbytes)   # the candidates are state, kept beside _st
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
-    def _validate(self, reports: Reports) -> None:
+    def _validate(self, reports: CMSRAPPORReports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: Reports) -> _base.Delta:
+    def _ingest(self, reports: CMSRAPPORReports) -> _base.Delta:
         # the set bits' (user, symbol) and their hash coefficients, and one sum per candidate
         self._check_call(40 * reports.bits.size + 8 * self._sums.size,
                          f"matching a batch of {len(reports)} reports against {self._sums.size} candidates")
@@ -294,7 +296,7 @@ class Server(_base.Aggregator):
                                   sums, self.threads)
         return self._delta().add_nonzero("sums", sums).add("n", [len(reports)])
 
-    def merge(self, other: "Server") -> "Server":
+    def merge(self, other: "CMSRAPPORServer") -> "CMSRAPPORServer":
         """Add ``other``'s sums (exact; ``other`` is unchanged). Parameters and candidates
         must be equal."""
         if type(other) is type(self) and other.params == self.params and other is not self:
@@ -370,23 +372,23 @@ class Server(_base.Aggregator):
         return f"candidates={self._candidates.size}"
 
 
-def _example() -> Tuple[Params, np.ndarray]:
-    params = Params(epsilon=2.0, d=300, m=24, variant="asymmetric", field_size=_field.next_prime(301))
+def _example() -> Tuple[CMSRAPPORParams, np.ndarray]:
+    params = CMSRAPPORParams(epsilon=2.0, d=300, m=24, variant="asymmetric", field_size=_field.next_prime(301))
     rng = np.random.default_rng(1)
     return params, np.minimum(rng.zipf(1.3, size=3000) - 1, 299)
 
 
-def _effective_epsilon(params: Params) -> float:
+def _effective_epsilon(params: CMSRAPPORParams) -> float:
     # one-hot vectors of two inputs differ in two bits: sRP flips both at eps/2; aRP
     # keeps a 1 with probability exactly 1/2 and flips a 0 at eps
     once = rr_effective_epsilon(params.zero_threshold, 2)
     return 2 * once if params.variant == "symmetric" else once
 
 
-def _audit_plan(params: Params) -> Plan:
+def _audit_plan(params: CMSRAPPORParams) -> Plan:
     field = core_field(params.field_size)
 
-    def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
+    def events(reports: CMSRAPPORReports) -> Tuple[np.ndarray, np.ndarray]:
         n = len(reports.a0)
         h0, h1 = (_core.ocms_hash(field, reports.a0, reports.a1, np.full(n, v, dtype=np.uint64),
                                   params.m).astype(np.int64) for v in (0, 1))
@@ -405,7 +407,7 @@ def _compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[Co
 def _compare_row(epsilon: float, d: int, n: float, variant: str, name: str) -> ComparisonRow:
     from ...theory.ocms import affine_l2
 
-    rp = Params.optimal(epsilon=epsilon, d=d, variant=variant)
+    rp = CMSRAPPORParams.optimal(epsilon=epsilon, d=d, variant=variant)
     p_one, q_one = rp.bit_probabilities
     ones = p_one + (rp.m - 1) * q_one                  # expected set bits per report, each hashed per candidate
 
@@ -419,8 +421,8 @@ def _compare_row(epsilon: float, d: int, n: float, variant: str, name: str) -> C
 def _simulations() -> Tuple[Algorithm, ...]:
     from ...experiments import Algorithm
 
-    def make(variant: str) -> Callable[[float, ValueData, np.random.Generator], Params]:
-        return lambda eps, data, gen: Params.optimal(epsilon=eps, d=data.d, variant=variant, tau=0.1)
+    def make(variant: str) -> Callable[[float, ValueData, np.random.Generator], CMSRAPPORParams]:
+        return lambda eps, data, gen: CMSRAPPORParams.optimal(epsilon=eps, d=data.d, variant=variant, tau=0.1)
     return tuple(Algorithm(name, label, "protocols.frequency.rappor_cms", make(variant), simulated_own_variance,
                            simulated_own_l2, f"CMS with {variant} RAPPOR, m within 10% of its m -> inf error "
                            "(PAN App. G)", server_candidates=True)
@@ -429,7 +431,12 @@ def _simulations() -> Tuple[Algorithm, ...]:
 
 
 _base.register_protocol(_base.Protocol(
-    "cms-rappor", Params, Reports, Server, Client, example=_example, variance=own_variance,
+    "cms-rappor", CMSRAPPORParams, CMSRAPPORReports, CMSRAPPORServer, CMSRAPPORClient,
+    example=_example, variance=own_variance,
     extremes=edges(d=(1, 2**64)),
     default_candidates=tracked_candidates, compare=_compare, simulations=_simulations,
-    audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=16, m=4, **kw), _audit_plan, _effective_epsilon)))
+    audit=AuditHooks(lambda e, **kw: CMSRAPPORParams(epsilon=e, d=16, m=4, **kw), _audit_plan, _effective_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "cms-rappor", {"Params": CMSRAPPORParams, "Client": CMSRAPPORClient,
+                                                      "Server": CMSRAPPORServer, "Reports": CMSRAPPORReports})

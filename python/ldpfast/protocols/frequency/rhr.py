@@ -23,7 +23,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ... import _core
-from ..._base import Aggregator, AuditHooks, ClientBase, ComparisonRow, Params, Protocol, Reports
+from ..._base import Aggregator, AuditHooks, ClientBase, ComparisonRow, Protocol
+from ..._base import Params as _ParamsBase, Reports as _ReportsBase
 from ..._base import register_protocol
 from ..._delta import _State
 from ..._validate import as_values, check_array, check_epsilon, check_threads, optional_index_array, rr_threshold
@@ -43,7 +44,7 @@ __all__ = ["RHRParams", "RHRClient", "RHRReports", "RHRServer"]
 
 
 @dataclasses.dataclass(frozen=True)
-class RHRParams(Params):
+class RHRParams(_ParamsBase):
     """Recursive Hadamard Response as in [PAN]'s reference code R1
     (``RecursiveHadamardResponse``): ``b = ceil(eps log2 e)``,
     ``base = 2^(b-1)``, ``Hsize`` = the smallest power of two above the largest column
@@ -98,7 +99,7 @@ class RHRParams(Params):
 
 
 @dataclasses.dataclass
-class RHRReports(Reports):
+class RHRReports(_ReportsBase):
     """RHR reports: the RR symbol ``z`` in ``[0, 2^b)`` (uint32) and the row ``rows``."""
 
     protocol: ClassVar[str] = "rhr"

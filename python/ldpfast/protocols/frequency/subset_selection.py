@@ -34,6 +34,7 @@ from ...errors import FormatError, ParameterError, ReportError
 from ...theory import pan_baselines as _pt
 from ..._base import AuditHooks, ComparisonRow
 from ...audit import Plan, log_ratio, value_inputs
+from .._aliases import deprecated_names
 from .._registration import edges, own_variance, simulated_own_l2, simulated_own_variance
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ...experiments import Algorithm
     from ...theory._types import Real, RealLike
 
-__all__ = ["Params", "Reports", "Client", "Server", "MAX_D"]
+__all__ = ["SubsetSelectionParams", "SubsetSelectionReports", "SubsetSelectionClient", "SubsetSelectionServer", "MAX_D"]
 
 #: Largest dictionary: the client draws one random key per value of the dictionary.
 MAX_D = 1 << 24
@@ -52,7 +53,7 @@ _CHUNK_KEYS = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_base.Params):
+class SubsetSelectionParams(_base.Params):
     """Subset Selection parameters.
 
     Attributes:
@@ -115,7 +116,7 @@ class Params(_base.Params):
 
 
 @dataclasses.dataclass(eq=False)
-class Reports(_base.Reports):
+class SubsetSelectionReports(_base.Reports):
     """A batch of reports: ``items``, a ``(n, k)`` uint64 array whose rows are strictly
     increasing values in ``[0, d)``."""
 
@@ -139,7 +140,7 @@ class Reports(_base.Reports):
 
         return [WireField("items", bits_for(params.d), shape=(params.k,))]
 
-    def validate(self, params: Params) -> None:
+    def validate(self, params: SubsetSelectionParams) -> None:
         """Raise ReportError unless every row is ``k`` strictly increasing values below ``d``."""
         items = self.items
         if items.ndim != 2 or items.shape[1] != params.k:
@@ -153,13 +154,13 @@ class Reports(_base.Reports):
                                   f"in report {row}")
 
 
-class Client(_base.ClientBase):
+class SubsetSelectionClient(_base.ClientBase):
     """Subset Selection client. ``rng=None`` (default) draws keys from the OS; a seed is for
     simulation only."""
 
-    params: Params
+    params: SubsetSelectionParams
 
-    def perturb(self, values: ArrayLike) -> Reports:
+    def perturb(self, values: ArrayLike) -> SubsetSelectionReports:
         """One ``k``-subset per value (integers in ``[0, d)``).
 
         Each user ranks the ``d - 1`` other values by independent uniform 62-bit keys (from
@@ -183,18 +184,18 @@ class Client(_base.ClientBase):
             picked = order + (order >= mine)  # index among the others -> value (skips x)
             picked[include[start:stop], p.k - 1] = x[start:stop][include[start:stop]]
             out[start:stop] = np.sort(picked, axis=1)
-        return Reports(items=out)
+        return SubsetSelectionReports(items=out)
 
 
-class Server(_base.Aggregator):
+class SubsetSelectionServer(_base.Aggregator):
     """Subset Selection aggregator: how many reported sets contain each value, and ``n``."""
 
     protocol: ClassVar[str] = "ss"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = SubsetSelectionParams
+    reports_type: ClassVar[type] = SubsetSelectionReports
+    params: SubsetSelectionParams
 
-    def __init__(self, params: Params):
+    def __init__(self, params: SubsetSelectionParams):
         super().__init__(params)
         self._st = _State(counts=np.zeros(params.d, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
 
@@ -216,10 +217,10 @@ class Server(_base.Aggregator):
         return self._counts.copy()
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
-    def _validate(self, reports: Reports) -> None:
+    def _validate(self, reports: SubsetSelectionReports) -> None:
         reports.validate(self.params)
 
-    def _ingest(self, reports: Reports) -> Delta:
+    def _ingest(self, reports: SubsetSelectionReports) -> Delta:
         return self._delta().add_counts("counts", reports.items).add("n", [len(reports)])
 
     def estimate(self, candidates: Optional[ArrayLike] = None, counts: bool = False, *,
@@ -257,26 +258,26 @@ class Server(_base.Aggregator):
                           n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
 
-def _example() -> Tuple[Params, np.ndarray]:
-    params = Params(epsilon=1.0, d=300)
+def _example() -> Tuple[SubsetSelectionParams, np.ndarray]:
+    params = SubsetSelectionParams(epsilon=1.0, d=300)
     rng = np.random.default_rng(1)
     return params, np.minimum(rng.zipf(1.3, size=2000) - 1, 299)
 
 
-def _effective_epsilon(params: Params) -> float:
+def _effective_epsilon(params: SubsetSelectionParams) -> float:
     # P(include) (d-k) / (P(exclude) k), from the integer threshold
     t = params.exclude_threshold
     return log_ratio((2**64 - t) * (params.d - params.k), t * params.k)
 
 
-def _audit_plan(params: Params) -> Plan:
-    def events(reports: Reports) -> Tuple[np.ndarray, np.ndarray]:
+def _audit_plan(params: SubsetSelectionParams) -> Plan:
+    def events(reports: SubsetSelectionReports) -> Tuple[np.ndarray, np.ndarray]:
         has0, has1 = (np.any(reports.items == v, axis=1) for v in (0, 1))
         return has0 & ~has1, has1 & ~has0
     return Plan(value_inputs(0, 1), events, ("x0 in S, x1 not", "x1 in S, x0 not"))
 
 
-def _channel(server: Server, candidates: Optional[ArrayLike]) -> Channel:
+def _channel(server: SubsetSelectionServer, candidates: Optional[ArrayLike]) -> Channel:
     from ...estimation import support_channel
 
     params = server.params
@@ -292,7 +293,7 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> List[Co
 
     if d > MAX_D:
         return []
-    sp = Params(epsilon=epsilon, d=d)
+    sp = SubsetSelectionParams(epsilon=epsilon, d=d)
     return [ComparisonRow("SS", sp.k, sp.communication_bits, lambda f: sp.variance(n, f),
                           affine_l2(lambda f: sp.variance(n, f), d),
                           f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)",
@@ -303,13 +304,19 @@ def _simulations() -> Tuple[Algorithm]:
     from ...experiments import Algorithm
 
     return (Algorithm("ss", "SS", "protocols.frequency.subset_selection",
-                      lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+                      lambda eps, data, gen: SubsetSelectionParams(epsilon=eps, d=data.d),
                       simulated_own_variance, simulated_own_l2,
                       "Subset Selection, k ~ d/(e^eps+1) (O(d) work per user)"),)
 
 
 _base.register_protocol(_base.Protocol(
-    "ss", Params, Reports, Server, Client, example=_example, variance=own_variance, compare=_compare, channel=_channel,
+    "ss", SubsetSelectionParams, SubsetSelectionReports, SubsetSelectionServer, SubsetSelectionClient,
+    example=_example, variance=own_variance, compare=_compare, channel=_channel,
     extremes=edges(d=(2, 2**20), k=(1, 2**20)),
-    simulations=_simulations, audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=4, **kw), _audit_plan,
+    simulations=_simulations, audit=AuditHooks(lambda e, **kw: SubsetSelectionParams(epsilon=e, d=4, **kw), _audit_plan,
                                                _effective_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "ss", {
+        "Params": SubsetSelectionParams, "Client": SubsetSelectionClient,
+        "Server": SubsetSelectionServer, "Reports": SubsetSelectionReports})

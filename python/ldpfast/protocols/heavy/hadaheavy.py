@@ -9,9 +9,9 @@ HadaOracle (``k`` subsets, range ``m``) on level-``l`` prefixes. The server esti
 ``fhat(s) = t * chat_l(s)`` and keeps the children of kept prefixes whose estimate is at
 least ``tau - Delta``; the survivors at level ``t`` are returned with their estimates::
 
-    params = lf.protocols.heavy.hadaheavy.Params.create(epsilon=1.0, d=2**32, n=10**6, beta=0.05)
-    reports = lf.protocols.heavy.hadaheavy.Client(params, rng=None).perturb(values)
-    server = lf.protocols.heavy.hadaheavy.Server(params).update(reports)
+    params = lf.protocols.heavy.hadaheavy.HadaHeavyParams.create(epsilon=1.0, d=2**32, n=10**6, beta=0.05)
+    reports = lf.protocols.heavy.hadaheavy.HadaHeavyClient(params, rng=None).perturb(values)
+    server = lf.protocols.heavy.hadaheavy.HadaHeavyServer(params).update(reports)
     hh = server.heavy_hitters()       # hh.items (uint64), hh.counts (float64)
 
 Defaults (our constants: [WW] fixes them only up to constant factors; see
@@ -39,17 +39,18 @@ from ..frequency.hadaoracle import PARTITIONS, SCALINGS, median_estimates
 from ...theory import hadamard as _theory
 from ..._base import AuditHooks
 from ..._base import WireField, bits_for
+from .._aliases import deprecated_names
 from .._registration import edges, SIGN, binary_epsilon, heavy_params, layout_plan, median_of_groups, zipf_values
 from ...uncertainty import MedianOfGroups
 
 if TYPE_CHECKING:
     from ...experiments import HeavyAlgorithm
 
-__all__ = ["Params", "Client", "Reports", "Server", "HeavyHitters"]
+__all__ = ["HadaHeavyParams", "HadaHeavyClient", "HadaHeavyReports", "HadaHeavyServer", "HeavyHitters"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class HadaHeavyParams(_ParamsBase):
     """HadaHeavy parameters ([WW] section 4). Use :meth:`create` (defaults from ``n`` and
     ``beta``) or :meth:`treehist` (``b = 1``).
 
@@ -64,7 +65,8 @@ class Params(_ParamsBase):
         tau: the heavy-hitter threshold (counts); prefixes with ``fhat >= tau - delta``
             are expanded/reported.
         partition: ``"independent"`` or ``"permutation"`` (users to levels and subsets).
-        scaling: ``"k"`` (default) or ``"subset"`` (see :class:`ldpfast.protocols.frequency.hadaoracle.Params`).
+        scaling: ``"k"`` (default) or ``"subset"`` (see
+            :class:`ldpfast.protocols.frequency.hadaoracle.HadaOracleParams`).
         top: optional top-T pruning: keep at most ``top`` prefixes per level (an option
             of ours, not in [WW]).
         hash_seed: seed of the public hash functions.
@@ -108,7 +110,7 @@ class Params(_ParamsBase):
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, b: Optional[int] = None,
                delta: Optional[float] = None, tau: Optional[float] = None, k: Optional[int] = None,
-               m: Optional[int] = None, **kwargs: Any) -> "Params":
+               m: Optional[int] = None, **kwargs: Any) -> "HadaHeavyParams":
         """The default constants (module doc) for ``n`` users and failure probability
         ``beta``; any of ``b``, ``delta``, ``tau``, ``k``, ``m`` overrides them (``tau``
         defaults to ``3 delta``). Other keyword arguments go to the constructor."""
@@ -120,7 +122,7 @@ class Params(_ParamsBase):
                    m=int(dflt["m"]) if m is None else m, delta=dflt["delta"], tau=dflt["tau"], **kwargs)
 
     @classmethod
-    def treehist(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
+    def treehist(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "HadaHeavyParams":
         """TreeHist (Bassily et al. 2017) as the binary special case, with HadaOracle as
         level oracle (our choice; the original uses a Count-Sketch oracle): ``b = 1``, ``t =
         ceil(log2 d)`` levels, each a HadaOracle, with the same Delta/tau rules (so only
@@ -174,26 +176,26 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(GroupBitReports):
+class HadaHeavyReports(GroupBitReports):
     """HadaHeavy reports: global subset id ``groups`` (level ``l`` owns
     ``[(l-1) k, l k)``), row ``rows``, bit ``bits`` (int8, +-1)."""
 
     protocol: ClassVar[str] = "hadaheavy"
 
 
-class Client(hadaoracle.Client):
+class HadaHeavyClient(hadaoracle.HadaOracleClient):
     """HadaHeavy client: the user's level and subset (drawn: level uniform, then subset
-    uniform; or assigned by :meth:`Server.assign`) pick one HRR instance on the hashed
+    uniform; or assigned by :meth:`HadaHeavyServer.assign`) pick one HRR instance on the hashed
     prefix; one bit is sent. ``rng``: ``None`` = OS entropy (real users); a seed makes a
     reproducible **simulation only**."""
 
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
+    params_type: ClassVar[type] = HadaHeavyParams
+    reports_type: ClassVar[type] = HadaHeavyReports
 
 
 @dataclasses.dataclass
 class HeavyHitters:
-    """Output of :meth:`Server.heavy_hitters`: ``items`` (uint64) sorted by decreasing
+    """Output of :meth:`HadaHeavyServer.heavy_hitters`: ``items`` (uint64) sorted by decreasing
     estimated ``counts`` (float64), and the number of reports ``n``. With a domain on the
     parameters that turns values back into labels (:class:`ldpfast.Domain`, or
     :class:`ldpfast.PrefixDomain`: the labels' byte prefixes), ``labels`` holds the items'
@@ -235,14 +237,14 @@ def surviving_prefixes(children: np.ndarray, est: np.ndarray, threshold: float,
     return kept, est
 
 
-class Server(LayoutServer):
+class HadaHeavyServer(LayoutServer):
     """HadaHeavy server: all ``t`` level oracles in one integer state (C++ accumulation,
     mergeable), batched FWHT, prefix search ([WW] "modified search strategy")."""
 
     protocol = "hadaheavy"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = HadaHeavyParams
+    reports_type: ClassVar[type] = HadaHeavyReports
+    params: HadaHeavyParams
 
     def _level_scales(self, level: int) -> np.ndarray:
         p = self.params
@@ -303,7 +305,7 @@ class Server(LayoutServer):
         return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
-def _variance(server: Server, candidates: Any) -> MedianOfGroups:
+def _variance(server: HadaHeavyServer, candidates: Any) -> MedianOfGroups:
     # estimate() answers from the level-t oracle: k subsets of the users' 1/t at that level
     p = server.params
     hashed = p.level_rows(p.t) < pow2_at_least(max(2, p.prefix_domain(p.t)))
@@ -320,11 +322,16 @@ def _simulations() -> Tuple[HeavyAlgorithm, HeavyAlgorithm]:
 
 
 register_protocol(Protocol(
-    "hadaheavy", Params, Reports, Server, Client,
-    example=lambda: (Params.create(epsilon=2.0, d=1024, n=4000, hash_seed=3), zipf_values(1024)),
+    "hadaheavy", HadaHeavyParams, HadaHeavyReports, HadaHeavyServer, HadaHeavyClient,
+    example=lambda: (HadaHeavyParams.create(epsilon=2.0, d=1024, n=4000, hash_seed=3), zipf_values(1024)),
     extremes=edges(d=(2, 2**64)),
     # [WW] section 4: the (level, subset) group, the Hadamard row and one bit.
     wire_fields=lambda p: [WireField("groups", bits_for(p.t * p.k), dtype="uint32"),
                            WireField("rows", bits_for(p.m), dtype="uint32"), WireField("bits", 1, SIGN, "int8")],
     simulations=_simulations, variance=_variance,
-    audit=AuditHooks(lambda e, **kw: Params.create(e, 64, 1000, hash_seed=1, **kw), layout_plan, binary_epsilon)))
+    audit=AuditHooks(lambda e, **kw: HadaHeavyParams.create(e, 64, 1000, hash_seed=1, **kw), layout_plan,
+                     binary_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "hadaheavy", {"Params": HadaHeavyParams, "Client": HadaHeavyClient,
+                                                      "Server": HadaHeavyServer, "Reports": HadaHeavyReports})

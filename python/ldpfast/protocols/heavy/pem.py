@@ -10,17 +10,17 @@ response over ``[g]``: the C++ OCMS kernels). The server estimates every ``s_1``
 prefix from group 1 and keeps the top ``k``; each next group estimates the kept prefixes
 extended by every ``eta``-bit suffix (``k 2^eta`` candidates) and keeps the top ``k`` again.
 Counts are ``levels`` times the group's debiased match counts (unbiased: groups are drawn
-uniformly). :meth:`Server.top_k` is the paper's search; :meth:`Server.heavy_hitters` keeps,
+uniformly). :meth:`PEMServer.top_k` is the paper's search; :meth:`PEMServer.heavy_hitters` keeps,
 among them, only the prefixes whose estimate is at least ``tau - delta`` (the threshold
 rule HadaHeavy's and TreeHist's searches use, so the three are compared on one footing)::
 
     from ldpfast.protocols.heavy import pem
 
-    params = pem.Params.create(epsilon=2.0, d=2**32, n=10**6, beta=0.05, k=32)
-    server = pem.Server(params).update(pem.Client(params).perturb(values))
+    params = pem.PEMParams.create(epsilon=2.0, d=2**32, n=10**6, beta=0.05, k=32)
+    server = pem.PEMServer(params).update(pem.PEMClient(params).perturb(values))
     hh = server.heavy_hitters()        # hh.items (uint64), hh.counts (float64)
 
-Defaults (:meth:`Params.create`, our constants): ``k = 32``, ``eta = 4``, ``delta`` the
+Defaults (:meth:`PEMParams.create`, our constants): ``k = 32``, ``eta = 4``, ``delta`` the
 Bernstein radius of one prefix's count estimate (an absent prefix's variance, per-report
 range ``levels / (p - 1/g)``) at failure ``beta / N`` for the ``N`` candidates the search
 can examine, ``tau = 3 delta``.
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -45,10 +45,11 @@ from ...errors import FormatError, ParameterError, ReportError
 from ...kernels.field import PRIME
 from ..._base import WireField, bits_for
 from .._local_hashing import default_g
+from .._aliases import deprecated_names
 from .._registration import edges, rr_epsilon, zipf_values
 from .hadaheavy import HeavyHitters, surviving_prefixes
 
-__all__ = ["Params", "Reports", "Client", "Server"]
+__all__ = ["PEMParams", "PEMReports", "PEMClient", "PEMServer"]
 
 PROTOCOL_ID = "pem"
 _COLUMNS = ("groups", "z", "a0", "a1")
@@ -59,7 +60,7 @@ def _field() -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class PEMParams(_ParamsBase):
     """PEM parameters. Use :meth:`create` for the default ``delta``/``tau``.
 
     Attributes:
@@ -68,7 +69,7 @@ class Params(_ParamsBase):
         k: prefixes kept per step (the top ``k``), ``1 <= k <= 2^16``.
         eta: bits added per step, ``1 <= eta <= 16``; ``k 2^eta <= 2^22`` candidates per step.
         delta, tau: the error allowance and the heavy-hitter threshold (counts) of
-            :meth:`Server.heavy_hitters`.
+            :meth:`PEMServer.heavy_hitters`.
         g: OLH's hash range; ``0`` (default) picks ``round(e^eps) + 1``.
     """
 
@@ -98,7 +99,7 @@ class Params(_ParamsBase):
 
     @classmethod
     def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, k: int = 32, eta: int = 4,
-               delta: Optional[float] = None, tau: Optional[float] = None, **kwargs: Any) -> "Params":
+               delta: Optional[float] = None, tau: Optional[float] = None, **kwargs: Any) -> "PEMParams":
         """Parameters for ``n`` users with the default ``delta`` (module doc) at failure
         probability ``beta`` and ``tau = 3 delta`` unless given."""
         n = check_int("n", n, 1)
@@ -168,7 +169,7 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(_ReportsBase):
+class PEMReports(_ReportsBase):
     """PEM reports: the user's group ``groups`` (uint32, ``< levels``), its OLH report of
     the group's prefix: the randomized hash ``z`` and the hash ``(a0, a1)`` (uint64)."""
 
@@ -187,7 +188,7 @@ class Reports(_ReportsBase):
         self.a1 = check_array("a1", self.a1, np.uint64)
         self._check_lengths()
 
-    def validate(self, params: Params) -> None:
+    def validate(self, params: PEMParams) -> None:
         """Raise ReportError unless every report fits ``params``."""
         check_below(self.groups, params.levels, "groups", "in", ReportError)
         check_below(self.z, params.g, "z", "in", ReportError)
@@ -201,12 +202,12 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
     return np.asarray(uniform(key, count, size, threads))
 
 
-class Client(ClientBase):
+class PEMClient(ClientBase):
     """PEM client: a uniform group (unless assigned, ``groups=``), then OLH of the group's
     prefix. ``rng=None`` (default) keys each batch from OS entropy; a seed is for simulation
     only."""
 
-    def perturb(self, values: Any, groups: Any = None) -> Reports:
+    def perturb(self, values: Any, groups: Any = None) -> PEMReports:
         """Privatize ``values`` in ``[0, d)``; ``groups`` (optional, ``< levels``) assigns the
         users' groups, which must not depend on the values."""
         p = self.params
@@ -220,7 +221,7 @@ class Client(ClientBase):
         shifts = np.array([p.shift(level + 1) for level in range(p.levels)], dtype=np.uint64)
         prefixes = x >> shifts[group.astype(np.intp)]
         z, a0, a1 = _core.ocms_perturb(_field(), self._keys.key(), prefixes, p.g, p.flip_threshold, self.threads)
-        return Reports(groups=group, z=z, a0=a0, a1=a1)
+        return PEMReports(groups=group, z=z, a0=a0, a1=a1)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -228,32 +229,32 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
-class Server(Aggregator):
+class PEMServer(Aggregator):
     """PEM server: keeps the reports (each has its own hash), in canonical order (sorted by
     group, z, a0, a1) for bytes and merges; estimates count matches per group in C++."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
+    params_type: ClassVar[type] = PEMParams
+    reports_type: ClassVar[type] = PEMReports
     _ingest_validates: ClassVar[bool] = True
-    params: Params
+    params: PEMParams
 
-    def __init__(self, params: Params, threads: int = 0):
+    def __init__(self, params: PEMParams, threads: int = 0):
         super().__init__(params)
         self.threads = check_int("threads", threads, 0)
         self._st = _State(chunks=(), canonical=True)
 
     # -- aggregation ---------------------------------------------------------------------
-    def _validate(self, reports: Reports) -> None:
+    def _validate(self, reports: PEMReports) -> None:
         reports.validate(self.params)
 
     def _keeps_batch(self) -> bool:
         return True  # the batch's columns become a chunk of the state: fresh copies
 
-    def _ingest(self, reports: Reports) -> Delta:
+    def _ingest(self, reports: PEMReports) -> Delta:
         # the columns are the library's own copies (see Aggregator._own), checked, then kept
         chunk = tuple(_frozen(getattr(reports, name)) for name in _COLUMNS)
-        Reports(*chunk).validate(self.params)
+        PEMReports(*chunk).validate(self.params)
         return (self._delta().replace("chunks", self._st["chunks"] + (chunk,)).replace("canonical", False)
                 .replace("grouped", False))
 
@@ -292,7 +293,7 @@ class Server(Aggregator):
         if set(state) != set(_COLUMNS):
             raise FormatError(f"stored state must hold the PEM report columns {list(_COLUMNS)}, got {sorted(state)}")
         try:
-            Reports(**state).validate(self.params)
+            PEMReports(**state).validate(self.params)
         except (ReportError, ParameterError) as exc:
             raise FormatError(f"stored reports do not fit the parameters: {exc}") from None
 
@@ -367,12 +368,12 @@ class Server(Aggregator):
         return f"levels={self.params.levels}"
 
 
-def _variance(server: Server, candidates: Any) -> Tuple[Any, str]:
+def _variance(server: PEMServer, candidates: Any) -> Tuple[Any, str]:
     p, n = server.params, server.n
-    return (lambda f: p.variance(n, f)), "plug-in f (Params.variance: OLH on the last group, scaled by levels)"
+    return (lambda f: p.variance(n, f)), "plug-in f (PEMParams.variance: OLH on the last group, scaled by levels)"
 
 
-def _audit_plan(params: Params) -> Any:
+def _audit_plan(params: PEMParams) -> Any:
     from ...audit import Plan, support_events, value_inputs
 
     shifts = np.array([params.shift(level + 1) for level in range(params.levels)], dtype=np.uint64)
@@ -384,8 +385,8 @@ def _audit_plan(params: Params) -> Any:
                 ("H(prefix x0) = z != H(prefix x1)", "H(prefix x1) = z != H(prefix x0)"))
 
 
-def _make_params(eps: float, data: Any, beta: float, gen: np.random.Generator) -> Params:
-    return Params.create(eps, data.d, data.n, beta)
+def _make_params(eps: float, data: Any, beta: float, gen: np.random.Generator) -> PEMParams:
+    return PEMParams.create(eps, data.d, data.n, beta)
 
 
 def _simulations() -> Tuple[Any, ...]:
@@ -395,21 +396,24 @@ def _simulations() -> Tuple[Any, ...]:
                            "Wang et al.'s prefix extending method: top-k prefixes, eta bits per step, OLH groups"),)
 
 
-def _wire(params: Params) -> List[WireField]:
+def _wire(params: PEMParams) -> List[WireField]:
     return [WireField("groups", bits_for(params.levels), dtype="uint32"), WireField("z", bits_for(params.g)),
             WireField("a0", 64), WireField("a1", 64)]
 
 
-def _example() -> Tuple[Params, np.ndarray]:
-    return Params.create(epsilon=2.0, d=1024, n=3000, k=8, eta=3), zipf_values(1024, n=3000)
+def _example() -> Tuple[PEMParams, np.ndarray]:
+    return PEMParams.create(epsilon=2.0, d=1024, n=3000, k=8, eta=3), zipf_values(1024, n=3000)
 
 
-def _audit_params(eps: float, **changes: Any) -> Params:
-    return Params(**{"epsilon": eps, "d": 64, "k": 4, "eta": 2, "delta": 1.0, "tau": 2.0, **changes})
+def _audit_params(eps: float, **changes: Any) -> PEMParams:
+    return PEMParams(**{"epsilon": eps, "d": 64, "k": 4, "eta": 2, "delta": 1.0, "tau": 2.0, **changes})
 
 
 register_protocol(Protocol(
-    PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
+    PROTOCOL_ID, PEMParams, PEMReports, PEMServer, PEMClient, example=_example, wire_fields=_wire, variance=_variance,
     extremes=edges(d=(2, 2**64), k=(1, 2**20), eta=(1, 64)),
     simulations=_simulations, audit=AuditHooks(_audit_params, _audit_plan, rr_epsilon("g"))))
 
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "pem", {"Params": PEMParams, "Client": PEMClient,
+                                                      "Server": PEMServer, "Reports": PEMReports})

@@ -2,7 +2,7 @@
 Stemmer and Thakurta ("Practical locally private heavy hitters", NeurIPS 2017 / JMLR 2020)
 with its own frequency oracle, Hashtogram (:mod:`ldpfast.protocols.frequency.hashtogram`), at every level.
 
-:meth:`ldpfast.protocols.heavy.hadaheavy.Params.treehist` is the same binary prefix search with [WW]'s
+:meth:`ldpfast.protocols.heavy.hadaheavy.HadaHeavyParams.treehist` is the same binary prefix search with [WW]'s
 HadaOracle as the level oracle (so that only the alphabet differs from HadaHeavy); this
 module is the original, so [WW] Table 1's TreeHist row can be measured as published.
 
@@ -36,6 +36,7 @@ from .._hadamard_layout import (GroupBitReports, _parity_sign, _random_seed, bin
 from ..frequency.hashtogram import GroupedSignSketchServer, _uniform
 from ...theory import hadamard as _th
 from ..._base import AuditHooks
+from .._aliases import deprecated_names
 from .._registration import edges, binary_epsilon, count_sketch_plan, heavy_params, median_of_groups
 from ...uncertainty import MedianOfGroups
 
@@ -43,11 +44,11 @@ if TYPE_CHECKING:
     from ..._base import WireField
     from ...experiments import HeavyAlgorithm
 
-__all__ = ["Params", "Reports", "Client", "Server"]
+__all__ = ["TreeHistCSParams", "TreeHistCSReports", "TreeHistCSClient", "TreeHistCSServer"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class TreeHistCSParams(_ParamsBase):
     """TreeHist (Count-Sketch) parameters.
 
     Attributes:
@@ -87,7 +88,7 @@ class Params(_ParamsBase):
             raise ParameterError(f"L * R * T must be <= 2^28 cells, got {self.L}*{self.R}*{self.T}")
 
     @classmethod
-    def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "Params":
+    def create(cls, epsilon: float, d: int, n: int, beta: float = 0.05, **kwargs: Any) -> "TreeHistCSParams":
         """Defaults (our choice): ``delta``, ``tau`` and the per-level failure probability
         ``beta'`` from :func:`ldpfast.theory.hadaheavy_defaults` with ``b = 1``;
         ``R`` = HadaOracle's ``k`` for ``beta'``; ``T = 2^ceil(log2 sqrt(n/L))`` (Hashtogram's
@@ -133,7 +134,7 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(GroupBitReports):
+class TreeHistCSReports(GroupBitReports):
     """TreeHist reports: global group ``groups`` (level ``l`` owns ``[(l-1) R, l R)``), Hadamard
     row ``rows`` and bit ``bits`` (int8, +-1)."""
 
@@ -149,13 +150,13 @@ class Reports(GroupBitReports):
                 WireField("rows", bits_for(params.T), dtype="uint32"), WireField("bits", 1, (-1, 1), "int8")]
 
 
-class Client(ClientBase):
+class TreeHistCSClient(ClientBase):
     """TreeHist client: a uniform level and group (unless assigned), one bit about the
     level's prefix. ``rng=None`` (default) uses OS entropy; a seed is for simulation only."""
 
-    params: Params
+    params: TreeHistCSParams
 
-    def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> Reports:
+    def perturb(self, values: Any, groups: Any = None, rows: Any = None) -> TreeHistCSReports:
         p = self.params
         x = as_values(values, p.d)
         n = x.size
@@ -171,19 +172,19 @@ class Client(ClientBase):
         bucket, sign = p.hashes(g, x >> shift)
         truth = (sign * _parity_sign(r.astype(np.uint64) & bucket) < 0).astype(np.uint64)
         noisy = _core.randomized_response(self._keys.key(), truth, 2, binary_flip_threshold(p.epsilon), self.threads)
-        return Reports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
+        return TreeHistCSReports(groups=g, rows=r, bits=(1 - 2 * noisy.astype(np.int64)).astype(np.int8))
 
 
-class Server(GroupedSignSketchServer):
+class TreeHistCSServer(GroupedSignSketchServer):
     """TreeHist aggregator: ``z`` (``L R x T`` int64), report count, group sizes."""
 
     protocol: ClassVar[str] = "treehist-cs"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = TreeHistCSParams
+    reports_type: ClassVar[type] = TreeHistCSReports
+    params: TreeHistCSParams
 
     @classmethod
-    def _groups(cls, params: Params) -> int:
+    def _groups(cls, params: TreeHistCSParams) -> int:
         return params.L * params.R
 
     def level_estimates(self, level: int, prefixes: Any) -> np.ndarray:
@@ -228,9 +229,9 @@ class Server(GroupedSignSketchServer):
         return HeavyHitters.ranked(kept, est, self.n, examined, p.label_domain)
 
 
-def _example() -> Tuple[Params, np.ndarray]:
+def _example() -> Tuple[TreeHistCSParams, np.ndarray]:
     rng = np.random.default_rng(1)
-    params = Params.create(epsilon=2.0, d=1024, n=4000, hash_seed=3)
+    params = TreeHistCSParams.create(epsilon=2.0, d=1024, n=4000, hash_seed=3)
     return params, np.minimum(rng.zipf(1.3, size=4000) - 1, 1023)
 
 
@@ -242,14 +243,19 @@ def _simulations() -> Tuple[HeavyAlgorithm]:
                            "Bassily et al.'s TreeHist with Count-Sketch (Hashtogram) level oracles"),)
 
 
-def _variance(server: Server, candidates: Any) -> MedianOfGroups:
+def _variance(server: TreeHistCSServer, candidates: Any) -> MedianOfGroups:
     # estimate() answers from the last level: R groups of the users' 1/L there
     p = server.params
     return median_of_groups(server, candidates, p.R, p.L * p.R, p.hashed(p.L), signed=True)
 
 
 register_protocol(Protocol(
-    "treehist-cs", Params, Reports, Server, Client, example=_example, simulations=_simulations, variance=_variance,
+    "treehist-cs", TreeHistCSParams, TreeHistCSReports, TreeHistCSServer, TreeHistCSClient,
+    example=_example, simulations=_simulations, variance=_variance,
     extremes=edges(d=(2, 2**64)),
-    audit=AuditHooks(lambda e, **kw: Params(epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0, hash_seed=1, **kw),
+    audit=AuditHooks(lambda e, **kw: TreeHistCSParams(epsilon=e, d=64, R=3, T=8, delta=1.0, tau=2.0, hash_seed=1, **kw),
                      count_sketch_plan, binary_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "treehist-cs", {"Params": TreeHistCSParams, "Client": TreeHistCSClient,
+                                                      "Server": TreeHistCSServer, "Reports": TreeHistCSReports})

@@ -129,7 +129,7 @@ def bloom_rows(p: Any, data: np.ndarray, offsets: np.ndarray, cohort: np.ndarray
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Decoded:
-    """A decode of a candidate dictionary (``rappor.Server.decode``).
+    """A decode of a candidate dictionary (``RAPPORServer.decode``).
 
     Attributes:
         candidates: the candidates (labels as given).

@@ -128,7 +128,7 @@ class LGRRParams(Budgets, _base.Params):
 
 
 @dataclasses.dataclass(eq=False)
-class LGRRReports(_grr.Reports):
+class LGRRReports(_grr.GRRReports):
     """A batch of L-GRR reports: ``y`` in ``[0, d)``."""
 
     protocol: ClassVar[str] = "l-grr"
@@ -155,7 +155,7 @@ class LGRRClient(MemoClient):
         return self._draw(values, secrets, False)
 
 
-class LGRRServer(MemoServer, _grr.Server):
+class LGRRServer(MemoServer, _grr.GRRServer):
     """L-GRR aggregator: the histogram of reported symbols; ``fhat = (C/n - Q)/(P - Q)``."""
 
     protocol: ClassVar[str] = "l-grr"

@@ -1,6 +1,6 @@
 """RAPPOR (Erlingsson, Pihur, Korolova, CCS 2014), compatible with its reference clients.
 
-Client (``k`` Bloom bits, ``h`` hashes, ``m`` cohorts, probabilities ``f``, ``p``, ``q``):
+RAPPORClient (``k`` Bloom bits, ``h`` hashes, ``m`` cohorts, probabilities ``f``, ``p``, ``q``):
 
 1. the value's **Bloom filter** in the user's cohort ``c``: bit ``MD5(BE32(c) || value)[i] mod k``
    set for ``i < h``;
@@ -11,7 +11,7 @@ Client (``k`` Bloom bits, ``h`` hashes, ``m`` cohorts, probabilities ``f``, ``p`
 3. the **instantaneous randomized response** (IRR), drawn fresh for every report: bit ``i``
    is 1 with probability ``q`` where the PRR bit is 1 and ``p`` where it is 0.
 
-Encodings (``Params.encoding``, so that existing deployments' reports aggregate here;
+Encodings (``RAPPORParams.encoding``, so that existing deployments' reports aggregate here;
 details in ``cpp/include/ldpfast/kernels/rappor.hpp``): ``"python"`` (default,
 google/rappor's ``client/python/rappor.py`` as above: ``k <= 32``, ``f``'s threshold the
 float ``128 f``), ``"cpp"`` (its ``client/cpp/encoder.cc``: PRR message ``0x01 || encoder_id
@@ -29,8 +29,8 @@ value reveal) and ``eps_1 = h ln(q* (1 - p*)/(p* (1 - q*)))`` (one report), with
 ``p* = P(IRR bit = 1 | Bloom bit 0) = (f/2) q + (1 - f/2) p``. See
 :mod:`ldpfast.protocols._memo` for what memoization does not protect.
 
-Server: per-cohort bit counts (the bit-packed C++ column-count kernel, threads), mergeable
-and serializable. :meth:`Server.decode` decodes a candidate dictionary by least squares,
+RAPPORServer: per-cohort bit counts (the bit-packed C++ column-count kernel, threads), mergeable
+and serializable. :meth:`RAPPORServer.decode` decodes a candidate dictionary by least squares,
 lasso then least squares (the paper's analysis), NNLS or EM, with sandwich standard errors
 (:mod:`ldpfast.protocols.repeated._rappor_decode`).
 """
@@ -41,7 +41,7 @@ import dataclasses
 import math
 import warnings
 from fractions import Fraction
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -58,9 +58,11 @@ from ._rappor_hooks import audit_plan, channel
 from ._rappor_inputs import check_dictionary_values, irr_rows, secret_rows
 from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_rows,
                              encode_values)
+from .._aliases import deprecated_names
 from .._registration import edges, zipf_values
 
-__all__ = ["Params", "Reports", "Client", "Server", "Decoded", "ENCODINGS", "METHODS", "encode_values",
+__all__ = ["RAPPORParams", "RAPPORReports", "RAPPORClient", "RAPPORServer", "Decoded", "ENCODINGS", "METHODS",
+           "encode_values",
            "new_secrets"]
 
 PROTOCOL_ID = "rappor"
@@ -78,7 +80,7 @@ def _check_prob(name: str, value: Any) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_base.Params):
+class RAPPORParams(_base.Params):
     """RAPPOR parameters (defaults: the reference Python client's).
 
     Attributes:
@@ -95,7 +97,7 @@ class Params(_base.Params):
         encoding: ``"python"``, ``"cpp"`` or ``"cpp-drbg"`` (module docstring).
         encoder_id: the C++ client's encoder id (metric name), ASCII, in its PRR message.
         d: size of an integer dictionary ``[0, d)`` (values sent as decimal strings), what
-            :meth:`Server.estimate` decodes over by default; 0 for string values.
+            :meth:`RAPPORServer.estimate` decodes over by default; 0 for string values.
     """
 
     protocol: ClassVar[str] = PROTOCOL_ID
@@ -217,7 +219,7 @@ def _log_ratio(ratio: Fraction) -> float:
 
 # -- reports -----------------------------------------------------------------------------------
 @dataclasses.dataclass(eq=False)
-class Reports(_base.Reports):
+class RAPPORReports(_base.Reports):
     """A batch of RAPPOR reports: ``cohort`` (uint32) and ``bits`` (``uint8[n, ceil(k/8)]``,
     bit ``j`` of the filter is bit ``j % 8`` of byte ``j // 8``: the little-endian bytes of
     the reference clients' integer reports)."""
@@ -241,8 +243,8 @@ class Reports(_base.Reports):
         self._check_lengths()
 
     @classmethod
-    def from_integers(cls, cohorts: Any, reports: Any, k: int) -> "Reports":
-        """Reports given as the reference clients' integers (bit ``j`` = ``1 << j``), e.g. the
+    def from_integers(cls, cohorts: Any, reports: Any, k: int) -> "RAPPORReports":
+        """RAPPORReports given as the reference clients' integers (bit ``j`` = ``1 << j``), e.g. the
         ``irr`` values of google/rappor's Python ``Encoder.encode``."""
         ints = [int(v) for v in reports]
         if any(v < 0 or v >> k for v in ints):
@@ -252,8 +254,8 @@ class Reports(_base.Reports):
         return cls(cohort=np.asarray(cohorts), bits=rows)
 
     @classmethod
-    def from_bit_strings(cls, cohorts: Any, reports: Sequence[str]) -> "Reports":
-        """Reports given as strings of ``k`` characters '0'/'1', most significant bit first
+    def from_bit_strings(cls, cohorts: Any, reports: Sequence[str]) -> "RAPPORReports":
+        """RAPPORReports given as strings of ``k`` characters '0'/'1', most significant bit first
         (the ``irr`` column google/rappor's simulator writes and ``sum_bits.py`` reads)."""
         if not reports:
             return cls(cohort=np.asarray(cohorts, dtype=np.uint32), bits=np.zeros((0, 1), np.uint8))
@@ -268,7 +270,7 @@ class Reports(_base.Reports):
 
 
 # -- client ------------------------------------------------------------------------------------
-class Client(MemoClient):
+class RAPPORClient(MemoClient):
     """RAPPOR client: ``perturb(values, secrets=None, cohorts=None)`` (the IRR, what is sent),
     ``permanent(...)`` (the PRR, never sent). ``secrets``: one per value, a ``uint8[n, L]``
     array or a sequence of bytes (HMAC keys, zero-padded; ``cpp-drbg`` needs equal lengths),
@@ -296,7 +298,7 @@ class Client(MemoClient):
             raise ParameterError(f"cohorts must have one entry per value ({n}), got {arr.size}")
         return arr.astype(np.uint32)
 
-    def bloom(self, values: Any, cohorts: Any) -> Reports:
+    def bloom(self, values: Any, cohorts: Any) -> RAPPORReports:
         """The Bloom filters of ``values`` in ``cohorts`` (no randomness: never send these)."""
         p = self.params
         data, offsets = encode_values(values)
@@ -304,9 +306,10 @@ class Client(MemoClient):
         if cohorts is None:
             raise ParameterError("bloom() needs the cohorts")
         cohort = self._cohorts(cohorts, np.zeros((n, 1), np.uint8), n)
-        return Reports(cohort=cohort, bits=bloom_rows(p, data, offsets, cohort, self.threads))
+        return RAPPORReports(cohort=cohort, bits=bloom_rows(p, data, offsets, cohort, self.threads))
 
-    def _prr(self, values: Any, secrets: Any, cohorts: Any, check: Optional[Callable[[int], None]] = None) -> Reports:
+    def _prr(self, values: Any, secrets: Any, cohorts: Any, check: Optional[Callable[[int],
+                                                                                     None]] = None) -> RAPPORReports:
         """The PRRs; ``check(n)`` runs on the number of values before any randomness is used."""
         p = self.params
         data, offsets = encode_values(values)
@@ -321,17 +324,17 @@ class Client(MemoClient):
         bloom = bloom_rows(p, data, offsets, cohort, self.threads)
         prr = _core.rappor_permanent(ENCODING_CODE[p.encoding], p.k, p.f128, keys, p.encoder_id.encode(), bloom,
                                      self.threads)
-        return Reports(cohort=cohort, bits=prr)
+        return RAPPORReports(cohort=cohort, bits=prr)
 
-    def permanent(self, values: Any, secrets: Any = None, cohorts: Any = None) -> Reports:
+    def permanent(self, values: Any, secrets: Any = None, cohorts: Any = None) -> RAPPORReports:
         """The permanent randomized responses of ``values`` (what unboundedly many reports
         of each value reveal; never send these)."""
         return self._prr(values, secrets, cohorts)
 
-    def perturb(self, values: Any, secrets: Any = None, cohorts: Any = None, irr_words: Any = None) -> Reports:
+    def perturb(self, values: Any, secrets: Any = None, cohorts: Any = None, irr_words: Any = None) -> RAPPORReports:
         """One report (the IRR of the memoized PRR) per value. ``irr_words``: injected IRR
         words ``(p_words, q_words)``, a ``k``-bit integer each per value (as
-        :meth:`Reports.to_integers`; google/rappor's ``irr_rand.p_gen()``/``q_gen()``, C++
+        :meth:`RAPPORReports.to_integers`; google/rappor's ``irr_rand.p_gen()``/``q_gen()``, C++
         ``GetMask(prob_p/prob_q, k)``): the report is ``(p & ~prr) | (q & prr)``, the published
         client's bit for bit. For checks against it: on a device words must come from a
         cryptographic generator; None (default) draws the IRR here."""
@@ -340,32 +343,32 @@ class Client(MemoClient):
         prr = self._prr(values, secrets, cohorts, check)
         if injected:
             p_rows, q_rows = injected
-            return Reports(cohort=prr.cohort, bits=(p_rows & ~prr.bits) | (q_rows & prr.bits))
+            return RAPPORReports(cohort=prr.cohort, bits=(p_rows & ~prr.bits) | (q_rows & prr.bits))
         thresholds = self.params.irr_thresholds()
         if thresholds is None or not len(prr):
             return prr
         t_q, t_p = thresholds
         irr = _core.bit_response(self._keys.key(), prr.bits, self.params.k, t_q, t_p, self.threads)
-        return Reports(cohort=prr.cohort, bits=irr)
+        return RAPPORReports(cohort=prr.cohort, bits=irr)
 
 
-class Server(MemoServer, BitCountServer):
+class RAPPORServer(MemoServer, BitCountServer):
     """RAPPOR aggregator: per-cohort bit counts (``counts[c, j]``, ``group_reports[c]``).
     ``threads``: server threads (results do not depend on it). Thread-safe (see
     :class:`ldpfast._base.Aggregator`)."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[Optional[type]] = Reports
+    params_type: ClassVar[type] = RAPPORParams
+    reports_type: ClassVar[Optional[type]] = RAPPORReports
     group_column: ClassVar[Optional[str]] = "cohort"
-    params: Params
+    params: RAPPORParams
 
     @classmethod
     def _shape(cls, params: Any) -> Tuple[int, int]:
         return int(params.m), int(params.k)
 
     @classmethod
-    def from_counts(cls, params: Params, counts: Any, cohort_reports: Any) -> "Server":
+    def from_counts(cls, params: RAPPORParams, counts: Any, cohort_reports: Any) -> "RAPPORServer":
         """A server holding already aggregated counts, e.g. the per-cohort sums that
         google/rappor's ``sum_bits.py`` writes: ``counts[c, j]`` reports of cohort ``c``
         with bit ``j`` set (``uint[m, k]``) and ``cohort_reports[c]`` reports per cohort."""
@@ -435,21 +438,21 @@ class Server(MemoServer, BitCountServer):
 
 
 # -- registration ------------------------------------------------------------------------------
-def _example() -> Tuple[Params, np.ndarray]:
-    return Params(k=30, h=2, m=8, p=0.25, q=0.75, f=0.25, d=16), zipf_values(16)  # k % 8: padding to reject
+def _example() -> Tuple[RAPPORParams, np.ndarray]:
+    return RAPPORParams(k=30, h=2, m=8, p=0.25, q=0.75, f=0.25, d=16), zipf_values(16)  # k % 8: padding to reject
 
 
-def _variance(server: Server, candidates: Any) -> Tuple[Optional[Any], str]:
+def _variance(server: RAPPORServer, candidates: Any) -> Tuple[Optional[Any], str]:
     return server._variance_of_default(candidates)
 
 
-def _wire(params: Params) -> Sequence[WireField]:
+def _wire(params: RAPPORParams) -> Sequence[WireField]:
     # the cohort, then the k bits as whole bytes (the spare bits of the last byte are 0)
     return [WireField("cohort", bits_for(params.m), None, "uint32"),
             WireField("bits", 8, None, "uint8", (row_bytes(params.k),))]
 
 
-def configured(eps_1: float, eps_inf: float, **changes: Any) -> Params:
+def configured(eps_1: float, eps_inf: float, **changes: Any) -> RAPPORParams:
     """RAPPOR spending at most ``eps_inf`` in its PRR and ``eps_1`` per report: ``f`` from
     ``eps_inf = 2 h ln((1 - f/2)/(f/2))`` rounded up to whole 128ths, then ``q = 1 - p``
     with the smallest dyadic ``p`` (53 bits) whose ``eps_1`` is at most ``eps_1``. Other
@@ -467,13 +470,13 @@ def configured(eps_1: float, eps_inf: float, **changes: Any) -> Params:
 
     def spent(step: int) -> float:
         p = step / 2.0**53
-        return Params(**{**base, "p": p, "q": 1.0 - p, "f": f}).eps_1
+        return RAPPORParams(**{**base, "p": p, "q": 1.0 - p, "f": f}).eps_1
     step = solve_threshold(spent, float(eps_1), 1, 2**52 - 1, "eps_1")
     p = step / 2.0**53
-    return Params(**{**base, "p": p, "q": 1.0 - p, "f": f})
+    return RAPPORParams(**{**base, "p": p, "q": 1.0 - p, "f": f})
 
 
-def audit_params(epsilon: float, **changes: Any) -> Params:
+def audit_params(epsilon: float, **changes: Any) -> RAPPORParams:
     """A small configuration for the audit: :func:`configured` with ``eps_1 = epsilon`` and
     ``eps_inf = 2 epsilon`` (``k = 8``, ``h = 1``, one cohort), or the smallest ``eps_inf``
     with finite estimates, ``2 h ln(129/127)``, where ``2 epsilon`` is below it."""
@@ -484,7 +487,7 @@ def audit_params(epsilon: float, **changes: Any) -> Params:
 def _simulations() -> Tuple[Any, ...]:
     from ...experiments import Algorithm
 
-    def make(eps: float, data: Any, gen: Any) -> Params:
+    def make(eps: float, data: Any, gen: Any) -> RAPPORParams:
         return configured(eps, 2.0 * eps, k=32, h=2, m=16, d=data.d)
 
     return (Algorithm("rappor", "RAPPOR", "protocols.repeated.rappor", make,
@@ -492,9 +495,14 @@ def _simulations() -> Tuple[Any, ...]:
 
 
 _base.register_protocol(_base.Protocol(
-    PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
+    PROTOCOL_ID, RAPPORParams, RAPPORReports, RAPPORServer, RAPPORClient,
+    example=_example, wire_fields=_wire, variance=_variance,
     extremes=edges(d=(1, 2**14)),  # the decode regresses on every value of [0, d): 2^24 is minutes
     simulations=_simulations, channel=channel,
     rounds=lambda eps_inf, eps_1, d: configured(eps_1, eps_inf, k=32, h=2, m=16, d=d),
     audit=AuditHooks(audit_params, audit_plan, lambda params: float(params.eps_1),
                      permanent_epsilon=lambda params: float(params.eps_inf))))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "rappor", {"Params": RAPPORParams, "Client": RAPPORClient,
+                                                      "Server": RAPPORServer, "Reports": RAPPORReports})

@@ -61,7 +61,7 @@ class MultiPCMSMeanReports(_ReportsBase):
 
 class MultiPCMSMeanClient(SketchClient):
     """Multi-PCMS-Mean user side (R2 ``multi_pcms_mean_client``). ``rng``: see
-    :class:`ldpfast.protocols.sets.privsketch.Client` (None = OS entropy; seeds for simulation only)."""
+    :class:`ldpfast.protocols.sets.privsketch.PrivSketchClient` (None = OS entropy; seeds for simulation only)."""
 
     params_type: ClassVar[type] = MultiPCMSMeanParams
     _sampling = 2

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict, List, Mapping, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -42,16 +42,17 @@ from ..._budget import effective, rr_loss, split
 from ...audit import Plan, set_inputs, support_events
 from ...estimates import PLUG_IN
 from ...uncertainty import PlugIn
+from .._aliases import deprecated_names
 from .._registration import edges, sketch_simulation
 
-__all__ = ["Params", "Reports", "Client", "Server"]
+__all__ = ["NPCMSParams", "NPCMSReports", "NPCMSClient", "NPCMSServer"]
 
 _KEY_RANGE = 1 << 62
 _CHUNK_BITS = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(SketchParams):
+class NPCMSParams(SketchParams):
     """nPCMS parameters: :class:`ldpfast.protocols.sets.privsketch.SketchParams` (``epsilon``, ``d``, ``K``,
     ``M``, the public hashes; build with :meth:`create`) plus ``L``, the slots per user
     (``1 <= L <= 4096``)."""
@@ -94,7 +95,7 @@ class Params(SketchParams):
 
 
 @dataclasses.dataclass
-class Reports(_ReportsBase):
+class NPCMSReports(_ReportsBase):
     """nPCMS reports: the slots' rows ``rows`` (uint16, shape (n, L)) and vectors ``bits``
     (int8 +-1, shape (n, L, M))."""
 
@@ -125,10 +126,10 @@ def _uniform(key: bytes, count: int, size: int, threads: int) -> np.ndarray:
     return _core.randomized_response(key, zeros, size, probability_threshold((size - 1) / size), threads)
 
 
-class Client(ClientBase):
+class NPCMSClient(ClientBase):
     """nPCMS user side. ``rng=None`` (default) uses OS entropy; a seed is for simulation only."""
 
-    params: Params
+    params: NPCMSParams
 
     def _slots(self, offsets: np.ndarray, items: np.ndarray) -> np.ndarray:
         """``(n, L)`` int64: each user's items (a uniform ``L`` of them for larger sets),
@@ -147,8 +148,8 @@ class Client(ClientBase):
         slots[user[keep], rank[keep]] = items[keep].astype(np.int64)
         return slots
 
-    def perturb(self, sets: SetsLike) -> Reports:
-        """Reports for a batch of users (``sets``: see :func:`ldpfast.protocols.sets.privsketch.as_sets`)."""
+    def perturb(self, sets: SetsLike) -> NPCMSReports:
+        """NPCMSReports for a batch of users (``sets``: see :func:`ldpfast.protocols.sets.privsketch.as_sets`)."""
         p = self.params
         offsets, items = as_sets(sets, p.d)
         slots = self._slots(offsets, items)
@@ -166,19 +167,19 @@ class Client(ClientBase):
             flips = _core.randomized_response(self._keys.key(), np.zeros(stop - start, dtype=np.uint64), 2,
                                               threshold, self.threads)
             flat[start:stop] *= (1 - 2 * flips.astype(np.int8)).astype(np.int8)
-        return Reports(rows=rows.reshape(n, p.L).astype(np.uint16), bits=truth.reshape(n, p.L, p.M))
+        return NPCMSReports(rows=rows.reshape(n, p.L).astype(np.uint16), bits=truth.reshape(n, p.L, p.M))
 
 
-class Server(Aggregator):
+class NPCMSServer(Aggregator):
     """nPCMS collector: ``sums`` (K x M, the +-1 entries received per cell), ``rows``
     (slots per row) and ``n`` (users)."""
 
     protocol: ClassVar[str] = "npcms"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = NPCMSParams
+    reports_type: ClassVar[type] = NPCMSReports
+    params: NPCMSParams
 
-    def __init__(self, params: Params):
+    def __init__(self, params: NPCMSParams):
         super().__init__(params)
         self._st = _State(n=np.zeros(1, dtype=np.int64), rows=np.zeros(params.K, dtype=np.int64),
                           sums=np.zeros((params.K, params.M), dtype=np.int64))
@@ -192,7 +193,7 @@ class Server(Aggregator):
         return int(self._st["n"][0])
 
     # -- aggregation (the template is Aggregator.update / merge) -------------------------
-    def _validate(self, reports: Reports) -> None:
+    def _validate(self, reports: NPCMSReports) -> None:
         p = self.params
         if reports.rows.shape[1] != p.L:
             raise ReportError(f"rows must have shape (n, L={p.L}), got {reports.rows.shape}")
@@ -201,7 +202,7 @@ class Server(Aggregator):
         check_below(reports.rows, p.K, "rows", label="K")
         check_bits("bits", reports.bits)
 
-    def _ingest(self, reports: Reports) -> Delta:
+    def _ingest(self, reports: NPCMSReports) -> Delta:
         p = self.params
         rows = reports.rows.reshape(-1).astype(np.int64)
         bits = reports.bits.reshape(-1, p.M)
@@ -236,20 +237,20 @@ class Server(Aggregator):
                           sums=np.array(state["sums"], dtype=np.int64))
 
 
-def _example() -> Tuple[Params, List[List[int]]]:
+def _example() -> Tuple[NPCMSParams, List[List[int]]]:
     rng = np.random.default_rng(2)
     sets = [sorted(rng.choice(60, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(800)]
-    return Params.create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3), sets
+    return NPCMSParams.create(epsilon=2.0, d=60, K=2, M=8, seed=1, L=3), sets
 
 
-def _audit_plan(params: Params) -> Plan:
+def _audit_plan(params: NPCMSParams) -> Plan:
     if params.L != 1:
         raise ParameterError(f"the nPCMS audit plan needs L = 1 (one slot carries the whole budget), got {params.L}")
     cells = params.cells(np.arange(params.d, dtype=np.uint64)).astype(np.int64)
     other = int(np.flatnonzero(np.any(cells != cells[0], axis=1))[0])
     items = (0, other)
 
-    def onehot(reports: Reports, w: int) -> np.ndarray:
+    def onehot(reports: NPCMSReports, w: int) -> np.ndarray:
         rows = reports.rows.astype(np.int64)                      # (n, L)
         want = -np.ones(reports.bits.shape, dtype=np.int8)
         cell = cells[items[w]][rows[:, 0]] - rows[:, 0] * params.M
@@ -260,12 +261,12 @@ def _audit_plan(params: Params) -> Plan:
                 ("bits = one-hot(x0) != one-hot(x1)", "bits = one-hot(x1) != one-hot(x0)"))
 
 
-def _effective_epsilon(params: Params) -> float:
+def _effective_epsilon(params: NPCMSParams) -> float:
     # L slots, each a one-hot vector whose two differing entries flip independently
     return effective(2 * params.L * rr_loss(params.flip_threshold, 2))
 
 
-def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
+def _variance(server: NPCMSServer, candidates: np.ndarray) -> PlugIn:
     # Per user, sum over its L slots of (c v + 1)/2 at x's cell of the slot's row: each slot
     # adds RR noise of variance (c^2 - 1)/4 and an indicator of mean pi (its item lands in
     # x's cell); when no set exceeds L items the indicators are independent, so a user's
@@ -282,9 +283,13 @@ def _variance(server: Server, candidates: np.ndarray) -> PlugIn:
 
 
 register_protocol(Protocol(
-    "npcms", Params, Reports, Server, Client, example=_example, inputs="sets", variance=_variance,
+    "npcms", NPCMSParams, NPCMSReports, NPCMSServer, NPCMSClient, example=_example, inputs="sets", variance=_variance,
     extremes=edges(d=(1, 2**64), L=(1, 4096)),
     simulations=sketch_simulation("npcms", "nPCMS",
                                   "L = 78 Apple CMS reports per user with eps/L each (R2's n x CMS baseline)"),
-    audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=1, M=2, seed=1, L=1, **kw), _audit_plan,
+    audit=AuditHooks(lambda e, **kw: NPCMSParams.create(epsilon=e, d=64, K=1, M=2, seed=1, L=1, **kw), _audit_plan,
                      _effective_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "npcms", {"Params": NPCMSParams, "Client": NPCMSClient,
+                                                      "Server": NPCMSServer, "Reports": NPCMSReports})

@@ -9,13 +9,13 @@ any finite eps**: anyone who receives it can read the user's sketch support, and
 recover the items of small sets (the test suite's ``test_privsketch_leak.py``
 recovers single-item users' items from ``O`` alone).
 The paper's Thm 3.3 limits its claim to an "indistinguishable input set" derived from the
-output itself, which is not the LDP definition. :class:`Client` and :class:`NoSmpClient`
+output itself, which is not the LDP definition. :class:`PrivSketchClient` and :class:`NoSmpClient`
 therefore emit a :class:`PrivacyWarning` on construction; their ``epsilon`` is only the
 budget of the randomized-response part, never a guarantee for the whole report.
 
-Protocols (one ``Params``/``Client``/``Reports``/``Server`` set each):
+Protocols (one ``PrivSketchParams``/``PrivSketchClient``/``PrivSketchReports``/``PrivSketchServer`` set each):
 
-* ``privsketch`` (:class:`Params`): sampled cell + RR + ordering matrix, decode-first
+* ``privsketch`` (:class:`PrivSketchParams`): sampled cell + RR + ordering matrix, decode-first
   collector ([PS] Alg. 1-3 with sampling, section 3.3). **Not LDP.**
 * ``privsketch-nosmp`` (:class:`NoSmpParams`): every cell flipped with eps/(KM) + ordering
   matrix ([PS] section 4.2). **Not LDP.**
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Callable, ClassVar, Dict, List, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Tuple, Type, Union
 
 import numpy as np
 
@@ -55,12 +55,13 @@ from ..._base import AuditHooks
 from ...estimates import PLUG_IN
 from ...uncertainty import PlugIn
 from ..._base import WireField, bits_for
+from .._aliases import deprecated_names
 from .._registration import (edges, COUNT_MIN, SIGN, order_plan, random_sets, sketch_epsilon, sketch_simulation, theory,
                             tracked_candidates)
 
 __all__ = [
-    "PRIME", "SketchParams", "Params", "NoSmpParams", "Reports", "NoSmpReports", "Client", "NoSmpClient", "Server",
-    "NoSmpServer", "as_sets",
+    "PRIME", "SketchParams", "PrivSketchParams", "NoSmpParams", "PrivSketchReports", "NoSmpReports", "PrivSketchClient",
+    "NoSmpClient", "PrivSketchServer", "NoSmpServer", "as_sets",
 ]
 
 
@@ -73,7 +74,7 @@ _NOT_LDP = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(SketchParams):
+class PrivSketchParams(SketchParams):
     """PrivSketch with sampling ([PS] section 3.3). **Not eps-LDP** (module doc): building
     it emits a :class:`PrivacyWarning`."""
 
@@ -96,7 +97,7 @@ class NoSmpParams(SketchParams):
 
 
 @dataclasses.dataclass
-class Reports(_ReportsBase):
+class PrivSketchReports(_ReportsBase):
     """PrivSketch reports: sampled row ``k`` and column ``m`` (uint16), the RR bit
     ``bit`` (int8, +-1) of cell ``(k, m)``, and the ordering matrix ``order``
     (uint16, shape (n, K, M), a permutation of ``[0, K*M)`` per user)."""
@@ -132,9 +133,9 @@ class NoSmpReports(_ReportsBase):
         self._check_lengths()
 
 
-def _check_reports(reports: Union[Reports, NoSmpReports], params: SketchParams) -> None:
+def _check_reports(reports: Union[PrivSketchReports, NoSmpReports], params: SketchParams) -> None:
     K, M = params.K, params.M
-    if isinstance(reports, Reports):
+    if isinstance(reports, PrivSketchReports):
         check_below(reports.k, K, "k", label="K")
         check_below(reports.m, M, "m", label="M")
         check_bits("bit", reports.bit)
@@ -146,7 +147,7 @@ def _check_reports(reports: Union[Reports, NoSmpReports], params: SketchParams) 
         raise ReportError(f"order must have shape (n, {K}, {M}), got {reports.order.shape}")
 
 
-class Client(SketchClient):
+class PrivSketchClient(SketchClient):
     """PrivSketch user side with sampling ([PS] Alg. 2 lines 1-5 + section 3.3 sampling).
 
     Each user builds the K x M bit sketch of its set (Boolean OR), the ordering matrix ([PS]
@@ -158,18 +159,19 @@ class Client(SketchClient):
     Emits :class:`PrivacyWarning`: the ordering matrix makes the report **not** eps-LDP.
     """
 
-    params_type: ClassVar[type] = Params
+    params_type: ClassVar[type] = PrivSketchParams
     _sampling = 1
 
-    def __init__(self, params: Params, rng: RngLike = None, threads: int = 0):
+    def __init__(self, params: PrivSketchParams, rng: RngLike = None, threads: int = 0):
         super().__init__(params, rng, threads)
         warn_not_ldp(params)
 
-    def perturb(self, sets: SetsLike) -> Reports:
-        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
+    def perturb(self, sets: SetsLike) -> PrivSketchReports:
+        """PrivSketchReports for a batch of users (``sets``: see :func:`as_sets`)."""
         cell, bits, order = self._perturb(sets)
         assert order is not None  # _with_order (SketchClient's default): the kernel returns it
-        return Reports(k=(cell // self.params.M).astype(np.uint16), m=(cell % self.params.M).astype(np.uint16),
+        return PrivSketchReports(k=(cell // self.params.M).astype(np.uint16),
+                                 m=(cell % self.params.M).astype(np.uint16),
                        bit=bits[:, 0], order=order)
 
 
@@ -188,7 +190,7 @@ class NoSmpClient(SketchClient):
         warn_not_ldp(params)
 
     def perturb(self, sets: SetsLike) -> NoSmpReports:
-        """Reports for a batch of users (``sets``: see :func:`as_sets`)."""
+        """PrivSketchReports for a batch of users (``sets``: see :func:`as_sets`)."""
         _, bits, order = self._perturb(sets)
         assert order is not None  # _with_order (SketchClient's default): the kernel returns it
         return NoSmpReports(bits=bits.reshape(-1, self.params.K, self.params.M), order=order)
@@ -216,10 +218,10 @@ def _bucket_index(params: SketchParams, cand: np.ndarray) -> _Index:
     return cells, offsets, bucket_cand, bucket_cells
 
 
-class Server(TrackedServer):
+class PrivSketchServer(TrackedServer):
     """PrivSketch collector, decode-first with sampling ([PS] section 3.3; Alg. 3 adapted).
 
-    ``Server(params, candidates=None, threads=0)``: ``candidates`` is the set ``D`` to be
+    ``PrivSketchServer(params, candidates=None, threads=0)``: ``candidates`` is the set ``D`` to be
     estimated (default: the whole domain). For each report only the candidates hashed into
     the sampled bucket ``(k, m)`` can count (a per-row inverted index built once); a
     candidate counts when the sampled cell has the smallest rank among its K cells
@@ -228,9 +230,9 @@ class Server(TrackedServer):
     """
 
     protocol: ClassVar[str] = "privsketch"
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: SketchParams  # Params, or NoSmpParams for the subclass
+    params_type: ClassVar[type] = PrivSketchParams
+    reports_type: ClassVar[type] = PrivSketchReports
+    params: SketchParams  # PrivSketchParams, or NoSmpParams for the subclass
     _bits_per_report = 1
 
     def _build_index(self) -> None:
@@ -245,19 +247,19 @@ class Server(TrackedServer):
         self._index_ready = True
 
     def _decode(self, reports: Any) -> Tuple[np.ndarray, np.ndarray, int]:
-        # reports: this server's reports_type (Reports here, NoSmpReports in NoSmpServer)
+        # reports: this server's reports_type (PrivSketchReports here, NoSmpReports in NoSmpServer)
         p = self.params
         cell = reports.k.astype(np.uint32) * p.M + reports.m
         return _core.privsketch_decode_cell(p.K, p.M, reports.order, cell, reports.bit, self._bucket_offsets,
                                             self._bucket_cand, self._bucket_cells, self._cand.size,
                                             self.threads)
 
-    def _validate(self, reports: Union[Reports, NoSmpReports]) -> None:
+    def _validate(self, reports: Union[PrivSketchReports, NoSmpReports]) -> None:
         """Ranges, +-1 bits and shapes (the ordering matrices are checked while decoding:
         each must be a permutation of ``[0, K*M)``)."""
         _check_reports(reports, self.params)
 
-    def _ingest(self, reports: Union[Reports, NoSmpReports]) -> Delta:
+    def _ingest(self, reports: Union[PrivSketchReports, NoSmpReports]) -> Delta:
         n, D = len(reports), self._cand.size
         if not self._index_ready:
             # cells (D, K), their sort order, flat copies and the inverted index: about 40 bytes per cell
@@ -321,7 +323,7 @@ class Server(TrackedServer):
         return est * n if counts else est
 
 
-class NoSmpServer(Server):
+class NoSmpServer(PrivSketchServer):
     """PrivSketch-noSmp collector ([PS] Alg. 3): every candidate takes each
     user's perturbed bit at ``argmin_k O[k, H_k(x)]``. Cost ``O(n |D| K)`` (C++, threads)."""
 
@@ -364,7 +366,7 @@ def _sketch_example(params_type: Type[SketchParams]) -> Callable[[], Tuple[Sketc
     return lambda: (params_type.create(epsilon=2.0, d=60, K=2, M=8, seed=1), random_sets(60))
 
 
-def _privsketch_variance(server: Server, candidates: np.ndarray) -> PlugIn:
+def _privsketch_variance(server: PrivSketchServer, candidates: np.ndarray) -> PlugIn:
     p, n = server.params, server.n
     return PlugIn(lambda f: theory().privsketch_variance(p.epsilon, n, f, K=p.K, M=p.M), len(candidates),
                   f"{PLUG_IN} (theory.privsketch_variance, R2 estimator)", COUNT_MIN)
@@ -377,7 +379,8 @@ def _nosmp_variance(server: NoSmpServer, candidates: np.ndarray) -> PlugIn:
 
 
 register_protocol(Protocol(
-    "privsketch", Params, Reports, Server, Client, example=_sketch_example(Params), inputs="sets",
+    "privsketch", PrivSketchParams, PrivSketchReports, PrivSketchServer, PrivSketchClient,
+    example=_sketch_example(PrivSketchParams), inputs="sets",
     extremes=edges(d=(1, 2**20)),
     # [PS] Alg. 2: the sampled cell (k, m), its bit, and the ordering matrix as one rank in
     # [0, K M) per cell, ceil(log2(K M)) bits each (a permutation of the cells).
@@ -387,7 +390,7 @@ register_protocol(Protocol(
     variance=_privsketch_variance, default_candidates=tracked_candidates,
     simulations=sketch_simulation("privsketch", "PrivSketch", "PrivSketch, K=4, M=128, R2 estimator (NOT eps-LDP: "
                                   "its ordering matrix leaks, PS reproduction only)"),
-    audit=AuditHooks(lambda e, **kw: Params.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
+    audit=AuditHooks(lambda e, **kw: PrivSketchParams.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
                      sketch_epsilon)))
 register_protocol(Protocol(
     "privsketch-nosmp", NoSmpParams, NoSmpReports, NoSmpServer, NoSmpClient, example=_sketch_example(NoSmpParams),
@@ -401,3 +404,7 @@ register_protocol(Protocol(
                                   "PrivSketch without sampling: every cell with eps/(KM) (NOT eps-LDP, as PrivSketch)"),
     audit=AuditHooks(lambda e, **kw: NoSmpParams.create(epsilon=e, d=64, K=4, M=16, seed=1, **kw), order_plan,
                      sketch_epsilon)))
+
+if not TYPE_CHECKING:  # the bare names of ldpfast 0.2
+    __getattr__ = deprecated_names(__name__, "privsketch", {"Params": PrivSketchParams, "Client": PrivSketchClient,
+                                                      "Server": PrivSketchServer, "Reports": PrivSketchReports})
