@@ -30,7 +30,7 @@ from ldpfast.protocols.repeated.dbitflip import DBitFlipParams, OneBitMeanParams
 from ldpfast.protocols.repeated.longitudinal import LGRRParams, LOLHParams
 from ldpfast.protocols.repeated.longitudinal_unary import LOSUEParams, LOUEParams, LSUEParams
 from ldpfast.protocols.sets.multi_pcms import MultiPCMSMeanParams, MultiPCMSMinParams
-from ldpfast.protocols.sets.npcms import Params as NPCMSParams
+from ldpfast.protocols.sets.npcms import NPCMSParams
 from ldpfast.protocols.sets.privsketch import NoSmpParams
 from ldpfast.protocols.sets.ps_olh import PSOLHParams
 from ldpfast.protocols.sets.svim import SVIMPaddedParams

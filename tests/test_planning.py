@@ -1,6 +1,7 @@
 """ldpfast.recommend: ranked protocol configurations with their closed-form errors, report
 sizes and server costs, and the constraints that rule options out."""
 
+import json
 import math
 
 import pytest
@@ -66,3 +67,32 @@ def test_constraints_rule_options_out_and_say_why():
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(ParameterError, match=match):
         ldpfast.recommend(EPS, D, N, **kwargs)
+
+
+# -- from a recommendation to code (issue 30) ---------------------------------------------------
+@pytest.mark.parametrize("epsilon, d", [(2.0, 1000), (0.5, 100_000), (4.0, 2**30)])
+def test_every_option_carries_buildable_params_of_its_configuration(epsilon, d):
+    options = ldpfast.recommend(epsilon, d, 10**6)
+    assert len({o.protocol for o in options}) >= 9
+    for o in options:
+        if "not buildable" in o.why_not:   # HE's Params stop at d < 2^30; the option says so and does not fit
+            assert o.params is None and not o.fits and o.protocol == "he" and d >= 2**30
+            continue
+        params = o.params
+        assert type(params) is ldpfast.protocol(o.protocol).Params, o.name
+        assert (params.epsilon, params.d) == (epsilon, d)
+        # the row's configuration, not the class defaults: its symbols and report size
+        assert getattr(params, "m", getattr(params, "g", o.m)) == o.m, o.name
+        assert getattr(params, "communication_bits", o.bits) == o.bits, o.name
+        assert eval(o.code, {"ldpfast": ldpfast}) == params                   # the printed line builds it
+        assert ldpfast._registry.params_from_json(json.dumps(o.to_dict()["params"])) == params
+
+
+def test_params_command_prints_the_line_that_builds_the_recommendation(capsys):
+    from ldpfast.cli import main
+
+    assert main(["params", "--eps", "2", "--d", "100000", "--n", "1000000", "--f-star", "0.05",
+                 "--max-report-bits", "64"]) == 0
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("build it: "))
+    best = ldpfast.recommend(2.0, 100_000, 1_000_000, f_star=0.05, max_report_bits=64)[0]
+    assert line == f"build it: {best.code}" and eval(line[len("build it: "):], {"ldpfast": ldpfast}) == best.params

@@ -107,7 +107,10 @@ class ComparisonRow:
     The server's cost, where the protocol states it: ``server_ops(n, q)``, the elementary
     steps to aggregate ``n`` reports and estimate ``q`` candidates (one step: a counter
     update, a hashed (report, candidate) pair, a butterfly of a transform), and
-    ``state_bytes(n, q)``, the memory the server holds."""
+    ``state_bytes(n, q)``, the memory the server holds.
+
+    ``build()``: the configuration's parameters, the protocol's Params (it raises
+    ParameterError where the class cannot express the configuration)."""
 
     name: str
     m: int
@@ -117,6 +120,7 @@ class ComparisonRow:
     note: str = ""
     server_ops: Optional[CostFn] = None
     state_bytes: Optional[CostFn] = None
+    build: Optional[Callable[[], Params]] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,9 +20,11 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ._params import Params
 from ._registry import ComparisonRow, protocol
 from ._registry import protocols as _registered
 from .errors import ParameterError
@@ -60,6 +62,9 @@ class Option:
         state_bytes: the memory the server holds (NaN when unknown).
         fits: whether the option meets every constraint; ``why_not`` says which it misses.
         note: how the protocol is configured.
+        params: the configuration as the protocol's Params, ready for its client and server
+            (``ldpfast.protocol(option.protocol).Client(option.params)``); None where the
+            protocol's ``compare`` hook gives none (the built-in ones all do).
     """
 
     protocol: str
@@ -75,9 +80,24 @@ class Option:
     fits: bool
     why_not: str
     note: str
+    params: Optional[Params] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields, ``params`` in its :meth:`Params.to_json` form (what
+        :func:`ldpfast._registry.params_from_json` reads back)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["params"] = None if self.params is None else json.loads(self.params.to_json())
+        return out
+
+    @property
+    def code(self) -> Optional[str]:
+        """The Python expression that builds :attr:`params`
+        (``ldpfast.protocol('grr').Params(epsilon=2.0, d=100)``), or None without params."""
+        if self.params is None:
+            return None
+        init = {f.name for f in dataclasses.fields(self.params) if f.init}
+        args = ", ".join(f"{name}={value!r}" for name, value in self.params.to_dict().items() if name in init)
+        return f"ldpfast.protocol({self.protocol!r}).Params({args})"
 
 
 def comparison_rows(epsilon: float, d: int, n: int, f_star: float = 1.0, modes: Sequence[str] = ("mse", "l"),
@@ -180,8 +200,14 @@ def recommend(epsilon: float, d: int, n: int, *, max_report_bits: Optional[int] 
         if server_budget is not None and not seconds <= server_budget:
             misses.append("server cost unknown (no cost model) > server_budget" if math.isnan(seconds)
                           else f"{seconds:.3g} s of server work > server_budget={server_budget:g} s")
+        params = None
+        if row.build is not None:
+            try:
+                params = row.build()
+            except ParameterError as exc:   # the theory row has no Params here (e.g. d beyond its range)
+                misses.append(f"not buildable: {exc}")
         options.append(Option(pid, row.name, int(row.m), int(row.bits), l2 if query == "all" else mse, mse, l2,
-                              ops, seconds, state, not misses, "; ".join(misses), row.note))
+                              ops, seconds, state, not misses, "; ".join(misses), row.note, params))
     fitting = [o for o in options if o.fits]
     best = min((o.error for o in fitting), default=math.inf)
 

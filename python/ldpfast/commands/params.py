@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                 option = options[by_name[str(row["protocol"])]]
                 rows.append({**row, "rank": option_rank(options, option), "server_ops": option.server_ops,
                              "server_seconds": option.server_seconds, "state_bytes": option.state_bytes,
-                             "fits": option.fits, "why_not": option.why_not})
+                             "fits": option.fits, "why_not": option.why_not, "params": option.to_dict()["params"]})
         print(json.dumps({"epsilon": args.eps, "d": args.d, "n": args.n, "f_star": args.f_star, "field": args.field,
                           "query": args.query, "max_report_bits": args.max_report_bits,
                           "server_budget": args.server_budget,
@@ -154,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nrecommended: {best.name} ({best.protocol}), {best.bits} bits/report, {metric} {best.error:.4e}"
               + ("" if lowest is best else f"; lowest: {lowest.name} {lowest.error:.4e} with {lowest.bits} "
                                             "bits/report"))
+        if best.code is not None:
+            print(f"build it: {best.code}")
     else:
         print("\nno protocol meets the constraints (see 'excluded' above)")
     print("Ranks: options within 10% of the lowest error first, fewest bits first; then by error.\n"

@@ -122,7 +122,7 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequenc
     to = theory()
     return [ComparisonRow("BLH", 2, 129, lambda f: to.olh_variance(epsilon, n, f, g=2), to.ocms_l2(epsilon, d, n, 2),
                           "local hashing into one bit; OLH's g = round(e^eps)+1 is better above eps ~ 1",
-                          **per_user_hash_cost())]
+                          **per_user_hash_cost(), build=lambda: BLHParams(epsilon=epsilon, d=d))]
 
 
 def _simulations() -> Tuple[Any, ...]:

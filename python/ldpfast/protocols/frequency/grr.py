@@ -255,7 +255,7 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> List[Co
     def var(f: RealLike) -> Real:
         return to.grr_variance(epsilon, d, n, f)
     return [ComparisonRow("GRR", d, bits_for(d), var, float((d - 1) * var(0.0) + var(1.0)), "k-ary RR on [d]",
-                          **counter_cost(d))]
+                          **counter_cost(d), build=lambda: GRRParams(epsilon=epsilon, d=d))]
 
 
 def _simulations() -> Tuple[Algorithm]:

@@ -353,7 +353,8 @@ def _he_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List
     hsize = 1 << d.bit_length()  # 2^ceil(log2(d+1))
     return [ComparisonRow("HE", 2, _ceil_log2(hsize) + 1, lambda f: theory().hadamard.he_variance(epsilon, n, f),
                           float(to.ocms_l2(epsilon, d, n, 2)), f"Hadamard row ({_ceil_log2(hsize)} bits) + 1 bit",
-                          **counter_cost(hsize, hsize * _ceil_log2(hsize)))]
+                          **counter_cost(hsize, hsize * _ceil_log2(hsize)),
+                          build=lambda: HEParams(epsilon=epsilon, d=d))]
 
 
 def _cmshe_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[ComparisonRow]:
@@ -365,7 +366,8 @@ def _cmshe_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> L
                           (d - 1) * var(0.0) + var(1.0),
                           "k = 2048 functions, m = 1024 (+ the fixed family's bias, PAN Thm 3.10)",
                           server_ops=lambda n_, q: n_ + k * m * _ceil_log2(m) + q * k,
-                          state_bytes=lambda n_, q: 8.0 * k * m)]
+                          state_bytes=lambda n_, q: 8.0 * k * m,
+                          build=lambda: CMSHEParams(epsilon=epsilon, d=d, k=k, m=m))]
 
 
 def _hrr_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[ComparisonRow]:
@@ -374,7 +376,7 @@ def _hrr_compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> Lis
     hd = 1 << _ceil_log2(d)
     return [ComparisonRow("HRR", hd, _ceil_log2(hd) + 1, lambda f: theory().hrr_variance(epsilon, n, f),
                           (d * theory().c_eps(epsilon) ** 2 - 1) / n, "Hadamard row + 1 bit (WW Fact 2.1)",
-                          **counter_cost(hd, hd * _ceil_log2(hd)))]
+                          **counter_cost(hd, hd * _ceil_log2(hd)), build=lambda: HRRParams(epsilon=epsilon, d=d))]
 
 
 def _simulation(name: str, label: str, params_type: Callable[..., _ParamsBase], summary: str,

@@ -44,6 +44,7 @@ plain ``m`` as in R1) and clipping (off by default: raw estimates are unbiased).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, Optional, Sequence, Tuple
@@ -416,7 +417,9 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, modes: Sequence[str]
         real = to.ocms_optimal_m(epsilon, mode, d, f_star)
         rows.append(ComparisonRow("MSE-OCMS+RR" if mode == "mse" else "l-OCMS+RR", p.m, p.communication_bits,
                                   _variance_at(p, n), float(to.ocms_l2(epsilon, d, n, p.m)),
-                                  f"real optimum m = {real:.3f}; field {_field_name(p)}", **per_user_hash_cost()))
+                                  f"real optimum m = {real:.3f}; field {_field_name(p)}", **per_user_hash_cost(),
+                                  build=functools.partial(OCMSParams.optimal, epsilon=epsilon, d=d, mode=mode,
+                                                          f_star=f_star, field=field)))
     return rows
 
 

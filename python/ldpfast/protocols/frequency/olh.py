@@ -205,7 +205,7 @@ def _olh_compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Lis
     return [ComparisonRow("OLH", g, 128 + bits_for(g), lambda f: to.ocms_variance(epsilon, g, n, f),
                           float(to.ocms_l2(epsilon, d, n, g)),
                           "pairwise hash (a0, a1) in F_(2^64-59); a fully random hash would cost d log2(g) bits",
-                          **per_user_hash_cost())]
+                          **per_user_hash_cost(), build=lambda: OLHParams(epsilon=epsilon, d=d, g=g))]
 
 
 def _olh_channel(server: OLHServer, candidates: Any, likelihood: str = "composite") -> Any:

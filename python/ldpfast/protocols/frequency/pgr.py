@@ -365,7 +365,7 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequenc
         return p.variance(n, f)
     return [ComparisonRow("PGR", p.points, p.communication_bits, var, simulated_own_l2(p, n, d),
                           f"projective geometry response, q = {p.q}, t = {p.t}",
-                          **counter_cost(p.points, p.points * p.q * p.t))]
+                          **counter_cost(p.points, p.points * p.q * p.t), build=lambda: p)]
 
 
 def _simulations() -> Tuple[Any, ...]:

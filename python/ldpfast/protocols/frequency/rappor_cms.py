@@ -415,7 +415,7 @@ def _compare_row(epsilon: float, d: int, n: float, variant: str, name: str) -> C
         return rp.variance(n, f)
     return ComparisonRow(name, rp.m, rp.communication_bits, variance, affine_l2(variance, d),
                          "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)",
-                         server_ops=lambda n_, q: n_ * ones * q, state_bytes=lambda n_, q: 8.0 * q)
+                         server_ops=lambda n_, q: n_ * ones * q, state_bytes=lambda n_, q: 8.0 * q, build=lambda: rp)
 
 
 def _simulations() -> Tuple[Algorithm, ...]:

@@ -275,7 +275,8 @@ def _rhr_compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Lis
                           lambda f: theory().rhr_variance(epsilon, n, f, residue_fraction=1.0), l2,
                           f"b = {b}, {base} residue blocks; MSE for values sharing their residue with all users "
                           "(PAN 6.1's adversarial data)",
-                          **counter_cost(base * rsize, base * rsize * ((rsize - 1).bit_length())))]
+                          **counter_cost(base * rsize, base * rsize * ((rsize - 1).bit_length())),
+                          build=lambda: RHRParams(epsilon=epsilon, d=d))]
 
 
 def _rhr_simulated_variance(params: Any, data: ValueData, f: np.ndarray) -> np.ndarray:

@@ -297,7 +297,8 @@ def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> List[Co
     return [ComparisonRow("SS", sp.k, sp.communication_bits, lambda f: sp.variance(n, f),
                           affine_l2(lambda f: sp.variance(n, f), d),
                           f"k = {sp.k} of d values per report (Ye-Barg / Wang et al.)",
-                          server_ops=lambda n_, q: float(n_) * sp.k + d + q, state_bytes=lambda n_, q: 8.0 * d)]
+                          server_ops=lambda n_, q: float(n_) * sp.k + d + q, state_bytes=lambda n_, q: 8.0 * d,
+                          build=lambda: sp)]
 
 
 def _simulations() -> Tuple[Algorithm]:

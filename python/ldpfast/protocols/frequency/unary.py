@@ -257,7 +257,8 @@ def _compare(kind: str) -> Any:
         # the bit-count kernel adds 64 report bits per word: n d / 64 steps, d counters
         return [ComparisonRow(kind.upper(), d, d, var, float((d - 1) * var(0.0) + var(1.0)),
                               f"unary encoding, {'p = 1/2' if kind == 'oue' else 'p + q = 1'}",
-                              server_ops=lambda n_, q: n_ * -(-d // 64) + d + q, state_bytes=lambda n_, q: 8.0 * d)]
+                              server_ops=lambda n_, q: n_ * -(-d // 64) + d + q, state_bytes=lambda n_, q: 8.0 * d,
+                              build=lambda: params)]
     return rows
 
 
