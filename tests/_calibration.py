@@ -242,7 +242,7 @@ CASES: Dict[str, Case] = {
     "rhr-original": Case(lambda: hadamard_variants.RHROriginalParams(epsilon=3.0, d=D), value_data, frequency),
     "oue": Case(lambda: unary.OUEParams(epsilon=2.0, d=D), value_data, frequency),
     "sue": Case(lambda: unary.SUEParams(epsilon=2.0, d=D), value_data, frequency),
-    "rappor": Case(lambda: rappor.configured(2.0, 4.0, k=32, h=2, m=16, d=D), value_data, frequency),
+    "rappor": Case(lambda: rappor.RAPPORParams.from_budgets(4.0, 2.0, k=32, h=2, m=16, d=D), value_data, frequency),
     # one round of the memoized protocols (eps_inf = 4, eps_1 = 2): fresh users, one report each
     "l-grr": Case(lambda: longitudinal.LGRRParams(eps_inf=4.0, eps_1=2.0, d=D), value_data, frequency),
     "l-olh": Case(lambda: longitudinal.LOLHParams(eps_inf=4.0, eps_1=2.0, d=D), value_data, frequency),

@@ -238,7 +238,7 @@ _EXTRA = {
     "l-sue": lambda e: LSUEParams(eps_inf=e, eps_1=e, d=100),
     "dbitflip": lambda e: DBitFlipParams(epsilon=e, d=100, sampled=7),
     "1bitmean": lambda e: OneBitMeanParams(eps_inf=1.5 * e, eps_1=e, m=1000),
-    "rappor": lambda e: rappor.configured(e, 3.0 * e, k=32, h=3, m=4, encoding="cpp"),
+    "rappor": lambda e: rappor.RAPPORParams.from_budgets(3.0 * e, e, k=32, h=3, m=4, encoding="cpp"),
 }
 
 

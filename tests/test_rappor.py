@@ -5,6 +5,7 @@ plus literal vectors it produced; the privacy budgets' closed forms; and the dec
 statistics (the least-squares decode is unbiased with the sandwich variance; the lasso finds
 the heavy candidates; EM's standard errors cover)."""
 
+import dataclasses
 import hashlib
 import hmac
 import math
@@ -447,11 +448,37 @@ def test_a_deployment_without_prr_is_decoded_with_a_warning():
         rappor.RAPPORParams(f=0.001, encoding="cpp")
 
 
-def test_configured_refuses_a_permanent_budget_no_finite_estimate_meets():
+@pytest.mark.parametrize("eps_inf, eps_1, fields", [
+    (4.0, 1.0, {}), (8.0, 0.5, {"h": 4, "encoding": "cpp", "m": 8}),
+    (1.0, 0.25, {"k": 64, "h": 3, "encoding": "cpp-drbg"}), (3.0, 2.99, {"h": 1})])
+def test_from_budgets_spends_at_most_each_budget_and_the_next_setting_more(eps_inf, eps_1, fields):
+    """eps_inf and eps_1 are the exact budgets of the samplers' probabilities (rounded up to a
+    double): f is a whole 128th and p a whole 2^-53, so 'tight' is one grid step: f one 128th
+    lower, or p one 2^-53 lower (q = 1 - p), spends more than asked."""
+    params = rappor.RAPPORParams.from_budgets(eps_inf=eps_inf, eps_1=eps_1, **fields)
+    assert {name: getattr(params, name) for name in fields} == fields
+    assert params.eps_inf <= eps_inf and params.eps_1 <= eps_1
+    assert dataclasses.replace(params, f=params.f - 1 / 128).eps_inf > eps_inf
+    finer = params.p - 2.0**-53
+    capped = eps_1 > dataclasses.replace(params, p=0.0, q=1.0).eps_1   # no report reveals more than its PRR
+    assert capped == (eps_1 == 2.99)   # 2.99 > the PRR's 2 ln(209/47) = 2.984 (f = 47/128 for eps_inf = 3)
+    if not capped:
+        assert dataclasses.replace(params, p=finer, q=1.0 - finer).eps_1 > eps_1
+    hooks = protocol("rappor").audit   # what ldpfast audit holds the client to
+    assert hooks.effective_epsilon(params) <= eps_1 and hooks.permanent_epsilon(params) <= eps_inf
+
+
+def test_from_budgets_refuses_what_no_setting_meets():
     limit = 2 * math.log(129 / 127)
-    assert rappor.configured(0.01, limit * 1.001).f_effective == 127 / 128
+    assert rappor.RAPPORParams.from_budgets(limit * 1.001, 0.01, h=1).f_effective == 127 / 128
     with pytest.raises(ParameterError, match=r"eps_inf must be at least 2 h ln\(129/127\) = 0.03125.*got 0.01"):
-        rappor.configured(0.005, 0.01)
+        rappor.RAPPORParams.from_budgets(0.01, 0.005, h=1)
+    with pytest.raises(ParameterError, match=r"eps_1 \(one report\) must be <= eps_inf .*eps_1=3.0 > eps_inf=2.0"):
+        rappor.RAPPORParams.from_budgets(2.0, 3.0)
+    with pytest.raises(ParameterError, match=r"eps_inf must be a finite positive number, got -1"):
+        rappor.RAPPORParams.from_budgets(-1, 0.5)
+    with pytest.raises(ParameterError, match=r"from_budgets sets p, q and f .*got f=0.5"):
+        rappor.RAPPORParams.from_budgets(4.0, 1.0, f=0.5)
 
 
 def test_upper_bounds_hold_for_every_candidate_selected_or_not():

@@ -1,14 +1,19 @@
 """RAPPOR's registration hooks beside its protocol (:mod:`ldpfast.protocols.repeated.rappor`): the
-report channel for IBU/MLE estimation (:mod:`ldpfast.estimation`) and the audit plan."""
+report channel for IBU/MLE estimation (:mod:`ldpfast.estimation`), the audit plan, the wire
+fields, and the parameters that spend given budgets (``RAPPORParams.from_budgets``)."""
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+import math
+from typing import Any, Dict, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from ..._base import WireField, bits_for
 from ..._validate import check_values
 from ...errors import ParameterError, ReportError
+from .._bitvec import row_bytes
+from .._memo import solve_threshold
 from ._rappor_decode import as_labels, bloom_positions, design, encode_values
 
 
@@ -88,3 +93,33 @@ def audit_plan(params: Any) -> Any:
         b1 = (reports.bits[:, bits[x1] // 8] >> (bits[x1] % 8)) & 1
         return (b0 == 1) & (b1 == 0), (b1 == 1) & (b0 == 0)
     return Plan(value_inputs(0, x1), events, ("Bloom bit of x0 = 1, of x1 = 0", "Bloom bit of x1 = 1, of x0 = 0"))
+
+
+def wire_fields(params: Any) -> Sequence[WireField]:
+    """The cohort, then the k bits as whole bytes (the spare bits of the last byte are 0)."""
+    return [WireField("cohort", bits_for(params.m), None, "uint32"),
+            WireField("bits", 8, None, "uint8", (row_bytes(params.k),))]
+
+
+def prr_and_irr(params_type: Any, eps_inf: float, eps_1: float, fields: Mapping[str, Any]) -> Any:
+    """``RAPPORParams.from_budgets``: ``f`` in 128ths, then the dyadic ``p = 1 - q``, each the
+    smallest setting whose exact budget (``eps_inf``, then ``eps_1``) is at most the one asked."""
+    fixed = sorted(set(fields) & {"p", "q", "f"})
+    if fixed:
+        raise ParameterError(f"from_budgets sets p, q and f from eps_inf and eps_1, got "
+                             f"{fixed[0]}={fields[fixed[0]]!r}")
+    if eps_1 > eps_inf:
+        raise ParameterError(f"eps_1 (one report) must be <= eps_inf (the permanent response), got "
+                             f"eps_1={eps_1!r} > eps_inf={eps_inf!r}")
+    base: Dict[str, Any] = dict(fields)
+
+    def build(f128: int, step: int) -> Any:   # IRR p = step / 2^53 (step 0: no IRR noise)
+        return params_type(**base, p=step / 2.0**53, q=1.0 - step / 2.0**53, f=f128 / 128)
+
+    if build(127, 0).eps_inf > eps_inf:
+        h = build(127, 0).h
+        raise ParameterError(f"eps_inf must be at least 2 h ln(129/127) = {2 * h * math.log(129 / 127):.6g} (f = "
+                             f"127/128, the noisiest PRR that still gives finite estimates), got {eps_inf!r}")
+    f128 = solve_threshold(lambda t: build(t, 0).eps_inf, eps_inf, 1, 127, "eps_inf")
+    step = solve_threshold(lambda t: build(f128, t).eps_1, eps_1, 1, 2**52 - 1, "eps_1")
+    return build(f128, step)

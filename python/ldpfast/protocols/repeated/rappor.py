@@ -41,7 +41,7 @@ import dataclasses
 import math
 import warnings
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -49,12 +49,11 @@ from ... import _base, _core
 from ..._base import AuditHooks
 from ..._memory import check_allocation
 from ...audit import log_ratio
-from ..._validate import check_int, check_values
+from ..._validate import check_int, check_real, check_values
 from ...errors import FormatError, ParameterError, PrivacyWarning, ReportError
-from ..._base import WireField, bits_for
 from .._bitvec import BitCountServer, bit_rows, row_bytes
 from .._memo import MemoClient, MemoServer, new_secrets
-from ._rappor_hooks import audit_plan, channel
+from ._rappor_hooks import audit_plan, channel, prr_and_irr, wire_fields
 from ._rappor_inputs import check_dictionary_values, irr_rows, secret_rows
 from ._rappor_decode import (ENCODING_CODE, METHODS, Decoded, Decoder, as_labels, auto_method, bloom_rows,
                              encode_values)
@@ -210,6 +209,24 @@ class RAPPORParams(_base.Params):
     @property
     def communication_bits(self) -> int:
         return self.k
+
+    @classmethod
+    def from_budgets(cls, eps_inf: float, eps_1: float, **fields: Any) -> "RAPPORParams":
+        """RAPPOR spending at most ``eps_inf`` in its PRR and ``eps_1`` per report, as the
+        longitudinal oracles are built: ``f``, the smallest multiple of 1/128 with
+        ``2 h ln((1 - f/2)/(f/2)) <= eps_inf``, then ``q = 1 - p`` with the smallest dyadic ``p``
+        (53 bits) whose :attr:`eps_1` is at most ``eps_1`` (both exact, so each budget is met and
+        the next finer setting would exceed it; an ``eps_1`` above the rounded PRR's ``eps_inf``
+        gets that, as no report reveals more than its PRR). ``fields``: the others (``k``, ``h``,
+        ``m``, ``d``, ``encoding``, ...; the constructor's defaults).
+
+        Raises:
+            ParameterError: a budget is not a positive number, ``eps_1 > eps_inf``, ``eps_inf`` is
+                below ``2 h ln(129/127)`` (the noisiest PRR with finite estimates), ``fields``
+                names ``p``, ``q`` or ``f``, or a field is out of range.
+        """
+        params: RAPPORParams = prr_and_irr(cls, check_real("eps_inf", eps_inf), check_real("eps_1", eps_1), fields)
+        return params
 
 
 def _log_ratio(ratio: Fraction) -> float:
@@ -446,49 +463,19 @@ def _variance(server: RAPPORServer, candidates: Any) -> Tuple[Optional[Any], str
     return server._variance_of_default(candidates)
 
 
-def _wire(params: RAPPORParams) -> Sequence[WireField]:
-    # the cohort, then the k bits as whole bytes (the spare bits of the last byte are 0)
-    return [WireField("cohort", bits_for(params.m), None, "uint32"),
-            WireField("bits", 8, None, "uint8", (row_bytes(params.k),))]
-
-
-def configured(eps_1: float, eps_inf: float, **changes: Any) -> RAPPORParams:
-    """RAPPOR spending at most ``eps_inf`` in its PRR and ``eps_1`` per report: ``f`` from
-    ``eps_inf = 2 h ln((1 - f/2)/(f/2))`` rounded up to whole 128ths, then ``q = 1 - p``
-    with the smallest dyadic ``p`` (53 bits) whose ``eps_1`` is at most ``eps_1``. Other
-    fields default to ``k = 8``, ``h = 1``, one cohort and ``d = 16`` (``changes`` replace them)."""
-    from .._memo import solve_threshold
-
-    base: Dict[str, Any] = dict(k=8, h=1, m=1, d=16)
-    base.update(changes)
-    h = int(base["h"])
-    f = 2.0 / (1.0 + math.exp(eps_inf / (2 * h)))
-    f = math.ceil(f * 128) / 128
-    if f >= 1.0:
-        raise ParameterError(f"eps_inf must be at least 2 h ln(129/127) = {2 * h * math.log(129 / 127):.6g} (f = "
-                             f"127/128, the noisiest PRR that still gives finite estimates), got {eps_inf!r}")
-
-    def spent(step: int) -> float:
-        p = step / 2.0**53
-        return RAPPORParams(**{**base, "p": p, "q": 1.0 - p, "f": f}).eps_1
-    step = solve_threshold(spent, float(eps_1), 1, 2**52 - 1, "eps_1")
-    p = step / 2.0**53
-    return RAPPORParams(**{**base, "p": p, "q": 1.0 - p, "f": f})
-
-
 def audit_params(epsilon: float, **changes: Any) -> RAPPORParams:
-    """A small configuration for the audit: :func:`configured` with ``eps_1 = epsilon`` and
-    ``eps_inf = 2 epsilon`` (``k = 8``, ``h = 1``, one cohort), or the smallest ``eps_inf``
-    with finite estimates, ``2 h ln(129/127)``, where ``2 epsilon`` is below it."""
-    h = int(changes.get("h", 1))
-    return configured(epsilon, max(2.0 * epsilon, 2 * h * math.log(129 / 127)), **changes)
+    """A small configuration for the audit: :meth:`RAPPORParams.from_budgets` with ``eps_1 =
+    epsilon`` and ``eps_inf = 2 epsilon`` (``k = 8``, ``h = 1``, one cohort, ``d = 16``), or the
+    smallest ``eps_inf`` with finite estimates, ``2 h ln(129/127)``, where ``2 epsilon`` is below it."""
+    fields = {"k": 8, "h": 1, "m": 1, "d": 16, **changes}
+    return RAPPORParams.from_budgets(max(2.0 * epsilon, 2 * fields["h"] * math.log(129 / 127)), epsilon, **fields)
 
 
 def _simulations() -> Tuple[Any, ...]:
     from ...experiments import Algorithm
 
     def make(eps: float, data: Any, gen: Any) -> RAPPORParams:
-        return configured(eps, 2.0 * eps, k=32, h=2, m=16, d=data.d)
+        return RAPPORParams.from_budgets(2.0 * eps, eps, k=32, h=2, m=16, d=data.d)
 
     return (Algorithm("rappor", "RAPPOR", "protocols.repeated.rappor", make,
                       summary="RAPPOR (32-bit Bloom filter, h=2, 16 cohorts, eps_inf = 2 eps), decoded over [0, d)"),)
@@ -496,10 +483,10 @@ def _simulations() -> Tuple[Any, ...]:
 
 _base.register_protocol(_base.Protocol(
     PROTOCOL_ID, RAPPORParams, RAPPORReports, RAPPORServer, RAPPORClient,
-    example=_example, wire_fields=_wire, variance=_variance,
+    example=_example, wire_fields=wire_fields, variance=_variance,
     extremes=edges(d=(1, 2**14)),  # the decode regresses on every value of [0, d): 2^24 is minutes
     simulations=_simulations, channel=channel,
-    rounds=lambda eps_inf, eps_1, d: configured(eps_1, eps_inf, k=32, h=2, m=16, d=d),
+    rounds=lambda eps_inf, eps_1, d: RAPPORParams.from_budgets(eps_inf, eps_1, k=32, h=2, m=16, d=d),
     audit=AuditHooks(audit_params, audit_plan, lambda params: float(params.eps_1),
                      permanent_epsilon=lambda params: float(params.eps_inf))))
 
