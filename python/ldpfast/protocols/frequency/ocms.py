@@ -10,7 +10,7 @@ Protocol (one report per user, eps-LDP):
    on the largest frequency of interest) or the l1/l2 loss (``mode="l"``, Thm 3.8). The
    hash family is ``h(x) = ((a0 + a1 x) in F) mod m`` over a finite field ``F`` of size
    ``pH >= max(d+1, 5m)``: by default the prime field of ``PRIME = 2^64 - 59``.
-2. OCMSClient ([PAN] Alg. 1 ``OCMSClient``): draw ``a0, a1`` uniformly from the whole field (a
+2. OCMSClient ([PAN] Alg. 1 ``Client``): draw ``a0, a1`` uniformly from the whole field (a
    fresh hash function per user), compute ``y = h(x)``, perturb ``y`` with k-ary RR on
    ``[m]`` (keep with probability ``e/(e+m-1)``) and send ``(z, a0, a1)``.
 3. OCMSServer ([PAN] Alg. 2): for a queried ``x``, count the matches ``C(x) = #{i: z_i = h_i(x)}``;
@@ -265,7 +265,7 @@ class OCMSReports(_base.Reports):
 # --- client -----------------------------------------------------------------------------
 
 class OCMSClient(_base.ClientBase):
-    """The user side of OCMS+RR ([PAN] Algorithm 1, ``OCMSClient``).
+    """The user side of OCMS+RR ([PAN] Algorithm 1, ``Client``).
 
     Args:
         params: the protocol parameters.
