@@ -49,6 +49,13 @@ def test_every_module_imports_first_in_a_fresh_interpreter(name):
     assert result.returncode == 0, result.stderr
 
 
+def test_a_protocol_module_imports_without_its_whole_family():
+    result = _run("import sys, ldpfast.protocols.frequency.grr\n"
+                  "print(sorted(m for m in sys.modules if m.startswith('ldpfast.protocols.frequency.')))")
+    assert result.returncode == 0, result.stderr
+    assert eval(result.stdout) == ["ldpfast.protocols.frequency.grr"]
+
+
 def test_every_protocol_is_registered_exactly_once():
     result = _run(
         "import collections, ldpfast._base as b\n"

@@ -8,8 +8,9 @@ public home is ``ldpfast.protocols.<family>.<module>`` (``from ldpfast.protocols
 import ocms``). The flat paths of ldpfast 0.2 (``ldpfast.protocols.ocms``) still work, with a
 ``DeprecationWarning``, until ldpfast 0.3.0 (:data:`FLAT_PATHS`).
 
-A family package imports (and so registers) its protocol modules, those that do not start
-with ``_``; each module makes one ``register_protocol(Protocol(...))`` call per protocol (the
+A family's protocol modules are those that do not start with ``_`` (imported on first use, or
+when the family is; :func:`load_all` imports them all); each module makes one
+``register_protocol(Protocol(...))`` call per protocol (the
 classes and every hook the generic layers read, see :mod:`ldpfast._registry`). A family's
 ``_`` modules are its own helpers; the ``_`` modules here are shared by several families
 (``_registration`` the hooks several families fill alike). :func:`load_all` imports every
