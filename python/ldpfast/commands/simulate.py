@@ -130,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     from .shuffle import add_shuffle_options
 
-    add_shuffle_options(parser, rounds=False)  # --rounds is the repeated-collection simulation
+    add_shuffle_options(parser, rounds=False)  # --rounds is the repeated-collection simulation: --shuffle-rounds
 
 
 def setup_threads(threads: int) -> None:
@@ -279,8 +279,8 @@ def run(args: argparse.Namespace) -> int:
     if args.shuffle_delta is not None:
         from .shuffle import central_rows, format_central
 
-        print("\n" + format_central(central_rows(epsilons, result.n, args.shuffle_delta), result.n,
-                                     args.shuffle_delta))
+        rows = central_rows(epsilons, result.n, args.shuffle_delta, rounds=args.shuffle_rounds)
+        print("\n" + format_central(rows, result.n, args.shuffle_delta, rounds=args.shuffle_rounds))
     bands = [c for c in result.cells if c.within_band is not None]
     if bands:
         inside = sum(bool(c.within_band) for c in bands)
@@ -317,6 +317,10 @@ def run_rounds(args: argparse.Namespace) -> int:
     """``simulate --rounds T``: memoized protocols over T rounds (module docstring)."""
     from .. import experiments
 
+    if args.shuffle_delta is not None:
+        raise ParameterError(f"--rounds {args.rounds} simulates repeated collection by memoized protocols and "
+                             "does not shuffle; for the central epsilon of shuffled reports composed over T "
+                             "collections use --shuffle-rounds T with --shuffle-delta")
     epsilons = parse_floats(args.eps)
     if len(epsilons) != 1:
         raise ParameterError(f"--rounds takes one --eps (a report's budget eps_1), got {args.eps!r}")
