@@ -4,7 +4,6 @@ intervals (in process, tiny sizes)."""
 import csv
 import json
 
-import numpy as np
 import pytest
 
 from ldpfast import Domain, HashedDomain, arrow, cli

@@ -9,7 +9,8 @@ from __future__ import annotations
 import warnings
 
 __all__ = ["LdpfastError", "ParameterError", "ReportError", "IncompatibleError", "FormatError",
-           "DTypeError", "StorageError", "PrivacyWarning", "ConvergenceWarning", "MissingDependencyError"]
+           "DTypeError", "StorageError", "PrivacyWarning", "ConvergenceWarning", "CollisionWarning",
+           "MissingDependencyError"]
 
 
 class LdpfastError(Exception):
@@ -54,6 +55,12 @@ class PrivacyWarning(UserWarning):
     call site as Python's default filter would: ldpfast installs an ``"always"`` filter for
     this category at import); silencing it takes an explicit filter
     (``warnings.simplefilter("ignore", PrivacyWarning)``, which takes precedence)."""
+
+
+class CollisionWarning(UserWarning):
+    """A :class:`ldpfast.HashedDomain` whose ``d`` is small enough that distinct labels
+    sharing a value is not negligible (a label is then estimated with the frequency of the
+    others that share its value); the message gives the probability."""
 
 
 class ConvergenceWarning(UserWarning):
