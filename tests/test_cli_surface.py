@@ -87,3 +87,33 @@ def test_aggregate_names_the_file_and_the_parameter_it_differs_in(capsys, tmp_pa
     rc, _, err = run_cli(capsys, "aggregate", "--reports", folder, "--state", state, "--params",
                          tmp_path / "other.json")
     assert rc == 2 and err.endswith(f"--state {state} holds an aggregator with other parameters: d 8 (expected 9)\n")
+
+
+@pytest.mark.parametrize("protocols, lines", [
+    ("grr,olh", [[f"w{i % 7}" if i % 3 else "naïve café"] for i in range(2000)]),
+    ("ps-olh", [[f"w{(i * j) % 11}" for j in range(1, 1 + i % 4)] for i in range(2000)]),
+])
+def test_simulate_takes_label_files_as_their_first_appearance_ids(capsys, tmp_path, protocols, lines):
+    if protocols == "grr,olh":
+        lines = [[label.replace(" ", "_") for label in line] for line in lines]   # one label per line
+    ids = {}
+    for line in lines:
+        for label in line:
+            ids.setdefault(label, len(ids))
+    # the same file name: the runs' seeds derive from it
+    for folder, text in (("labels", "\n".join(" ".join(line) for line in lines)),
+                         ("ids", "\n".join(" ".join(str(ids[x]) for x in line) for line in lines))):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "data.txt").write_text(text + "\n", encoding="utf-8")
+    results = []
+    for folder in ("labels", "ids"):
+        rc, _, err = run_cli(capsys, "simulate", "-p", protocols, "--data", tmp_path / folder / "data.txt",
+                             "--d", len(ids), "--eps", "2", "--runs", "1", "--no-plot", "--quiet",
+                             "--json", tmp_path / "out.json")
+        assert rc == 0, err
+        result = json.loads((tmp_path / "out.json").read_text())
+        result.pop("note", None)
+        for cell in result["cells"]:
+            cell.pop("seconds")
+        results.append(json.dumps(result, sort_keys=True))
+    assert results[0] == results[1]      # seeded: the same simulation

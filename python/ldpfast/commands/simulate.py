@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Protoc
 import numpy as np
 
 from ..errors import ParameterError
+from ._labelfile import label_sets, label_values
 from ._options import integer, parse_floats
 
 if TYPE_CHECKING:
@@ -95,7 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=None,
                         help="zipf, zipf-sampled, gaussian, gaussian-paper, mini-kosarak, mini-kosarak-clean, "
                              "a bundled file (kosarak-prefix, retail, bms-webview-1, bms-webview-2) or a path "
-                             "(one value per line, or one set per line) (default zipf); set-valued protocols: "
+                             "(one value per line, or one set per line: integer ids or labels) (default zipf); "
+                             "set-valued protocols: "
                              f"{SET_SYNTHETIC} (synthetic Zipf sets), a bundled file or a path with one set per line "
                              f"(default {SET_SYNTHETIC})")
     parser.add_argument("--n", type=integer, default=None,
@@ -198,7 +200,7 @@ def list_choices() -> str:
     lines += [f"  {name}" for name in datasets.SYNTHETIC]
     lines.append(f"  {SET_SYNTHETIC}  (synthetic, set-valued)")
     lines += [f"  {name}  (bundled, set-valued)" for name in sorted(datasets.BUNDLED)]
-    lines.append("  PATH  (one value per line, or one set of ids per line)")
+    lines.append("  PATH  (one value per line, or one set per line: integer ids or labels)")
     return "\n".join(lines)
 
 
@@ -228,7 +230,8 @@ def load_sets(args: argparse.Namespace) -> SetData:
     if name in datasets.SYNTHETIC:
         raise ParameterError(f"--data {name!r} holds one value per user; set-valued protocols need "
                              f"{SET_SYNTHETIC}, one of {sorted(datasets.BUNDLED)} or a file with one set per line")
-    sets = datasets.load_sets(name, d=args.d)
+    labelled = None if name in datasets.BUNDLED else label_sets(name, args.d)
+    sets = datasets.load_sets(name, d=args.d) if labelled is None else labelled
     if args.n is not None and args.n < sets.n:
         sets = datasets.SetData(offsets=sets.offsets[:args.n + 1], items=sets.items[:sets.offsets[args.n]],
                                 d=sets.d, name=f"{sets.name} (first {args.n:,} users)")
@@ -243,6 +246,10 @@ def load_data(args: argparse.Namespace) -> DataSource:
     if args.data == SET_SYNTHETIC:
         raise ParameterError(f"--data {SET_SYNTHETIC!r} is set-valued; use it with set-valued protocols")
     args.data = args.data or "zipf"
+    if args.data not in datasets.SYNTHETIC and args.data not in datasets.BUNDLED:
+        labelled = label_values(args.data, args.d, candidates)
+        if labelled is not None:
+            return labelled
 
     def build(eps: Optional[float]) -> ValueData:
         cand = None if isinstance(candidates, str) else candidates  # a str is "all"
