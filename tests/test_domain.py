@@ -291,7 +291,8 @@ def test_lone_surrogates_and_trailing_nuls_are_refused_naming_the_index(form, ba
 def test_a_refused_label_of_a_set_protocol_names_its_user():
     from ldpfast.protocols import ps_olh
 
-    for domain, bad, reason in ((HashedDomain(collisions="allow"), "x\0", "NUL"), (Domain(["a", "b", "c"]), "kiwi", "in the domain")):
+    for domain, bad, reason in ((HashedDomain(collisions="allow"), "x\0", "NUL"),
+                                (Domain(["a", "b", "c"]), "kiwi", "in the domain")):
         params = ps_olh.PSOLHParams(epsilon=2.0, d=2**20, pad_len=2).with_domain(domain)
         with pytest.raises(ParameterError, match=rf"user 1: labels\[1\] must .*{reason}"):
             ps_olh.PSOLHClient(params, rng=SEED).perturb([["a", "b"], ["c", bad], ["a"]])
