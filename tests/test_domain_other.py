@@ -30,6 +30,8 @@ def test_labels_outside_the_vocabulary_are_one_value_in_every_input_form():
         assert VOCABULARY.encode(form).tolist() == expected, type(form)
     assert VOCABULARY.decode([3, 0]).tolist() == ["<other>", "apple"]
     assert VOCABULARY.encode_sets([["kiwi", "mango", "apple"], ["fig"]])[1].tolist() == [0, 3, 3]  # once per user
+    assert Domain.from_pandas(pd.Categorical(["b", "a"]), other="?").labels.tolist() == ["a", "b", "?"]
+    assert Domain.from_arrow(pa.array(["b", "a"]), other="?").encode(["z", "a"]).tolist() == [2, 1]
 
 
 def test_the_other_bucket_is_part_of_the_identity_and_default_stays_closed():

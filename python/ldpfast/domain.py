@@ -6,11 +6,13 @@ Three kinds of domain, attached to a protocol's parameters with ``params.with_do
 with another vocabulary):
 
 * :class:`Domain`: a closed vocabulary, label ``i`` is value ``i``. Built from a list, a
-  pandas ``Categorical`` or an Arrow dictionary array; decodes every value back.
+  pandas ``Categorical`` or an Arrow dictionary array; decodes every value back. With
+  ``other="<other>"`` every label outside it is counted in one more value.
 * :class:`HashedDomain`: an open dictionary for the protocols whose query cost does not
   grow with ``d`` (OCMS, OLH, BLH, the CMS variants, Hashtogram, the heavy hitters): a
   label is the value :func:`label_hash` ``mod d`` (a fixed, versioned byte-level function a
-  client in any language reproduces). Candidates are given as labels at query time.
+  client in any language reproduces). Candidates are given as labels at query time. Labels
+  sharing a value make ``d < 2^20`` refused and ``d < 2^40`` warned (see the class).
 * :class:`PrefixDomain`: a label's first ``width`` bytes packed into one integer, so the
   prefix-tree heavy-hitter protocols (HadaHeavy, TreeHist, TreeHist-CS, PEM) recover byte
   prefixes of the labels.
@@ -108,21 +110,22 @@ class Domain(_DomainBase):
                 seen.add(label)
 
     @classmethod
-    def from_pandas(cls, values: Any) -> "Domain":
+    def from_pandas(cls, values: Any, other: Optional[Union[str, bytes]] = None) -> "Domain":
         """The categories of a pandas ``Categorical`` or category ``Series``, in order (so
         the categorical's codes are the value ids), or the distinct values of another
-        Series or Index in order of appearance."""
+        Series or Index in order of appearance; ``other`` as in :class:`Domain`."""
         cat = _categorical(values)
-        return cls(cat[0] if cat is not None else _factorized(values)[0])
+        return cls(cat[0] if cat is not None else _factorized(values)[0], other=other)
 
     @classmethod
-    def from_arrow(cls, values: Any) -> "Domain":
+    def from_arrow(cls, values: Any, other: Optional[Union[str, bytes]] = None) -> "Domain":
         """The dictionary of an Arrow dictionary array (so its indices are the value ids),
-        or the distinct values of a string array in order of appearance."""
+        or the distinct values of a string array in order of appearance; ``other`` as in
+        :class:`Domain`."""
         cat = _categorical(values)
         if cat is None:
             raise DTypeError(f"from_arrow needs an Arrow string or dictionary array, got {type(values).__name__}")
-        return cls(cat[0])
+        return cls(cat[0], other=other)
 
     # -- the vocabulary ----------------------------------------------------------------
     @property
