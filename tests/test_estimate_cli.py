@@ -103,6 +103,7 @@ def test_bad_inputs_give_one_line_errors(capsys, aggregated, tmp_path):
             ([tmp_path / "junk"], "junk"),
             ([tmp_path / "missing"], "cannot read"),
             ([folder / "state", "--format", "parquet"], "--format parquet needs --output"),
-            ([folder / "state", "--confidence", "95"], "--confidence must be in [0.5, 1), got 95.0")):
+            ([folder / "state", "--confidence", "95"], "--confidence must be in [0.5, 1), got 95.0"),
+            ([folder / "state", "--candidates", tmp_path / "wrong.txt"], "give its labels with --labels FILE")):
         rc, _, err = run_cli(capsys, "estimate", *argv)
         assert rc == 2 and err.startswith("ldpfast estimate: error: ") and message in err and err.count("\n") == 1

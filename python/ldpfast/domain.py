@@ -295,6 +295,7 @@ class HashedDomain(_DomainBase):
     """
 
     kind = "hashed"
+    collisions = "warn"     # what objects pickled before the option existed had
 
     def __init__(self, d: Optional[int] = None, collisions: str = "warn"):
         if d is not None and (isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 2**64):

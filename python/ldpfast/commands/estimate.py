@@ -108,7 +108,11 @@ def _candidates(args: argparse.Namespace, agg: Aggregator) -> Any:
     if args.candidates is None:
         return None
     lines = _read_lines(args.candidates, "--candidates")
-    if agg.params.label_domain is not None:
+    domain = agg.params.label_domain
+    if domain is not None and domain.kind == "vocabulary" and not domain.decodes:
+        raise ParameterError(f"--candidates {args.candidates}: these parameters have a vocabulary (a Domain) known "
+                             "here by its fingerprint only: give its labels with --labels FILE")
+    if domain is not None:
         return lines
     bad = [line for line in lines if not _is_int(line)]
     if bad:
