@@ -25,6 +25,12 @@ def _privacy_warnings_once():
     ldpfast.errors._install_privacy_filters(append=True)
 
 
+def pytest_collectstart(collector):
+    """The same filters while test modules are collected (their parameter lists build
+    parameters too)."""
+    ldpfast.errors._install_privacy_filters(append=True)
+
+
 @pytest.fixture(params=SUPPORTED_BACKENDS)
 def backend(request):
     """Run the test with the kernels of one ISA forced; restores the previous one."""
