@@ -18,6 +18,19 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 SUPPORTED_BACKENDS = list(_core.supported_backends())
 
 
+@pytest.fixture(autouse=True)
+def _privacy_warnings_once():
+    """ldpfast's PrivacyWarning filters (each protocol and reason shown once per process),
+    which pytest's per-test filter list would drop, appended behind the test's own filters."""
+    ldpfast.errors._install_privacy_filters(append=True)
+
+
+def pytest_collectstart(collector):
+    """The same filters while test modules are collected (their parameter lists build
+    parameters too)."""
+    ldpfast.errors._install_privacy_filters(append=True)
+
+
 @pytest.fixture(params=SUPPORTED_BACKENDS)
 def backend(request):
     """Run the test with the kernels of one ISA forced; restores the previous one."""

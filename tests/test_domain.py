@@ -148,7 +148,7 @@ def test_the_domain_is_part_of_the_fingerprint_everywhere(tmp_path):
 
 
 def test_stored_domains_are_checked():
-    assert domain_from_dict({"kind": "hashed", "version": 1, "d": 100}) == HashedDomain(100)
+    assert domain_from_dict({"kind": "hashed", "version": 1, "d": 100}) == HashedDomain(100, collisions="allow")
     assert domain_from_dict({"kind": "prefix", "version": 1, "width": 3}) == PrefixDomain(3)
     for bad in ({"kind": "hashed", "version": 2, "d": 100}, {"kind": "prefix", "version": 1, "width": 9},
                 {"kind": "vocabulary", "version": 1, "size": 3}, [], {"kind": "other"}):
@@ -183,7 +183,7 @@ def test_open_dictionary_estimates_labels_given_as_candidates():
     with pytest.raises(ParameterError, match="cannot turn values back"):
         params.label_domain.decode(ids)
     with pytest.raises(ParameterError, match="HashedDomain is for d=10"):
-        ocms.OCMSParams.optimal(epsilon=3.0, d=100).with_domain(HashedDomain(10))
+        ocms.OCMSParams.optimal(epsilon=3.0, d=100).with_domain(HashedDomain(10, collisions="allow"))
 
 
 def test_prefix_domain_packs_bytes_and_prefix_searches_return_them():
@@ -258,7 +258,7 @@ def test_inputs_that_are_not_labels_are_refused_with_one_error():
         with pytest.raises(DTypeError, match=f"labels must be a list.*got {type(bad).__name__}"):
             Domain(bad)
         with pytest.raises(DTypeError, match="labels must be a list"):
-            HashedDomain(1000).encode(bad)
+            HashedDomain(1000, collisions="allow").encode(bad)
 
 
 LABEL_FORMS = {
@@ -293,7 +293,8 @@ def test_lone_surrogates_and_trailing_nuls_are_refused_naming_the_index(form, ba
 def test_a_refused_label_of_a_set_protocol_names_its_user():
     from ldpfast.protocols.sets import ps_olh
 
-    for domain, bad, reason in ((HashedDomain(), "x\0", "NUL"), (Domain(["a", "b", "c"]), "kiwi", "in the domain")):
+    for domain, bad, reason in ((HashedDomain(collisions="allow"), "x\0", "NUL"),
+                                (Domain(["a", "b", "c"]), "kiwi", "in the domain")):
         params = ps_olh.PSOLHParams(epsilon=2.0, d=2**20, pad_len=2).with_domain(domain)
         with pytest.raises(ParameterError, match=rf"user 1: labels\[1\] must .*{reason}"):
             ps_olh.PSOLHClient(params, rng=SEED).perturb([["a", "b"], ["c", bad], ["a"]])

@@ -329,28 +329,35 @@ def test_privacy_warning_on_non_ldp_clients_only():
     assert all("NOT eps-LDP" in str(w.message) and "ordering matrix" in str(w.message) for w in privacy)
 
 
-def test_privacy_warning_is_shown_every_time_under_the_default_filters():
-    """Python's default filters show a UserWarning once per call site; ldpfast's "always"
-    filter for PrivacyWarning (installed at import) shows it at every construction, as the
-    README promises, and an explicit "ignore" still silences it. In a fresh interpreter, so
-    that pytest's own filters play no part."""
+def test_privacy_warning_is_shown_once_per_protocol_and_reason():
+    """ldpfast's PrivacyWarning filter (installed at import) lets each protocol's reason
+    through once per process, whatever eps the message names (Python's default would repeat
+    it from every call site); reset_privacy_warnings lets it through again, "always" shows
+    every one and an explicit "ignore" silences it. In a fresh interpreter, so that pytest's
+    own filters play no part (tests/conftest.py installs the same filter in each test)."""
     import subprocess
     import sys
 
     script = """
 import warnings
+from ldpfast.errors import reset_privacy_warnings
 from ldpfast.protocols.sets import privsketch as ps
-with warnings.catch_warnings(record=True) as caught:
-    for _ in range(3):
-        ps.PrivSketchClient(ps.PrivSketchParams.create(epsilon=1.0, d=10, seed=1))
-shown = sum(issubclass(w.category, ps.PrivacyWarning) for w in caught)
+def shown(eps=1.0):
+    with warnings.catch_warnings(record=True) as caught:
+        for _ in range(3):
+            ps.PrivSketchClient(ps.PrivSketchParams.create(epsilon=eps, d=10, seed=1))
+    return sum(issubclass(w.category, ps.PrivacyWarning) for w in caught)
+first, again, other_eps = shown(), shown(), shown(2.5)
+reset_privacy_warnings()
+after_reset = shown()
+warnings.simplefilter("always", ps.PrivacyWarning)
+always = shown()
 warnings.simplefilter("ignore", ps.PrivacyWarning)
-with warnings.catch_warnings(record=True) as caught:
-    ps.PrivSketchClient(ps.PrivSketchParams.create(epsilon=1.0, d=10, seed=1))
-print(shown, len(caught))
+print(first, again, other_eps, after_reset, always, shown())
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["6", "0"]      # parameters and client, three times; none once ignored
+    # parameters and client say the same: once; then nothing until reset; six under "always"
+    assert out.split() == ["1", "0", "0", "1", "6", "0"]
 
 
 def test_protocols_registered():

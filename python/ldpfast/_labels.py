@@ -5,13 +5,15 @@ Categoricals, Arrow string and dictionary arrays) and the versioned label hash o
 from __future__ import annotations
 
 import hashlib
+import math
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ._memory import _length
 from ._validate import check_int
-from .errors import DTypeError, LdpfastError, ParameterError
+from .errors import CollisionWarning, DTypeError, LdpfastError, ParameterError
 
 #: Version of :func:`label_hash` (part of a :class:`HashedDomain`'s fingerprint).
 LABEL_HASH_VERSION = 1
@@ -86,6 +88,52 @@ def hash_labels(labels: Any, d: Optional[int] = None) -> np.ndarray:
     if d is not None and d < 2**64:
         hashed %= np.uint64(d)
     return np.take(hashed, inverse)
+
+
+#: Version of the vocabulary fingerprint's byte layout (:attr:`Domain.fingerprint`).
+VOCABULARY_VERSION = 1
+_VOCABULARY_TAG = b"ldpfast-vocabulary-v1:"
+
+
+#: A HashedDomain with ``d`` below this is refused unless collisions are allowed, and below
+#: :data:`COLLISIONS_WARNED_BELOW` it warns (:func:`check_collisions`).
+COLLISIONS_REFUSED_BELOW = 2**20
+COLLISIONS_WARNED_BELOW = 2**40
+
+
+def shared_value_probability(d: int, others: int) -> float:
+    """Probability that a given label shares its value ``H mod d`` with at least one of
+    ``others`` other distinct labels: ``1 - (1 - 1/d)^others`` (the hash taken as uniform)."""
+    return -math.expm1(others * math.log1p(-1.0 / d))
+
+
+def check_collisions(d: int, collisions: str) -> None:
+    """The collision rule of :class:`ldpfast.HashedDomain` (``collisions="allow"`` skips it):
+    refused (ParameterError) when a label shares its value with one of 1,000 others with
+    probability above about 1e-3 (``d < 2^20``), a CollisionWarning when with one of 10^6
+    others above about 1e-6 (``d < 2^40``)."""
+    if collisions == "allow" or d >= COLLISIONS_WARNED_BELOW:
+        return
+    if d < COLLISIONS_REFUSED_BELOW:
+        raise ParameterError(
+            f"d={d} is too small for a HashedDomain: a label shares its value with one of 1,000 other labels with "
+            f"probability {shared_value_probability(d, 1000):.2g} and is then estimated with their frequency; use "
+            "Domain(labels) for a known vocabulary (with other=... for the rest), d >= 2^40, or collisions='allow'")
+    warnings.warn(f"HashedDomain(d={d}): a label shares its value with one of 10^6 other labels with probability "
+                  f"{shared_value_probability(d, 10**6):.2g} and is then estimated with their frequency (negligible "
+                  "from d >= 2^40; collisions='allow' silences this)", CollisionWarning, stacklevel=3)
+
+
+def _vocabulary_digest(text: bool, encoded: List[bytes]) -> str:
+    """:attr:`Domain.fingerprint` of the labels' bytes ``encoded``."""
+    offsets = np.zeros(len(encoded) + 1, dtype="<u8")
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    digest = hashlib.sha256(_VOCABULARY_TAG)
+    digest.update(b"s" if text else b"b")
+    digest.update(np.array([len(encoded)], dtype="<u8").tobytes())
+    digest.update(offsets.tobytes())
+    digest.update(b"".join(encoded))
+    return digest.hexdigest()
 
 
 def _encoding_nbytes(values: Any, per_label: int) -> int:

@@ -9,12 +9,27 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from typing import Any, List, Optional
 
 from .errors import LdpfastError
 
-COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "audit", "shuffle")
+COMMANDS = ("demo", "params", "simulate", "reproduce", "aggregate", "estimate", "audit", "shuffle")
+
+#: Exit status after Ctrl-C: 128 + SIGINT, as a shell reports for a command killed by it.
+EXIT_INTERRUPTED = 130
+
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]*)`")   # :class:`~ldpfast.Domain` -> ldpfast.Domain
+_LITERAL = re.compile(r"``([^`]*)``")
+
+
+def plain(text: Optional[str]) -> Optional[str]:
+    """Help text without reStructuredText markup (roles, literals): ``--help`` is read in a
+    terminal, where the docstrings' markup is noise."""
+    if text is None:
+        return None
+    return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
 
 
 def _load(name: str) -> Any:
@@ -24,7 +39,7 @@ def _load(name: str) -> Any:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="ldpfast", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ldpfast", description=plain(__doc__.splitlines()[0]))
     parser.add_argument("--version", action="version", version=f"ldpfast {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
@@ -35,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         # no abbreviations: `audit --d 1000` must not silently mean `--detect 1000`
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False))
+        command = sub.add_parser(name, help=plain(module.HELP), description=plain(module.HELP), allow_abbrev=False)
+        module.add_arguments(command)
+        for action in command._actions:
+            action.help = plain(action.help)
     return parser
 
 
@@ -57,11 +75,15 @@ EXIT_BROKEN_PIPE = 141
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one subcommand. Errors in the user's input (parameters, files) print one line
-    ``ldpfast CMD: error: ...`` on stderr and return 2; a closed output pipe ends quietly."""
+    ``ldpfast CMD: error: ...`` on stderr and return 2; Ctrl-C prints ``ldpfast CMD:
+    interrupted`` and returns 130; a closed output pipe ends quietly."""
     try:
         args = _parse(build_parser(), argv)
         try:
             return int(_load(args.command).run(args) or 0)
+        except KeyboardInterrupt:
+            print(f"ldpfast {args.command}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         except LdpfastError as exc:
             print(f"ldpfast {args.command}: error: {exc}", file=sys.stderr)
             return 2

@@ -6,11 +6,13 @@ Three kinds of domain, attached to a protocol's parameters with ``params.with_do
 with another vocabulary):
 
 * :class:`Domain`: a closed vocabulary, label ``i`` is value ``i``. Built from a list, a
-  pandas ``Categorical`` or an Arrow dictionary array; decodes every value back.
+  pandas ``Categorical`` or an Arrow dictionary array; decodes every value back. With
+  ``other="<other>"`` every label outside it is counted in one more value.
 * :class:`HashedDomain`: an open dictionary for the protocols whose query cost does not
   grow with ``d`` (OCMS, OLH, BLH, the CMS variants, Hashtogram, the heavy hitters): a
   label is the value :func:`label_hash` ``mod d`` (a fixed, versioned byte-level function a
-  client in any language reproduces). Candidates are given as labels at query time.
+  client in any language reproduces). Candidates are given as labels at query time. Labels
+  sharing a value make ``d < 2^20`` refused and ``d < 2^40`` warned (see the class).
 * :class:`PrefixDomain`: a label's first ``width`` bytes packed into one integer, so the
   prefix-tree heavy-hitter protocols (HadaHeavy, TreeHist, TreeHist-CS, PEM) recover byte
   prefixes of the labels.
@@ -38,102 +40,21 @@ one label in a list and another in an array.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Any, Dict, List, Optional, Set, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 import numpy as np
 
+from ._domain_base import _DomainBase
 from ._labels import (LABEL_HASH_PREFIX, LABEL_HASH_VERSION, _categorical, _encoding_nbytes, _factorized, _flat,
-                      _first_refusal, _input_name, _label_bytes, _label_refusal, _no_missing, hash_labels, is_labels,
-                      label_hash)
+                      _first_refusal, _input_name, _label_bytes, _label_refusal, _no_missing, _vocabulary_digest,
+                      check_collisions, hash_labels, label_hash, shared_value_probability, VOCABULARY_VERSION)
+from ._validate import check_int
 from .errors import DTypeError, FormatError, LdpfastError, ParameterError
 
 __all__ = ["Domain", "HashedDomain", "PrefixDomain", "DomainRef", "label_hash", "hash_labels",
            "LABEL_HASH_VERSION", "LABEL_HASH_PREFIX", "domain_from_dict"]
 
-#: Version of the vocabulary fingerprint's byte layout (:attr:`Domain.fingerprint`).
-VOCABULARY_VERSION = 1
-_VOCABULARY_TAG = b"ldpfast-vocabulary-v1:"
-
-
 # --- the three domains ------------------------------------------------------------------------
-
-class _DomainBase:
-    """What every domain offers: ``kind``, ``encode``, ``decode``, ``to_dict`` (the form
-    stored with the parameters) and ``bind(params)`` (the domain made for ``params.d``)."""
-
-    kind = ""
-    #: True when :meth:`decode` turns values back into labels.
-    decodes = False
-
-    def encode(self, values: Any) -> np.ndarray:   # pragma: no cover - every domain overrides it
-        raise NotImplementedError
-
-    def decode(self, ids: Any) -> np.ndarray:      # pragma: no cover
-        raise NotImplementedError
-
-    def to_dict(self) -> Dict[str, Any]:           # pragma: no cover
-        raise NotImplementedError
-
-    def bind(self, d: int) -> "_DomainBase":
-        return self
-
-    def _encode_nbytes(self, values: Any) -> int:
-        """An upper bound on the memory :meth:`encode` takes beside ``values`` (checked
-        against the memory budget before label candidates are encoded)."""
-        return _encoding_nbytes(values, 32)     # measured: at most 17 bytes a label (the ids, a list copy)
-
-    def encode_inputs(self, values: Any) -> Any:
-        """Client inputs as value ids: labels encoded, integer arrays unchanged."""
-        return self.encode(values) if is_labels(values) else values
-
-    def encode_sets(self, sets: Any) -> Any:
-        """Set-protocol inputs as ``(offsets, items)`` ids: per-user label lists encoded
-        (repeats within a user dropped); other forms unchanged."""
-        if isinstance(sets, tuple) and len(sets) == 2 and isinstance(sets[0], np.ndarray):
-            offsets, items = sets
-            return (offsets, self.encode(items)) if is_labels(items) else sets
-        if isinstance(sets, (list, tuple)) and any(is_labels(s) for s in sets[:1]):
-            lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
-            flat = [label for user in sets for label in user]
-            try:
-                items = self.encode(flat).astype(np.int64)
-            except LdpfastError:
-                raise self._first_user_refused(sets) from None
-            users = np.repeat(np.arange(len(sets)), lengths)
-            order = np.lexsort((items, users))
-            users, items = users[order], items[order]
-            keep = np.ones(items.size, dtype=bool)
-            keep[1:] = (users[1:] != users[:-1]) | (items[1:] != items[:-1])
-            offsets = np.zeros(len(sets) + 1, dtype=np.int64)
-            np.cumsum(np.bincount(users[keep], minlength=len(sets)), out=offsets[1:])
-            return offsets, items[keep].astype(np.uint64)
-        return sets
-
-    def _first_user_refused(self, sets: Any) -> LdpfastError:
-        """The error of the first user whose labels :meth:`encode` refuses, naming the user
-        (the label's index is then within that user's labels)."""
-        for user, labels in enumerate(sets):
-            try:
-                self.encode(labels)
-            except LdpfastError as exc:
-                return type(exc)(f"user {user}: {exc}")
-        raise AssertionError("encode refused all users' labels together, but no user's alone")
-
-    @property
-    def fingerprint(self) -> str:
-        """sha256 (hex) of :meth:`to_dict`'s canonical JSON."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _DomainBase):
-            return NotImplemented
-        return self.to_dict() == other.to_dict()
-
-    def __hash__(self) -> int:
-        return hash(self.fingerprint)
-
 
 class Domain(_DomainBase):
     """A closed vocabulary: label ``labels[i]`` is value ``i`` (so ``d >= len(labels)``).
@@ -141,17 +62,23 @@ class Domain(_DomainBase):
     Args:
         labels: distinct labels, all ``str`` or all ``bytes`` (a list, a numpy array, a
             pandas Index or Series, an Arrow array).
+        other: None (default): a label outside the vocabulary is refused. A label (of the
+            labels' type, not one of them): the "other" bucket, one more value after the
+            labels (``Domain(["a", "b"], other="<other>")`` has values ``a=0, b=1,
+            <other>=2``): every label outside the vocabulary is counted there, estimated
+            and decoded as ``other`` like any value.
 
     ``encode`` maps labels to ids (a label outside the vocabulary raises ParameterError
-    naming it), ``decode`` ids to labels. The :attr:`fingerprint` (sha256 of the labels in
-    order) goes into the parameter fingerprint. Pickles hold the labels only; the lookup
-    table is rebuilt on first use.
+    naming it, unless there is an "other" bucket), ``decode`` ids to labels. The
+    :attr:`fingerprint` (sha256 of the labels in order, the "other" label last) and whether
+    there is an "other" bucket go into the parameter fingerprint. Pickles hold the labels
+    only; the lookup table is rebuilt on first use.
     """
 
     kind = "vocabulary"
     decodes = True
 
-    def __init__(self, labels: Any):
+    def __init__(self, labels: Any, other: Optional[Union[str, bytes]] = None):
         cat = _categorical(labels)
         seq = list(cat[0]) if cat is not None else list(_flat(labels))
         if not seq:
@@ -162,6 +89,9 @@ class Domain(_DomainBase):
         text = isinstance(seq[0], str)
         if kinds - {str, bytes}:            # numpy scalars become plain str / bytes
             seq = [str(s) for s in seq] if text else [bytes(s) for s in seq]
+        self._other = other is not None
+        if other is not None:
+            seq.append(_other_label(other, text, seq))
         try:
             digest = _vocabulary_digest(text, [_label_bytes(label) for label in seq])
         except LdpfastError:
@@ -180,27 +110,34 @@ class Domain(_DomainBase):
                 seen.add(label)
 
     @classmethod
-    def from_pandas(cls, values: Any) -> "Domain":
+    def from_pandas(cls, values: Any, other: Optional[Union[str, bytes]] = None) -> "Domain":
         """The categories of a pandas ``Categorical`` or category ``Series``, in order (so
         the categorical's codes are the value ids), or the distinct values of another
-        Series or Index in order of appearance."""
+        Series or Index in order of appearance; ``other`` as in :class:`Domain`."""
         cat = _categorical(values)
-        return cls(cat[0] if cat is not None else _factorized(values)[0])
+        return cls(cat[0] if cat is not None else _factorized(values)[0], other=other)
 
     @classmethod
-    def from_arrow(cls, values: Any) -> "Domain":
+    def from_arrow(cls, values: Any, other: Optional[Union[str, bytes]] = None) -> "Domain":
         """The dictionary of an Arrow dictionary array (so its indices are the value ids),
-        or the distinct values of a string array in order of appearance."""
+        or the distinct values of a string array in order of appearance; ``other`` as in
+        :class:`Domain`."""
         cat = _categorical(values)
         if cat is None:
             raise DTypeError(f"from_arrow needs an Arrow string or dictionary array, got {type(values).__name__}")
-        return cls(cat[0])
+        return cls(cat[0], other=other)
 
     # -- the vocabulary ----------------------------------------------------------------
     @property
     def labels(self) -> np.ndarray:
-        """The labels (read-only object array); ``labels[i]`` is value ``i``."""
+        """The labels (read-only object array); ``labels[i]`` is value ``i`` (the "other"
+        label last, when there is one)."""
         return self._labels
+
+    @property
+    def other(self) -> Optional[Union[str, bytes]]:
+        """The label of the "other" bucket (its value is ``len(self) - 1``), or None."""
+        return self._labels[-1] if self._other else None
 
     def __len__(self) -> int:
         return int(self._labels.size)
@@ -210,7 +147,8 @@ class Domain(_DomainBase):
 
     def __repr__(self) -> str:
         shown = ", ".join(repr(s) for s in self._labels[:3])
-        return f"Domain([{shown}{', ...' if len(self) > 3 else ''}], {len(self)} labels)"
+        other = f", other={self.other!r}" if self._other else ""
+        return f"Domain([{shown}{', ...' if len(self) > 3 else ''}], {len(self)} labels{other})"
 
     def _lookup(self) -> Dict[Any, int]:
         if self._table is None:
@@ -233,6 +171,8 @@ class Domain(_DomainBase):
         cat = _categorical(values)
         if cat is None:
             seq = _flat(values)
+            if self._other:
+                return self._encode_open(seq)
             try:
                 return np.fromiter(map(self._lookup().__getitem__, seq), dtype=np.int64, count=len(seq))
             except (KeyError, TypeError):
@@ -250,9 +190,35 @@ class Domain(_DomainBase):
         for code in used.tolist():
             found = table.get(categories[code])
             if found is None:
-                raise self._unknown(categories[code], _input_name(code, codes))
+                found = self._outside(categories[code], _input_name(code, codes))
             ids[code] = found
         return np.take(ids, codes)
+
+    def _encode_open(self, seq: Sequence[Any]) -> np.ndarray:
+        """:meth:`encode` with an "other" bucket: one dict lookup per label, and a check of
+        each label outside the vocabulary (counted as "other" only if a domain takes it)."""
+        get = self._lookup().get
+        try:
+            ids = np.fromiter((get(label, -1) for label in seq), dtype=np.int64, count=len(seq))
+        except TypeError:   # an unhashable value
+            index, bad = next((i, label) for i, label in enumerate(seq) if not isinstance(label, (str, bytes)))
+            raise _label_refusal(bad, f"labels[{index}]") from None
+        outside = np.flatnonzero(ids < 0)
+        for index in outside.tolist():
+            self._outside(seq[index], f"labels[{index}]")
+        ids[outside] = len(self) - 1
+        return ids
+
+    def _outside(self, label: Any, name: str) -> int:
+        """The value of a label outside the vocabulary: the "other" bucket's, if there is
+        one and the label is a valid label of the vocabulary's type; else the error."""
+        if not self._other:
+            raise self._unknown(label, name)
+        if not isinstance(label, str if self._text else bytes):
+            raise DTypeError(f"{name} must be {'str' if self._text else 'bytes'} like the domain's labels, got "
+                             f"{type(label).__name__} {label!r:.60}")
+        _label_bytes(label, name)
+        return len(self) - 1
 
     def _unknown(self, label: Any, name: str) -> LdpfastError:
         """The error of a label not in the vocabulary: why no domain takes it, if so."""
@@ -281,26 +247,28 @@ class Domain(_DomainBase):
         return self._digest
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"kind": self.kind, "version": VOCABULARY_VERSION, "size": len(self), "sha256": self.fingerprint}
+        info = {"kind": self.kind, "version": VOCABULARY_VERSION, "size": len(self), "sha256": self.fingerprint}
+        return {**info, "other": True} if self._other else info
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"labels": self._labels, "text": self._text, "digest": self._digest}
+        return {"labels": self._labels, "text": self._text, "digest": self._digest, "other": self._other}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._labels, self._text, self._digest = state["labels"], state["text"], state["digest"]
+        self._other = state.get("other", False)
         self._table = None
 
 
-def _vocabulary_digest(text: bool, encoded: List[bytes]) -> str:
-    """:attr:`Domain.fingerprint` of the labels' bytes ``encoded``."""
-    offsets = np.zeros(len(encoded) + 1, dtype="<u8")
-    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-    digest = hashlib.sha256(_VOCABULARY_TAG)
-    digest.update(b"s" if text else b"b")
-    digest.update(np.array([len(encoded)], dtype="<u8").tobytes())
-    digest.update(offsets.tobytes())
-    digest.update(b"".join(encoded))
-    return digest.hexdigest()
+def _other_label(other: Any, text: bool, labels: List[Any]) -> Union[str, bytes]:
+    """``other`` checked: a label of the vocabulary's type that is not one of ``labels``."""
+    kind = str if text else bytes
+    if not isinstance(other, kind):
+        raise DTypeError(f"other must be {kind.__name__} like the labels, got {type(other).__name__} {other!r:.60}")
+    _label_bytes(other, "other")
+    if other in set(labels):
+        raise ParameterError(f"other must not be one of the labels (it names the labels outside them), "
+                             f"got {other!r:.60}")
+    return str(other) if isinstance(other, str) else bytes(other)   # numpy scalars as plain str / bytes
 
 
 class HashedDomain(_DomainBase):
@@ -309,33 +277,50 @@ class HashedDomain(_DomainBase):
     HadaHeavy, TreeHist-CS, PEM), with ``d`` as large as the protocol allows (OCMS/OLH with
     the default field: up to ``2^64 - 60``; HadaHeavy: ``2^64``).
 
-    Two of ``k`` labels share a value with probability about ``k^2 / (2 d)``: negligible for
-    ``d`` near ``2^64``, not for small ``d``. ``decode`` is impossible (a hash is not
-    inverted): give the labels you want estimated as candidates.
+    Collisions: a label shares its value with at least one of ``k`` other distinct labels
+    with probability ``1 - (1 - 1/d)^k`` (about ``k/d``; two given labels: ``1/d``), and is
+    then estimated with their frequency added. The rule: ``d < 2^20`` is refused (with
+    1,000 other labels the probability is above about 1e-3), ``d < 2^40`` warns
+    (:class:`~ldpfast.errors.CollisionWarning`: with 10^6 others above about 1e-6); from
+    ``2^40`` (OCMS/OLH's default fields, HadaHeavy's ``2^64``) it is negligible.
+    ``decode`` is impossible (a hash is not inverted): give the labels you want estimated
+    as candidates.
 
     Args:
         d: the protocol's domain size, in ``[2, 2^64]`` (at ``2^64`` a label's value is
             ``label_hash(label)`` itself); None (default) takes it from the parameters it is
             attached to (``params.with_domain(HashedDomain())``).
+        collisions: ``"warn"`` (default: the rule above) or ``"allow"`` (no refusal, no
+            warning: the caller accepts the collisions). Not part of the fingerprint.
     """
 
     kind = "hashed"
+    collisions = "warn"     # what objects pickled before the option existed had
 
-    def __init__(self, d: Optional[int] = None):
+    def __init__(self, d: Optional[int] = None, collisions: str = "warn"):
         if d is not None and (isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 2**64):
             raise ParameterError(f"d must be an integer in [2, 2^64], got {d!r}")
-        self.d = d
+        if collisions not in ("warn", "allow"):
+            raise ParameterError(f"collisions must be 'warn' or 'allow', got {collisions!r}")
+        if d is not None:
+            check_collisions(d, collisions)
+        self.d, self.collisions = d, collisions
 
     def bind(self, d: int) -> "HashedDomain":
         if self.d is not None and self.d != d:
             raise ParameterError(f"this HashedDomain is for d={self.d}, the parameters have d={d}")
-        return HashedDomain(d)
+        return self if self.d == d else HashedDomain(d, self.collisions)
 
     @property
     def collision_probability(self) -> float:
         """Probability that two given distinct labels share a value (``1/d``, up to the
         rounding of ``mod d``)."""
         return 1.0 / self._bound()
+
+    def shared_value_probability(self, others: int) -> float:
+        """Probability that a given label shares its value with at least one of ``others``
+        other distinct labels: ``1 - (1 - 1/d)^others``."""
+        return shared_value_probability(self._bound(), check_int("others", others, 0, 2**64))
 
     def _bound(self) -> int:
         if self.d is None:
@@ -476,10 +461,11 @@ def domain_from_dict(info: Any) -> AnyDomain:
     kind, version = info["kind"], info.get("version")
     try:
         if kind == "vocabulary" and version == VOCABULARY_VERSION and isinstance(info.get("sha256"), str) \
-                and isinstance(info.get("size"), int) and set(info) == {"kind", "version", "size", "sha256"}:
+                and isinstance(info.get("size"), int) and info.get("other", True) is True \
+                and set(info) - {"other"} == {"kind", "version", "size", "sha256"}:
             return DomainRef(info)
         if kind == "hashed" and version == LABEL_HASH_VERSION and set(info) == {"kind", "version", "d"}:
-            return HashedDomain(info["d"])
+            return HashedDomain(info["d"], collisions="allow")  # the data exist: read, not judged again
         if kind == "prefix" and version == 1 and set(info) == {"kind", "version", "width"}:
             return PrefixDomain(info["width"])
     except ParameterError as exc:

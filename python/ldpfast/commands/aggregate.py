@@ -43,22 +43,18 @@ import hashlib
 import json
 import os
 import signal
-import struct
 import sys
 import time
-import zlib
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .._base import Aggregator, Params, params_from_json, protocol
 from .._optional import require
 from ..errors import FormatError, IncompatibleError, LdpfastError, ParameterError, StorageError
+from ._checkpoint import decode_checkpoint, differences, encode_checkpoint
 from ._options import integer
 
 HELP = "aggregate a directory of Parquet report files, resumably (checkpoint after each file)"
-
-CHECKPOINT_MAGIC = b"LDPFCKP\x00"
-CHECKPOINT_VERSION = 1
 
 # Test hooks (used by tests/test_aggregate_cli.py to kill a run at a precise point):
 #   LDPFAST_AGGREGATE_PAUSE_AFTER=k   after checkpointing the k-th file, print
@@ -144,47 +140,6 @@ def atomic_write(path: Path, data: bytes, *, before_replace: Optional[Callable[[
         _fsync_dir(path.parent)
 
 
-def encode_checkpoint(agg: Aggregator, done: List[Dict[str, Any]]) -> bytes:
-    header = json.dumps({"protocol": agg.protocol, "fingerprint": agg.params.fingerprint,
-                         "done": done}, sort_keys=True, separators=(",", ":")).encode()
-    blob = agg.to_bytes()
-    body = b"".join([CHECKPOINT_MAGIC, struct.pack("<HI", CHECKPOINT_VERSION, len(header)), header,
-                     struct.pack("<Q", len(blob)), blob])
-    return body + struct.pack("<I", zlib.crc32(body))
-
-
-def decode_checkpoint(data: bytes) -> Tuple[Aggregator, List[Dict[str, Any]]]:
-    """The aggregator and finished-file list of a checkpoint (FormatError if invalid)."""
-    fixed = len(CHECKPOINT_MAGIC) + 6
-    if not data.startswith(CHECKPOINT_MAGIC) or len(data) < fixed + 12:
-        raise FormatError("not an ldpfast aggregate checkpoint (bad magic or truncated)")
-    body, (crc,) = data[:-4], struct.unpack("<I", data[-4:])
-    if zlib.crc32(body) != crc:
-        raise FormatError("checkpoint is corrupt (checksum mismatch)")
-    version, hlen = struct.unpack_from("<HI", body, len(CHECKPOINT_MAGIC))
-    if version != CHECKPOINT_VERSION:
-        raise FormatError(f"unsupported checkpoint version {version} (this build reads {CHECKPOINT_VERSION})")
-    if fixed + hlen + 8 > len(body):
-        raise FormatError("checkpoint is truncated (header)")
-    try:
-        header = json.loads(body[fixed:fixed + hlen])
-    except ValueError as exc:
-        raise FormatError(f"checkpoint header is not valid JSON: {exc}") from None
-    (alen,) = struct.unpack_from("<Q", body, fixed + hlen)
-    start = fixed + hlen + 8
-    if start + alen != len(body):
-        raise FormatError("checkpoint is truncated or has trailing bytes (aggregator)")
-    agg = Aggregator.from_bytes(body[start:])
-    done = header.get("done") if isinstance(header, dict) else None
-    if (not isinstance(done, list) or header.get("protocol") != agg.protocol
-            or header.get("fingerprint") != agg.params.fingerprint
-            or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
-                       and isinstance(e.get("size"), int) and isinstance(e.get("sha256"), str)
-                       for e in done)):
-        raise FormatError("checkpoint header does not match its aggregator")
-    return agg, done
-
-
 @contextlib.contextmanager
 def _named(source: str) -> Iterator[None]:
     """Puts ``source`` (the file, or the option and its file) in front of an ldpfast error's message."""
@@ -192,6 +147,23 @@ def _named(source: str) -> Iterator[None]:
         yield
     except LdpfastError as exc:
         raise type(exc)(f"{source}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _differing(path: Path, data: bytes, params: Params) -> Iterator[None]:
+    """An IncompatibleError of the report file ``path`` names the parameters that differ."""
+    from ..arrow import read_parquet_params
+
+    try:
+        yield
+    except IncompatibleError:
+        try:
+            differing = differences(read_parquet_params(data, name=str(path)), params)
+        except LdpfastError:
+            differing = ""
+        if not differing:
+            raise
+        raise IncompatibleError(f"{path} was made with other parameters: {differing}") from None
 
 
 def _read_init(path: Path) -> Tuple[Aggregator, bytes]:
@@ -245,9 +217,8 @@ def _resume(state: Path, initial: Aggregator, files: List[Path]) -> Tuple[Aggreg
     except FormatError as exc:
         raise FormatError(f"--state {state}: {exc}") from None
     if agg.params != params:
-        raise IncompatibleError(f"--state {state} holds an aggregator with parameters {agg.params} "
-                                f"(fingerprint {agg.params.fingerprint[:16]}), not {params} "
-                                f"(fingerprint {params.fingerprint[:16]})")
+        raise IncompatibleError(f"--state {state} holds an aggregator with other parameters: "
+                                f"{differences(agg.params, params)}")
     try:  # e.g. OCMS candidates: merging the initial aggregator checks its options match
         type(agg).from_bytes(agg.to_bytes()).merge(initial)
     except IncompatibleError as exc:
@@ -389,11 +360,12 @@ def _run(args: argparse.Namespace) -> int:
         try:
             for path in files[len(done):]:
                 data = _read_report_file(path)
-                for _, batch in iter_parquet(data, params, batch_rows=args.batch_rows, name=str(path)):
-                    with _named(str(path)):
-                        agg.update(batch)
-                    reports += len(batch)
-                    progress.update(reports=len(batch))
+                with _differing(path, data, params):
+                    for _, batch in iter_parquet(data, params, batch_rows=args.batch_rows, name=str(path)):
+                        with _named(str(path)):
+                            agg.update(batch)
+                        reports += len(batch)
+                        progress.update(reports=len(batch))
                 done.append({"name": path.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
                 progress.update(file_bytes=len(data))
                 del data

@@ -15,7 +15,7 @@ one JSON document instead of the table.
 
 Example::
 
-    ldpfast audit grr --eps 0.5 1 4
+    ldpfast audit grr --eps 0.5,1,4
     ldpfast audit all --eps 1 --reports 1000000 --seed 7 --json
     ldpfast audit svim-padded --eps 1 --set reference=true     # R3's flawed single dummy
     ldpfast audit l-grr --eps 1 --budget permanent             # a memoized response: eps_inf
@@ -35,7 +35,7 @@ import warnings
 from typing import Any, Dict, Iterable
 
 from ..errors import ParameterError
-from ._options import integer
+from ._options import integer, parse_floats
 
 HELP = "empirical LDP audit: Clopper-Pearson lower bound on each protocol's privacy loss"
 #: Exit statuses.
@@ -45,7 +45,9 @@ PASSED, VIOLATION, INCONCLUSIVE = 0, 1, 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("protocol", help="registered protocol id (e.g. grr, ocms, svim-padded), an alias "
                                          "(ldpfast simulate --list names them, e.g. cms-he) or 'all'")
-    parser.add_argument("--eps", type=float, nargs="+", required=True, help="claimed epsilon(s) to audit")
+    parser.add_argument("--eps", nargs="+", required=True,
+                        help="claimed epsilon(s) to audit: '0.5,1,4' or '1:5' as in the other commands "
+                             "(space-separated values are taken too)")
     parser.add_argument("--reports", type=integer, default=1_000_000, help="reports per input (default 1e6)")
     parser.add_argument("--detect", type=float, default=0.1, metavar="EXCESS",
                         help="smallest excess over eps the audit must be able to detect (90%% power); a "
@@ -79,11 +81,12 @@ def run(args: argparse.Namespace) -> int:
 
     if not (math.isfinite(args.detect) and args.detect > 0):
         raise ParameterError(f"--detect must be a positive number, got {args.detect!r}")
+    epsilons = [eps for text in args.eps for eps in parse_floats(text)]
     ids = list(audit.audited(args.budget)) if args.protocol == "all" else [args.protocol]
     changes = _changes(args.set)
     results = []
     for pid in ids:
-        for eps in args.eps:
+        for eps in epsilons:
             with warnings.catch_warnings(record=True) as caught:   # not-LDP clients warn: reported below
                 warnings.simplefilter("always")
                 result = audit.audit_protocol(pid, eps, args.reports, rng=args.seed, budget=args.budget,

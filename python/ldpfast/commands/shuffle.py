@@ -26,13 +26,13 @@ HELP = "central (eps, delta) of n shuffled eps0-LDP reports: upper and lower bou
 
 
 def add_shuffle_options(parser: argparse.ArgumentParser, rounds: bool = True) -> None:
-    """``--shuffle-delta`` (and ``--rounds`` unless the command has its own) for commands
-    that can show the central epsilon."""
+    """``--shuffle-delta`` and the collections composed: ``--rounds``, or ``--shuffle-rounds``
+    where the command's ``--rounds`` means something else (``simulate``)."""
     parser.add_argument("--shuffle-delta", type=float, default=None,
                         help="also print the central epsilon of shuffling the n reports at this delta")
-    if rounds:
-        parser.add_argument("--rounds", type=integer, default=1,
-                            help="with --shuffle-delta: collections composed (default 1)")
+    flag = "--rounds" if rounds else "--shuffle-rounds"
+    parser.add_argument(flag, dest="rounds" if rounds else "shuffle_rounds", type=integer, default=1,
+                        help="with --shuffle-delta: collections composed (default 1)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

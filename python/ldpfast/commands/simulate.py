@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Protoc
 import numpy as np
 
 from ..errors import ParameterError
+from ._labelfile import label_sets, label_values
 from ._options import integer, parse_floats
 
 if TYPE_CHECKING:
@@ -95,7 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=None,
                         help="zipf, zipf-sampled, gaussian, gaussian-paper, mini-kosarak, mini-kosarak-clean, "
                              "a bundled file (kosarak-prefix, retail, bms-webview-1, bms-webview-2) or a path "
-                             "(one value per line, or one set per line) (default zipf); set-valued protocols: "
+                             "(one value per line, or one set per line: integer ids or labels) (default zipf); "
+                             "set-valued protocols: "
                              f"{SET_SYNTHETIC} (synthetic Zipf sets), a bundled file or a path with one set per line "
                              f"(default {SET_SYNTHETIC})")
     parser.add_argument("--n", type=integer, default=None,
@@ -130,7 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     from .shuffle import add_shuffle_options
 
-    add_shuffle_options(parser, rounds=False)  # --rounds is the repeated-collection simulation
+    add_shuffle_options(parser, rounds=False)  # --rounds is the repeated-collection simulation: --shuffle-rounds
 
 
 def setup_threads(threads: int) -> None:
@@ -198,7 +200,7 @@ def list_choices() -> str:
     lines += [f"  {name}" for name in datasets.SYNTHETIC]
     lines.append(f"  {SET_SYNTHETIC}  (synthetic, set-valued)")
     lines += [f"  {name}  (bundled, set-valued)" for name in sorted(datasets.BUNDLED)]
-    lines.append("  PATH  (one value per line, or one set of ids per line)")
+    lines.append("  PATH  (one value per line, or one set per line: integer ids or labels)")
     return "\n".join(lines)
 
 
@@ -228,7 +230,8 @@ def load_sets(args: argparse.Namespace) -> SetData:
     if name in datasets.SYNTHETIC:
         raise ParameterError(f"--data {name!r} holds one value per user; set-valued protocols need "
                              f"{SET_SYNTHETIC}, one of {sorted(datasets.BUNDLED)} or a file with one set per line")
-    sets = datasets.load_sets(name, d=args.d)
+    labelled = None if name in datasets.BUNDLED else label_sets(name, args.d)
+    sets = datasets.load_sets(name, d=args.d) if labelled is None else labelled
     if args.n is not None and args.n < sets.n:
         sets = datasets.SetData(offsets=sets.offsets[:args.n + 1], items=sets.items[:sets.offsets[args.n]],
                                 d=sets.d, name=f"{sets.name} (first {args.n:,} users)")
@@ -243,6 +246,10 @@ def load_data(args: argparse.Namespace) -> DataSource:
     if args.data == SET_SYNTHETIC:
         raise ParameterError(f"--data {SET_SYNTHETIC!r} is set-valued; use it with set-valued protocols")
     args.data = args.data or "zipf"
+    if args.data not in datasets.SYNTHETIC and args.data not in datasets.BUNDLED:
+        labelled = label_values(args.data, args.d, candidates)
+        if labelled is not None:
+            return labelled
 
     def build(eps: Optional[float]) -> ValueData:
         cand = None if isinstance(candidates, str) else candidates  # a str is "all"
@@ -279,8 +286,8 @@ def run(args: argparse.Namespace) -> int:
     if args.shuffle_delta is not None:
         from .shuffle import central_rows, format_central
 
-        print("\n" + format_central(central_rows(epsilons, result.n, args.shuffle_delta), result.n,
-                                     args.shuffle_delta))
+        rows = central_rows(epsilons, result.n, args.shuffle_delta, rounds=args.shuffle_rounds)
+        print("\n" + format_central(rows, result.n, args.shuffle_delta, rounds=args.shuffle_rounds))
     bands = [c for c in result.cells if c.within_band is not None]
     if bands:
         inside = sum(bool(c.within_band) for c in bands)
@@ -317,6 +324,10 @@ def run_rounds(args: argparse.Namespace) -> int:
     """``simulate --rounds T``: memoized protocols over T rounds (module docstring)."""
     from .. import experiments
 
+    if args.shuffle_delta is not None:
+        raise ParameterError(f"--rounds {args.rounds} simulates repeated collection by memoized protocols and "
+                             "does not shuffle; for the central epsilon of shuffled reports composed over T "
+                             "collections use --shuffle-rounds T with --shuffle-delta")
     epsilons = parse_floats(args.eps)
     if len(epsilons) != 1:
         raise ParameterError(f"--rounds takes one --eps (a report's budget eps_1), got {args.eps!r}")
