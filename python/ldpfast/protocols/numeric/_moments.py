@@ -89,15 +89,26 @@ def _int(words: Any) -> int:
     return int(words[0]) + int(words[1]) * _WORD
 
 
+#: Indices summed per step: small enough to stay in cache, and a step's sums never wrap.
+_CHUNK = 1 << 16
+
+
 def exact_sums(index: np.ndarray) -> Tuple[int, int]:
-    """The exact sums of uint32 indices and of their squares (32-bit halves summed in uint64:
-    no wrap for batches below 2^32 reports)."""
-    flat = index.ravel().astype(np.uint64)
-    total = int(np.add.reduce(flat, dtype=np.uint64))
-    sq = flat * flat
-    high = int(np.add.reduce(sq >> np.uint64(32), dtype=np.uint64))
-    low = int(np.add.reduce(sq & np.uint64(0xFFFFFFFF), dtype=np.uint64))
-    return total, (high << 32) + low
+    """The exact sums of uint32 indices and of their squares, one cache-sized chunk at a time
+    (squares in uint32 while the indices are below 2^16, else split into 32-bit halves)."""
+    flat = index.ravel()
+    total = squares = 0
+    for start in range(0, flat.size, _CHUNK):
+        chunk = flat[start:start + _CHUNK]
+        total += int(np.add.reduce(chunk, dtype=np.uint64))
+        if int(chunk.max()) < 1 << 16:
+            squares += int(np.add.reduce(chunk * chunk, dtype=np.uint64))
+        else:
+            wide = chunk.astype(np.uint64)
+            sq = wide * wide
+            squares += (int(np.add.reduce(sq >> np.uint64(32), dtype=np.uint64)) << 32) + int(
+                np.add.reduce(sq & np.uint64(0xFFFFFFFF), dtype=np.uint64))
+    return total, squares
 
 
 class MeanServer(_base.Aggregator):
