@@ -183,3 +183,22 @@ def test_reports_off_the_grid_are_refused_and_leave_the_server_unchanged():
     with pytest.raises(ReportError, match="attributes must be < 3"):
         agg.update(multidim.SampledMeanReports(attributes=np.array([[0, 3]]), index=np.array([[0, 0]])))
     assert agg.n == 0
+
+
+def test_a_split_budget_spends_its_share_on_each_attribute():
+    """sampled-mean with k = 2 of 2 at eps = 4 (and moments, which splits the same way):
+    one attribute's report alone is (eps/2)-LDP. Clopper-Pearson bounds at level 1e-6 each
+    (ldpfast.audit) on the event "attribute 0's value > 1" for all-hi against all-lo users:
+    the lower bound of the loss stays below 2 and, with 200,000 reports, above 1.8."""
+    from ldpfast import audit
+
+    params = multidim.SampledMeanParams(epsilon=4.0, attributes=2, sampled=2)
+    reports = 200_000
+    hits = []
+    for value in (1.0, 0.0):
+        batch = multidim.SampledMeanClient(params, rng=8).perturb(np.full((reports, 2), value))
+        y = _grid.values_of(params.mechanism, params.steps, batch.index[:, 0])
+        hits.append(int(np.count_nonzero(y > 1.0)))
+    low, _ = audit.clopper_pearson(hits[0], reports, 1e-6)
+    _, high = audit.clopper_pearson(hits[1], reports, 1e-6)
+    assert 1.8 < math.log(low / high) <= 2.0, hits

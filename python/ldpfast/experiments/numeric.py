@@ -11,7 +11,7 @@ standard error is ``sqrt(2/runs)`` (a mean of ``runs`` squared normals).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -19,7 +19,8 @@ from .._base import Params, protocols
 from .._random import KeySource
 from ..errors import ParameterError
 
-__all__ = ["MeanAlgorithm", "MeanCell", "MeanSimulationResult", "simulate_means"]
+__all__ = ["MeanAlgorithm", "MeanCell", "MeanSimulationResult", "simulate_means", "mean_algorithm", "plot_means",
+           "closed_form_mse"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,14 @@ class MeanSimulationResult:
     runs: int
     seed: int
     cells: List[MeanCell]
+
+    @property
+    def epsilons(self) -> List[float]:
+        return sorted({c.epsilon for c in self.cells})
+
+    @property
+    def algorithms(self) -> List[str]:
+        return list(dict.fromkeys(c.protocol for c in self.cells))
 
     def to_dict(self) -> Dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -122,3 +131,30 @@ def simulate_means(names: Sequence[str], data: Any, epsilons: Sequence[float], r
             cells.append(MeanCell(name, float(eps), float(np.mean(errors)), closed_form_mse(params, data.values)))
     return MeanSimulationResult(data.name, int(data.values.size), (float(lo), float(hi)), truth, runs, seed, cells)
 
+
+
+def plot_means(result: MeanSimulationResult, path: Optional[str] = None) -> Any:
+    """PNG of the measured MSE of the mean against eps per protocol (markers) beside its
+    closed form (dashed line); returns the Figure. Raises ParameterError without matplotlib."""
+    from .plots import require_matplotlib
+
+    plt = require_matplotlib()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    for index, name in enumerate(result.algorithms):
+        cells = sorted((c for c in result.cells if c.protocol == name), key=lambda c: c.epsilon)
+        eps = [c.epsilon for c in cells]
+        ax.plot(eps, [c.mse for c in cells], marker="osv^D<>ph*"[index % 10], linestyle="", color=f"C{index}",
+                label=f"{name} measured")
+        ax.plot(eps, [c.closed_form for c in cells], "--", color=f"C{index}", alpha=0.7, label=f"{name} closed form")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(result.epsilons, [f"{e:g}" for e in result.epsilons])
+    ax.minorticks_off()
+    ax.set_xlabel("privacy parameter eps")
+    ax.set_ylabel("MSE of the mean")
+    ax.set_title(f"{result.data}: n = {result.n:,}, bounds {result.bounds}, {result.runs} runs", fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=110)
+    return fig

@@ -24,7 +24,7 @@ reports (``b = 0``) say nothing of ``Q_j``: there ``Q_j >= mean^2`` (Jensen) mak
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -260,6 +260,11 @@ class MeanServer(_base.Aggregator):
                 means[i] ** 2, 1.0)
             out[i] = max(share * (a + b * square) - square, 0.0) / n
         return out, np.full(chosen.size, b > 0)
+
+
+def unit_inputs(lo: float, hi: float) -> Callable[[int, int], np.ndarray]:
+    """``make`` of an audit Plan: ``n`` users at ``hi`` (input 0) or at ``lo`` (input 1)."""
+    return lambda i, n: np.full(n, (hi, lo)[i], dtype=np.float64)
 
 
 def mean_variance(server: MeanServer, candidates: Any) -> PlugIn:

@@ -30,7 +30,7 @@ from ..._validate import check_array, check_epsilon
 from ...audit import Plan, log_ratio
 from .._registration import edges
 from . import _grid
-from ._moments import MeanServer, NumericClient, check_bounds, mean_variance
+from ._moments import MeanServer, NumericClient, check_bounds, mean_variance, unit_inputs
 
 __all__ = ["MeanParams", "MeanReports", "MeanClient", "DuchiParams", "PiecewiseParams", "HybridParams",
            "LaplaceParams", "DuchiReports", "PiecewiseReports", "HybridReports", "LaplaceReports", "DuchiClient",
@@ -210,11 +210,6 @@ class LaplaceServer(_MeanServerBase):
 
 
 # -- registration ------------------------------------------------------------------------------
-def unit_inputs(lo: float, hi: float) -> Any:
-    """``make`` of an audit Plan: the two ends of the bounds."""
-    return lambda i, n: np.full(n, (hi, lo)[i], dtype=np.float64)
-
-
 def _plan(params: MeanParams) -> Plan:
     """Inputs ``hi`` and ``lo``; events: the reported value above 1 (below -1), which PM puts
     in its high-probability piece for ``t = 1``, Duchi at ``+B`` and Laplace above ``t``."""

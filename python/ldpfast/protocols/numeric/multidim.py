@@ -38,8 +38,7 @@ from ...audit import Plan, log_ratio
 from ...errors import ParameterError, ReportError
 from .._registration import edges
 from . import _grid
-from ._moments import MeanServer, NumericClient, check_bounds, mean_variance
-from .mean import unit_inputs
+from ._moments import MeanServer, NumericClient, check_bounds, mean_variance, unit_inputs
 
 __all__ = ["SampledMeanParams", "SampledMeanReports", "SampledMeanClient", "SampledMeanServer", "DuchiMdParams",
            "DuchiMdReports", "DuchiMdClient", "DuchiMdServer", "MomentsParams", "MomentsClient", "MomentsServer",
@@ -335,7 +334,8 @@ class MomentsServer(SampledMeanServer):
 # -- registration ------------------------------------------------------------------------------
 def _rows_plan(params: Any) -> Plan:
     """Every attribute at ``hi`` against every one at ``lo``; events: every reported value
-    above 1 (below -1): a ratio ``e^(eps/k)`` per reported attribute, ``e^eps`` in all."""
+    above 1 (below -1), a ratio ``e^(eps/k)`` per reported attribute, ``e^eps`` in all; for
+    ``duchi-md`` (odd ``d``) most signs ``+`` (``-``): ``T+`` of the one input, ``T-`` of the other."""
     d = params.attributes
 
     def make(i: int, n: int) -> np.ndarray:
@@ -348,6 +348,8 @@ def _rows_plan(params: Any) -> Plan:
             return total > 0, total < 0
         y = _grid.values_of(params.mechanism, params.steps, reports.index)
         return (y > 1.0).all(axis=1), (y < -1.0).all(axis=1)
+    if params.protocol == "duchi-md":
+        return Plan(make, events, ("most signs +", "most signs -"))
     return Plan(make, events, ("every value > 1", "every value < -1"))
 
 
