@@ -4,7 +4,7 @@ deployment would declare (``bounds=(lo, hi)``; values outside are clipped by the
 * ``beta``: Beta(5, 2) on [0, 1] (skewed towards 1, mean 5/7).
 * ``mixture``: a two-component Gaussian mixture (0.7 N(30, 5^2) + 0.3 N(70, 10^2)) declared
   on [0, 100]; its tails beyond the bounds are clipped.
-* ``lognormal``: heavy-tailed, exp(N(3, 1)), declared on [0, 100]: about 7% of the users
+* ``lognormal``: heavy-tailed, exp(N(3, 1)), declared on [0, 100]: 5.4% of the users
   lie above 100 and are clipped, the case where the bounds matter.
 * ``age``, ``hours-per-week``, ``capital-gain``: the UCI Adult extract's columns
   (:func:`ldpfast.datasets.load_adult`), declared on [17, 90], [1, 99] and [0, 99999], their

@@ -186,7 +186,7 @@ def perturb(mechanism: Mechanism, steps: int, t: np.ndarray, keys: KeySource) ->
     if share > 0.0:
         y = np.where(u[1] < share, _piecewise(mechanism, t, u[2], u[3]), y)
     half = mechanism.half_range
-    position = np.clip((y + half) / (2.0 * half) * steps, 0.0, float(steps))
+    position = np.minimum(np.maximum((y + half) / (2.0 * half) * steps, 0.0), float(steps))
     low = np.floor(position)
     index = low + (uniforms(keys, t.shape) < position - low)
     return np.asarray(np.minimum(index, steps), dtype=np.uint32).reshape(shape)

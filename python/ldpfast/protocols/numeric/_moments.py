@@ -78,7 +78,9 @@ class NumericClient(ClientBase):
         lo, hi = self.params.bounds
         below, above = int(np.count_nonzero(x < lo)), int(np.count_nonzero(x > hi))
         self.clipped = (self.clipped[0] + below, self.clipped[1] + above)
-        return np.asarray(np.clip((np.clip(x, lo, hi) - lo) / (hi - lo) * 2.0 - 1.0, -1.0, 1.0))
+        # np.minimum/np.maximum: several times faster than np.clip on floats
+        t = (np.minimum(np.maximum(x, lo), hi) - lo) / (hi - lo) * 2.0 - 1.0
+        return np.asarray(np.minimum(np.maximum(t, -1.0), 1.0))
 
 
 def _words(value: int) -> List[int]:
@@ -93,15 +95,17 @@ def _int(words: Any) -> int:
 _CHUNK = 1 << 16
 
 
-def exact_sums(index: np.ndarray) -> Tuple[int, int]:
-    """The exact sums of uint32 indices and of their squares, one cache-sized chunk at a time
-    (squares in uint32 while the indices are below 2^16, else split into 32-bit halves)."""
+def exact_sums(index: np.ndarray, largest: int) -> Tuple[int, int]:
+    """The exact sums of uint32 indices (at most ``largest``) and of their squares, one
+    cache-sized chunk at a time (squares in uint32 when ``largest < 2^16``, else split into
+    32-bit halves)."""
     flat = index.ravel()
+    narrow = largest < 1 << 16
     total = squares = 0
     for start in range(0, flat.size, _CHUNK):
         chunk = flat[start:start + _CHUNK]
         total += int(np.add.reduce(chunk, dtype=np.uint64))
-        if int(chunk.max()) < 1 << 16:
+        if narrow:
             squares += int(np.add.reduce(chunk * chunk, dtype=np.uint64))
         else:
             wide = chunk.astype(np.uint64)
@@ -174,16 +178,17 @@ class MeanServer(_base.Aggregator):
 
     def _moments(self, attributes: Optional[np.ndarray], index: np.ndarray) -> Dict[int, Tuple[int, int, int]]:
         """``{attribute: (reports, sum of indices, sum of squares)}`` of one batch."""
+        top = self.params.largest_index
         if attributes is None:
             if index.ndim == 1:
-                return {0: (index.size,) + exact_sums(index)}
-            return {j: (index.shape[0],) + exact_sums(index[:, j]) for j in range(index.shape[1])}
+                return {0: (index.size,) + exact_sums(index, top)}
+            return {j: (index.shape[0],) + exact_sums(index[:, j], top) for j in range(index.shape[1])}
         flat_a, flat_i = attributes.ravel(), index.ravel()
         order = np.argsort(flat_a, kind="stable")
         flat_a, flat_i = flat_a[order], flat_i[order]
         found, starts = np.unique(flat_a, return_index=True)
         ends = np.append(starts[1:], flat_a.size)
-        return {int(j): (int(e - s),) + exact_sums(flat_i[s:e]) for j, s, e in zip(found, starts, ends)}
+        return {int(j): (int(e - s),) + exact_sums(flat_i[s:e], top) for j, s, e in zip(found, starts, ends)}
 
     def _merged(self, theirs: Mapping[str, Any]) -> Mapping[str, Any]:
         state = {k: np.array(v) for k, v in self._st.items()}

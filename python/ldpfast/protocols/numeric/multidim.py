@@ -68,7 +68,7 @@ class SampledMeanParams(_base.Params):
     Attributes:
         epsilon: the budget of one report (``epsilon/k`` per reported attribute).
         attributes: ``d``, ``1 <= d <= 1024``.
-        mechanism: the one-dimensional mechanism: ``hm``, ``pm``, ``duchi`` or ``laplace``.
+        mechanism_name: the one-dimensional mechanism: ``hm``, ``pm``, ``duchi`` or ``laplace``.
         sampled: ``k`` attributes per report, ``1 <= k <= d`` (0: the smallest worst case).
         bounds: ``(lo, hi)`` of every attribute; inputs are clipped into it.
         grid: the per-attribute grid's steps (0: automatic, see :mod:`._grid`).
@@ -142,6 +142,10 @@ class SampledMeanReports(_base.Reports):
 
 def _sample_attributes(keys: Any, n: int, d: int, k: int) -> np.ndarray:
     """``k`` distinct attributes of ``d`` per user, uniformly, ascending (``int64[n, k]``)."""
+    if k == d:
+        return np.tile(np.arange(d), (n, 1))
+    if k == 1:
+        return np.asarray(np.minimum(np.floor(_grid.uniforms(keys, (n, 1)) * d), d - 1), dtype=np.int64)
     ranks = np.argsort(_grid.uniforms(keys, (n, d)), axis=1)[:, :k]
     return np.sort(ranks, axis=1)
 
@@ -257,7 +261,9 @@ class DuchiMdClient(NumericClient):
         agree = np.searchsorted(np.cumsum(weights)[:-1], u[:, d], side="right")   # s given T+
         plus = np.floor(u[:, d + 1] * 2.0**53) < _grid.duchi_threshold(p.epsilon)
         agree = np.where(plus, agree, d - agree)                                     # T-: mirror s
-        ranks = np.argsort(np.argsort(_grid.uniforms(self._keys, (n, d)), axis=1), axis=1)
+        order = np.argsort(_grid.uniforms(self._keys, (n, d)), axis=1)      # a random permutation per user
+        ranks = np.empty_like(order)
+        np.put_along_axis(ranks, order, np.broadcast_to(np.arange(d), (n, d)), axis=1)
         signs = np.where(ranks < agree[:, None], v, -v)
         return DuchiMdReports(signs=(signs > 0).astype(np.uint8))
 
