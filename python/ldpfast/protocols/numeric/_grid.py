@@ -30,6 +30,7 @@ from typing import Any, Tuple
 import numpy as np
 
 from ..._random import KeySource
+from ...audit import log_ratio
 from ...errors import ParameterError
 
 #: Largest number of grid steps: the index of a report is a uint32.
@@ -168,6 +169,18 @@ def duchi_threshold(epsilon: float) -> int:
     while math.log(top) - math.log(2**53 - top) > epsilon:
         top -= 1
     return top
+
+
+def effective_epsilon(mechanism: Mechanism, reported: int = 1) -> float:
+    """The epsilon of ``reported`` attributes each sent with ``mechanism``: Duchi's bit (and
+    HM below its switch) ``log(T/(2^53 - T))`` of its integer threshold, exactly; PM, HM and
+    Laplace the mechanism's epsilon, which the rounding to the grid keeps (their continuous
+    draws are in doubles, each probability within about 2^-50 of the exact one)."""
+    claimed = reported * mechanism.epsilon
+    if mechanism.name in ("duchi", "hm") and not mechanism.continuous:
+        top = duchi_threshold(mechanism.epsilon)
+        return min(reported * log_ratio(top, 2**53 - top), claimed)
+    return claimed
 
 
 def perturb(mechanism: Mechanism, steps: int, t: np.ndarray, keys: KeySource) -> np.ndarray:

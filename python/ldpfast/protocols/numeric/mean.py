@@ -27,7 +27,7 @@ import numpy as np
 from ... import _base
 from ..._base import AuditHooks, WireField, bits_for
 from ..._validate import check_array, check_epsilon
-from ...audit import Plan, log_ratio
+from ...audit import Plan
 from .._registration import edges
 from . import _grid
 from ._moments import MeanServer, NumericClient, check_bounds, mean_variance, unit_inputs
@@ -222,14 +222,8 @@ def _plan(params: MeanParams) -> Plan:
 
 
 def effective_epsilon(params: Any) -> float:
-    """Duchi's bit: ``log(T/(2^53 - T))`` of its integer threshold; with a continuous part
-    (PM, HM, Laplace) the mechanism's epsilon, which the rounding to the grid keeps (the
-    continuous draw itself is in doubles, each probability within ~2^-50 of the exact one)."""
-    name = params.mechanism.name if hasattr(params, "mechanism") else "duchi"
-    if name == "duchi" or (name == "hm" and not params.mechanism.continuous):
-        top = _grid.duchi_threshold(params.epsilon)
-        return min(log_ratio(top, 2**53 - top), float(params.epsilon))
-    return float(params.epsilon)
+    """See :func:`ldpfast.protocols.numeric._grid.effective_epsilon`."""
+    return _grid.effective_epsilon(params.mechanism)
 
 
 def _example(pid: str) -> Any:

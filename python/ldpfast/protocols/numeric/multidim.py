@@ -34,7 +34,7 @@ import numpy as np
 from ... import _base
 from ..._base import AuditHooks, WireField, bits_for
 from ..._validate import check_array, check_choice, check_epsilon, check_int
-from ...audit import Plan, log_ratio
+from ...audit import Plan
 from ...errors import ParameterError, ReportError
 from .._registration import edges
 from . import _grid
@@ -360,12 +360,8 @@ def _rows_plan(params: Any) -> Plan:
 
 
 def _sampled_epsilon(params: Any) -> float:
-    """``k`` reported attributes, each at the effective epsilon of its mechanism at ``eps/k``
-    (Duchi's integer threshold; the mechanism's own epsilon with a continuous part)."""
-    if params.mechanism_name in ("duchi", "hm") and not params.mechanism.continuous:
-        top = _grid.duchi_threshold(params.epsilon / params.k)
-        return min(float(params.k) * log_ratio(top, 2**53 - top), float(params.epsilon))
-    return float(params.epsilon)
+    """``k`` reported attributes, each at the effective epsilon of its mechanism at ``eps/k``."""
+    return min(_grid.effective_epsilon(params.mechanism, params.k), float(params.epsilon))
 
 
 def _rows_example(cls: Any, d: int, **fields: Any) -> Any:
