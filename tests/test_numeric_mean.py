@@ -228,3 +228,26 @@ def test_numeric_data_sets_and_simulate(tmp_path):
     assert [(c["protocol"], c["epsilon"]) for c in result["cells"]] == [
         ("pm", 1.0), ("pm", 4.0), ("hm", 1.0), ("hm", 4.0), ("sr", 1.0), ("sr", 4.0)]
     assert all(c["closed_form"] > 0 and c["mse"] > 0 for c in result["cells"])
+
+
+@pytest.mark.parametrize("mechanism", ["pm", "laplace"])
+def test_standard_errors_follow_the_users_spread(mechanism):
+    """Users split between -1 and 1 on every attribute (mean 0, mean square 1), d = 5,
+    k = 1 at eps = 1: the closed form at the users' values, ``((d/k)(a + b) - 1)/n``, not
+    the one at the mean (``(d/k) a / n``, 19% lower for PM). The server's estimate uses
+    ``M = (d/k) sum y^2 / n``, unbiased for ``a + b Q``, with standard deviation
+    ``sd(M)`` computed here from the users' contributions; its variance estimate moves by
+    ``((d/k) - 1/b) dM``, so the tolerance is Z times that."""
+    n, d = 40_000, 5
+    params = multidim.SampledMeanParams(epsilon=1.0, attributes=d, mechanism_name=mechanism, sampled=1)
+    rows = np.where(np.arange(n)[:, None] % 2 == 0, 0.0, 1.0) * np.ones((1, d))
+    reports = multidim.SampledMeanClient(params, rng=9).perturb(rows)
+    server = multidim.SampledMeanServer(params).update(reports)
+    a, b = params.second_moment
+    share = d / params.k
+    expected = (share * (a + b) - 1.0) / n
+    y = _grid.values_of(params.mechanism, params.steps, reports.index[:, 0])
+    contribution = np.where(reports.attributes[:, 0] == 0, share * y * y, 0.0)
+    spread = (share - 1.0 / b) * contribution.std() / math.sqrt(n) / n
+    assert abs(server.t_variances([0])[0][0] - expected) < Z * spread, (server.t_variances([0])[0][0], expected)
+    assert expected > 1.1 * share * a / n or mechanism == "laplace"

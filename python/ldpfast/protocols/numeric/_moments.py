@@ -260,9 +260,9 @@ class MeanServer(_base.Aggregator):
         means = self._t_means(chosen)
         out = np.empty(chosen.size)
         for i, j in enumerate(chosen):
-            m2 = share * self._sums(int(j))[1] / n
-            square = float(np.clip((m2 - share * a) / (share * b), means[i] ** 2, 1.0)) if b > 0 else min(
-                means[i] ** 2, 1.0)
+            least = min(means[i] ** 2, 1.0)                      # Jensen: Q >= mean^2
+            second = share * self._sums(int(j))[1] / n           # unbiased for M = a + b Q
+            square = min(max((second - a) / b, least), 1.0) if b > 0 else least
             out[i] = max(share * (a + b * square) - square, 0.0) / n
         return out, np.full(chosen.size, b > 0)
 
