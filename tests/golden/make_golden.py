@@ -60,7 +60,9 @@ def cases(manifest):
 
 def client_inputs(pid, d, n, seed):
     """Zipf-like values, or for set-valued protocols (``Protocol.inputs == "sets"``) sets of
-    0..4 distinct items."""
+    0..4 distinct items; for numeric ones (``"numbers"``) the registered example's numbers."""
+    if protocols()[pid].inputs == "numbers":
+        return protocols()[pid].example()[1]
     if protocols()[pid].inputs != "sets":
         return _values(d, n, seed)
     rng = np.random.default_rng(seed)
@@ -90,7 +92,7 @@ def main(argv=None):
         params = make()
         with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
             warnings.simplefilter("ignore")
-            reports = proto.client(params, rng=seed).perturb(client_inputs(pid, params.d, n, seed))
+            reports = proto.client(params, rng=seed).perturb(client_inputs(pid, getattr(params, "d", None), n, seed))
         agg = (zero or proto.aggregator)(params).update(reports)
         blob = agg.to_bytes()
         (HERE / f"{case}.bin").write_bytes(blob)

@@ -180,11 +180,13 @@ def progress_enabled(flag: Optional[bool]) -> bool:
 
 KIND_TITLES = {"values": "single-value frequency oracles (metrics: worst-case MSE, l1, l2; value data)",
                "sets": "set-valued protocols (metrics: MSE, top-k Var, NCR; set data)",
-               "heavy": "heavy hitters (metrics: recall, precision, max error vs Delta; value data)"}
+               "heavy": "heavy hitters (metrics: recall, precision, max error vs Delta; value data)",
+               "numbers": "means of numbers (metric: MSE of the mean vs closed form; numeric data)"}
 
 
 def list_choices() -> str:
     from .. import datasets
+    from ..datasets.numeric import NUMERIC_DATASETS
     from .._registry import aliases
     from ..experiments import KINDS
 
@@ -201,6 +203,7 @@ def list_choices() -> str:
     lines.append(f"  {SET_SYNTHETIC}  (synthetic, set-valued)")
     lines += [f"  {name}  (bundled, set-valued)" for name in sorted(datasets.BUNDLED)]
     lines.append("  PATH  (one value per line, or one set per line: integer ids or labels)")
+    lines += [f"  {name}  (numeric, for means)" for name in NUMERIC_DATASETS]
     return "\n".join(lines)
 
 
@@ -299,6 +302,8 @@ def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilo
     """``simulate`` for set-valued or heavy-hitter protocols."""
     from .. import experiments
 
+    if kind == "numbers":
+        return run_means(args, names, epsilons)
     progress = progress_enabled(args.progress)
     result: Union[experiments.SetSimulationResult, experiments.HeavySimulationResult]
     if kind == "sets":
@@ -318,6 +323,20 @@ def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilo
         result = heavy
     print(result.table("all", markdown=args.markdown))
     return write_outputs(args, result, experiments.plot_kind_results)
+
+
+def run_means(args: argparse.Namespace, names: List[str], epsilons: List[float]) -> int:
+    """``simulate`` for mean protocols on a numeric data set (``--data``: one of
+    ``ldpfast.datasets.numeric.NUMERIC_DATASETS``, default ``beta``)."""
+    from ..datasets.numeric import numeric_dataset
+    from ..experiments.numeric import plot_means, simulate_means
+
+    data = numeric_dataset(args.data or "beta", n=args.n or 100_000, rng=args.seed)
+    result = simulate_means(names, data, epsilons, args.runs, seed=args.seed)
+    print(f"data {data.name}: n={result.n} users, bounds {result.bounds}, {data.clipped_share:.1%} clipped, "
+          f"true mean {result.true_mean:.6g}, {result.runs} runs per eps, seed {result.seed}\n")
+    print(result.table("all", markdown=args.markdown))
+    return write_outputs(args, result, plot_means)
 
 
 def run_rounds(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@
   the closed forms the runner sets next to its measurements ([PAN] Eq. 8/20/22, Thm 3.10);
 * :data:`SET_ALGORITHMS`: set-valued protocols ([PS] section 4, :class:`SetAlgorithm`);
 * :data:`HEAVY_ALGORITHMS`: heavy-hitter protocols ([WW] section 5, :class:`HeavyAlgorithm`);
-* :data:`KINDS`: the three tables by kind, and :data:`PAN_ALGORITHMS` /
+* :data:`KINDS`: the tables by kind (``numbers``: the mean protocols), and :data:`PAN_ALGORITHMS` /
   :data:`PAN_METRIC_ALGORITHMS`: the algorithms of [PAN] section 6.
 
 The tables are not written here: each protocol's registration declares its entries
@@ -24,9 +24,10 @@ import numpy as np
 from .._base import Params, protocols
 from ..datasets import SetData, ValueData
 from ..errors import ParameterError
+from .numeric import MeanAlgorithm
 
 __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm", "entry_name", "SetAlgorithm",
-           "SET_ALGORITHMS", "HeavyAlgorithm", "HEAVY_ALGORITHMS", "KINDS", "algorithm_kind",
+           "SET_ALGORITHMS", "HeavyAlgorithm", "HEAVY_ALGORITHMS", "MEAN_ALGORITHMS", "KINDS", "algorithm_kind",
            "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS"]
 
 
@@ -50,7 +51,7 @@ def _draw(gen: np.random.Generator) -> int:
 
 
 #: A simulation entry: the three kinds declare ``name``, ``module`` and ``available()``.
-E = TypeVar("E", bound="Union[Algorithm, SetAlgorithm, HeavyAlgorithm]")
+E = TypeVar("E", bound="Union[Algorithm, SetAlgorithm, HeavyAlgorithm, MeanAlgorithm]")
 
 
 class _RegistryTable(Mapping[str, E]):
@@ -227,9 +228,12 @@ class HeavyAlgorithm:
 
 HEAVY_ALGORITHMS: Mapping[str, HeavyAlgorithm] = _RegistryTable(HeavyAlgorithm)
 
+#: Mean protocols on numeric data (:mod:`ldpfast.experiments.numeric`).
+MEAN_ALGORITHMS: Mapping[str, MeanAlgorithm] = _RegistryTable(MeanAlgorithm)
+
 #: The kinds of protocol ``ldpfast simulate`` runs, and their tables.
-KINDS: Dict[str, Mapping[str, Union[Algorithm, SetAlgorithm, HeavyAlgorithm]]] = {
-    "values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS}
+KINDS: Dict[str, Mapping[str, Union[Algorithm, SetAlgorithm, HeavyAlgorithm, MeanAlgorithm]]] = {
+    "values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS, "numbers": MEAN_ALGORITHMS}
 
 
 def algorithm_kind(name: str) -> str:

@@ -20,6 +20,11 @@ USERS = 6
 def _inputs(case: Case, params: Params) -> Any:
     """Client inputs over ``[0, d)`` that reach both ends of the domain (the example's
     inputs where the parameters have no ``d``)."""
+    if case.protocol.inputs == "numbers":   # both bounds and their middle, every attribute alike
+        lo, hi = getattr(params, "bounds", (0.0, 1.0))
+        reals = np.array([lo, hi, (lo + hi) / 2] * (USERS // 3), dtype=np.float64)
+        columns = getattr(params, "attributes", 1)
+        return reals if np.ndim(case.inputs) == 1 else np.repeat(reals[:, None], columns, axis=1)
     d = getattr(params, "d", None)
     if d is None:
         return case.inputs

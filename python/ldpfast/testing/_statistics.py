@@ -36,6 +36,9 @@ def _tiled_inputs(case: Case, runs: int) -> Tuple[Any, np.ndarray]:
     """The example's inputs ``runs`` times over (one client call simulates every run: each
     report has its own randomness), and the count of each value (or item) in one copy."""
     tiled: Any
+    if case.protocol.inputs == "numbers":  # real numbers: the estimates are of attribute means
+        values = np.asarray(case.inputs, dtype=np.float64)
+        return np.concatenate([values] * runs), np.zeros(0)
     if case.protocol.inputs == "sets":
         offsets, items = as_sets(case.inputs, case.domain)
         sizes = np.tile(np.diff(offsets), runs)
@@ -53,6 +56,8 @@ def _candidates(case: Case, counts: np.ndarray) -> np.ndarray:
     frequent in the example (ties in label order)."""
     hook = case.protocol.default_candidates
     labels = None if hook is None else hook(case.server())
+    if case.protocol.inputs == "numbers":   # every attribute the server estimates
+        return np.asarray(labels)
     pool = np.arange(min(case.domain, 1 << 20)) if labels is None else np.asarray(labels)
     weight = np.zeros(pool.size) if labels is not None and pool.max(initial=0) >= counts.size else counts[pool]
     order = pool[np.argsort(-weight, kind="stable")]
