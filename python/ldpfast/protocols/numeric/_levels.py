@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -107,6 +107,14 @@ class LevelOracle:
             return NO_INFORMATION
         p, q = self.probabilities
         return q * (1 - q) / (n * (p - q) ** 2)
+
+    def node_variance(self, f: Any, n: int) -> Any:
+        """``Var`` of one node's estimate at frequency ``f`` (the diagonal of
+        :meth:`linear_variance`): ``[q(1-q) + f (p-q)(1-p-q)]/(n (p-q)^2)`` for GRR,
+        ``[q(1-q) + f (p(1-p) - q(1-q))]/(n (p-q)^2)`` for OLH."""
+        p, q = self.probabilities
+        slope = (p - q) * (1 - p - q) if self.kind == GRR else p * (1 - p) - q * (1 - q)
+        return (q * (1 - q) + np.asarray(f, dtype=np.float64) * slope) / (n * (p - q) ** 2)
 
     def linear_variance(self, c: np.ndarray, f: np.ndarray, n: int) -> np.ndarray:
         """``Var(c[r] . xhat)`` per row of ``c``, for ``n`` reports of users whose nodes have
@@ -223,7 +231,7 @@ class LevelServer(Aggregator):
     def level_counts(self) -> List[int]:
         """Reports per level."""
         level = self._reports()[0]
-        return np.bincount(level.astype(np.int64), minlength=len(self._oracles())).tolist()
+        return [int(c) for c in np.bincount(level.astype(np.int64), minlength=len(self._oracles()))]
 
     def level_estimates(self) -> Tuple[List[np.ndarray], List[np.ndarray], List[int]]:
         """Per level: the unbiased node frequencies, their weights (noise variances) and the
@@ -252,6 +260,26 @@ def perturb_levels(oracles: Sequence[LevelOracle], keys: Any, nodes_of: Any, lev
             out = oracle.perturb(keys.key(), np.ascontiguousarray(nodes_of(k, rows), dtype=np.uint64), threads)
             z[rows], a0[rows], a1[rows] = out
     return z, a0, a1
+
+
+def level_support(oracles: Sequence[LevelOracle],
+                  node_of: Callable[[int, int], int]) -> Callable[[Any, Any], np.ndarray]:
+    """``support(reports, w)`` of an audit plan: the report supports the node holding value
+    ``w`` at the report's level k (``node_of(k, w)``): GRR's ``z`` is that node, or OLH's
+    user hash of it is ``z``. Reports without a level column are all at level 0."""
+    def support(reports: Any, w: Any) -> np.ndarray:
+        level = getattr(reports, "level", np.zeros(len(reports.z), dtype=np.uint32)).astype(np.int64)
+        hit = np.zeros(level.size, dtype=bool)
+        for k, oracle in enumerate(oracles):
+            rows = np.flatnonzero(level == k)
+            node = np.full(rows.size, node_of(k, int(w)), dtype=np.uint64)
+            if oracle.kind == GRR:
+                hit[rows] = reports.z[rows] == node
+            else:
+                hit[rows] = _core.ocms_hash(field(), reports.a0[rows], reports.a1[rows], node,
+                                            oracle.symbols) == reports.z[rows]
+        return hit
+    return support
 
 
 def uniform_levels(key: bytes, n: int, levels: int, threads: int) -> np.ndarray:

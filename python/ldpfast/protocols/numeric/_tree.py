@@ -40,7 +40,7 @@ def split_starts(starts: np.ndarray, d: int, branching: int, split: np.ndarray) 
             pieces.append(np.array([s], dtype=np.int64))
             continue
         width = 1
-        while width < e - s or s % width:
+        while width < e - s:                # the node's nominal width (ahead.Params checks s % width == 0)
             width *= branching
         pieces.append(np.arange(s, e, width // branching, dtype=np.int64))
     return np.concatenate(pieces)
@@ -94,7 +94,7 @@ class Tree:
         uniformity assumption of a leaf wider than one value)."""
         s, e = self.starts[-1][None, :], self.ends[-1][None, :]
         overlap = np.minimum(e, hi[:, None] + 1) - np.maximum(s, lo[:, None])
-        return np.clip(overlap, 0, None) / (e - s)
+        return np.asarray(np.clip(overlap, 0, None) / (e - s))
 
     def decomposition(self, lo: np.ndarray, hi: np.ndarray) -> List[np.ndarray]:
         """Per level, ``w[q, node]``: the fewest whole nodes covering ``[lo_q, hi_q]`` (a node

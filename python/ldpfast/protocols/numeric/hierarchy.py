@@ -35,7 +35,6 @@ from typing import Any, ClassVar, List, Mapping, Tuple
 
 import numpy as np
 
-from ... import _core
 from ..._base import AuditHooks, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, WireField
 from ..._base import bits_for, register_protocol
 from ..._validate import as_values, check_array, check_below, check_epsilon, check_int, optional_index_array
@@ -43,7 +42,7 @@ from ...errors import ParameterError, ReportError
 from ...estimates import PLUG_IN
 from ...uncertainty import PlugIn
 from .._registration import edges
-from ._levels import GRR, LevelOracle, LevelServer, field, perturb_levels, uniform_levels
+from ._levels import LevelOracle, LevelServer, level_support, perturb_levels, uniform_levels
 from ._ranges import RangeAnswers, RangeEstimator
 from ._tree import Tree, complete_height
 
@@ -199,28 +198,10 @@ def _variance(server: Server, candidates: Any) -> PlugIn:
                   "the random split of users into levels, at the consistent frequencies (not at f)")
 
 
-def level_support(params: Any, oracles: List[LevelOracle], width: Any) -> Any:
-    """``support(reports, w)`` of an audit plan: the report supports value ``w[0]``'s node of
-    its level (GRR: ``z`` is the node; OLH: the user's hash of the node is ``z``)."""
-    def support(reports: Any, w: Any) -> np.ndarray:
-        level = getattr(reports, "level", np.zeros(len(reports.z), dtype=np.uint32)).astype(np.int64)
-        hit = np.zeros(level.size, dtype=bool)
-        for k, oracle in enumerate(oracles):
-            rows = np.flatnonzero(level == k)
-            node = np.full(rows.size, int(w) // width(k + 1), dtype=np.uint64)
-            if oracle.kind == GRR:
-                hit[rows] = reports.z[rows] == node
-            else:
-                hit[rows] = _core.ocms_hash(field(), reports.a0[rows], reports.a1[rows], node,
-                                            oracle.symbols) == reports.z[rows]
-        return hit
-    return support
-
-
 def _audit_plan(params: Params) -> Any:
     from ...audit import Plan, support_events, value_inputs
 
-    support = level_support(params, params.oracles, params.width)
+    support = level_support(params.oracles, lambda k, w: w // params.width(k + 1))
     return Plan(value_inputs(0, params.d - 1), support_events(support, 0, params.d - 1),
                 ("report supports x0's node, not x1's", "report supports x1's node, not x0's"))
 
