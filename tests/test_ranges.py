@@ -184,3 +184,16 @@ def test_combine_refuses_rounds_that_do_not_fit():
     coarser = ahead.Params(epsilon=1.0, d=64, starts=(0,))
     with pytest.raises(ParameterError, match="refine"):
         ahead.combine([one, ahead.Server(coarser).update(ahead.Client(coarser, rng=3).perturb(data))])
+
+
+@pytest.mark.parametrize("module", [hierarchy, ahead], ids=["hh", "ahead"])
+def test_dask_aggregation_is_byte_identical(module):
+    db = pytest.importorskip("dask.bag")
+    from ldpfast import dask as ldpfast_dask
+    from ldpfast.testing._case import batches
+
+    params = module.Params(epsilon=1.0, d=64)
+    reports = module.Client(params, rng=4).perturb(hierarchy.gaussian_values(64, 3000))
+    bag = db.from_sequence(batches(reports, 4), npartitions=4)
+    merged = ldpfast_dask.aggregate_bag(bag, params)
+    assert merged.to_bytes() == module.Server(params).update(reports).to_bytes()
