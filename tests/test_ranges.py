@@ -197,3 +197,12 @@ def test_dask_aggregation_is_byte_identical(module):
     bag = db.from_sequence(batches(reports, 4), npartitions=4)
     merged = ldpfast_dask.aggregate_bag(bag, params)
     assert merged.to_bytes() == module.Server(params).update(reports).to_bytes()
+
+
+def test_bucketize_clips_and_counts_on_the_client():
+    values, clipped = hierarchy.bucketize([-5.0, 0.0, 2.49, 2.5, 10.0, 11.0], (0.0, 10.0), 4)
+    assert values.tolist() == [0, 0, 0, 1, 3, 3] and clipped == 2
+    with pytest.raises(ParameterError, match="finite numbers, got nan at index 1"):
+        hierarchy.bucketize([1.0, float("nan")], (0.0, 10.0), 4)
+    with pytest.raises(ParameterError, match="lo < hi"):
+        hierarchy.bucketize([1.0], (3.0, 3.0), 4)

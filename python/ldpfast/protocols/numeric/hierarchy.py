@@ -46,7 +46,7 @@ from ._levels import LevelOracle, LevelServer, level_support, perturb_levels, un
 from ._ranges import RangeAnswers, RangeEstimator
 from ._tree import Tree, complete_height
 
-__all__ = ["Params", "Reports", "Client", "Server"]
+__all__ = ["Params", "Reports", "Client", "Server", "bucketize"]
 
 PROTOCOL_ID = "hh"
 MAX_D = 2**20
@@ -186,6 +186,33 @@ class Server(LevelServer):
 
     def _repr_extra(self) -> str:
         return f"levels={self.params.height}"
+
+
+def bucketize(numbers: Any, bounds: Tuple[float, float], d: int) -> Tuple[np.ndarray, int]:
+    """Real numbers onto ``[0, d)`` for a client of ``hh`` or ``ahead``: ``[lo, hi]`` cut into
+    ``d`` equal buckets (bucket ``v`` is ``[lo + v w, lo + (v + 1) w)``, ``w = (hi - lo)/d``, the
+    last one closed), numbers outside clipped to the nearest end. Returns the bucket values
+    and how many numbers were clipped (known to the client only: it is not private).
+
+    Raises:
+        ParameterError: ``bounds`` not finite with ``lo < hi``, ``d`` out of range, or a number
+            that is NaN or infinite (named with its index).
+    """
+    d = check_int("d", d, 2, MAX_D)
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ParameterError(f"bounds must be two numbers (lo, hi), got {bounds!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ParameterError(f"bounds must be finite with lo < hi, got {bounds!r}")
+    x = np.atleast_1d(np.asarray(numbers, dtype=np.float64))
+    bad = np.flatnonzero(~np.isfinite(x))
+    if x.ndim != 1 or bad.size:
+        raise ParameterError(f"numbers must be a 1-D array of finite numbers, got {x[bad[0]] if bad.size else x.shape}"
+                             + (f" at index {int(bad[0])}" if bad.size else ""))
+    clipped = int(np.count_nonzero((x < lo) | (x > hi)))
+    buckets = np.floor((np.clip(x, lo, hi) - lo) / (hi - lo) * d)
+    return np.minimum(buckets, d - 1).astype(np.uint64), clipped
 
 
 def _variance(server: Server, candidates: Any) -> PlugIn:
