@@ -123,7 +123,7 @@ class LevelOracle:
         ``A2 = sum c^2``). OLH: a user's match indicators are Bernoulli(p) at its node and
         Bernoulli(q = 1/g) elsewhere, independent over the draw of a pairwise-independent hash."""
         if n == 0:
-            return np.full(c.shape[0], NO_INFORMATION)
+            return np.asarray((c * c).sum(axis=1) * NO_INFORMATION)
         p, q = self.probabilities
         f = np.clip(f, 0.0, 1.0)
         a2 = (c * c).sum(axis=1)
