@@ -245,12 +245,20 @@ def gaussian_values(d: int, n: int = 4000, seed: int = 3) -> np.ndarray:
     return np.clip(np.round(rng.normal(d / 3, d / 8, n)), 0, d - 1).astype(np.uint64)
 
 
+def _simulations() -> Tuple[Any, ...]:
+    from ...experiments import Algorithm
+
+    return (Algorithm(PROTOCOL_ID, "HH", "protocols.numeric.hierarchy",
+                      lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+                      summary="hierarchical histogram, B = 4: per-value frequencies of the consistent leaves"),)
+
+
 def _example() -> Tuple[Params, np.ndarray]:
     return Params(epsilon=2.0, d=64, branching=4), gaussian_values(64)
 
 
 register_protocol(Protocol(
     PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
-    extremes=edges(d=(2, MAX_D), branching=(2, 64)),
+    extremes=edges(d=(2, MAX_D), branching=(2, 64)), simulations=_simulations,
     audit=AuditHooks(lambda e, **kw: Params(**{"epsilon": e, "d": 16, "branching": 4, **kw}), _audit_plan,
                      lambda p: max(oracle.effective_epsilon for oracle in p.oracles))))
