@@ -1,0 +1,485 @@
+"""Marginal frequencies of several categorical attributes, over a per-attribute frequency
+oracle (``grr``, ``oue`` or ``olh``; :mod:`._records`). Three ways to spend one record's budget
+``epsilon`` on ``A`` attributes:
+
+* ``spl`` (splitting): every attribute reported with ``epsilon/A``; sequential composition
+  makes the whole record ``epsilon``-LDP. Estimator ``(C_j(v)/n - q)/(p - q)``.
+* ``smp`` (sampling): each user reports one uniformly sampled attribute, with the whole
+  ``epsilon``, and says which. The report is ``epsilon``-LDP for the whole record (the sampled
+  index does not depend on the record); the server estimates attribute ``j`` from the
+  ``n_j`` users who sampled it.
+* ``rsfd`` (random sampling plus fake data, Arcolezi, Couchot, Al Bouna, Xiao, CIKM 2021):
+  each user samples one attribute, reports it through the oracle and reports every other
+  attribute as the oracle's report of a uniformly drawn fake value, so the sampled attribute is
+  not revealed. The oracle's estimate ``fo_j`` over all ``n`` reports estimates
+  ``g = f/A + (1 - 1/A)/k_j`` (the true value with probability ``1/A``, a uniform one
+  otherwise), hence ``fhat = A fo_j - (A - 1)/k_j``, unbiased.
+
+  **Budget.** With ``amplified=False`` (default) each attribute's oracle runs at ``epsilon``:
+  the report is a mixture over the sampled attribute of reports each ``epsilon``-LDP, so the
+  whole record is ``epsilon``-LDP. The paper runs the oracle at the amplified
+  ``eps' = ln(A (e^epsilon - 1) + 1)`` (``amplified=True``), which bounds by ``epsilon`` only
+  the change of *one* attribute: two records differing in every attribute are told apart
+  with likelihood ratio ``e^eps'`` (the report supporting the first in every attribute), so
+  the whole record then costs ``eps'``. Such parameters emit a :class:`PrivacyWarning`.
+
+Every server holds support counts (``counts``, one per (attribute, value)), the report count
+``n`` and for SMP the reports per attribute, so merges are exact. ``estimate()`` gives every
+attribute's frequency vector, concatenated (``d = sum(domains)`` cells; attribute ``j``'s
+value ``v`` is cell ``offsets[j] + v``); :meth:`RecordFrequencyServer.marginal` one attribute's,
+labelled, with standard errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import warnings
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ... import _base, _core
+from ..._aggregator import _exact_sum
+from ..._budget import amplified, effective, split
+from ..._delta import _State
+from ..._random import KeySource
+from ..._validate import MAX_EPSILON, MIN_EPSILON, check_array, check_bool
+from ...errors import FormatError, PrivacyWarning, ReportError
+from ...estimates import PLUG_IN
+from ...uncertainty import PlugIn
+from ._records import (Oracle, RecordParams, check_records, record_audit_plan, record_inputs, state_layout,
+                       support_variance, word_bits)
+from ._tables import Marginal, marginal_table
+
+__all__ = ["SPLParams", "SMPParams", "RSFDParams", "RecordReports", "SampledReports", "SPLClient", "SMPClient",
+           "RSFDClient", "RecordFrequencyServer", "SPLServer", "SMPServer", "RSFDServer", "uniform_below"]
+
+
+# -- parameters ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class SPLParams(RecordParams):
+    """SPL: every attribute's oracle at ``epsilon / A`` (the whole record: ``epsilon``)."""
+
+    protocol: ClassVar[str] = "spl"
+
+    def attribute_budgets(self) -> List[float]:
+        """``epsilon / A``, rounded down so that the ``A`` budgets add up to at most ``epsilon``."""
+        return [split(self.epsilon, len(self.domains))] * len(self.domains)
+
+
+@dataclasses.dataclass(frozen=True)
+class SMPParams(RecordParams):
+    """SMP: one sampled attribute per user, its oracle at ``epsilon`` (the whole record: ``epsilon``)."""
+
+    protocol: ClassVar[str] = "smp"
+
+
+@dataclasses.dataclass(frozen=True)
+class RSFDParams(RecordParams):
+    """RS+FD. ``amplified``: run the oracles at the paper's ``ln(A (e^epsilon - 1) + 1)``,
+    which is ``epsilon``-LDP only against a change of one attribute (module doc; a
+    PrivacyWarning); default False: at ``epsilon``, the whole record ``epsilon``-LDP."""
+
+    protocol: ClassVar[str] = "rsfd"
+    amplified: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "amplified", check_bool("amplified", self.amplified))
+        super().__post_init__()
+        if self.amplified:
+            warnings.warn(self.privacy_warning(), PrivacyWarning, stacklevel=3)
+
+    @property
+    def oracle_epsilon(self) -> float:
+        if not self.amplified:
+            return self.epsilon
+        return amplified(self.epsilon, len(self.domains))
+
+    @property
+    def record_epsilon(self) -> float:
+        """What a user's whole record costs: the oracle's budget (module doc)."""
+        return self.oracle_epsilon
+
+    def attribute_budgets(self) -> List[float]:
+        return [self.oracle_epsilon] * len(self.domains)
+
+    def privacy_warning(self) -> str:
+        return (f"RS+FD with amplified=True runs each oracle at eps'={self.oracle_epsilon:.4g}: epsilon="
+                f"{self.epsilon:g} bounds only the change of one attribute; a whole record costs eps'")
+
+
+# -- reports ----------------------------------------------------------------------------------------
+@dataclasses.dataclass(eq=False)
+class RecordReports(_base.Reports):
+    """A report per user of every attribute: ``y``, ``uint64[n, W]``, each attribute's oracle
+    report in its ``width`` words, attribute after attribute."""
+
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {"y": ("uint64", 2)}
+    y: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.y = check_array("y", self.y, np.uint64, 2, cast=True)
+
+
+@dataclasses.dataclass(eq=False)
+class SPLReports(RecordReports):
+    protocol: ClassVar[str] = "spl"
+
+
+@dataclasses.dataclass(eq=False)
+class RSFDReports(RecordReports):
+    protocol: ClassVar[str] = "rsfd"
+
+
+@dataclasses.dataclass(eq=False)
+class SampledReports(_base.Reports):
+    """SMP reports: the sampled ``attribute`` (uint64) and its oracle report ``y``
+    (``uint64[n, W]``, ``W`` the widest attribute's words; the unused words 0)."""
+
+    protocol: ClassVar[str] = "smp"
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {"attribute": ("uint64", 1), "y": ("uint64", 2)}
+    attribute: np.ndarray
+    y: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.attribute = check_array("attribute", self.attribute, np.uint64, 1, cast=True)
+        self.y = check_array("y", self.y, np.uint64, 2, cast=True)
+        self._check_lengths()
+
+
+# -- clients ----------------------------------------------------------------------------------------
+def uniform_below(keys: KeySource, n: int, bound: int) -> np.ndarray:
+    """``n`` uniform draws from ``[0, bound)`` out of the ChaCha20 stream: randomized response
+    on ``[0, bound]`` from 0 that always flips lands uniformly on ``[1, bound]`` (threshold
+    ``2^64 - 1``: it keeps 0 with probability 2^-64, redrawn)."""
+    out = np.zeros(n, dtype=np.uint64)
+    todo = np.arange(n)
+    while todo.size:
+        draw = _core.randomized_response(keys.key(), np.zeros(todo.size, dtype=np.uint64), bound + 1, 2**64 - 1)
+        out[todo] = draw - 1
+        todo = todo[draw == 0]
+    return out
+
+
+class _RecordClient(_base.ClientBase):
+    """A record protocol's client: ``perturb(records)``, records an ``int64[n, A]`` array or a
+    mapping of attribute name to column (:func:`._records.check_records`). ``rng=None``
+    (default) draws every choice from OS entropy; a seed is for simulation only."""
+
+    params: RecordParams
+
+    def __init__(self, params: Any, rng: Any = None, threads: int = 0):
+        super().__init__(params, rng, threads)
+        if isinstance(params, RSFDParams) and params.amplified:
+            warnings.warn(params.privacy_warning(), PrivacyWarning, stacklevel=2)
+        self._oracles = params.oracles()
+        self._clients = [oracle.client(self._keys) for oracle in self._oracles]
+
+    def _blocks(self, x: np.ndarray) -> List[np.ndarray]:
+        return [o.perturb(c, np.ascontiguousarray(x[:, j], dtype=np.uint64))
+                for j, (o, c) in enumerate(zip(self._oracles, self._clients))]
+
+
+class SPLClient(_RecordClient):
+    def perturb(self, records: Any) -> SPLReports:
+        """Every attribute of every record through its oracle at ``epsilon / A``."""
+        x = check_records(records, self.params)
+        return SPLReports(y=np.hstack(self._blocks(x)) if len(x) else _empty(self._oracles))
+
+
+class RSFDClient(_RecordClient):
+    def perturb(self, records: Any) -> RSFDReports:
+        """The sampled attribute's true value and uniform fake values of the others, each
+        through its attribute's oracle."""
+        x = check_records(records, self.params)
+        n = len(x)
+        sampled = uniform_below(self._keys, n, len(self.params.domains)).astype(np.int64)
+        mixed = np.empty_like(x)
+        for j, k in enumerate(self.params.domains):
+            mixed[:, j] = np.where(sampled == j, x[:, j], uniform_below(self._keys, n, k).astype(np.int64))
+        return RSFDReports(y=np.hstack(self._blocks(mixed)) if n else _empty(self._oracles))
+
+
+class SMPClient(_RecordClient):
+    def perturb(self, records: Any) -> SampledReports:
+        """One uniformly sampled attribute per record, through its oracle at ``epsilon``."""
+        x = check_records(records, self.params)
+        n = len(x)
+        sampled = uniform_below(self._keys, n, len(self.params.domains))
+        y = np.zeros((n, max(o.width for o in self._oracles)), dtype=np.uint64)
+        for j, (oracle, client) in enumerate(zip(self._oracles, self._clients)):
+            rows = np.flatnonzero(sampled == j)
+            if rows.size:
+                y[rows, :oracle.width] = oracle.perturb(client, np.ascontiguousarray(x[rows, j], dtype=np.uint64))
+        return SampledReports(attribute=sampled, y=y)
+
+
+def _empty(oracles: Sequence[Oracle]) -> np.ndarray:
+    return np.zeros((0, sum(o.width for o in oracles)), dtype=np.uint64)
+
+
+# -- servers ----------------------------------------------------------------------------------------
+class RecordFrequencyServer(_base.Aggregator):
+    """Support counts per (attribute, value) and the report count. Thread-safe (see
+    :class:`ldpfast._base.Aggregator`)."""
+
+    params: RecordParams
+
+    def __init__(self, params: RecordParams):
+        super().__init__(params)
+        self._oracles = params.oracles()
+        self._st = _State({name: np.zeros(shape, dtype=dtype)
+                           for name, (shape, dtype) in self._state_layout(params).items()})
+
+    @classmethod
+    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
+        return state_layout(params, {})
+
+    @property
+    def n(self) -> int:
+        return int(self._st["n"][0])
+
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._st = _State({name: np.array(value, dtype=np.uint64) for name, value in state.items()})
+
+    def _blocks(self, y: np.ndarray) -> List[np.ndarray]:
+        starts = np.cumsum([0] + [o.width for o in self._oracles])
+        return [y[:, starts[j]:starts[j + 1]] for j in range(len(self._oracles))]
+
+    def _validate(self, reports: RecordReports) -> None:
+        width = sum(o.width for o in self._oracles)
+        if reports.y.shape[1] != width:
+            raise ReportError(f"y must have {width} words per report (the attributes' oracle reports), "
+                              f"got shape {reports.y.shape}")
+        for name, oracle, block in zip(self.params.attribute_names, self._oracles, self._blocks(reports.y)):
+            oracle.check(block, f"the report of attribute {name!r}")
+
+    def _ingest(self, reports: RecordReports) -> _base.Delta:
+        support = [o.support(b) for o, b in zip(self._oracles, self._blocks(reports.y))]
+        return self._delta().add_dense("counts", np.concatenate(support), "adding a batch").add("n", [len(reports)])
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        self._check_counts(state, np.full(len(self.params.domains), int(state["n"][0]), dtype=object))
+
+    def _check_counts(self, state: Dict[str, np.ndarray], reports: np.ndarray) -> None:
+        """Support counts at most the attribute's reports (GRR: summing to them)."""
+        offsets = self.params.offsets
+        for j, name in enumerate(self.params.attribute_names):
+            cells = state["counts"][offsets[j]:offsets[j + 1]]
+            if cells.size and int(cells.max()) > reports[j]:
+                raise FormatError(f"a stored count of attribute {name!r} exceeds its {reports[j]} reports")
+            if self.params.oracle == "grr" and _exact_sum(cells) != reports[j]:
+                raise FormatError(f"stored counts of attribute {name!r} do not sum to its {reports[j]} reports")
+
+    def _attribute_reports(self) -> np.ndarray:
+        """The reports each attribute's estimate rests on."""
+        return np.full(len(self.params.domains), float(self.n))
+
+    def _raw_cells(self) -> np.ndarray:
+        """Each attribute's oracle estimate ``(C/n_j - q)/(p - q)`` over its reports, concatenated."""
+        offsets, counts, n = self.params.offsets, self._st["counts"], self._attribute_reports()
+        return np.concatenate([o.debias(counts[offsets[j]:offsets[j + 1]], n[j]) if n[j] else
+                               np.full(o.k, np.nan) for j, o in enumerate(self._oracles)])
+
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Every attribute's estimated frequencies, concatenated (cell ``offsets[j] + v``), or
+        those of ``candidates`` (cells in ``[0, d)``); ``counts=True`` gives ``n fhat``. NaN for
+        an attribute no report sampled (SMP)."""
+        self._check_query(candidates, 40, self.params.d, f"a {self.protocol!r} query")
+        if self.n == 0:
+            raise ReportError("cannot estimate frequencies from zero reports")
+        fhat = self._cells()
+        if candidates is not None:
+            from ..._validate import candidate_array
+            fhat = fhat[candidate_array(candidates, self.params.d)]
+        return np.asarray(fhat * self.n if counts else fhat, dtype=np.float64)
+
+    def _cells(self) -> np.ndarray:
+        return self._raw_cells()
+
+    def cell_variance(self, f: Any, cells: np.ndarray) -> np.ndarray:
+        """``Var(fhat)`` of ``cells`` at true frequencies ``f`` (closed form, fixed data)."""
+        attribute = np.searchsorted(self.params.offsets, cells, side="right") - 1
+        p = np.array([o.p for o in self._oracles])[attribute]
+        q = np.array([o.q for o in self._oracles])[attribute]
+        return support_variance(p, q, self._attribute_reports()[attribute], f)
+
+    def marginal(self, attributes: Any, labels: Optional[Mapping[str, Sequence[str]]] = None,
+                 confidence: float = 0.95) -> Marginal:
+        """The frequency table of one attribute (a one-item list or a name), labelled, with
+        standard errors and ``confidence`` intervals (:class:`._tables.Marginal`). These
+        protocols estimate one attribute at a time: a query of several attributes is refused
+        (use ``calm`` or ``joint`` for k-way marginals)."""
+        names = [attributes] if isinstance(attributes, (str, int)) else list(attributes)
+        if len(names) != 1:
+            from ...errors import ParameterError
+            raise ParameterError(f"attributes must name one attribute: {self.protocol!r} estimates one attribute "
+                                 f"at a time (calm or joint estimate k-way marginals), got {attributes!r}")
+        j = self.params.attribute(names[0])
+        cells = np.arange(self.params.offsets[j], self.params.offsets[j + 1])
+        values = self.estimate(cells)
+        std = np.sqrt(self.cell_variance(np.clip(values, 0.0, 1.0), cells))
+        return marginal_table(self.params, [j], values, std, confidence, labels,
+                              f"{PLUG_IN} ({self.protocol}: the oracle's closed form at the estimates)")
+
+
+class SPLServer(RecordFrequencyServer):
+    protocol: ClassVar[str] = "spl"
+    params_type: ClassVar[type] = SPLParams
+    reports_type: ClassVar[Optional[type]] = SPLReports
+
+
+class RSFDServer(RecordFrequencyServer):
+    """RS+FD: ``fhat = A fo_j - (A - 1)/k_j`` from the oracle's estimate ``fo_j`` over all reports."""
+
+    protocol: ClassVar[str] = "rsfd"
+    params_type: ClassVar[type] = RSFDParams
+    reports_type: ClassVar[Optional[type]] = RSFDReports
+
+    def _cells(self) -> np.ndarray:
+        a = len(self.params.domains)
+        fake = np.repeat([(a - 1) / k for k in self.params.domains], self.params.domains)
+        return a * self._raw_cells() - fake
+
+    def cell_variance(self, f: Any, cells: np.ndarray) -> np.ndarray:
+        """``A^2 P(1-P)/(n (p-q)^2) - f(1-f)/n`` with ``P = q + (p - q) g`` the mean support
+        probability and ``g = f/A + (1 - 1/A)/k``: each user's support of a value is one
+        Bernoulli, its probability ``P_i`` varying by ``(p - q)/A`` between holders and others."""
+        a = len(self.params.domains)
+        attribute = np.searchsorted(self.params.offsets, cells, side="right") - 1
+        p = np.array([o.p for o in self._oracles])[attribute]
+        q = np.array([o.q for o in self._oracles])[attribute]
+        k = np.array(self.params.domains, dtype=np.float64)[attribute]
+        f = np.asarray(f, dtype=np.float64)
+        mean = q + (p - q) * (f / a + (1 - 1 / a) / k)
+        return np.asarray(a * a * mean * (1 - mean) / (self.n * (p - q) ** 2) - f * (1 - f) / self.n)
+
+
+class SMPServer(RecordFrequencyServer):
+    """SMP: attribute ``j`` estimated from the ``n_j`` reports that sampled it (``sampled``)."""
+
+    protocol: ClassVar[str] = "smp"
+    params_type: ClassVar[type] = SMPParams
+    reports_type: ClassVar[Optional[type]] = SampledReports
+
+    @classmethod
+    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
+        return state_layout(params, {"sampled": ((len(params.domains),), "uint64")})
+
+    def _validate(self, reports: SampledReports) -> None:  # type: ignore[override]
+        attributes = len(self.params.domains)
+        width = max(o.width for o in self._oracles)
+        if reports.y.shape[1] != width:
+            raise ReportError(f"y must have {width} words per report, got shape {reports.y.shape}")
+        if reports.attribute.size and int(reports.attribute.max()) >= attributes:
+            bad = int(np.argmax(reports.attribute >= np.uint64(attributes)))
+            raise ReportError(f"attribute must be in [0, {attributes}), got {int(reports.attribute[bad])} "
+                              f"at report {bad}")
+        for j, (name, oracle) in enumerate(zip(self.params.attribute_names, self._oracles)):
+            rows = reports.y[reports.attribute == j]
+            oracle.check(rows[:, :oracle.width], f"the report of attribute {name!r}")
+            if bool((rows[:, oracle.width:] != 0).any()):
+                raise ReportError(f"the words of a report of attribute {name!r} past its {oracle.width} must be 0")
+
+    def _ingest(self, reports: SampledReports) -> _base.Delta:  # type: ignore[override]
+        support = [o.support(reports.y[reports.attribute == j][:, :o.width]) for j, o in enumerate(self._oracles)]
+        sampled = np.bincount(reports.attribute.astype(np.intp), minlength=len(self._oracles)).astype(np.uint64)
+        return (self._delta().add_dense("counts", np.concatenate(support), "adding a batch")
+                .add("n", [len(reports)]).add_dense("sampled", sampled, "adding a batch"))
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        _base.Aggregator._check_state(self, state)
+        if _exact_sum(state["sampled"]) != int(state["n"][0]):
+            raise FormatError("stored reports per attribute do not sum to n")
+        self._check_counts(state, np.array([int(v) for v in state["sampled"]], dtype=object))
+
+    def _attribute_reports(self) -> np.ndarray:
+        return np.asarray(self._st["sampled"], dtype=np.float64)
+
+    def cell_variance(self, f: Any, cells: np.ndarray) -> np.ndarray:
+        """The oracle's variance over the ``n_j`` reports, plus the sampling of which users
+        reported attribute ``j``: ``f(1-f)(n - n_j)/(n_j (n - 1))`` (a random subset of the
+        users; finite-population correction)."""
+        attribute = np.searchsorted(self.params.offsets, cells, side="right") - 1
+        n_j, n = self._attribute_reports()[attribute], float(self.n)
+        f = np.asarray(f, dtype=np.float64)
+        sampling = f * (1 - f) * (n - n_j) / (n_j * max(n - 1.0, 1.0))
+        return np.asarray(super().cell_variance(f, cells) + sampling)
+
+
+# -- registration ------------------------------------------------------------------------------------
+def _variance(server: RecordFrequencyServer, candidates: Any) -> PlugIn:
+    cells = np.asarray(candidates, dtype=np.int64)
+    return PlugIn(lambda f: server.cell_variance(f, cells), len(cells),
+                  f"{PLUG_IN} ({server.protocol}: each attribute's oracle closed form, RecordFrequencyServer."
+                  f"cell_variance)")
+
+
+def _wire(params: RecordParams) -> List[_base.WireField]:
+    oracles = params.oracles()
+    bits = word_bits(oracles)
+    if params.protocol == "smp":
+        return [_base.WireField("attribute", _base.bits_for(len(params.domains))),
+                _base.WireField("y", bits, None, "uint64", (max(o.width for o in oracles),))]
+    return [_base.WireField("y", bits, None, "uint64", (sum(o.width for o in oracles),))]
+
+
+def _extremes(params: RecordParams) -> List[RecordParams]:
+    """Smallest and largest epsilon the attributes' oracles accept, and the smallest and a large domain."""
+    if params.protocol == "smp":
+        # one attribute: every extreme user reports it (with several, one could go unsampled: NaN)
+        params = dataclasses.replace(params, domains=params.domains[:1], names=None)
+        ends = [dataclasses.replace(params, domains=(2,)), dataclasses.replace(params, domains=(1 << 12,))]
+    else:
+        ends = [dataclasses.replace(params, domains=(2, 2), names=None),
+                dataclasses.replace(params, domains=(2, 1 << 12), names=None)]
+    for end in (MIN_EPSILON * len(params.domains), MAX_EPSILON):
+        found = None
+        low, high = params.epsilon, end
+        for _ in range(60):                      # bisection to the accepted end
+            try:
+                found = dataclasses.replace(params, epsilon=high)
+                break
+            except Exception:
+                high = low + (high - low) / 2
+        ends.append(found if found is not None else params)
+    return ends
+
+
+def _example(params_type: type) -> Any:
+    def example() -> Tuple[RecordParams, np.ndarray]:
+        domains = (4, 9, 2)
+        params: RecordParams = params_type(epsilon=2.0, domains=domains, oracle="grr",
+                                           names=("colour", "size", "flag"))
+        return params, record_inputs(domains)
+    return example
+
+
+def _audit_params(params_type: type, **fixed: Any) -> Any:
+    return lambda e, **kw: params_type(**{"epsilon": e, "domains": (2, 3), "oracle": "grr", **fixed, **kw})
+
+
+def _register(pid: str, params: type, reports: type, server: type, client: type, one_attribute: bool,
+              record_epsilon: Any) -> None:
+    _base.register_protocol(_base.Protocol(
+        pid, params, reports, server, client, inputs="records", example=_example(params), wire_fields=_wire,
+        variance=_variance, extremes=_extremes,
+        audit=_base.AuditHooks(_audit_params(params), lambda p: record_audit_plan(p, one_attribute),
+                               record_epsilon)))
+
+
+def _summed(params: RecordParams) -> float:
+    """Sequential composition: the attributes' effective epsilons added, rounded up."""
+    return effective(sum((decimal.Decimal(o.effective_epsilon) for o in params.oracles()), decimal.Decimal(0)))
+
+
+def _largest(params: RecordParams) -> float:
+    """A mixture over the reported attribute: the largest of the attributes' epsilons."""
+    return max(o.effective_epsilon for o in params.oracles())
+
+
+_register("spl", SPLParams, SPLReports, SPLServer, SPLClient, False, _summed)
+_register("smp", SMPParams, SampledReports, SMPServer, SMPClient, True, _largest)
+_register("rsfd", RSFDParams, RSFDReports, RSFDServer, RSFDClient, False, _largest)
