@@ -15,18 +15,21 @@ GRR symbol; OUE's bit row in little-endian words; OLH's ``(z, a0, a1)``.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ... import _base, _core
+from ..._budget import PRECISION, rr_loss
 from ..._random import KeySource
 from ..._validate import check_choice, check_epsilon, check_int
 from ...audit import effective_epsilon
 from ...errors import DTypeError, ParameterError, ReportError
 from ...kernels.field import PRIME
 
-__all__ = ["ORACLES", "Oracle", "RecordParams", "check_records", "support_variance", "word_bits"]
+__all__ = ["ORACLES", "Oracle", "RecordParams", "check_records", "projected_variance", "support_variance",
+           "word_bits"]
 
 #: The frequency oracles a record protocol runs per attribute.
 ORACLES = ("grr", "oue", "olh")
@@ -56,6 +59,18 @@ class Oracle:
     def effective_epsilon(self) -> float:
         """The epsilon of the oracle's samplers (:func:`ldpfast.audit.effective_epsilon`)."""
         return effective_epsilon(self.params)
+
+    def exact_loss(self) -> decimal.Decimal:
+        """The exact privacy loss of the oracle's samplers (90 digits): RR over ``k`` (GRR)
+        or ``g`` (OLH) symbols; OUE's two bit probabilities ``ln(p(1-q)/(q(1-p)))``."""
+        if self.name == "grr":
+            return rr_loss(self.params.flip_threshold, self.k)
+        if self.name == "olh":
+            return rr_loss(self.params.flip_threshold, self.params.g)
+        one, zero = self.params.thresholds()
+        with decimal.localcontext() as ctx:
+            ctx.prec = PRECISION
+            return (decimal.Decimal(one * (_TWO64 - zero)) / decimal.Decimal(zero * (_TWO64 - one))).ln()
 
     def client(self, keys: KeySource) -> Any:
         """The oracle's client drawing from ``keys`` (OS entropy unless seeded)."""
@@ -135,6 +150,27 @@ def support_variance(p: float, q: float, n: Any, f: Any) -> np.ndarray:
     return np.asarray((f * p * (1 - p) + (1 - f) * q * (1 - q)) / (np.asarray(n, dtype=np.float64) * (p - q) ** 2))
 
 
+def projected_variance(oracle: Oracle, cells: Any, n: Any, f: Any) -> np.ndarray:
+    """``Var`` of the sum of ``cells`` oracle estimates (a marginal cell projected from a
+    finer table) at its true share ``f``, over ``n`` users: a user's support count of those
+    cells has variance ``V1`` when it holds one of them and ``V0`` otherwise, and the sum's
+    estimator is ``(C/n - cells q)/(p - q)``. GRR (one symbol): ``V1 = P1(1-P1)``,
+    ``P1 = p + (cells-1) q``; ``V0 = P0(1-P0)``, ``P0 = cells q``. OUE (independent bits):
+    ``V1 = p(1-p) + (cells-1) q(1-q)``, ``V0 = cells q(1-q)``. OLH: as OUE, which treats the
+    user's hash values of different cells as independent (a fully random hash; the
+    pairwise-independent hash used makes them only pairwise independent, so this is an
+    approximation)."""
+    p, q = oracle.p, oracle.q
+    s = np.asarray(cells, dtype=np.float64)
+    f = np.asarray(f, dtype=np.float64)
+    if oracle.name == "grr":
+        one, zero = p + (s - 1) * q, s * q
+        v1, v0 = one * (1 - one), zero * (1 - zero)
+    else:
+        v1, v0 = p * (1 - p) + (s - 1) * q * (1 - q), s * q * (1 - q)
+    return np.asarray((f * v1 + (1 - f) * v0) / (np.asarray(n, dtype=np.float64) * (p - q) ** 2))
+
+
 def word_bits(oracles: Sequence[Oracle]) -> int:
     """Bits per report word on the wire: enough for every attribute's words."""
     return max(o.wire_bits() for o in oracles)
@@ -173,16 +209,37 @@ class RecordParams(_base.Params):
                 raise ParameterError(f"names must be {len(self.domains)} distinct non-empty strings (one per "
                                      f"attribute), got {names!r}")
             object.__setattr__(self, "names", tuple(names))
-        for j, budget in enumerate(self.attribute_budgets()):
-            try:
-                Oracle(self.oracle, budget, self.domains[j])
-            except ParameterError as exc:
-                raise ParameterError(f"epsilon={self.epsilon!r} leaves attribute {self.attribute_names[j]!r} a "
-                                     f"budget its {self.oracle} oracle refuses: {exc}") from None
+        if type(self).__post_init__ is RecordParams.__post_init__:
+            self._check_units()
 
-    def attribute_budgets(self) -> List[float]:
-        """The budget of each attribute's oracle."""
-        return [self.epsilon] * len(self.domains)
+    def _check_units(self) -> None:
+        """Build every unit's oracle (ParameterError naming the unit when one is refused).
+        Subclasses call it at the end of ``__post_init__``, once their own fields are set."""
+        for name, budget, k in zip(self.unit_names, self.oracle_budgets(), self.unit_domains()):
+            if k > MAX_DOMAIN:
+                raise ParameterError(f"{name!r} has {k} cells, more than the {MAX_DOMAIN} an oracle takes")
+            try:
+                Oracle(self.oracle, budget, k)
+            except ParameterError as exc:
+                raise ParameterError(f"epsilon={self.epsilon!r} leaves {name!r} a budget its {self.oracle} oracle "
+                                     f"refuses: {exc}") from None
+
+    def oracle_budgets(self) -> List[float]:
+        """The budget of each unit's oracle."""
+        return [self.epsilon] * len(self.unit_domains())
+
+    def unit_domains(self) -> List[int]:
+        """The domain of each unit the oracles report (default: one unit per attribute)."""
+        return list(self.domains)
+
+    @property
+    def unit_names(self) -> Tuple[str, ...]:
+        """Each unit's name, in errors and tables."""
+        return self.attribute_names
+
+    def unit_values(self, records: np.ndarray) -> np.ndarray:
+        """Each record's value of each unit, ``int64[n, units]`` (default: the attributes)."""
+        return records
 
     @property
     def attribute_names(self) -> Tuple[str, ...]:
@@ -190,16 +247,24 @@ class RecordParams(_base.Params):
 
     @property
     def d(self) -> int:
-        """The (attribute, value) cells of the default estimate: ``sum(domains)``."""
-        return int(sum(self.domains))
+        """The (unit, value) cells of the default estimate: the units' domains summed."""
+        return int(sum(self.unit_domains()))
 
     @property
     def offsets(self) -> np.ndarray:
-        """Where each attribute's values start among the ``d`` cells."""
-        return np.concatenate(([0], np.cumsum(self.domains))).astype(np.int64)
+        """Where each unit's values start among the ``d`` cells."""
+        return np.concatenate(([0], np.cumsum(self.unit_domains()))).astype(np.int64)
 
     def oracles(self) -> List[Oracle]:
-        return [Oracle(self.oracle, budget, k) for budget, k in zip(self.attribute_budgets(), self.domains)]
+        return [Oracle(self.oracle, budget, k) for budget, k in zip(self.oracle_budgets(), self.unit_domains())]
+
+    def with_domain(self, domain: Any) -> "RecordParams":
+        """Refused unless None: a record holds one integer code per attribute, and a label
+        domain maps one value; label a marginal's cells with ``marginal(..., labels=...)``."""
+        if domain is not None:
+            raise ParameterError(f"{type(self).__name__} takes integer codes per attribute, not a label domain "
+                                 f"(got {domain!r}); label marginal tables with marginal(..., labels={{name: labels}})")
+        return super().with_domain(None)
 
     def attribute(self, name: Any) -> int:
         """The index of attribute ``name`` (a name, or an index)."""
@@ -255,22 +320,24 @@ def record_audit_plan(params: RecordParams, one_attribute: bool) -> Any:
     def make(i: int, n: int) -> np.ndarray:
         return np.full((n, len(params.domains)), i, dtype=np.int64)
 
+    units = [params.unit_values(make(i, 1))[0] for i in (0, 1)]   # each unit's value of x0 and x1
+
     def events(reports: Any) -> Tuple[np.ndarray, np.ndarray]:
         y = reports.y
         favours = [np.ones(len(y), dtype=bool), np.ones(len(y), dtype=bool)]
         for j, oracle in enumerate(oracles):
             if one_attribute:
-                rows = reports.attribute == j
+                rows = reports.group == j
                 block = y[rows][:, :oracle.width]
             else:
                 rows = slice(None)
                 start = sum(o.width for o in oracles[:j])
                 block = y[:, start:start + oracle.width]
-            s0, s1 = supports(oracle, block, 0), supports(oracle, block, 1)
+            s0, s1 = supports(oracle, block, int(units[0][j])), supports(oracle, block, int(units[1][j]))
             favours[0][rows] &= s0 & ~s1
             favours[1][rows] &= s1 & ~s0
         return favours[0], favours[1]
-    scope = "the sampled attribute" if one_attribute else "every attribute"
+    scope = "the reported unit" if one_attribute else "every unit"
     return Plan(make, events, (f"{scope} supports x0 and not x1", f"{scope} supports x1 and not x0"))
 
 
@@ -290,7 +357,7 @@ def hash_matches(g: int, a0: np.ndarray, a1: np.ndarray, x: np.ndarray, z: np.nd
     return np.asarray(_core.ocms_hash(_core.Field.prime(PRIME), a0, a1, x, g) == z)
 
 
-def record_inputs(domains: Sequence[int], n: int = 3000, seed: int = 5) -> np.ndarray:
+def record_inputs(domains: Sequence[int], n: int = 2000, seed: int = 5) -> np.ndarray:
     """Correlated example records: a latent class per user shifts every attribute's skewed
     distribution, so attributes are dependent (marginals differ from products of margins)."""
     rng = np.random.default_rng(seed)
@@ -301,5 +368,5 @@ def record_inputs(domains: Sequence[int], n: int = 3000, seed: int = 5) -> np.nd
 
 def state_layout(params: RecordParams, extra: Dict[str, Tuple[Tuple[int, ...], str]]
                  ) -> Dict[str, Tuple[Tuple[int, ...], str]]:
-    """The support counts of every (attribute, value) cell and the report count, and ``extra``."""
+    """The support counts of every (unit, value) cell and the report count, and ``extra``."""
     return {"counts": ((params.d,), "uint64"), "n": ((1,), "uint64"), **extra}

@@ -26,9 +26,12 @@ class Marginal:
             attribute varies fastest).
         labels: per attribute, the labels of its values (the names given to the query, else
             the value ids as strings).
-        estimate: the estimated share of users in each cell.
-        std: its standard error (NaN where the note says there is no closed form).
-        ci_low, ci_high: ``estimate -+ z std`` at ``confidence``.
+        estimate: the estimated share of users in each cell (post-processed where the
+            protocol post-processes: CALM's consistent, non-negative tables).
+        raw: the unbiased estimate the standard error is about (NaN for a reconstructed
+            marginal); ``estimate`` itself where there is no post-processing.
+        std: the standard error of ``raw`` (NaN where the note says there is no closed form).
+        ci_low, ci_high: ``raw -+ z std`` at ``confidence``.
         note: where the estimate and its standard error come from.
     """
 
@@ -36,6 +39,7 @@ class Marginal:
     cells: np.ndarray
     labels: Tuple[Tuple[str, ...], ...]
     estimate: np.ndarray
+    raw: np.ndarray
     std: np.ndarray
     ci_low: np.ndarray
     ci_high: np.ndarray
@@ -53,12 +57,12 @@ class Marginal:
 
     def to_pandas(self) -> Any:
         """A ``pandas.DataFrame``: one column per attribute (its labels), then ``estimate,
-        std, ci_low, ci_high``; ``frame.attrs`` holds the note and the confidence."""
+        raw, std, ci_low, ci_high``; ``frame.attrs`` holds the note and the confidence."""
         pd = require("pandas", "Marginal.to_pandas()")
         columns = {name: [labels[v] for v in self.cells[:, i]]
                    for i, (name, labels) in enumerate(zip(self.attributes, self.labels))}
-        frame = pd.DataFrame({**columns, "estimate": self.estimate, "std": self.std, "ci_low": self.ci_low,
-                              "ci_high": self.ci_high})
+        frame = pd.DataFrame({**columns, "estimate": self.estimate, "raw": self.raw, "std": self.std,
+                              "ci_low": self.ci_low, "ci_high": self.ci_high})
         frame.attrs.update(note=self.note, confidence=self.confidence)
         return frame
 
@@ -69,8 +73,11 @@ def cell_grid(domains: Sequence[int]) -> np.ndarray:
 
 
 def marginal_table(params: Any, attributes: List[int], estimate: np.ndarray, std: np.ndarray, confidence: float,
-                   labels: Optional[Mapping[str, Sequence[str]]], note: str) -> Marginal:
-    """The :class:`Marginal` of ``attributes`` (indices) from per-cell estimates and errors."""
+                   labels: Optional[Mapping[str, Sequence[str]]], note: str, raw: Optional[np.ndarray] = None
+                   ) -> Marginal:
+    """The :class:`Marginal` of ``attributes`` (indices, the query's order) from per-cell
+    estimates (C order over those attributes), unbiased ``raw`` ones (default: the estimates)
+    and the standard errors of those."""
     confidence = check_real("confidence", confidence, 0.0, 1.0)
     names = [params.attribute_names[j] for j in attributes]
     domains = [params.domains[j] for j in attributes]
@@ -87,6 +94,7 @@ def marginal_table(params: Any, attributes: List[int], estimate: np.ndarray, std
         value_labels.append(these)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     estimate = np.asarray(estimate, dtype=np.float64)
+    raw = estimate if raw is None else np.asarray(raw, dtype=np.float64)
     std = np.asarray(std, dtype=np.float64)
-    return Marginal(tuple(names), cell_grid(domains), tuple(value_labels), estimate, std, estimate - z * std,
-                    estimate + z * std, confidence, note)
+    return Marginal(tuple(names), cell_grid(domains), tuple(value_labels), estimate, raw, std, raw - z * std,
+                    raw + z * std, confidence, note)

@@ -41,7 +41,7 @@ import numpy as np
 
 from ... import _base, _core
 from ..._aggregator import _exact_sum
-from ..._budget import amplified, effective, split
+from ..._budget import PRECISION, amplified, effective, split
 from ..._delta import _State
 from ..._random import KeySource
 from ..._validate import MAX_EPSILON, MIN_EPSILON, check_array, check_bool
@@ -63,9 +63,14 @@ class SPLParams(RecordParams):
 
     protocol: ClassVar[str] = "spl"
 
-    def attribute_budgets(self) -> List[float]:
+    def oracle_budgets(self) -> List[float]:
         """``epsilon / A``, rounded down so that the ``A`` budgets add up to at most ``epsilon``."""
         return [split(self.epsilon, len(self.domains))] * len(self.domains)
+
+    @property
+    def min_epsilon(self) -> float:
+        """The smallest epsilon accepted: every attribute's share at least the oracles' least."""
+        return MIN_EPSILON * len(self.domains)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +92,7 @@ class RSFDParams(RecordParams):
     def __post_init__(self) -> None:
         object.__setattr__(self, "amplified", check_bool("amplified", self.amplified))
         super().__post_init__()
+        self._check_units()
         if self.amplified:
             warnings.warn(self.privacy_warning(), PrivacyWarning, stacklevel=3)
 
@@ -101,7 +107,7 @@ class RSFDParams(RecordParams):
         """What a user's whole record costs: the oracle's budget (module doc)."""
         return self.oracle_epsilon
 
-    def attribute_budgets(self) -> List[float]:
+    def oracle_budgets(self) -> List[float]:
         return [self.oracle_epsilon] * len(self.domains)
 
     def privacy_warning(self) -> str:
@@ -134,16 +140,16 @@ class RSFDReports(RecordReports):
 
 @dataclasses.dataclass(eq=False)
 class SampledReports(_base.Reports):
-    """SMP reports: the sampled ``attribute`` (uint64) and its oracle report ``y``
-    (``uint64[n, W]``, ``W`` the widest attribute's words; the unused words 0)."""
+    """Reports of one sampled unit per user: its index ``group`` (SMP: the attribute) and its
+    oracle report ``y`` (``uint64[n, W]``, ``W`` the widest unit's words; the unused words 0)."""
 
     protocol: ClassVar[str] = "smp"
-    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {"attribute": ("uint64", 1), "y": ("uint64", 2)}
-    attribute: np.ndarray
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {"group": ("uint64", 1), "y": ("uint64", 2)}
+    group: np.ndarray
     y: np.ndarray
 
     def __post_init__(self) -> None:
-        self.attribute = check_array("attribute", self.attribute, np.uint64, 1, cast=True)
+        self.group = check_array("group", self.group, np.uint64, 1, cast=True)
         self.y = check_array("y", self.y, np.uint64, 2, cast=True)
         self._check_lengths()
 
@@ -180,39 +186,47 @@ class _RecordClient(_base.ClientBase):
         return [o.perturb(c, np.ascontiguousarray(x[:, j], dtype=np.uint64))
                 for j, (o, c) in enumerate(zip(self._oracles, self._clients))]
 
+    def _units(self, records: Any) -> np.ndarray:
+        return self.params.unit_values(check_records(records, self.params))
+
 
 class SPLClient(_RecordClient):
-    def perturb(self, records: Any) -> SPLReports:
-        """Every attribute of every record through its oracle at ``epsilon / A``."""
-        x = check_records(records, self.params)
-        return SPLReports(y=np.hstack(self._blocks(x)) if len(x) else _empty(self._oracles))
+    reports_type: ClassVar[type] = SPLReports
+
+    def perturb(self, records: Any) -> RecordReports:
+        """Every unit (SPL: attribute) of every record through its oracle (SPL: at ``epsilon / A``)."""
+        x = self._units(records)
+        return self.reports_type(y=np.hstack(self._blocks(x)) if len(x) else _empty(self._oracles))
 
 
 class RSFDClient(_RecordClient):
     def perturb(self, records: Any) -> RSFDReports:
         """The sampled attribute's true value and uniform fake values of the others, each
         through its attribute's oracle."""
-        x = check_records(records, self.params)
+        x = self._units(records)
         n = len(x)
-        sampled = uniform_below(self._keys, n, len(self.params.domains)).astype(np.int64)
+        sampled = uniform_below(self._keys, n, len(self._oracles)).astype(np.int64)
         mixed = np.empty_like(x)
-        for j, k in enumerate(self.params.domains):
+        for j, k in enumerate(self.params.unit_domains()):
             mixed[:, j] = np.where(sampled == j, x[:, j], uniform_below(self._keys, n, k).astype(np.int64))
         return RSFDReports(y=np.hstack(self._blocks(mixed)) if n else _empty(self._oracles))
 
 
 class SMPClient(_RecordClient):
+    reports_type: ClassVar[type] = SampledReports
+
     def perturb(self, records: Any) -> SampledReports:
-        """One uniformly sampled attribute per record, through its oracle at ``epsilon``."""
-        x = check_records(records, self.params)
+        """One uniformly sampled unit (SMP: attribute) per record, through its oracle at ``epsilon``."""
+        x = self._units(records)
         n = len(x)
-        sampled = uniform_below(self._keys, n, len(self.params.domains))
+        sampled = uniform_below(self._keys, n, len(self._oracles))
         y = np.zeros((n, max(o.width for o in self._oracles)), dtype=np.uint64)
         for j, (oracle, client) in enumerate(zip(self._oracles, self._clients)):
             rows = np.flatnonzero(sampled == j)
             if rows.size:
                 y[rows, :oracle.width] = oracle.perturb(client, np.ascontiguousarray(x[rows, j], dtype=np.uint64))
-        return SampledReports(attribute=sampled, y=y)
+        reports: SampledReports = self.reports_type(group=sampled, y=y)
+        return reports
 
 
 def _empty(oracles: Sequence[Oracle]) -> np.ndarray:
@@ -252,8 +266,8 @@ class RecordFrequencyServer(_base.Aggregator):
         if reports.y.shape[1] != width:
             raise ReportError(f"y must have {width} words per report (the attributes' oracle reports), "
                               f"got shape {reports.y.shape}")
-        for name, oracle, block in zip(self.params.attribute_names, self._oracles, self._blocks(reports.y)):
-            oracle.check(block, f"the report of attribute {name!r}")
+        for name, oracle, block in zip(self.params.unit_names, self._oracles, self._blocks(reports.y)):
+            oracle.check(block, f"the report of {name!r}")
 
     def _ingest(self, reports: RecordReports) -> _base.Delta:
         support = [o.support(b) for o, b in zip(self._oracles, self._blocks(reports.y))]
@@ -261,21 +275,21 @@ class RecordFrequencyServer(_base.Aggregator):
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
-        self._check_counts(state, np.full(len(self.params.domains), int(state["n"][0]), dtype=object))
+        self._check_counts(state, np.full(len(self._oracles), int(state["n"][0]), dtype=object))
 
     def _check_counts(self, state: Dict[str, np.ndarray], reports: np.ndarray) -> None:
-        """Support counts at most the attribute's reports (GRR: summing to them)."""
+        """Support counts at most the unit's reports (GRR: summing to them)."""
         offsets = self.params.offsets
-        for j, name in enumerate(self.params.attribute_names):
+        for j, name in enumerate(self.params.unit_names):
             cells = state["counts"][offsets[j]:offsets[j + 1]]
             if cells.size and int(cells.max()) > reports[j]:
-                raise FormatError(f"a stored count of attribute {name!r} exceeds its {reports[j]} reports")
+                raise FormatError(f"a stored count of {name!r} exceeds its {reports[j]} reports")
             if self.params.oracle == "grr" and _exact_sum(cells) != reports[j]:
-                raise FormatError(f"stored counts of attribute {name!r} do not sum to its {reports[j]} reports")
+                raise FormatError(f"stored counts of {name!r} do not sum to its {reports[j]} reports")
 
     def _attribute_reports(self) -> np.ndarray:
-        """The reports each attribute's estimate rests on."""
-        return np.full(len(self.params.domains), float(self.n))
+        """The reports each unit's estimate rests on."""
+        return np.full(len(self._oracles), float(self.n))
 
     def _raw_cells(self) -> np.ndarray:
         """Each attribute's oracle estimate ``(C/n_j - q)/(p - q)`` over its reports, concatenated."""
@@ -340,7 +354,7 @@ class RSFDServer(RecordFrequencyServer):
 
     def _cells(self) -> np.ndarray:
         a = len(self.params.domains)
-        fake = np.repeat([(a - 1) / k for k in self.params.domains], self.params.domains)
+        fake = np.repeat([(a - 1) / k for k in self.params.domains], self.params.domains)  # units: the attributes
         return a * self._raw_cells() - fake
 
     def cell_variance(self, f: Any, cells: np.ndarray) -> np.ndarray:
@@ -358,7 +372,7 @@ class RSFDServer(RecordFrequencyServer):
 
 
 class SMPServer(RecordFrequencyServer):
-    """SMP: attribute ``j`` estimated from the ``n_j`` reports that sampled it (``sampled``)."""
+    """SMP: unit (attribute) ``j`` estimated from the ``n_j`` reports that sampled it (``sampled``)."""
 
     protocol: ClassVar[str] = "smp"
     params_type: ClassVar[type] = SMPParams
@@ -366,33 +380,32 @@ class SMPServer(RecordFrequencyServer):
 
     @classmethod
     def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
-        return state_layout(params, {"sampled": ((len(params.domains),), "uint64")})
+        return state_layout(params, {"sampled": ((len(params.unit_domains()),), "uint64")})
 
     def _validate(self, reports: SampledReports) -> None:  # type: ignore[override]
-        attributes = len(self.params.domains)
+        units = len(self._oracles)
         width = max(o.width for o in self._oracles)
         if reports.y.shape[1] != width:
             raise ReportError(f"y must have {width} words per report, got shape {reports.y.shape}")
-        if reports.attribute.size and int(reports.attribute.max()) >= attributes:
-            bad = int(np.argmax(reports.attribute >= np.uint64(attributes)))
-            raise ReportError(f"attribute must be in [0, {attributes}), got {int(reports.attribute[bad])} "
-                              f"at report {bad}")
-        for j, (name, oracle) in enumerate(zip(self.params.attribute_names, self._oracles)):
-            rows = reports.y[reports.attribute == j]
-            oracle.check(rows[:, :oracle.width], f"the report of attribute {name!r}")
+        if reports.group.size and int(reports.group.max()) >= units:
+            bad = int(np.argmax(reports.group >= np.uint64(units)))
+            raise ReportError(f"group must be in [0, {units}), got {int(reports.group[bad])} at report {bad}")
+        for j, (name, oracle) in enumerate(zip(self.params.unit_names, self._oracles)):
+            rows = reports.y[reports.group == j]
+            oracle.check(rows[:, :oracle.width], f"the report of {name!r}")
             if bool((rows[:, oracle.width:] != 0).any()):
-                raise ReportError(f"the words of a report of attribute {name!r} past its {oracle.width} must be 0")
+                raise ReportError(f"the words of a report of {name!r} past its {oracle.width} must be 0")
 
     def _ingest(self, reports: SampledReports) -> _base.Delta:  # type: ignore[override]
-        support = [o.support(reports.y[reports.attribute == j][:, :o.width]) for j, o in enumerate(self._oracles)]
-        sampled = np.bincount(reports.attribute.astype(np.intp), minlength=len(self._oracles)).astype(np.uint64)
+        support = [o.support(reports.y[reports.group == j][:, :o.width]) for j, o in enumerate(self._oracles)]
+        sampled = np.bincount(reports.group.astype(np.intp), minlength=len(self._oracles)).astype(np.uint64)
         return (self._delta().add_dense("counts", np.concatenate(support), "adding a batch")
                 .add("n", [len(reports)]).add_dense("sampled", sampled, "adding a batch"))
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         _base.Aggregator._check_state(self, state)
         if _exact_sum(state["sampled"]) != int(state["n"][0]):
-            raise FormatError("stored reports per attribute do not sum to n")
+            raise FormatError("stored reports per group do not sum to n")
         self._check_counts(state, np.array([int(v) for v in state["sampled"]], dtype=object))
 
     def _attribute_reports(self) -> np.ndarray:
@@ -400,7 +413,7 @@ class SMPServer(RecordFrequencyServer):
 
     def cell_variance(self, f: Any, cells: np.ndarray) -> np.ndarray:
         """The oracle's variance over the ``n_j`` reports, plus the sampling of which users
-        reported attribute ``j``: ``f(1-f)(n - n_j)/(n_j (n - 1))`` (a random subset of the
+        reported unit ``j``: ``f(1-f)(n - n_j)/(n_j (n - 1))`` (a random subset of the
         users; finite-population correction)."""
         attribute = np.searchsorted(self.params.offsets, cells, side="right") - 1
         n_j, n = self._attribute_reports()[attribute], float(self.n)
@@ -420,21 +433,22 @@ def _variance(server: RecordFrequencyServer, candidates: Any) -> PlugIn:
 def _wire(params: RecordParams) -> List[_base.WireField]:
     oracles = params.oracles()
     bits = word_bits(oracles)
-    if params.protocol == "smp":
-        return [_base.WireField("attribute", _base.bits_for(len(params.domains))),
+    if params.protocol in ("smp", "calm"):
+        return [_base.WireField("group", _base.bits_for(len(oracles))),
                 _base.WireField("y", bits, None, "uint64", (max(o.width for o in oracles),))]
     return [_base.WireField("y", bits, None, "uint64", (sum(o.width for o in oracles),))]
 
 
 def _extremes(params: RecordParams) -> List[RecordParams]:
     """Smallest and largest epsilon the attributes' oracles accept, and the smallest and a large domain."""
+    changes: Dict[str, Any] = {"names": None, **({"marginals": None} if hasattr(params, "marginals") else {})}
     if params.protocol == "smp":
         # one attribute: every extreme user reports it (with several, one could go unsampled: NaN)
-        params = dataclasses.replace(params, domains=params.domains[:1], names=None)
+        params = dataclasses.replace(params, domains=params.domains[:1], **changes)
         ends = [dataclasses.replace(params, domains=(2,)), dataclasses.replace(params, domains=(1 << 12,))]
     else:
-        ends = [dataclasses.replace(params, domains=(2, 2), names=None),
-                dataclasses.replace(params, domains=(2, 1 << 12), names=None)]
+        ends = [dataclasses.replace(params, domains=(2, 2), **changes),
+                dataclasses.replace(params, domains=(2, 1 << 12), **changes)]
     for end in (MIN_EPSILON * len(params.domains), MAX_EPSILON):
         found = None
         low, high = params.epsilon, end
@@ -448,10 +462,10 @@ def _extremes(params: RecordParams) -> List[RecordParams]:
     return ends
 
 
-def _example(params_type: type) -> Any:
+def _example(params_type: type, oracle: str = "grr") -> Any:
     def example() -> Tuple[RecordParams, np.ndarray]:
         domains = (4, 9, 2)
-        params: RecordParams = params_type(epsilon=2.0, domains=domains, oracle="grr",
+        params: RecordParams = params_type(epsilon=2.0, domains=domains, oracle=oracle,
                                            names=("colour", "size", "flag"))
         return params, record_inputs(domains)
     return example
@@ -461,25 +475,28 @@ def _audit_params(params_type: type, **fixed: Any) -> Any:
     return lambda e, **kw: params_type(**{"epsilon": e, "domains": (2, 3), "oracle": "grr", **fixed, **kw})
 
 
-def _register(pid: str, params: type, reports: type, server: type, client: type, one_attribute: bool,
-              record_epsilon: Any) -> None:
+def register_records(pid: str, params: type, reports: type, server: type, client: type, one_attribute: bool,
+                     record_epsilon: Any, oracle: str = "grr") -> None:
+    """Register a record protocol (the hooks of this module; ``oracle``: the example's)."""
     _base.register_protocol(_base.Protocol(
-        pid, params, reports, server, client, inputs="records", example=_example(params), wire_fields=_wire,
+        pid, params, reports, server, client, inputs="records", example=_example(params, oracle), wire_fields=_wire,
         variance=_variance, extremes=_extremes,
         audit=_base.AuditHooks(_audit_params(params), lambda p: record_audit_plan(p, one_attribute),
                                record_epsilon)))
 
 
-def _summed(params: RecordParams) -> float:
+def summed_epsilon(params: RecordParams) -> float:
     """Sequential composition: the attributes' effective epsilons added, rounded up."""
-    return effective(sum((decimal.Decimal(o.effective_epsilon) for o in params.oracles()), decimal.Decimal(0)))
+    with decimal.localcontext() as ctx:
+        ctx.prec = PRECISION
+        return effective(sum((o.exact_loss() for o in params.oracles()), decimal.Decimal(0)))
 
 
-def _largest(params: RecordParams) -> float:
+def largest_epsilon(params: RecordParams) -> float:
     """A mixture over the reported attribute: the largest of the attributes' epsilons."""
     return max(o.effective_epsilon for o in params.oracles())
 
 
-_register("spl", SPLParams, SPLReports, SPLServer, SPLClient, False, _summed)
-_register("smp", SMPParams, SampledReports, SMPServer, SMPClient, True, _largest)
-_register("rsfd", RSFDParams, RSFDReports, RSFDServer, RSFDClient, False, _largest)
+register_records("spl", SPLParams, SPLReports, SPLServer, SPLClient, False, summed_epsilon)
+register_records("smp", SMPParams, SampledReports, SMPServer, SMPClient, True, largest_epsilon)
+register_records("rsfd", RSFDParams, RSFDReports, RSFDServer, RSFDClient, False, largest_epsilon)
