@@ -87,8 +87,9 @@ class Oracle:
         rows[:, :reports.bits.shape[1]] = reports.bits
         return rows.view("<u8").astype(np.uint64)
 
-    def check(self, block: np.ndarray, what: str) -> None:
-        """ReportError unless ``block`` (``uint64[n, width]``) holds reports of this oracle."""
+    def check(self, block: np.ndarray, what: str, rows: Optional[np.ndarray] = None) -> None:
+        """ReportError unless ``block`` (``uint64[n, width]``) holds reports of this oracle;
+        ``rows``: the batch's index of each row of ``block`` (default: the row)."""
         if not block.size:
             return
         if self.name == "grr":
@@ -104,7 +105,8 @@ class Oracle:
             rule = f"a row of {self.k} bits (the bits past {self.k} zero)"
         if bool(bad.any()):
             row = int(np.argmax(bad))
-            raise ReportError(f"{what} must be {rule}, got {block[row].tolist()} at report {row}")
+            where = row if rows is None else int(rows[row])
+            raise ReportError(f"{what} must be {rule}, got {block[row].tolist()} at report {where}")
 
     def support(self, block: np.ndarray) -> np.ndarray:
         """``C(v)`` for ``v`` in ``[0, k)``: the reports of ``block`` supporting ``v`` (uint64)."""
@@ -143,7 +145,7 @@ class Oracle:
         return 64 if self.name == "oue" else _base.bits_for(PRIME)
 
 
-def support_variance(p: float, q: float, n: Any, f: Any) -> np.ndarray:
+def support_variance(p: Any, q: Any, n: Any, f: Any) -> np.ndarray:
     """``Var[(C/n - q)/(p - q)] = [f p(1-p) + (1-f) q(1-q)] / (n (p-q)^2)`` for ``n`` users of
     whom a share ``f`` holds the value (fixed data: each user's support is one Bernoulli)."""
     f = np.asarray(f, dtype=np.float64)

@@ -210,7 +210,8 @@ class JointParams(RecordParams):
         return ("*".join(self.attribute_names),)
 
     def unit_values(self, records: np.ndarray) -> np.ndarray:
-        return np.ravel_multi_index(tuple(records.T), self.domains).reshape(-1, 1).astype(np.int64)
+        cells = np.ravel_multi_index(tuple(records.T), self.domains)
+        return np.asarray(cells, dtype=np.int64).reshape(-1, 1)
 
 
 @dataclasses.dataclass(eq=False)

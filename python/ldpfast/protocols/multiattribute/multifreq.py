@@ -196,7 +196,8 @@ class SPLClient(_RecordClient):
     def perturb(self, records: Any) -> RecordReports:
         """Every unit (SPL: attribute) of every record through its oracle (SPL: at ``epsilon / A``)."""
         x = self._units(records)
-        return self.reports_type(y=np.hstack(self._blocks(x)) if len(x) else _empty(self._oracles))
+        reports: RecordReports = self.reports_type(y=np.hstack(self._blocks(x)) if len(x) else _empty(self._oracles))
+        return reports
 
 
 class RSFDClient(_RecordClient):
@@ -244,11 +245,16 @@ class RecordFrequencyServer(_base.Aggregator):
         super().__init__(params)
         self._oracles = params.oracles()
         self._st = _State({name: np.zeros(shape, dtype=dtype)
-                           for name, (shape, dtype) in self._state_layout(params).items()})
+                           for name, (shape, dtype) in state_layout(params, self._extra_state(params)).items()})
+
+    @classmethod
+    def _extra_state(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
+        """State arrays beside the counts and ``n`` (SMP: the reports per unit)."""
+        return {}
 
     @classmethod
     def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
-        return state_layout(params, {})
+        return state_layout(params, cls._extra_state(params))
 
     @property
     def n(self) -> int:
@@ -355,7 +361,7 @@ class RSFDServer(RecordFrequencyServer):
     def _cells(self) -> np.ndarray:
         a = len(self.params.domains)
         fake = np.repeat([(a - 1) / k for k in self.params.domains], self.params.domains)  # units: the attributes
-        return a * self._raw_cells() - fake
+        return np.asarray(a * self._raw_cells() - fake)
 
     def cell_variance(self, f: Any, cells: np.ndarray) -> np.ndarray:
         """``A^2 P(1-P)/(n (p-q)^2) - f(1-f)/n`` with ``P = q + (p - q) g`` the mean support
@@ -379,8 +385,8 @@ class SMPServer(RecordFrequencyServer):
     reports_type: ClassVar[Optional[type]] = SampledReports
 
     @classmethod
-    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
-        return state_layout(params, {"sampled": ((len(params.unit_domains()),), "uint64")})
+    def _extra_state(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
+        return {"sampled": ((len(params.unit_domains()),), "uint64")}
 
     def _validate(self, reports: SampledReports) -> None:  # type: ignore[override]
         units = len(self._oracles)
@@ -391,10 +397,13 @@ class SMPServer(RecordFrequencyServer):
             bad = int(np.argmax(reports.group >= np.uint64(units)))
             raise ReportError(f"group must be in [0, {units}), got {int(reports.group[bad])} at report {bad}")
         for j, (name, oracle) in enumerate(zip(self.params.unit_names, self._oracles)):
-            rows = reports.y[reports.group == j]
-            oracle.check(rows[:, :oracle.width], f"the report of {name!r}")
-            if bool((rows[:, oracle.width:] != 0).any()):
-                raise ReportError(f"the words of a report of {name!r} past its {oracle.width} must be 0")
+            index = np.flatnonzero(reports.group == j)
+            rows = reports.y[index]
+            oracle.check(rows[:, :oracle.width], f"the report of {name!r}", index)
+            spare = (rows[:, oracle.width:] != 0).any(axis=1)
+            if bool(spare.any()):
+                raise ReportError(f"the words of a report of {name!r} past its {oracle.width} must be 0, got "
+                                  f"{rows[int(np.argmax(spare))].tolist()} at report {int(index[np.argmax(spare)])}")
 
     def _ingest(self, reports: SampledReports) -> _base.Delta:  # type: ignore[override]
         support = [o.support(reports.y[reports.group == j][:, :o.width]) for j, o in enumerate(self._oracles)]
