@@ -168,6 +168,25 @@ def uniform_below(keys: KeySource, n: int, bound: int) -> np.ndarray:
     return out
 
 
+def uniform_digits(keys: KeySource, n: int, radices: Sequence[int]) -> np.ndarray:
+    """``n`` rows of independent uniform digits, digit ``j`` in ``[0, radices[j])``
+    (``int64[n, len(radices)]``): one :func:`uniform_below` draw over the product of as many
+    consecutive radices as fit below 2^62, split into its mixed-radix digits."""
+    out = np.empty((n, len(radices)), dtype=np.int64)
+    start = 0
+    while start < len(radices):
+        stop, product = start, 1
+        while stop < len(radices) and product * radices[stop] < 2**62:
+            product *= radices[stop]
+            stop += 1
+        draw = uniform_below(keys, n, product)
+        for j in range(start, stop):
+            draw, digit = np.divmod(draw, np.uint64(radices[j]))
+            out[:, j] = digit
+        start = stop
+    return out
+
+
 class _RecordClient(_base.ClientBase):
     """A record protocol's client: ``perturb(records)``, records an ``int64[n, A]`` array or a
     mapping of attribute name to column (:func:`._records.check_records`). ``rng=None``
@@ -206,10 +225,9 @@ class RSFDClient(_RecordClient):
         through its attribute's oracle."""
         x = self._units(records)
         n = len(x)
-        sampled = uniform_below(self._keys, n, len(self._oracles)).astype(np.int64)
-        mixed = np.empty_like(x)
-        for j, k in enumerate(self.params.unit_domains()):
-            mixed[:, j] = np.where(sampled == j, x[:, j], uniform_below(self._keys, n, k).astype(np.int64))
+        digits = uniform_digits(self._keys, n, [len(self._oracles), *self.params.unit_domains()])
+        sampled, mixed = digits[:, 0], digits[:, 1:]
+        mixed[sampled[:, None] == np.arange(len(self._oracles))] = x[np.arange(n), sampled]
         return RSFDReports(y=np.hstack(self._blocks(mixed)) if n else _empty(self._oracles))
 
 
