@@ -199,3 +199,23 @@ def test_spl_splits_the_budget_and_smp_spends_it_whole():
     assert [o.params.epsilon for o in spl.oracles()] == [1 / 3] * 3 and audit.effective_epsilon(spl) <= 1.0
     smp = SMPParams(epsilon=1.0, domains=DOMAINS)
     assert {o.params.epsilon for o in smp.oracles()} == {1.0}
+
+
+# -- simulation ------------------------------------------------------------------------------------
+def test_correlated_records_have_dependent_attributes_and_simulate_runs_every_record_protocol():
+    from ldpfast import datasets, experiments
+
+    independent = datasets.correlated_records(20_000, domains=(4, 6), correlation=0.0, seed=1)
+    dependent = datasets.correlated_records(20_000, domains=(4, 6), correlation=0.8, seed=1)
+    for data, dependence in ((independent, False), (dependent, True)):
+        joint = data.marginal((0, 1)).reshape(4, 6)
+        product = np.outer(data.marginal([0]), data.marginal([1]))
+        # independent: each cell's share is off its product by sampling only, sd <= sqrt(f/n) <= 0.007
+        assert (0.5 * np.abs(joint - product).sum() > 0.1) == dependence
+    result = experiments.simulate_records(["spl", "smp", "rsfd", "calm", "joint"], dependent, [2.0], runs=1, seed=4)
+    assert [c.algorithm for c in result.cells] == ["spl", "smp", "rsfd", "calm", "joint"]
+    assert all(np.isfinite(c.tv1) for c in result.cells)
+    assert [c.tv2 is not None for c in result.cells] == [False, False, False, True, True]
+    assert "2-way marginals" in result.table("tv2")
+    with pytest.raises(ParameterError, match="correlation"):
+        datasets.correlated_records(10, correlation=1.5)

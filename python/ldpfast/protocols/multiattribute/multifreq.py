@@ -502,12 +502,33 @@ def _audit_params(params_type: type, **fixed: Any) -> Any:
     return lambda e, **kw: params_type(**{"epsilon": e, "domains": (2, 3), "oracle": "grr", **fixed, **kw})
 
 
+#: The ``ldpfast simulate`` label and summary of each record protocol.
+SIMULATED = {"spl": ("SPL", "every attribute at epsilon/A (GRR)"),
+             "smp": ("SMP", "one sampled attribute per user at epsilon (GRR)"),
+             "rsfd": ("RS+FD", "one sampled attribute, fake values for the others, epsilon per record (GRR)"),
+             "calm": ("CALM", "every 2-way marginal, one sampled per user (OLH); consistency, Norm-Sub"),
+             "joint": ("full joint", "GRR on the product of the attributes' domains (at most 2^20 cells)")}
+
+
+def _simulations(pid: str, params_type: type) -> Any:
+    def entries() -> Tuple[Any, ...]:
+        from ...experiments import RecordAlgorithm
+
+        def make(eps: float, data: Any) -> RecordParams:
+            made: RecordParams = params_type(epsilon=eps, domains=data.domains, names=data.names)
+            return made
+        label, summary = SIMULATED[pid]
+        return (RecordAlgorithm(pid, label, params_type.__module__.replace("ldpfast.", ""), make, summary,
+                                marginals=pid in ("calm", "joint")),)
+    return entries
+
+
 def register_records(pid: str, params: type, reports: type, server: type, client: type, one_attribute: bool,
                      record_epsilon: Any, oracle: str = "grr") -> None:
     """Register a record protocol (the hooks of this module; ``oracle``: the example's)."""
     _base.register_protocol(_base.Protocol(
         pid, params, reports, server, client, inputs="records", example=_example(params, oracle), wire_fields=_wire,
-        variance=_variance, extremes=_extremes,
+        variance=_variance, extremes=_extremes, simulations=_simulations(pid, params),
         audit=_base.AuditHooks(_audit_params(params), lambda p: record_audit_plan(p, one_attribute),
                                record_epsilon)))
 
