@@ -67,8 +67,8 @@ def marginal_errors(records: np.ndarray, domains: Tuple[int, ...], names: Sequen
         "calm-3": (CALMParams.all_way(EPSILON, domains, 3, names=tuple(names)), CALMClient, CALMServer),
         "joint": (JointParams(epsilon=EPSILON, domains=domains, names=tuple(names)), JointClient, JointServer),
     }
-    truth = {way: {key: true_marginal(records, domains, key) for key in itertools.combinations(range(len(domains)), way)}
-             for way in (2, 3)}
+    truth = {way: {key: true_marginal(records, domains, key)
+                   for key in itertools.combinations(range(len(domains)), way)} for way in (2, 3)}
     out: Dict[str, Dict[int, float]] = {}
     for name, (params, client_type, server_type) in contenders.items():
         errors: Dict[int, List[float]] = {2: [], 3: []}
@@ -102,7 +102,7 @@ def multifreq_comparison(records: np.ndarray, domains: Tuple[int, ...], seed: in
             params = params_type(epsilon=EPSILON, domains=domains)
             reports = client_type(params, rng=seed).perturb(records)
         tuples = _as_tuples(name, reports)
-        ours_s = machine.best_time(lambda: server_type(params).update(reports).estimate(), 5)
+        ours_s = machine.best_time(lambda s=server_type, p=params, r=reports: s(p).update(r).estimate(), 5)
         start = time.perf_counter()
         theirs_same = their_server(tuples, k, d, EPSILON)
         theirs_s = time.perf_counter() - start

@@ -34,10 +34,10 @@ from ...errors import ParameterError
 from ...estimates import PLUG_IN
 from ...postprocessing import norm_sub
 from ._consistency import Key, consistent_tables, max_entropy, project
+from ._record_hooks import largest_epsilon, register_records
 from ._records import MAX_ATTRIBUTES, Oracle, RecordParams, projected_variance
 from ._tables import Marginal, marginal_table
-from .multifreq import (RecordFrequencyServer, RecordReports, SampledReports, SMPClient, SMPServer, SPLClient,
-                        largest_epsilon, register_records)
+from .multifreq import RecordFrequencyServer, RecordReports, SampledReports, SMPClient, SMPServer, SPLClient
 
 __all__ = ["CALMParams", "CALMReports", "CALMClient", "CALMServer", "JointParams", "JointReports", "JointClient",
            "JointServer"]
