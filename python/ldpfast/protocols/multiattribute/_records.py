@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import functools
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -258,7 +259,8 @@ class RecordParams(_base.Params):
         return np.concatenate(([0], np.cumsum(self.unit_domains()))).astype(np.int64)
 
     def oracles(self) -> List[Oracle]:
-        return [Oracle(self.oracle, budget, k) for budget, k in zip(self.oracle_budgets(), self.unit_domains())]
+        """Each unit's oracle (built once per parameters: their thresholds take exact arithmetic)."""
+        return list(_oracles_of(self))
 
     def with_domain(self, domain: Any) -> "RecordParams":
         """Refused unless None: a record holds one integer code per attribute, and a label
@@ -276,6 +278,11 @@ class RecordParams(_base.Params):
             return self.attribute_names.index(name)
         raise ParameterError(f"attribute must be one of {list(self.attribute_names)} (or an index below "
                              f"{len(self.domains)}), got {name!r}")
+
+
+@functools.lru_cache(maxsize=256)
+def _oracles_of(params: RecordParams) -> Tuple[Oracle, ...]:
+    return tuple(Oracle(params.oracle, budget, k) for budget, k in zip(params.oracle_budgets(), params.unit_domains()))
 
 
 def check_records(records: Any, params: RecordParams) -> np.ndarray:

@@ -288,12 +288,33 @@ class RecordFrequencyServer(_base.Aggregator):
         if reports.y.shape[1] != width:
             raise ReportError(f"y must have {width} words per report (the attributes' oracle reports), "
                               f"got shape {reports.y.shape}")
+        if self.params.oracle == "grr":                # one symbol per unit: checked in one pass
+            units = np.broadcast_to(np.arange(len(self._oracles)), reports.y.shape)
+            self._check_symbols(reports.y, units)
+            return
         for name, oracle, block in zip(self.params.unit_names, self._oracles, self._blocks(reports.y)):
             oracle.check(block, f"the report of {name!r}")
 
+    def _check_symbols(self, symbols: np.ndarray, units: np.ndarray) -> None:
+        """GRR: ReportError unless every symbol is below its unit's domain."""
+        bad = symbols >= np.asarray(self.params.unit_domains(), dtype=np.uint64)[units]
+        if bool(bad.any()):
+            row, column = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            j = int(units[row, column])
+            raise ReportError(f"the report of {self.params.unit_names[j]!r} must be a symbol in "
+                              f"[0, {self.params.unit_domains()[j]}), got {int(symbols[row, column])} at report {row}")
+
+    def _grr_counts(self, symbols: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """GRR: the support counts of every cell in one pass (a symbol supports only itself)."""
+        cells = self.params.offsets[units] + symbols.astype(np.int64)
+        return np.bincount(cells.ravel(), minlength=self.params.d).astype(np.uint64)
+
     def _ingest(self, reports: RecordReports) -> _base.Delta:
-        support = [o.support(b) for o, b in zip(self._oracles, self._blocks(reports.y))]
-        return self._delta().add_dense("counts", np.concatenate(support), "adding a batch").add("n", [len(reports)])
+        if self.params.oracle == "grr":
+            support = self._grr_counts(reports.y, np.broadcast_to(np.arange(len(self._oracles)), reports.y.shape))
+        else:
+            support = np.concatenate([o.support(b) for o, b in zip(self._oracles, self._blocks(reports.y))])
+        return self._delta().add_dense("counts", support, "adding a batch").add("n", [len(reports)])
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
@@ -412,6 +433,9 @@ class SMPServer(RecordFrequencyServer):
         if reports.group.size and int(reports.group.max()) >= units:
             bad = int(np.argmax(reports.group >= np.uint64(units)))
             raise ReportError(f"group must be in [0, {units}), got {int(reports.group[bad])} at report {bad}")
+        if self.params.oracle == "grr":                # one word per report: checked in one pass
+            self._check_symbols(reports.y, reports.group.astype(np.intp).reshape(-1, 1))
+            return
         for j, (name, oracle) in enumerate(zip(self.params.unit_names, self._oracles)):
             index = np.flatnonzero(reports.group == j)
             rows = reports.y[index]
@@ -422,9 +446,14 @@ class SMPServer(RecordFrequencyServer):
                                   f"{rows[int(np.argmax(spare))].tolist()} at report {int(index[np.argmax(spare)])}")
 
     def _ingest(self, reports: SampledReports) -> _base.Delta:  # type: ignore[override]
-        support = [o.support(reports.y[reports.group == j][:, :o.width]) for j, o in enumerate(self._oracles)]
-        sampled = np.bincount(reports.group.astype(np.intp), minlength=len(self._oracles)).astype(np.uint64)
-        return (self._delta().add_dense("counts", np.concatenate(support), "adding a batch")
+        groups = reports.group.astype(np.intp)
+        if self.params.oracle == "grr":
+            support = self._grr_counts(reports.y, groups.reshape(-1, 1))
+        else:
+            support = np.concatenate([o.support(reports.y[groups == j][:, :o.width])
+                                      for j, o in enumerate(self._oracles)])
+        sampled = np.bincount(groups, minlength=len(self._oracles)).astype(np.uint64)
+        return (self._delta().add_dense("counts", support, "adding a batch")
                 .add("n", [len(reports)]).add_dense("sampled", sampled, "adding a batch"))
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
