@@ -153,7 +153,10 @@ class CALMServer(SMPServer):
 
     def tables(self) -> Dict[Key, np.ndarray]:
         """The collected marginals after consistency and Norm-Sub, by attribute-index tuple
-        (computed once per state). A marginal no report sampled is left out."""
+        (computed once per state). A marginal no report sampled is left out. The consistency
+        weights are the reports per marginal: a cell's variance is inversely proportional to
+        them for OLH (whatever the marginal's size); for GRR and OUE it also grows with the
+        cells, so the weights are then an approximation (the result is consistent either way)."""
         cached = getattr(self._st, "consistent", None)
         if cached is None:
             if self.n == 0:
