@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...errors import ParameterError
+from ...errors import ParameterError, ReportError
 from ...estimates import PLUG_IN
 from ...postprocessing import norm_sub
 from ._consistency import Key, consistent_tables, max_entropy, project
@@ -160,7 +160,6 @@ class CALMServer(SMPServer):
         cached = getattr(self._st, "consistent", None)
         if cached is None:
             if self.n == 0:
-                from ...errors import ReportError
                 raise ReportError("cannot estimate marginals from zero reports")
             reports = self._attribute_reports()
             raw = {key: table for j, (key, table) in enumerate(self._raw_tables().items()) if reports[j] > 0}

@@ -43,8 +43,8 @@ from ..._aggregator import _exact_sum
 from ..._budget import amplified, split
 from ..._delta import _State
 from ..._random import KeySource
-from ..._validate import MIN_EPSILON, check_array, check_bool
-from ...errors import FormatError, PrivacyWarning, ReportError
+from ..._validate import MIN_EPSILON, candidate_array, check_array, check_bool
+from ...errors import FormatError, ParameterError, PrivacyWarning, ReportError
 from ...estimates import PLUG_IN
 from ._record_hooks import largest_epsilon, register_records, summed_epsilon
 from ._records import Oracle, RecordParams, check_records, state_layout, support_variance
@@ -349,7 +349,6 @@ class RecordFrequencyServer(_base.Aggregator):
             raise ReportError("cannot estimate frequencies from zero reports")
         fhat = self._cells()
         if candidates is not None:
-            from ..._validate import candidate_array
             fhat = fhat[candidate_array(candidates, self.params.d)]
         return np.asarray(fhat * self.n if counts else fhat, dtype=np.float64)
 
@@ -371,7 +370,6 @@ class RecordFrequencyServer(_base.Aggregator):
         (use ``calm`` or ``joint`` for k-way marginals)."""
         names = [attributes] if isinstance(attributes, (str, int)) else list(attributes)
         if len(names) != 1:
-            from ...errors import ParameterError
             raise ParameterError(f"attributes must name one attribute: {self.protocol!r} estimates one attribute "
                                  f"at a time (calm or joint estimate k-way marginals), got {attributes!r}")
         j = self.params.attribute(names[0])
