@@ -219,3 +219,26 @@ def test_correlated_records_have_dependent_attributes_and_simulate_runs_every_re
     assert "2-way marginals" in result.table("tv2")
     with pytest.raises(ParameterError, match="correlation"):
         datasets.correlated_records(10, correlation=1.5)
+
+
+@pytest.mark.parametrize("pid", ["spl", "smp", "rsfd"])
+def test_same_reports_give_multi_freq_ldpy_s_estimates(pid, records):
+    """multi-freq-ldpy (where installed) on ldpfast's GRR reports: the same estimates after its
+    clipping and renormalization (the estimators are the same closed forms)."""
+    solutions = pytest.importorskip("multi_freq_ldpy.mdim_freq_est")
+    from importlib import import_module
+
+    module, prefix = {"spl": ("SPL_solution", "SPL"), "smp": ("SMP_solution", "SMP"),
+                      "rsfd": ("RSpFD_solution", "RSpFD")}[pid]
+    aggregate = getattr(import_module(f"{solutions.__name__}.{module}"), f"{prefix}_GRR_Aggregator_MI")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        params = protocol(pid).params(epsilon=2.0, domains=DOMAINS, **({"amplified": True} if pid == "rsfd" else {}))
+        reports = protocol(pid).client(params, rng=9).perturb(records)
+    tuples = (list(zip(reports.group.astype(int).tolist(), reports.y[:, 0].astype(int).tolist())) if pid == "smp"
+              else [tuple(row) for row in reports.y.astype(int).tolist()])
+    theirs = np.concatenate(list(aggregate(tuples, list(DOMAINS), len(DOMAINS), 2.0)))
+    ours = np.clip(protocol(pid).aggregator(params).update(reports).estimate(), 0, None)
+    for lo, hi in zip(params.offsets[:-1], params.offsets[1:]):
+        ours[lo:hi] /= ours[lo:hi].sum()
+    np.testing.assert_allclose(ours, theirs, atol=1e-9)

@@ -40,7 +40,7 @@ from ._tables import Marginal, marginal_table
 from .multifreq import RecordFrequencyServer, RecordReports, SampledReports, SMPClient, SMPServer, SPLClient
 
 __all__ = ["CALMParams", "CALMReports", "CALMClient", "CALMServer", "JointParams", "JointReports", "JointClient",
-           "JointServer"]
+           "JointServer", "Marginal"]
 
 #: Most marginals a CALM collection may have.
 MAX_MARGINALS = 4096
