@@ -58,11 +58,14 @@ def cases(manifest):
     return out
 
 
-def client_inputs(pid, d, n, seed):
+def client_inputs(pid, d, n, seed, domains=None):
     """Zipf-like values, or for set-valued protocols (``Protocol.inputs == "sets"``) sets of
-    0..4 distinct items; for numeric ones (``"numbers"``) the registered example's numbers."""
+    0..4 distinct items; for numeric ones (``"numbers"``) the registered example's numbers, and for
+    record protocols (``"records"``) one Zipf-like column per attribute of ``domains``."""
     if protocols()[pid].inputs == "numbers":
         return protocols()[pid].example()[1]
+    if protocols()[pid].inputs == "records":
+        return np.stack([_values(k, n, seed + j) for j, k in enumerate(domains)], axis=1)
     if protocols()[pid].inputs != "sets":
         return _values(d, n, seed)
     rng = np.random.default_rng(seed)
@@ -92,7 +95,8 @@ def main(argv=None):
         params = make()
         with warnings.catch_warnings():  # PrivSketch clients warn that they are not eps-LDP
             warnings.simplefilter("ignore")
-            reports = proto.client(params, rng=seed).perturb(client_inputs(pid, getattr(params, "d", None), n, seed))
+            reports = proto.client(params, rng=seed).perturb(
+                client_inputs(pid, getattr(params, "d", None), n, seed, getattr(params, "domains", None)))
         agg = (zero or proto.aggregator)(params).update(reports)
         blob = agg.to_bytes()
         (HERE / f"{case}.bin").write_bytes(blob)

@@ -12,6 +12,11 @@ largest error over the true heavy hitters next to Delta. One kind per run::
 
     ldpfast simulate -p privsketch,ps-olh,svim --data retail --eps 1,4 --runs 5
     ldpfast simulate -p hadaheavy,treehist,pem --data zipf --n 100000 --eps 2,4
+    ldpfast simulate -p spl,smp,rsfd,calm --data adult --eps 1,4 --runs 3
+
+Record protocols (several attributes per user) run on ``--data correlated`` (synthetic
+records with dependent attributes) or ``adult`` and report the mean total variation distance
+of the attributes' frequencies and of the 2-way marginals.
 
 Repeated collection (``--rounds T``): memoized protocols over T rounds of users whose values
 change (``--data zipf`` with ``--churn``, or ``kosarak-clicks``, the bundled click-streams
@@ -40,7 +45,7 @@ from ._labelfile import label_sets, label_values
 from ._options import integer, parse_floats
 
 if TYPE_CHECKING:
-    from ..datasets import SetData, ValueData
+    from ..datasets import RecordData, SetData, ValueData
     from ..experiments import DataSource
 
 
@@ -181,7 +186,9 @@ def progress_enabled(flag: Optional[bool]) -> bool:
 KIND_TITLES = {"values": "single-value frequency oracles (metrics: worst-case MSE, l1, l2; value data)",
                "sets": "set-valued protocols (metrics: MSE, top-k Var, NCR; set data)",
                "heavy": "heavy hitters (metrics: recall, precision, max error vs Delta; value data)",
-               "numbers": "means of numbers (metric: MSE of the mean vs closed form; numeric data)"}
+               "numbers": "means of numbers (metric: MSE of the mean vs closed form; numeric data)",
+               "records": "record protocols (metrics: mean TV distance of the attributes and of the 2-way marginals; "
+                          "record data)"}
 
 
 def list_choices() -> str:
@@ -202,6 +209,7 @@ def list_choices() -> str:
     lines += [f"  {name}" for name in datasets.SYNTHETIC]
     lines.append(f"  {SET_SYNTHETIC}  (synthetic, set-valued)")
     lines += [f"  {name}  (bundled, set-valued)" for name in sorted(datasets.BUNDLED)]
+    lines += [f"  {name}  (records)" for name in datasets.RECORD_DATA]
     lines.append("  PATH  (one value per line, or one set per line: integer ids or labels)")
     lines += [f"  {name}  (numeric, for means)" for name in NUMERIC_DATASETS]
     return "\n".join(lines)
@@ -239,6 +247,22 @@ def load_sets(args: argparse.Namespace) -> SetData:
         sets = datasets.SetData(offsets=sets.offsets[:args.n + 1], items=sets.items[:sets.offsets[args.n]],
                                 d=sets.d, name=f"{sets.name} (first {args.n:,} users)")
     return sets
+
+
+def load_records(args: argparse.Namespace) -> RecordData:
+    """The record data of a record ``simulate``: synthetic correlated records (``--n``,
+    default 20,000) or Adult's nine categorical attributes (its first ``--n`` people)."""
+    from .. import datasets
+
+    name = args.data or "correlated"
+    if name == "correlated":
+        return datasets.correlated_records(args.n or 20_000, seed=args.seed)
+    if name != "adult":
+        raise ParameterError(f"--data must be one of {list(datasets.RECORD_DATA)} for record protocols, got {name!r}")
+    data = datasets.adult_records()
+    if args.n is not None and args.n < data.n:
+        data = datasets.RecordData(data.records[:args.n], data.domains, data.names, f"{data.name} (first {args.n:,})")
+    return data
 
 
 def load_data(args: argparse.Namespace) -> DataSource:
@@ -299,14 +323,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_other_kind(args: argparse.Namespace, kind: str, names: List[str], epsilons: List[float]) -> int:
-    """``simulate`` for set-valued or heavy-hitter protocols."""
+    """``simulate`` for set-valued, heavy-hitter or record protocols."""
     from .. import experiments
 
     if kind == "numbers":
         return run_means(args, names, epsilons)
     progress = progress_enabled(args.progress)
-    result: Union[experiments.SetSimulationResult, experiments.HeavySimulationResult]
-    if kind == "sets":
+    result: Union[experiments.SetSimulationResult, experiments.HeavySimulationResult,
+                  experiments.RecordSimulationResult]
+    if kind == "records":
+        data = load_records(args)
+        result = experiments.simulate_records(names, data, epsilons, args.runs, seed=args.seed, progress=progress)
+        print(f"n={data.n} users, {len(data.domains)} attributes {dict(zip(data.names, data.domains))}, "
+              f"{result.runs} runs per eps, seed {result.seed}\n")
+    elif kind == "sets":
         sets = load_sets(args)
         result = experiments.simulate_sets(names, sets, epsilons, args.runs, k=args.top_k, seed=args.seed,
                                            progress=progress)

@@ -16,6 +16,8 @@ Constructions of [PAN] (CSF 2025) section 6, following the reference code
 items only).
 
 The UCI Adult census extract (numeric and categorical attributes): :func:`load_adult`.
+Records of several categorical attributes (:class:`RecordData`): :func:`correlated_records`
+(synthetic, with dependent attributes) and :func:`adult_records`.
 
 Modules: :mod:`~ldpfast.datasets.adult` (Adult), :mod:`~ldpfast.datasets.sets` (set-valued data and the bundled files),
 :mod:`~ldpfast.datasets.values` (single-valued data) and :mod:`~ldpfast.datasets.pan` (the
@@ -25,10 +27,12 @@ Modules: :mod:`~ldpfast.datasets.adult` (Adult), :mod:`~ldpfast.datasets.sets` (
 from .adult import ADULT_CATEGORICAL, ADULT_NUMERIC, AdultData, load_adult
 from .pan import (KOSARAK_USERS, SYNTHETIC, load_dataset, mini_kosarak, pan_gaussian, pan_zipf, rhr_base,
                   sampled_zipf, zipf_probabilities)
+from .records import RECORD_DATA, RecordData, adult_records, correlated_records
 from .sets import BUNDLED, SetData, bundled_path, load_sets, zipf_sets
 from .values import ValueData, load_values, sets_to_values
 
 __all__ = ["AdultData", "load_adult", "ADULT_NUMERIC", "ADULT_CATEGORICAL",
+           "RecordData", "correlated_records", "adult_records", "RECORD_DATA",
            "SetData", "ValueData", "BUNDLED", "load_sets", "bundled_path", "zipf_sets", "load_values",
            "sets_to_values", "pan_zipf", "sampled_zipf", "zipf_probabilities", "rhr_base",
            "pan_gaussian", "mini_kosarak", "KOSARAK_USERS", "SYNTHETIC", "load_dataset"]

@@ -24,20 +24,22 @@ The package by concern: :mod:`~ldpfast.experiments.algorithms` (the protocol tab
 :mod:`~ldpfast.experiments.runner` (the runs), :mod:`~ldpfast.experiments.results` (result
 types, JSON and tables), :mod:`~ldpfast.experiments.plots` (figures, matplotlib imported only
 when drawing), :mod:`~ldpfast.experiments.pan` (the [PAN] section 6 reproduction) and
-:mod:`~ldpfast.experiments.progress`, and :mod:`~ldpfast.experiments.rounds` (repeated collection
+:mod:`~ldpfast.experiments.progress`, :mod:`~ldpfast.experiments.records` (record protocols: several
+attributes per user), and :mod:`~ldpfast.experiments.rounds` (repeated collection
 with memoized protocols: per-round errors and per-user privacy loss); the l1/l2/worst-case MSE helpers live in
 :mod:`ldpfast.metrics`. Every name is importable from ``ldpfast.experiments``.
 """
 
 from ..metrics import l1_loss, l2_loss, worst_case_mse
 from .algorithms import (ALGORITHMS, HEAVY_ALGORITHMS, KINDS, PAN_ALGORITHMS, PAN_METRIC_ALGORITHMS,
-                         SET_ALGORITHMS, Algorithm, HeavyAlgorithm, SetAlgorithm, algorithm_kind,
-                         available_algorithms, get_algorithm)
+                         RECORD_ALGORITHMS, SET_ALGORITHMS, Algorithm, HeavyAlgorithm, RecordAlgorithm, SetAlgorithm,
+                         algorithm_kind, available_algorithms, get_algorithm)
 from .pan import PAN_DATASETS, pan_checks, pan_report, reproduce_pan
 from .plots import plot_kind_results, plot_results, require_matplotlib
 from .progress import ProgressBar
 from .results import (CellResult, HeavyCellResult, HeavySimulationResult, SetCellResult,
                       SetSimulationResult, SimulationResult)
+from .records import RecordCellResult, RecordSimulationResult, simulate_records
 from .rounds import RoundsData, RoundsResult, churn_rounds, click_rounds, plot_rounds, rounds_protocols, simulate_rounds
 from .runner import DataSource, appendix_k_factor, run_once, simulate, simulate_heavy, simulate_sets
 
@@ -56,4 +58,5 @@ __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm",
            "plot_results", "require_matplotlib", "DataSource",
            "PAN_DATASETS", "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS", "reproduce_pan", "pan_checks",
            "pan_report", "RoundsData", "RoundsResult", "churn_rounds", "click_rounds", "simulate_rounds",
-           "rounds_protocols", "plot_rounds"]
+           "rounds_protocols", "plot_rounds", "RecordAlgorithm", "RECORD_ALGORITHMS", "RecordCellResult",
+           "RecordSimulationResult", "simulate_records"]

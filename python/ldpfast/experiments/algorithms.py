@@ -4,7 +4,8 @@
   the closed forms the runner sets next to its measurements ([PAN] Eq. 8/20/22, Thm 3.10);
 * :data:`SET_ALGORITHMS`: set-valued protocols ([PS] section 4, :class:`SetAlgorithm`);
 * :data:`HEAVY_ALGORITHMS`: heavy-hitter protocols ([WW] section 5, :class:`HeavyAlgorithm`);
-* :data:`KINDS`: the tables by kind (``numbers``: the mean protocols), and :data:`PAN_ALGORITHMS` /
+* :data:`RECORD_ALGORITHMS`: record protocols (several attributes per user, :class:`RecordAlgorithm`);
+* :data:`KINDS`: the tables by kind (``numbers``: the mean protocols; ``records``: the record protocols), and :data:`PAN_ALGORITHMS` /
   :data:`PAN_METRIC_ALGORITHMS`: the algorithms of [PAN] section 6.
 
 The tables are not written here: each protocol's registration declares its entries
@@ -22,12 +23,13 @@ from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Typ
 import numpy as np
 
 from .._base import Params, protocols
-from ..datasets import SetData, ValueData
+from ..datasets import RecordData, SetData, ValueData
 from ..errors import ParameterError
 from .numeric import MeanAlgorithm
 
 __all__ = ["Algorithm", "ALGORITHMS", "available_algorithms", "get_algorithm", "entry_name", "SetAlgorithm",
-           "SET_ALGORITHMS", "HeavyAlgorithm", "HEAVY_ALGORITHMS", "MEAN_ALGORITHMS", "KINDS", "algorithm_kind",
+           "SET_ALGORITHMS", "HeavyAlgorithm", "HEAVY_ALGORITHMS", "MEAN_ALGORITHMS", "RecordAlgorithm",
+           "RECORD_ALGORITHMS", "KINDS", "algorithm_kind",
            "PAN_ALGORITHMS", "PAN_METRIC_ALGORITHMS"]
 
 
@@ -51,7 +53,7 @@ def _draw(gen: np.random.Generator) -> int:
 
 
 #: A simulation entry: the three kinds declare ``name``, ``module`` and ``available()``.
-E = TypeVar("E", bound="Union[Algorithm, SetAlgorithm, HeavyAlgorithm, MeanAlgorithm]")
+E = TypeVar("E", bound="Union[Algorithm, SetAlgorithm, HeavyAlgorithm, MeanAlgorithm, RecordAlgorithm]")
 
 
 class _RegistryTable(Mapping[str, E]):
@@ -231,13 +233,35 @@ HEAVY_ALGORITHMS: Mapping[str, HeavyAlgorithm] = _RegistryTable(HeavyAlgorithm)
 #: Mean protocols on numeric data (:mod:`ldpfast.experiments.numeric`).
 MEAN_ALGORITHMS: Mapping[str, MeanAlgorithm] = _RegistryTable(MeanAlgorithm)
 
+
+@dataclasses.dataclass(frozen=True)
+class RecordAlgorithm:
+    """How the harness runs one record protocol on a :class:`~ldpfast.datasets.RecordData`:
+    ``make_params(epsilon, data)``; the registered Client and Server run it
+    (:func:`ldpfast.experiments.simulate_records`). ``marginals``: the server answers k-way
+    marginals (``server.marginal``), not only the attributes' frequencies."""
+
+    name: str
+    label: str
+    module: str
+    make_params: Callable[[float, RecordData], Params]
+    summary: str = ""
+    marginals: bool = False
+
+    def available(self) -> bool:
+        return _module_available(self.module)
+
+
+RECORD_ALGORITHMS: Mapping[str, RecordAlgorithm] = _RegistryTable(RecordAlgorithm)
+
 #: The kinds of protocol ``ldpfast simulate`` runs, and their tables.
-KINDS: Dict[str, Mapping[str, Union[Algorithm, SetAlgorithm, HeavyAlgorithm, MeanAlgorithm]]] = {
-    "values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS, "numbers": MEAN_ALGORITHMS}
+KINDS: Dict[str, Mapping[str, Union[Algorithm, SetAlgorithm, HeavyAlgorithm, MeanAlgorithm, RecordAlgorithm]]] = {
+    "values": ALGORITHMS, "sets": SET_ALGORITHMS, "heavy": HEAVY_ALGORITHMS, "numbers": MEAN_ALGORITHMS,
+    "records": RECORD_ALGORITHMS}
 
 
 def algorithm_kind(name: str) -> str:
-    """``"values"``, ``"sets"`` or ``"heavy"``: which table ``name`` (or the entry of a
+    """``"values"``, ``"sets"``, ``"heavy"`` or ``"records"``: which table ``name`` (or the entry of a
     registry id, :func:`entry_name`) is in (ParameterError listing every name when none)."""
     name = entry_name(name)
     for kind, table in KINDS.items():

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..errors import ParameterError
+from .records import RecordSimulationResult
 from .results import HeavySimulationResult, SetSimulationResult, SimulationResult
 
 __all__ = ["require_matplotlib", "plot_results", "plot_kind_results"]
@@ -91,8 +92,9 @@ def plot_results(result: SimulationResult, path: Optional[str] = None,
 
 
 
-def plot_kind_results(result: Union[SetSimulationResult, HeavySimulationResult], path: Optional[str] = None) -> Any:
-    """PNG with one panel per metric of a set-valued or heavy-hitter result (closed forms
+def plot_kind_results(result: Union[SetSimulationResult, HeavySimulationResult, RecordSimulationResult],
+                      path: Optional[str] = None) -> Any:
+    """PNG with one panel per metric of a set-valued, heavy-hitter or record result (closed forms
     dashed); returns the Figure. Raises ParameterError without matplotlib."""
     metrics = list(result.METRICS.items())
     fig, axes = _panels(len(metrics))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any, List
+from typing import Any, List, cast
 
 import numpy as np
 
@@ -29,6 +29,10 @@ def _inputs(case: Case, params: Params) -> Any:
     if d is None:
         return case.inputs
     ends = [0, d - 1, d // 2] * (USERS // 3)
+    if case.protocol.inputs == "records":
+        # every attribute at 0, at its last value and in between
+        domains = np.array(cast(Any, params).domains)
+        return np.stack([[0] * domains.size, domains - 1, domains // 2] * (USERS // 3)).astype(np.int64)
     if case.protocol.inputs == "sets":
         return [sorted({value, (value + 1) % d}) for value in ends]
     return np.array(ends, dtype=np.uint64)

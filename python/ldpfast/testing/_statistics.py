@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 from statistics import NormalDist
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Tuple, cast
 
 import numpy as np
 
@@ -44,6 +44,12 @@ def _tiled_inputs(case: Case, runs: int) -> Tuple[Any, np.ndarray]:
         sizes = np.tile(np.diff(offsets), runs)
         tiled = (np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), np.tile(items, runs))
         values = items
+    elif case.protocol.inputs == "records":
+        # counts per (attribute, value) cell, in the order of the default estimate (offsets)
+        records = np.asarray(case.inputs)
+        tiled = np.tile(records, (runs, 1))
+        offsets = np.concatenate(([0], np.cumsum(cast(Any, case.params).domains)))[:-1]
+        values = (records + offsets).ravel()
     else:
         values = np.asarray(case.inputs)
         tiled = np.tile(values, runs)
