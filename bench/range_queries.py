@@ -67,12 +67,12 @@ def ahead_rounds(values: np.ndarray, eps: float, lo: np.ndarray, hi: np.ndarray,
     counts each round's aggregation, the next round's parameters, the combination and the
     answers (not the clients)."""
     rng = np.random.default_rng(seed)
-    params = ahead.Params(epsilon=eps, d=D, branching=2)
+    params = ahead.AHEADParams(epsilon=eps, d=D, branching=2)
     servers, took = [], 0.0
     for group in np.array_split(rng.permutation(values.size), params.d.bit_length() - 1):
-        reports = ahead.Client(params, rng=int(rng.integers(2**62))).perturb(values[group])
+        reports = ahead.AHEADClient(params, rng=int(rng.integers(2**62))).perturb(values[group])
         start = time.perf_counter()
-        servers.append(ahead.Server(params).update(reports))
+        servers.append(ahead.AHEADServer(params).update(reports))
         params = servers[-1].next_params()
         took += time.perf_counter() - start
     start = time.perf_counter()
@@ -83,11 +83,11 @@ def ahead_rounds(values: np.ndarray, eps: float, lo: np.ndarray, hi: np.ndarray,
 def run_methods(values: np.ndarray, eps: float, lo: np.ndarray, hi: np.ndarray, seed: int) -> Dict[str, tuple]:
     """``{method: (answers, server seconds)}``."""
     out: Dict[str, tuple] = {}
-    params = hierarchy.Params(epsilon=eps, d=D, branching=4)
-    reports = hierarchy.Client(params, rng=seed).perturb(values)
+    params = hierarchy.HHParams(epsilon=eps, d=D, branching=4)
+    reports = hierarchy.HHClient(params, rng=seed).perturb(values)
     for method, consistent in ((METHODS[0], True), (METHODS[1], False)):
         start = time.perf_counter()
-        answers = hierarchy.Server(params).update(reports).range_query(lo, hi, consistent=consistent).values
+        answers = hierarchy.HHServer(params).update(reports).range_query(lo, hi, consistent=consistent).values
         out[method] = (answers, time.perf_counter() - start)
     out[METHODS[2]] = ahead_rounds(values, eps, lo, hi, seed + 1)
     olh = protocol("olh")

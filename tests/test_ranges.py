@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 
+import ldpfast
+
 from ldpfast.errors import IncompatibleError, ParameterError, ReportError
 from ldpfast.protocols.numeric import ahead, hierarchy
 from ldpfast.testing._statistics import student_t_quantile
@@ -34,14 +36,14 @@ def values():
 def hh_runs(values):
     """RUNS independent runs of hh on the same users (levels redrawn each run): answers and
     closed-form variances, consistent and direct."""
-    params = hierarchy.Params(epsilon=EPS, d=D, branching=4)
-    reports = hierarchy.Client(params, rng=5).perturb(np.tile(values, RUNS))
+    params = hierarchy.HHParams(epsilon=EPS, d=D, branching=4)
+    reports = hierarchy.HHClient(params, rng=5).perturb(np.tile(values, RUNS))
     lo, hi = np.array(HH_RANGES).T
     out = {True: ([], []), False: ([], [])}
     for r in range(RUNS):
         part = slice(r * N, (r + 1) * N)
-        run = hierarchy.Reports(**{k: v[part] for k, v in reports.columns().items()})
-        server = hierarchy.Server(params).update(run)
+        run = hierarchy.HHReports(**{k: v[part] for k, v in reports.columns().items()})
+        server = hierarchy.HHServer(params).update(run)
         for consistent in (True, False):
             answers = server.range_query(lo, hi, consistent=consistent)
             out[consistent][0].append(answers.values)
@@ -52,13 +54,13 @@ def hh_runs(values):
 @pytest.fixture(scope="module")
 def ahead_runs(values):
     """RUNS runs of AHEAD with fixed partitions, the users split at random between the rounds."""
-    rounds = [ahead.Params(epsilon=EPS, d=D, branching=2, starts=s) for s in AHEAD_ROUNDS]
+    rounds = [ahead.AHEADParams(epsilon=EPS, d=D, branching=2, starts=s) for s in AHEAD_ROUNDS]
     rng = np.random.default_rng(6)
     lo, hi = np.array(AHEAD_RANGES).T
     answers, variances = [], []
     for _ in range(RUNS):
         groups = np.array_split(rng.permutation(N), len(rounds))
-        servers = [ahead.Server(p).update(ahead.Client(p, rng=int(rng.integers(2**62))).perturb(values[g]))
+        servers = [ahead.AHEADServer(p).update(ahead.AHEADClient(p, rng=int(rng.integers(2**62))).perturb(values[g]))
                    for p, g in zip(rounds, groups)]
         result = ahead.combine(servers).query(lo, hi)
         answers.append(result.values)
@@ -107,8 +109,8 @@ def test_ahead_range_answers_are_unbiased_with_the_closed_form_variance(ahead_ru
 
 
 def test_children_sum_to_their_parent_after_inference(values):
-    params = hierarchy.Params(epsilon=EPS, d=50, branching=3)   # d not a power of B: partial nodes
-    server = hierarchy.Server(params).update(hierarchy.Client(params, rng=2).perturb(values % 50))
+    params = hierarchy.HHParams(epsilon=EPS, d=50, branching=3)   # d not a power of B: partial nodes
+    server = hierarchy.HHServer(params).update(hierarchy.HHClient(params, rng=2).perturb(values % 50))
     ranges = server.ranges()
     levels, tree = ranges.inference.levels, params.tree
     assert levels[0][0] == 1.0
@@ -121,8 +123,8 @@ def test_children_sum_to_their_parent_after_inference(values):
 def test_quantiles_are_monotone_and_near_the_truth():
     rng = np.random.default_rng(9)
     data = np.clip(np.round(rng.normal(400, 60, 100_000)), 0, 1023).astype(np.uint64)
-    params = hierarchy.Params(epsilon=1.0, d=1024)
-    server = hierarchy.Server(params).update(hierarchy.Client(params, rng=3).perturb(data))
+    params = hierarchy.HHParams(epsilon=1.0, d=1024)
+    server = hierarchy.HHServer(params).update(hierarchy.HHClient(params, rng=3).perturb(data))
     q = np.linspace(0, 1, 201)
     found = server.quantile(q)
     assert np.all(np.diff(found) >= 0) and found.min() >= 0 and found.max() <= 1023
@@ -143,8 +145,8 @@ def test_ahead_rounds_split_only_the_heavy_intervals():
 
 
 def test_bad_queries_and_parameters_name_the_parameter_and_value():
-    params = hierarchy.Params(epsilon=1.0, d=64)
-    server = hierarchy.Server(params).update(hierarchy.Client(params, rng=1).perturb(np.arange(64)))
+    params = hierarchy.HHParams(epsilon=1.0, d=64)
+    server = hierarchy.HHServer(params).update(hierarchy.HHClient(params, rng=1).perturb(np.arange(64)))
     for lo, hi, words in [(10, 5, "lo=10 > hi=5"), (-1, 5, "lo must be in [0, 64), got -1"),
                           (0, 64, "hi must be in [0, 64), got 64"), (1.5, 3, "lo must be integers")]:
         with pytest.raises(ParameterError, match=words.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
@@ -152,22 +154,22 @@ def test_bad_queries_and_parameters_name_the_parameter_and_value():
     with pytest.raises(ParameterError, match="q must be in"):
         server.quantile(1.5)
     with pytest.raises(ParameterError, match="values must be in"):
-        hierarchy.Client(params).perturb([3, 64])
+        hierarchy.HHClient(params).perturb([3, 64])
     for kwargs, words in [({"d": 2**20 + 1}, "d must be in"), ({"branching": 1}, "branching must be in")]:
         with pytest.raises(ParameterError, match=words):
-            hierarchy.Params(**{"epsilon": 1.0, "d": 64, **kwargs})
+            hierarchy.HHParams(**{"epsilon": 1.0, "d": 64, **kwargs})
     with pytest.raises(ParameterError, match=r"starts must be nodes .* \[8, 20\)"):
-        ahead.Params(epsilon=1.0, d=64, starts=(0, 8, 20))
+        ahead.AHEADParams(epsilon=1.0, d=64, starts=(0, 8, 20))
     with pytest.raises(ParameterError, match="starts must begin at 0"):
-        ahead.Params(epsilon=1.0, d=64, starts=(0, 32, 16))
+        ahead.AHEADParams(epsilon=1.0, d=64, starts=(0, 32, 16))
 
 
 def test_a_refused_batch_leaves_the_server_unchanged():
-    params = hierarchy.Params(epsilon=1.0, d=64)
-    server = hierarchy.Server(params).update(hierarchy.Client(params, rng=1).perturb(np.arange(64)))
+    params = hierarchy.HHParams(epsilon=1.0, d=64)
+    server = hierarchy.HHServer(params).update(hierarchy.HHClient(params, rng=1).perturb(np.arange(64)))
     before = server.to_bytes()
-    good = hierarchy.Client(params, rng=2).perturb(np.arange(10))
-    bad = hierarchy.Reports(level=np.append(good.level, np.uint32(params.height)), z=np.append(good.z, np.uint64(0)),
+    good = hierarchy.HHClient(params, rng=2).perturb(np.arange(10))
+    bad = hierarchy.HHReports(level=np.append(good.level, np.uint32(params.height)), z=np.append(good.z, np.uint64(0)),
                             a0=np.append(good.a0, np.uint64(0)), a1=np.append(good.a1, np.uint64(0)))
     with pytest.raises(ReportError, match=f"level must be in \\[0, {params.height}\\)"):
         server.update(bad)
@@ -175,23 +177,24 @@ def test_a_refused_batch_leaves_the_server_unchanged():
 
 
 def test_combine_refuses_rounds_that_do_not_fit():
-    first = ahead.Params(epsilon=1.0, d=64)
+    first = ahead.AHEADParams(epsilon=1.0, d=64)
     data = np.arange(64)
-    one = ahead.Server(first).update(ahead.Client(first, rng=1).perturb(data))
-    other = ahead.Params(epsilon=2.0, d=64, starts=(0, 16, 32, 48))
+    one = ahead.AHEADServer(first).update(ahead.AHEADClient(first, rng=1).perturb(data))
+    other = ahead.AHEADParams(epsilon=2.0, d=64, starts=(0, 16, 32, 48))
     with pytest.raises(IncompatibleError, match="share epsilon"):
-        ahead.combine([one, ahead.Server(other).update(ahead.Client(other, rng=2).perturb(data))])
-    coarser = ahead.Params(epsilon=1.0, d=64, starts=(0,))
+        ahead.combine([one, ahead.AHEADServer(other).update(ahead.AHEADClient(other, rng=2).perturb(data))])
+    coarser = ahead.AHEADParams(epsilon=1.0, d=64, starts=(0,))
     with pytest.raises(ParameterError, match="refine"):
-        ahead.combine([one, ahead.Server(coarser).update(ahead.Client(coarser, rng=3).perturb(data))])
+        ahead.combine([one, ahead.AHEADServer(coarser).update(ahead.AHEADClient(coarser, rng=3).perturb(data))])
 
 
-@pytest.mark.parametrize("module", [hierarchy, ahead], ids=["hh", "ahead"])
-def test_dask_aggregation_is_byte_identical(module):
+@pytest.mark.parametrize("pid", ["hh", "ahead"])
+def test_dask_aggregation_is_byte_identical(pid):
     db = pytest.importorskip("dask.bag")
     from ldpfast import dask as ldpfast_dask
     from ldpfast.testing._case import batches
 
+    module = ldpfast.protocol(pid)
     params = module.Params(epsilon=1.0, d=64)
     reports = module.Client(params, rng=4).perturb(hierarchy.gaussian_values(64, 3000))
     bag = db.from_sequence(batches(reports, 4), npartitions=4)

@@ -40,7 +40,7 @@ def split_starts(starts: np.ndarray, d: int, branching: int, split: np.ndarray) 
             pieces.append(np.array([s], dtype=np.int64))
             continue
         width = 1
-        while width < e - s:                # the node's nominal width (ahead.Params checks s % width == 0)
+        while width < e - s:                # the node's nominal width (ahead.AHEADParams checks s % width == 0)
             width *= branching
         pieces.append(np.arange(s, e, width // branching, dtype=np.int64))
     return np.concatenate(pieces)

@@ -6,8 +6,8 @@ The tree grows a level per round. Round ``t`` has a partition of ``[0, d)`` into
 group reports the interval holding its value with the partition's frequency oracle (GRR
 or OLH by its size, :mod:`._levels`). The server then splits each interval whose estimate
 exceeds ``theta`` into its ``B`` children and carries the others down unchanged: that is
-round ``t + 1``'s partition (:meth:`Server.next_params`), which the next group's clients
-need, so rounds are separate protocol instances: ``Params.starts`` is the round's partition.
+round ``t + 1``'s partition (:meth:`AHEADServer.next_params`), which the next group's clients
+need, so rounds are separate protocol instances: ``AHEADParams.starts`` is the round's partition.
 Low-frequency regions stop being refined, so a range query sums fewer noisy nodes there,
 at the cost of assuming the users spread uniformly inside an unsplit interval (a bias the
 standard errors do not include). ``theta = sqrt((B + 1) V)`` with ``V`` the variance of a node
@@ -19,10 +19,10 @@ frequencies and quantiles with standard errors as for :mod:`.hierarchy`::
 
     from ldpfast.protocols.numeric import ahead
 
-    params = ahead.Params(epsilon=1.0, d=1024)                  # round 1
+    params = ahead.AHEADParams(epsilon=1.0, d=1024)                  # round 1
     servers = []
     for group in groups:                                        # disjoint random groups of users
-        server = ahead.Server(params).update(ahead.Client(params).perturb(group))
+        server = ahead.AHEADServer(params).update(ahead.AHEADClient(params).perturb(group))
         servers.append(server)
         params = server.next_params()
     answers = ahead.combine(servers).query(100, 611)
@@ -51,7 +51,7 @@ from ._ranges import RangeEstimator
 from ._tree import Tree, complete_height, split_starts
 from .hierarchy import MAX_D, gaussian_values
 
-__all__ = ["Params", "Reports", "Client", "Server", "combine", "simulate"]
+__all__ = ["AHEADParams", "AHEADReports", "AHEADClient", "AHEADServer", "combine", "simulate"]
 
 PROTOCOL_ID = "ahead"
 
@@ -67,7 +67,7 @@ def _node_widths(starts: np.ndarray, d: int, branching: int) -> Tuple[np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class AHEADParams(_ParamsBase):
     """One AHEAD round.
 
     Attributes:
@@ -125,7 +125,7 @@ def _short(starts: Sequence[int]) -> str:
 
 
 @dataclasses.dataclass
-class Reports(_ReportsBase):
+class AHEADReports(_ReportsBase):
     """AHEAD reports of one round: ``(z, a0, a1)`` (uint64) of the round's oracle (:mod:`._levels`)."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
@@ -142,34 +142,34 @@ class Reports(_ReportsBase):
         self._check_lengths()
 
 
-class Client(ClientBase):
+class AHEADClient(ClientBase):
     """AHEAD client of one round: the round's oracle on the interval holding the value.
     ``rng=None`` (default) keys each batch from OS entropy; a seed is for simulation only."""
 
-    params: Params
+    params: AHEADParams
 
-    def perturb(self, values: Any) -> Reports:
+    def perturb(self, values: Any) -> AHEADReports:
         """Privatize ``values`` in ``[0, d)``."""
         p = self.params
         x = as_values(values, p.d)
         nodes = np.ascontiguousarray(p.node_of(x), dtype=np.uint64)
         z, a0, a1 = p.oracle.perturb(self._keys.key(), nodes, self.threads)
-        return Reports(z=z, a0=a0, a1=a1)
+        return AHEADReports(z=z, a0=a0, a1=a1)
 
 
-class Server(LevelServer):
+class AHEADServer(LevelServer):
     """AHEAD server of one round: keeps the reports (canonical order, exact merges), estimates
     the round's intervals and makes the next round's parameters."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = AHEADParams
+    reports_type: ClassVar[type] = AHEADReports
+    params: AHEADParams
 
     def _oracles(self) -> List[LevelOracle]:
         return [self.params.oracle]
 
-    def _columns_of(self, reports: Reports) -> Tuple[np.ndarray, ...]:
+    def _columns_of(self, reports: AHEADReports) -> Tuple[np.ndarray, ...]:
         return np.zeros(len(reports), dtype=np.uint32), reports.z, reports.a0, reports.a1
 
     def interval_estimates(self) -> np.ndarray:
@@ -182,7 +182,7 @@ class Server(LevelServer):
         """``theta = sqrt((B + 1) V)``, ``V`` a node estimate's variance at frequency 0."""
         return math.sqrt((self.params.branching + 1) * self.params.oracle.noise_variance(self.n))
 
-    def next_params(self, threshold: Optional[float] = None) -> Params:
+    def next_params(self, threshold: Optional[float] = None) -> AHEADParams:
         """The next round: each interval wider than one value whose estimate exceeds
         ``threshold`` (default :meth:`threshold`) split into its children."""
         theta = self.threshold() if threshold is None else check_real("threshold", threshold, -math.inf)
@@ -204,17 +204,17 @@ class Server(LevelServer):
         return f"intervals={self.params.partition.size}"
 
 
-def _lengths(params: Params) -> np.ndarray:
+def _lengths(params: AHEADParams) -> np.ndarray:
     return np.asarray(np.append(params.partition[1:], params.d) - params.partition)
 
 
-def combine(servers: Sequence[Server], consistent: bool = True) -> RangeEstimator:
+def combine(servers: Sequence[AHEADServer], consistent: bool = True) -> RangeEstimator:
     """The range estimator of an AHEAD run from its rounds' servers, in round order: each
-    round's partition must refine the previous one (as :meth:`Server.next_params` makes them)
+    round's partition must refine the previous one (as :meth:`AHEADServer.next_params` makes them)
     and the rounds must share epsilon, d and B. Users must be split at random into the rounds'
     groups (the standard errors include the variance of that split)."""
     servers = list(servers)
-    if not servers or not all(isinstance(s, Server) for s in servers):
+    if not servers or not all(isinstance(s, AHEADServer) for s in servers):
         raise ParameterError("servers must be a non-empty sequence of AHEAD servers, in round order")
     first = servers[0].params
     for s in servers[1:]:
@@ -231,24 +231,24 @@ def combine(servers: Sequence[Server], consistent: bool = True) -> RangeEstimato
 
 
 def simulate(values: Any, epsilon: float, d: int, branching: int = 2, rounds: Optional[int] = None,
-             rng: RngLike = None, threshold: Optional[float] = None) -> List[Server]:
+             rng: RngLike = None, threshold: Optional[float] = None) -> List[AHEADServer]:
     """Every round of AHEAD on ``values`` in ``[0, d)``: the users split uniformly at random into
     ``rounds`` groups (default ``ceil(log_B d)``), each round's parameters made by the
     previous round's server. A seeded ``rng`` is for simulation only."""
-    params = Params(epsilon=epsilon, d=d, branching=branching)
+    params = AHEADParams(epsilon=epsilon, d=d, branching=branching)
     rounds = complete_height(d, branching) if rounds is None else check_int("rounds", rounds, 1, 64)
     x = as_values(values, d)
     keys = KeySource(rng)
     order = keys.generator().permutation(x.size)
-    servers: List[Server] = []
+    servers: List[AHEADServer] = []
     for group in np.array_split(order, rounds):
-        server = Server(params).update(Client(params, rng=keys.generator()).perturb(x[np.sort(group)]))
+        server = AHEADServer(params).update(AHEADClient(params, rng=keys.generator()).perturb(x[np.sort(group)]))
         servers.append(server)
         params = server.next_params(threshold)
     return servers
 
 
-def _variance(server: Server, candidates: Any) -> PlugIn:
+def _variance(server: AHEADServer, candidates: Any) -> PlugIn:
     p, n = server.params, server.n
     width = _lengths(p)[p.node_of(np.asarray(candidates, dtype=np.int64))].astype(np.float64)
     return PlugIn(lambda f: p.oracle.node_variance(np.asarray(f) * width, n) / width ** 2, len(width),
@@ -256,7 +256,7 @@ def _variance(server: Server, candidates: Any) -> PlugIn:
                   "f spread uniformly over its interval: the interval's frequency over its length")
 
 
-def _audit_plan(params: Params) -> Any:
+def _audit_plan(params: AHEADParams) -> Any:
     from ...audit import Plan, support_events, value_inputs
 
     def node_of(_: int, w: int) -> int:
@@ -266,21 +266,21 @@ def _audit_plan(params: Params) -> Any:
                 ("report supports x0's interval, not x1's", "report supports x1's interval, not x0's"))
 
 
-def _wire(params: Params) -> List[WireField]:
+def _wire(params: AHEADParams) -> List[WireField]:
     return [WireField("z", bits_for(params.oracle.symbols)), WireField("a0", 64), WireField("a1", 64)]
 
 
-def _example() -> Tuple[Params, np.ndarray]:
+def _example() -> Tuple[AHEADParams, np.ndarray]:
     # a second round on [0, 64): [0, 32) left unsplit, [32, 64) cut into 16 intervals (OLH at eps 1)
-    return Params(epsilon=1.0, d=64, branching=2, starts=(0,) + tuple(range(32, 64, 2))), gaussian_values(64)
+    return AHEADParams(epsilon=1.0, d=64, branching=2, starts=(0,) + tuple(range(32, 64, 2))), gaussian_values(64)
 
 
-def _extremes(params: Params) -> List[_ParamsBase]:
+def _extremes(params: AHEADParams) -> List[_ParamsBase]:
     return list(edges(d=(2, MAX_D), branching=(2, 64))(dataclasses.replace(params, starts=())))
 
 
 register_protocol(Protocol(
-    PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
+    PROTOCOL_ID, AHEADParams, AHEADReports, AHEADServer, AHEADClient, example=_example, wire_fields=_wire, variance=_variance,
     extremes=_extremes,
-    audit=AuditHooks(lambda e, **kw: Params(**{"epsilon": e, "d": 16, "branching": 2, **kw}), _audit_plan,
+    audit=AuditHooks(lambda e, **kw: AHEADParams(**{"epsilon": e, "d": 16, "branching": 2, **kw}), _audit_plan,
                      lambda p: p.oracle.effective_epsilon)))

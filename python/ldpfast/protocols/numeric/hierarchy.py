@@ -21,8 +21,8 @@ of the random split of users into levels; both are evaluated at the consistent e
 
     from ldpfast.protocols.numeric import hierarchy
 
-    params = hierarchy.Params(epsilon=1.0, d=1024, branching=4)
-    server = hierarchy.Server(params).update(hierarchy.Client(params).perturb(values))
+    params = hierarchy.HHParams(epsilon=1.0, d=1024, branching=4)
+    server = hierarchy.HHServer(params).update(hierarchy.HHClient(params).perturb(values))
     answers = server.range_query(100, 611)      # answers.values, answers.std, answers.interval()
     median = server.quantile(0.5)
 """
@@ -46,7 +46,7 @@ from ._levels import LevelOracle, LevelServer, level_support, perturb_levels, un
 from ._ranges import RangeAnswers, RangeEstimator
 from ._tree import Tree, complete_height
 
-__all__ = ["Params", "Reports", "Client", "Server", "bucketize"]
+__all__ = ["HHParams", "HHReports", "HHClient", "HHServer", "bucketize"]
 
 PROTOCOL_ID = "hh"
 MAX_D = 2**20
@@ -60,7 +60,7 @@ def complete_tree(d: int, branching: int) -> Tree:
 
 
 @dataclasses.dataclass(frozen=True)
-class Params(_ParamsBase):
+class HHParams(_ParamsBase):
     """Hierarchical histogram parameters.
 
     Attributes:
@@ -102,7 +102,7 @@ class Params(_ParamsBase):
 
 
 @dataclasses.dataclass
-class Reports(_ReportsBase):
+class HHReports(_ReportsBase):
     """Hierarchical histogram reports: the user's ``level`` (uint32, ``< height``: tree level
     ``level + 1``) and its level's report ``(z, a0, a1)`` (uint64; :mod:`._levels`)."""
 
@@ -122,14 +122,14 @@ class Reports(_ReportsBase):
         self._check_lengths()
 
 
-class Client(ClientBase):
+class HHClient(ClientBase):
     """Hierarchical histogram client: a uniform level (unless assigned, ``levels=``), then the
     level's oracle on the node holding the value. ``rng=None`` (default) keys each batch from
     OS entropy; a seed is for simulation only."""
 
-    params: Params
+    params: HHParams
 
-    def perturb(self, values: Any, levels: Any = None) -> Reports:
+    def perturb(self, values: Any, levels: Any = None) -> HHReports:
         """Privatize ``values`` in ``[0, d)``; ``levels`` (optional, ``< height``) assigns the
         users' levels, which must not depend on the values."""
         p = self.params
@@ -142,22 +142,22 @@ class Client(ClientBase):
             check_below(level, p.height, "levels", "in", ParameterError)
         z, a0, a1 = perturb_levels(p.oracles, self._keys, lambda k, rows: x[rows] // np.uint64(p.width(k + 1)),
                                    level, self.threads)
-        return Reports(level=level, z=z, a0=a0, a1=a1)
+        return HHReports(level=level, z=z, a0=a0, a1=a1)
 
 
-class Server(LevelServer):
+class HHServer(LevelServer):
     """Hierarchical histogram server: keeps the reports (canonical order, exact merges) and
     answers range queries, frequencies and quantiles from the levels' estimates."""
 
     protocol: ClassVar[str] = PROTOCOL_ID
-    params_type: ClassVar[type] = Params
-    reports_type: ClassVar[type] = Reports
-    params: Params
+    params_type: ClassVar[type] = HHParams
+    reports_type: ClassVar[type] = HHReports
+    params: HHParams
 
     def _oracles(self) -> List[LevelOracle]:
         return self.params.oracles
 
-    def _columns_of(self, reports: Reports) -> Tuple[np.ndarray, ...]:
+    def _columns_of(self, reports: HHReports) -> Tuple[np.ndarray, ...]:
         return reports.level, reports.z, reports.a0, reports.a1
 
     def ranges(self, consistent: bool = True) -> RangeEstimator:
@@ -215,7 +215,7 @@ def bucketize(numbers: Any, bounds: Tuple[float, float], d: int) -> Tuple[np.nda
     return np.minimum(buckets, d - 1).astype(np.uint64), clipped
 
 
-def _variance(server: Server, candidates: Any) -> PlugIn:
+def _variance(server: HHServer, candidates: Any) -> PlugIn:
     xs = np.asarray(candidates, dtype=np.int64)
     ranges = server.ranges()
     ranges.check_cost(xs.size)
@@ -225,7 +225,7 @@ def _variance(server: Server, candidates: Any) -> PlugIn:
                   "the random split of users into levels, at the consistent frequencies (not at f)")
 
 
-def _audit_plan(params: Params) -> Any:
+def _audit_plan(params: HHParams) -> Any:
     from ...audit import Plan, support_events, value_inputs
 
     support = level_support(params.oracles, lambda k, w: w // params.width(k + 1))
@@ -233,7 +233,7 @@ def _audit_plan(params: Params) -> Any:
                 ("report supports x0's node, not x1's", "report supports x1's node, not x0's"))
 
 
-def _wire(params: Params) -> List[WireField]:
+def _wire(params: HHParams) -> List[WireField]:
     symbols = max(oracle.symbols for oracle in params.oracles)
     return [WireField("level", bits_for(params.height), dtype="uint32"), WireField("z", bits_for(symbols)),
             WireField("a0", 64), WireField("a1", 64)]
@@ -249,16 +249,16 @@ def _simulations() -> Tuple[Any, ...]:
     from ...experiments import Algorithm
 
     return (Algorithm(PROTOCOL_ID, "HH", "protocols.numeric.hierarchy",
-                      lambda eps, data, gen: Params(epsilon=eps, d=data.d),
+                      lambda eps, data, gen: HHParams(epsilon=eps, d=data.d),
                       summary="hierarchical histogram, B = 4: per-value frequencies of the consistent leaves"),)
 
 
-def _example() -> Tuple[Params, np.ndarray]:
-    return Params(epsilon=2.0, d=64, branching=4), gaussian_values(64)
+def _example() -> Tuple[HHParams, np.ndarray]:
+    return HHParams(epsilon=2.0, d=64, branching=4), gaussian_values(64)
 
 
 register_protocol(Protocol(
-    PROTOCOL_ID, Params, Reports, Server, Client, example=_example, wire_fields=_wire, variance=_variance,
+    PROTOCOL_ID, HHParams, HHReports, HHServer, HHClient, example=_example, wire_fields=_wire, variance=_variance,
     extremes=edges(d=(2, MAX_D), branching=(2, 64)), simulations=_simulations,
-    audit=AuditHooks(lambda e, **kw: Params(**{"epsilon": e, "d": 16, "branching": 4, **kw}), _audit_plan,
+    audit=AuditHooks(lambda e, **kw: HHParams(**{"epsilon": e, "d": 16, "branching": 4, **kw}), _audit_plan,
                      lambda p: max(oracle.effective_epsilon for oracle in p.oracles))))
