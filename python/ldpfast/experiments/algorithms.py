@@ -5,7 +5,8 @@
 * :data:`SET_ALGORITHMS`: set-valued protocols ([PS] section 4, :class:`SetAlgorithm`);
 * :data:`HEAVY_ALGORITHMS`: heavy-hitter protocols ([WW] section 5, :class:`HeavyAlgorithm`);
 * :data:`RECORD_ALGORITHMS`: record protocols (several attributes per user, :class:`RecordAlgorithm`);
-* :data:`KINDS`: the tables by kind (``numbers``: the mean protocols; ``records``: the record protocols), and :data:`PAN_ALGORITHMS` /
+* :data:`KINDS`: the tables by kind (``numbers``: the mean protocols; ``records``: the record
+  protocols), and :data:`PAN_ALGORITHMS` /
   :data:`PAN_METRIC_ALGORITHMS`: the algorithms of [PAN] section 6.
 
 The tables are not written here: each protocol's registration declares its entries

@@ -280,7 +280,7 @@ def _extremes(params: AHEADParams) -> List[_ParamsBase]:
 
 
 register_protocol(Protocol(
-    PROTOCOL_ID, AHEADParams, AHEADReports, AHEADServer, AHEADClient, example=_example, wire_fields=_wire, variance=_variance,
-    extremes=_extremes,
+    PROTOCOL_ID, AHEADParams, AHEADReports, AHEADServer, AHEADClient, example=_example, wire_fields=_wire,
+    variance=_variance, extremes=_extremes,
     audit=AuditHooks(lambda e, **kw: AHEADParams(**{"epsilon": e, "d": 16, "branching": 2, **kw}), _audit_plan,
                      lambda p: p.oracle.effective_epsilon)))
