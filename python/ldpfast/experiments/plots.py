@@ -3,13 +3,15 @@ imported only when a figure is drawn)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from ..errors import ParameterError
-from .records import RecordSimulationResult
 from .results import HeavySimulationResult, SetSimulationResult, SimulationResult
+
+if TYPE_CHECKING:   # an annotation only: records imports the runner, which imports the tables
+    from .records import RecordSimulationResult
 
 __all__ = ["require_matplotlib", "plot_results", "plot_kind_results"]
 

@@ -1,9 +1,19 @@
-"""Records of many attributes: multi-attribute frequencies, k-way marginals,
-multi-dimensional range queries and key-value data. Importing this package imports (and so
-registers) every protocol module in it: modules not starting with ``_``."""
+"""Records of several attributes: per-attribute frequencies (SPL, SMP, RS+FD),
+k-way marginals (CALM, the full joint), multi-dimensional range queries and key-value data.
+Its protocol modules (those not starting with ``_``) are imported on first use
+(``ldpfast.protocols.multiattribute.<module>``), and all of them by the registry
+(:func:`ldpfast.protocols.load_all`)."""
 
 from __future__ import annotations
 
-from .._family import load_family
+from typing import TYPE_CHECKING
 
-load_family(__name__, __path__)
+from .._family import lazy_family
+
+if TYPE_CHECKING:
+    # Type checkers see the protocol modules as attributes (``ldpfast.protocols.multiattribute.<module>``;
+    # the ``__getattr__`` below imports them at run time); tests/test_layout.py keeps this list
+    # equal to the family's modules.
+    from . import (calm, multifreq)
+else:
+    __getattr__ = lazy_family(__name__, __path__)

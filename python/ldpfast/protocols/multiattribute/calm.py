@@ -37,7 +37,7 @@ from ._consistency import Key, consistent_tables, max_entropy, project
 from ._record_hooks import largest_epsilon, register_records
 from ._records import MAX_ATTRIBUTES, Oracle, RecordParams, projected_variance
 from ._tables import Marginal, marginal_table
-from .multifreq import RecordFrequencyServer, RecordReports, SampledReports, SMPClient, SMPServer, SPLClient
+from .multifreq import RecordFrequencyServer, RecordReports, SMPReports, SMPClient, SMPServer, SPLClient
 
 __all__ = ["CALMParams", "CALMReports", "CALMClient", "CALMServer", "JointParams", "JointReports", "JointClient",
            "JointServer", "Marginal"]
@@ -125,7 +125,7 @@ class CALMParams(RecordParams):
 
 
 @dataclasses.dataclass(eq=False)
-class CALMReports(SampledReports):
+class CALMReports(SMPReports):
     """CALM reports: the sampled marginal (``group``) and the oracle report of the user's cell."""
 
     protocol: ClassVar[str] = "calm"

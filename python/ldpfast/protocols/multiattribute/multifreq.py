@@ -50,7 +50,7 @@ from ._record_hooks import largest_epsilon, register_records, summed_epsilon
 from ._records import Oracle, RecordParams, check_records, state_layout, support_variance
 from ._tables import Marginal, marginal_table
 
-__all__ = ["SPLParams", "SMPParams", "RSFDParams", "RecordReports", "SampledReports", "SPLClient", "SMPClient",
+__all__ = ["SPLParams", "SMPParams", "RSFDParams", "RecordReports", "SMPReports", "SPLClient", "SMPClient",
            "RSFDClient", "RecordFrequencyServer", "SPLServer", "SMPServer", "RSFDServer", "uniform_below"]
 
 
@@ -137,7 +137,7 @@ class RSFDReports(RecordReports):
 
 
 @dataclasses.dataclass(eq=False)
-class SampledReports(_base.Reports):
+class SMPReports(_base.Reports):
     """Reports of one sampled unit per user: its index ``group`` (SMP: the attribute) and its
     oracle report ``y`` (``uint64[n, W]``, ``W`` the widest unit's words; the unused words 0)."""
 
@@ -230,9 +230,9 @@ class RSFDClient(_RecordClient):
 
 
 class SMPClient(_RecordClient):
-    reports_type: ClassVar[type] = SampledReports
+    reports_type: ClassVar[type] = SMPReports
 
-    def perturb(self, records: Any) -> SampledReports:
+    def perturb(self, records: Any) -> SMPReports:
         """One uniformly sampled unit (SMP: attribute) per record, through its oracle at ``epsilon``."""
         x = self._units(records)
         n = len(x)
@@ -242,7 +242,7 @@ class SMPClient(_RecordClient):
             rows = np.flatnonzero(sampled == j)
             if rows.size:
                 y[rows, :oracle.width] = oracle.perturb(client, np.ascontiguousarray(x[rows, j], dtype=np.uint64))
-        reports: SampledReports = self.reports_type(group=sampled, y=y)
+        reports: SMPReports = self.reports_type(group=sampled, y=y)
         return reports
 
 
@@ -417,13 +417,13 @@ class SMPServer(RecordFrequencyServer):
 
     protocol: ClassVar[str] = "smp"
     params_type: ClassVar[type] = SMPParams
-    reports_type: ClassVar[Optional[type]] = SampledReports
+    reports_type: ClassVar[Optional[type]] = SMPReports
 
     @classmethod
     def _extra_state(cls, params: Any) -> Dict[str, Tuple[Tuple[int, ...], str]]:
         return {"sampled": ((len(params.unit_domains()),), "uint64")}
 
-    def _validate(self, reports: SampledReports) -> None:  # type: ignore[override]
+    def _validate(self, reports: SMPReports) -> None:  # type: ignore[override]
         units = len(self._oracles)
         width = max(o.width for o in self._oracles)
         if reports.y.shape[1] != width:
@@ -443,7 +443,7 @@ class SMPServer(RecordFrequencyServer):
                 raise ReportError(f"the words of a report of {name!r} past its {oracle.width} must be 0, got "
                                   f"{rows[int(np.argmax(spare))].tolist()} at report {int(index[np.argmax(spare)])}")
 
-    def _ingest(self, reports: SampledReports) -> _base.Delta:  # type: ignore[override]
+    def _ingest(self, reports: SMPReports) -> _base.Delta:  # type: ignore[override]
         groups = reports.group.astype(np.intp)
         if self.params.oracle == "grr":
             support = self._grr_counts(reports.y, groups.reshape(-1, 1))
@@ -476,5 +476,5 @@ class SMPServer(RecordFrequencyServer):
 
 # -- registration ------------------------------------------------------------------------------------
 register_records("spl", SPLParams, SPLReports, SPLServer, SPLClient, False, summed_epsilon)
-register_records("smp", SMPParams, SampledReports, SMPServer, SMPClient, True, largest_epsilon)
+register_records("smp", SMPParams, SMPReports, SMPServer, SMPClient, True, largest_epsilon)
 register_records("rsfd", RSFDParams, RSFDReports, RSFDServer, RSFDClient, False, largest_epsilon)

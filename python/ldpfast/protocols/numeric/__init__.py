@@ -1,9 +1,19 @@
-"""Numeric data: means, variances, distributions, quantiles and range queries of numbers a
-user holds (bounded values, or values of an ordered domain). Importing this package imports
-(and so registers) every protocol module in it: modules not starting with ``_``."""
+"""Numeric data: means and variances of bounded numbers (one or several per user),
+distributions, quantiles and range queries over an ordered domain.
+Its protocol modules (those not starting with ``_``) are imported on first use
+(``ldpfast.protocols.numeric.<module>``), and all of them by the registry
+(:func:`ldpfast.protocols.load_all`)."""
 
 from __future__ import annotations
 
-from .._family import load_family
+from typing import TYPE_CHECKING
 
-load_family(__name__, __path__)
+from .._family import lazy_family
+
+if TYPE_CHECKING:
+    # Type checkers see the protocol modules as attributes (``ldpfast.protocols.numeric.<module>``;
+    # the ``__getattr__`` below imports them at run time); tests/test_layout.py keeps this list
+    # equal to the family's modules.
+    from . import (ahead, hierarchy, mean, multidim)
+else:
+    __getattr__ = lazy_family(__name__, __path__)
