@@ -60,7 +60,9 @@ def cases(manifest):
 
 def client_inputs(pid, d, n, seed):
     """Zipf-like values, or for set-valued protocols (``Protocol.inputs == "sets"``) sets of
-    0..4 distinct items."""
+    0..4 distinct items, or for record protocols (``"records"``) the example's first n records."""
+    if protocols()[pid].inputs == "records":
+        return protocols()[pid].example()[1][:n]
     if protocols()[pid].inputs != "sets":
         return _values(d, n, seed)
     rng = np.random.default_rng(seed)

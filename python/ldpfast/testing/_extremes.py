@@ -20,6 +20,9 @@ USERS = 6
 def _inputs(case: Case, params: Params) -> Any:
     """Client inputs over ``[0, d)`` that reach both ends of the domain (the example's
     inputs where the parameters have no ``d``)."""
+    if case.protocol.inputs == "records":  # each attribute at both ends of its domain and between
+        domains = np.array(params.domains, dtype=np.int64)  # type: ignore[attr-defined]
+        return np.tile(np.stack([np.zeros_like(domains), domains - 1, domains // 2]), (USERS // 3, 1))
     d = getattr(params, "d", None)
     if d is None:
         return case.inputs

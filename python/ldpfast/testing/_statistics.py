@@ -41,6 +41,9 @@ def _tiled_inputs(case: Case, runs: int) -> Tuple[Any, np.ndarray]:
         sizes = np.tile(np.diff(offsets), runs)
         tiled = (np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), np.tile(items, runs))
         values = items
+    elif case.protocol.inputs == "records":  # the candidates are cells: no per-value counts
+        tiled = np.tile(np.asarray(case.inputs), (runs, 1))
+        return tiled, np.zeros(case.domain, dtype=np.int64)
     else:
         values = np.asarray(case.inputs)
         tiled = np.tile(values, runs)

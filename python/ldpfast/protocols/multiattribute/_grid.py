@@ -1,0 +1,431 @@
+"""Grids over pairs of attributes (Yang et al., "Answering Multi-Dimensional Range Queries
+under Local Differential Privacy", VLDB 2020): the parameters, reports, client and server
+that TDG, HDG and the adaptive grid share (:mod:`.tdg`, :mod:`.hdg`, :mod:`.adaptive_grid`).
+
+A grid partitions one attribute (a 1-D grid) or a pair of attributes (a 2-D grid) into
+cells, each attribute cut at increasing boundaries. The users are split into one group per
+grid: each user draws its group uniformly at random (independently of its record) and
+reports the cell of its record in that group's grid with OLH (Wang et al. 2017, hash range
+``g = round(e^eps) + 1``) spending the **whole** epsilon: the record's budget is not split
+across attributes; the users are. The server counts, per cell, the reports whose hash
+matches the cell (the support counts, integers: exact merges) and the users of each group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ... import _core
+from ..._base import Aggregator, ClientBase, Delta, Params, Reports
+from ..._delta import _State
+from ..._validate import check_array, check_below, check_epsilon, check_int, check_threads, rr_threshold
+from ...errors import DTypeError, FormatError, ParameterError, ReportError
+from ...kernels.field import PRIME
+from .._hadamard_layout import prime_field
+from .._local_hashing import debias_matches, default_g
+
+#: Largest attribute domain and number of attributes.
+MAX_DOMAIN = 1 << 20
+MAX_ATTRIBUTES = 64
+#: Largest number of cells of one grid (the server state and the query matrices grow with it).
+MAX_CELLS = 1 << 16
+
+
+def uniform_cuts(d: int, g: int) -> Tuple[int, ...]:
+    """The ``g - 1`` inner boundaries of ``[0, d)`` cut into ``g`` near-equal intervals."""
+    return tuple(sorted({(i * d) // g for i in range(1, g)} - {0}))
+
+
+def pow2_granularity(value: float, d: int) -> int:
+    """privmdr's rounding of a guideline granularity: the nearest power of two (ties down),
+    at least 2, at most the domain."""
+    value = min(value, d)
+    if value <= 2:
+        return min(2, d)
+    low = 1 << int(math.floor(math.log2(value)))
+    return min(d, low if value - low <= 2 * low - value else 2 * low)
+
+
+def hdg_granularities(epsilon: float, n: int, k: int, one_way: bool) -> Tuple[float, float]:
+    """The guideline granularities ``(g1, g2)`` of [Yang et al.] (alpha1 = 0.7, alpha2 = 0.03) for
+    ``n`` users split into the ``k`` 1-D groups (``one_way``) and ``k (k - 1)/2`` 2-D groups."""
+    e = math.exp(epsilon)
+    groups = k * (k - 1) // 2 + (k if one_way else 0)
+    g1 = (n * (e - 1) ** 2 * 0.7 ** 2 / (2 * groups * e)) ** (1 / 3)
+    g2 = math.sqrt(2 * 0.03 * (e - 1) * math.sqrt(n / (groups * e)))
+    return g1, g2
+
+
+def check_domains(domains: Any) -> Tuple[int, ...]:
+    if isinstance(domains, (str, bytes)) or not hasattr(domains, "__iter__"):
+        raise ParameterError(f"domains must be a sequence of attribute domain sizes, got {domains!r}")
+    out = tuple(check_int(f"domains[{j}]", d, 2, MAX_DOMAIN) for j, d in enumerate(domains))
+    if not 2 <= len(out) <= MAX_ATTRIBUTES:
+        raise ParameterError(f"domains must list 2 to {MAX_ATTRIBUTES} attributes, got {len(out)}")
+    return out
+
+
+def check_names(names: Any, k: int) -> Optional[Tuple[str, ...]]:
+    if names is None:
+        return None
+    if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+        raise ParameterError(f"names must be a sequence of {k} attribute names, got {names!r}")
+    out = tuple(names)
+    if len(out) != k or not all(isinstance(s, str) and s for s in out) or len(set(out)) != k:
+        raise ParameterError(f"names must be {k} distinct non-empty strings (one per domain), got {names!r}")
+    return out
+
+
+def check_cuts(name: str, cuts: Any, d: int) -> Tuple[int, ...]:
+    """Inner boundaries of one attribute: strictly increasing integers in ``(0, d)``."""
+    if isinstance(cuts, (str, bytes)) or not hasattr(cuts, "__iter__"):
+        raise ParameterError(f"{name} must be a sequence of boundaries, got {cuts!r}")
+    out = tuple(check_int(name, c, 1, d - 1) for c in cuts)
+    if any(b <= a for a, b in zip(out, out[1:])):
+        raise ParameterError(f"{name} must be strictly increasing, got {out}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """One grid: its attributes and, per attribute, the boundaries ``[0, c_1, ..., d]``."""
+
+    attributes: Tuple[int, ...]
+    edges: Tuple[np.ndarray, ...]
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(e.size - 1 for e in self.edges)
+
+    @property
+    def cells(self) -> int:
+        return int(np.prod(self.shape))
+
+    def cell_of(self, records: np.ndarray) -> np.ndarray:
+        """The cell (row-major over the attributes) of each record."""
+        cell = np.zeros(len(records), dtype=np.int64)
+        for attribute, edge in zip(self.attributes, self.edges):
+            cell = cell * (edge.size - 1) + np.searchsorted(edge, records[:, attribute], side="right") - 1
+        return cell
+
+
+class GridParams(Params):
+    """What TDG, HDG and the adaptive grid share: ``epsilon``, ``domains`` (one per attribute,
+    records hold values in ``[0, domains[j])``), optional attribute ``names``, and the grids
+    (:meth:`grids`). Subclasses are frozen dataclasses that define :meth:`cuts_of`."""
+
+    epsilon: float
+    domains: Tuple[int, ...]
+    names: Optional[Tuple[str, ...]]
+
+    def _check_common(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "domains", check_domains(self.domains))
+        object.__setattr__(self, "names", check_names(self.names, len(self.domains)))
+        _ = self.flip_threshold
+
+    def cuts_of(self) -> Tuple[Optional[Tuple[Tuple[int, ...], ...]], Tuple[Tuple[int, ...], ...]]:
+        """``(one-way cuts or None, two-way cuts)``, inner boundaries per attribute."""
+        raise NotImplementedError
+
+    def _check_grids(self) -> None:
+        for grid in self.grids():
+            if grid.cells > MAX_CELLS:
+                raise ParameterError(f"a grid of attributes {grid.attributes} would have {grid.cells} cells, "
+                                     f"more than {MAX_CELLS}: use fewer cells per attribute")
+
+    def grids(self) -> List[Grid]:
+        """The grids, one per user group: the 1-D grids (attribute order), then the 2-D grids
+        of every pair ``(a, b)``, ``a < b``, in lexicographic order."""
+        cached: Optional[List[Grid]] = self.__dict__.get("_grids")
+        if cached is not None:
+            return cached
+        one, two = self.cuts_of()
+        k = len(self.domains)
+
+        def edges(cuts: Tuple[int, ...], d: int) -> np.ndarray:
+            return np.array((0, *cuts, d), dtype=np.int64)
+        out = [] if one is None else [Grid((a,), (edges(one[a], self.domains[a]),)) for a in range(k)]
+        out += [Grid((a, b), (edges(two[a], self.domains[a]), edges(two[b], self.domains[b])))
+                for a, b in itertools.combinations(range(k), 2)]
+        object.__setattr__(self, "_grids", out)
+        return out
+
+    @property
+    def attribute_names(self) -> Tuple[str, ...]:
+        """``names``, or ``a0, a1, ...``."""
+        return self.names if self.names is not None else tuple(f"a{j}" for j in range(len(self.domains)))
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each grid's cells start in the concatenated cell vector (and the total)."""
+        return np.concatenate(([0], np.cumsum([grid.cells for grid in self.grids()]))).astype(np.int64)
+
+    @property
+    def d(self) -> int:
+        """Cells of all grids together: ``estimate()`` gives one frequency per cell."""
+        return int(self.offsets[-1])
+
+    @property
+    def g(self) -> int:
+        """OLH's hash range ``round(e^eps) + 1``."""
+        return default_g(self.epsilon)
+
+    @property
+    def flip_threshold(self) -> int:
+        return rr_threshold(self.epsilon, self.g)
+
+    def check_records(self, records: Any) -> np.ndarray:
+        """Records as ``int64[n, k]``, each attribute within its domain; a ParameterError
+        naming the attribute and the value otherwise."""
+        arr = np.asarray(records)
+        k = len(self.domains)
+        if arr.ndim != 2 or arr.shape[1] != k:
+            raise ParameterError(f"records must have shape (n, {k}) (one column per attribute "
+                                 f"{', '.join(self.attribute_names)}), got shape {arr.shape}")
+        if arr.size and arr.dtype.kind not in "iu":
+            raise DTypeError(f"records must be integers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= 2**63:
+            raise ParameterError(f"records must be below 2^63, got {int(arr.max())}")
+        arr = arr.astype(np.int64, copy=False)
+        if arr.size:
+            bad = (arr < 0) | (arr >= np.array(self.domains, dtype=np.int64))
+            if bad.any():
+                row, col = (int(i) for i in np.argwhere(bad)[0])
+                raise ParameterError(f"records: attribute {self.attribute_names[col]!r} must be in "
+                                     f"[0, {self.domains[col]}), got {int(arr[row, col])} at row {row}")
+        return np.ascontiguousarray(arr)
+
+    def cell_variance(self, group_users: np.ndarray, n: int, f: Any) -> Any:
+        """Var of one cell's estimate when its group has ``group_users`` of the ``n`` users and
+        the cell holds a share ``f`` of all of them: OLH's ``(f p(1-p) + (1-f) q(1-q))/(n_j
+        (p-q)^2)`` (``p`` the kept-hash probability, ``q = 1/g``) on the group's cell share,
+        plus that share's variance as a simple random sample of ``n_j`` of the ``n`` users,
+        ``f (1-f) (n - n_j)/(n_j (n - 1))`` (the group draw)."""
+        p, q = 1.0 - self.flip_threshold / 2.0**64, 1.0 / self.g
+        f = np.asarray(f, dtype=np.float64)
+        nj = np.asarray(group_users, dtype=np.float64)
+        oracle = (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (nj * (p - q) ** 2)
+        return oracle + f * (1 - f) * (n - nj) / (nj * max(n - 1, 1))
+
+
+@dataclasses.dataclass(eq=False)
+class GridReports(Reports):
+    """Grid reports: the user's ``group`` (its grid) and OLH's ``(z, a0, a1)`` of its cell
+    there (uint32, uint64 x 3)."""
+
+    column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {
+        "group": ("uint32", 1), "z": ("uint64", 1), "a0": ("uint64", 1), "a1": ("uint64", 1)}
+    group: np.ndarray
+    z: np.ndarray
+    a0: np.ndarray
+    a1: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.group = check_array("group", self.group, np.uint32, cast=True)
+        self.z = check_array("z", self.z, np.uint64, cast=True)
+        self.a0 = check_array("a0", self.a0, np.uint64, cast=True)
+        self.a1 = check_array("a1", self.a1, np.uint64, cast=True)
+        self._check_lengths()
+
+
+class GridClient(ClientBase):
+    """Grid client: ``perturb(records)`` with ``records`` ``int64[n, k]``. Each user draws its
+    group uniformly (from the client's key source: OS entropy unless seeded for simulation)
+    and reports its cell there with OLH over the whole epsilon."""
+
+    params: Any
+
+    def perturb(self, records: Any) -> Any:
+        p: GridParams = self.params
+        rows = p.check_records(records)
+        grids = p.grids()
+        group = self._keys.generator().integers(0, len(grids), size=len(rows)).astype(np.uint32)
+        cell = np.zeros(len(rows), dtype=np.uint64)
+        for j, grid in enumerate(grids):
+            mine = group == j
+            cell[mine] = grid.cell_of(rows[mine]).astype(np.uint64)
+        z, a0, a1 = _core.ocms_perturb(prime_field(), self._keys.key(), cell, p.g, p.flip_threshold, self.threads)
+        reports_type: Any = type(self)._reports_type()
+        return reports_type(group=group, z=z, a0=a0, a1=a1)
+
+    @classmethod
+    def _reports_type(cls) -> type:
+        from ..._registry import _REGISTRY
+
+        return next(proto.reports for proto in _REGISTRY.values() if proto.client is cls)
+
+
+class GridServer(Aggregator):
+    """Grid server: per cell of every grid the OLH support count (``counts``, the reports of
+    the cell's group whose hash of the cell is their ``z``), and per group its users
+    (``users``). ``estimate()`` gives each cell's unbiased frequency (one group's users
+    stand for all); :meth:`range` and :meth:`range_batch` answer range queries after the
+    post-processing of :mod:`._grid_answer`."""
+
+    params: Any
+
+    def __init__(self, params: Any, threads: int = 0):
+        super().__init__(params)
+        self.threads = check_threads(threads)
+        self._st = _State(counts=np.zeros(params.d, dtype=np.uint64),
+                          users=np.zeros(len(params.grids()), dtype=np.uint64))
+
+    @classmethod
+    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
+        return {"counts": ((params.d,), "uint64"), "users": ((len(params.grids()),), "uint64")}
+
+    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._st = _State({k: np.array(state[k], dtype=np.uint64) for k in ("counts", "users")})
+
+    @property
+    def n(self) -> int:
+        return int(self._st["users"].sum())
+
+    def _validate(self, reports: GridReports) -> None:
+        p = self.params
+        check_below(reports.group, len(p.grids()), "group", label="number of grids")
+        check_below(reports.z, p.g, "z", label="g")
+        check_below(reports.a0, PRIME, "a0", label="PRIME")
+        check_below(reports.a1, PRIME, "a1", label="PRIME")
+
+    def _ingest(self, reports: GridReports) -> Delta:
+        p = self.params
+        offsets = p.offsets
+        groups = len(p.grids())
+        users = np.bincount(reports.group, minlength=groups)
+        # the reports in group order (groups < 2^16, checked: a radix sort), one kernel call per group
+        order = np.argsort(reports.group.astype(np.uint16), kind="stable")
+        z, a0, a1 = reports.z[order], reports.a0[order], reports.a1[order]
+        starts = np.concatenate(([0], np.cumsum(users)))
+        counts = np.zeros(p.d, dtype=np.uint64)
+        for j in np.flatnonzero(users):
+            mine = slice(starts[j], starts[j + 1])
+            _core.ocms_count_range(prime_field(), z[mine], a0[mine], a1[mine], p.g, 0,
+                                   counts[offsets[j]:offsets[j + 1]], self.threads)
+        return self._delta().add_nonzero("counts", counts).add_nonzero("users", users.astype(np.uint64))
+
+    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
+        super()._check_state(state)
+        offsets = self.params.offsets
+        if int(state["users"].max(initial=0)) >= 2**62:
+            raise FormatError("a stored group size is 2^62 or more")
+        group_of_cell = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+        if bool((state["counts"] > state["users"][group_of_cell]).any()):
+            raise FormatError("a stored support count exceeds the users of its group")
+
+    def group_users(self) -> np.ndarray:
+        """Users of each group (grid), int64."""
+        return np.asarray(self._st["users"], dtype=np.int64)
+
+    def _cell_estimates(self) -> np.ndarray:
+        """Every cell's estimated frequency; a group without users gets the uniform 1/cells."""
+        p = self.params
+        offsets = p.offsets
+        users = self._st["users"].astype(np.float64)
+        out = np.empty(p.d, dtype=np.float64)
+        for j in range(users.size):
+            span = slice(offsets[j], offsets[j + 1])
+            if users[j] == 0:
+                out[span] = 1.0 / (offsets[j + 1] - offsets[j])
+            else:
+                out[span] = debias_matches(self._st["counts"][span], int(users[j]), p.epsilon, p.g)
+        return out
+
+    def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:
+        """Each cell's unbiased frequency estimate (cells of all grids in :meth:`GridParams.grids`
+        order, row-major within a grid; ``candidates``: cell indices, default all)."""
+        n = self.n
+        if n == 0:
+            raise ReportError("cannot estimate frequencies from zero reports")
+        est = self._cell_estimates()
+        if candidates is not None:
+            index = np.asarray(candidates)
+            if index.ndim != 1 or (index.size and index.dtype.kind not in "iu"):
+                raise ParameterError(f"candidates must be a 1-D array of cell indices, got {candidates!r}")
+            check_below(index, self.params.d, "candidates", label="cells", error=ParameterError)
+            est = est[index.astype(np.intp)]
+        return np.asarray(est * n if counts else est, dtype=np.float64)
+
+    # -- range queries (post-processing in _grid_answer) ------------------------------------
+    def _answers(self) -> Any:
+        from ._grid_answer import Answers
+
+        cached = self._st.__dict__.get("answers")
+        if cached is None:
+            if self.n == 0:
+                raise ReportError("cannot answer range queries from zero reports")
+            cached = Answers(self.params, self._cell_estimates(), self.n, self.params.cuts_of()[0] is not None)
+            self._st.__dict__["answers"] = cached
+        return cached
+
+    def range(self, query: Mapping[Any, Tuple[int, int]]) -> float:
+        """The estimated fraction of users whose record lies in the box ``query``: ``{attribute:
+        (low, high)}``, bounds inclusive, attributes by name (or index); attributes left out
+        are unconstrained. After the grids' consistency and (HDG, adaptive grid) weighted update
+        the answer has no closed-form variance (see the guide)."""
+        p = self.params
+        lows = np.zeros((1, len(p.domains)), dtype=np.int64)
+        highs = np.array([p.domains], dtype=np.int64) - 1
+        for key, bounds in query.items():
+            j = self._attribute(key)
+            try:
+                low, high = (int(b) for b in bounds)
+            except (TypeError, ValueError):
+                raise ParameterError(f"query: attribute {p.attribute_names[j]!r} needs (low, high), "
+                                     f"got {bounds!r}") from None
+            lows[0, j], highs[0, j] = low, high
+        return float(self.range_batch(lows, highs)[0])
+
+    def range_batch(self, lows: Any, highs: Any) -> np.ndarray:
+        """Answers of ``q`` box queries at once: ``lows`` and ``highs`` ``int[q, k]``, inclusive
+        bounds per attribute (``[0, domains[j] - 1]``: unconstrained); float64[q] fractions."""
+        p = self.params
+        lo, hi = self._check_bounds(lows, "lows"), self._check_bounds(highs, "highs")
+        if lo.shape != hi.shape:
+            raise ParameterError(f"lows and highs must have the same shape, got {lo.shape} and {hi.shape}")
+        empty = np.argwhere(lo > hi)
+        if empty.size:
+            row, col = (int(i) for i in empty[0])
+            raise ParameterError(f"query {row}: attribute {p.attribute_names[col]!r} has an empty range "
+                                 f"({int(lo[row, col])}, {int(hi[row, col])})")
+        return np.asarray(self._answers().boxes(lo, hi), dtype=np.float64)
+
+    def marginal(self, attribute: Any) -> np.ndarray:
+        """The estimated distribution of one attribute over its domain (after consistency)."""
+        return np.asarray(self._answers().marginal(self._attribute(attribute)), dtype=np.float64)
+
+    def _attribute(self, key: Any) -> int:
+        names = self.params.attribute_names
+        if isinstance(key, str) and key in names:
+            return int(names.index(key))
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= int(key) < len(names):
+            return int(key)
+        raise ParameterError(f"query: unknown attribute {key!r} (attributes: {', '.join(names)})")
+
+    def _check_bounds(self, bounds: Any, name: str) -> np.ndarray:
+        p = self.params
+        arr = np.asarray(bounds)
+        if arr.ndim != 2 or arr.shape[1] != len(p.domains):
+            raise ParameterError(f"{name} must have shape (q, {len(p.domains)}), got {arr.shape}")
+        if arr.size and arr.dtype.kind not in "iu":
+            raise ParameterError(f"{name} must be integers, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+        bad = (arr < 0) | (arr >= np.array(p.domains, dtype=np.int64))
+        if bad.any():
+            row, col = (int(i) for i in np.argwhere(bad)[0])
+            raise ParameterError(f"query {row}: attribute {p.attribute_names[col]!r} bound must be in "
+                                 f"[0, {p.domains[col] - 1}], got {int(arr[row, col])}")
+        return arr
+
+
+def group_of_cells(params: Any, candidates: Any = None) -> np.ndarray:
+    """The group (grid) of each cell index."""
+    offsets = params.offsets
+    index = np.arange(params.d) if candidates is None else np.asarray(candidates, dtype=np.int64)
+    return np.searchsorted(offsets, index, side="right") - 1
