@@ -5,10 +5,14 @@ that TDG, HDG and the adaptive grid share (:mod:`.tdg`, :mod:`.hdg`, :mod:`.adap
 A grid partitions one attribute (a 1-D grid) or a pair of attributes (a 2-D grid) into
 cells, each attribute cut at increasing boundaries. The users are split into one group per
 grid: each user draws its group uniformly at random (independently of its record) and
-reports the cell of its record in that group's grid with OLH (Wang et al. 2017, hash range
-``g = round(e^eps) + 1``) spending the **whole** epsilon: the record's budget is not split
-across attributes; the users are. The server counts, per cell, the reports whose hash
-matches the cell (the support counts, integers: exact merges) and the users of each group.
+reports the cell of its record in that group's grid spending the **whole** epsilon: the
+record's budget is not split across attributes; the users are. The oracle of a grid of
+``c`` cells is the one of lower variance (Wang et al. 2017): GRR over the cells when
+``c < 3 e^eps + 2``, else OLH with hash range ``g = round(e^eps) + 1``. Both send
+``(z, a0, a1)``: GRR is local hashing with the identity hash ``a0 = 0, a1 = 1`` into ``c``
+values (``(0 + 1 x) mod c = x``), so one counting kernel serves both. The server counts, per
+cell, the reports whose hash of the cell is their ``z`` (the support counts, integers:
+exact merges) and the users of each group.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ..._validate import check_array, check_below, check_epsilon, check_int, che
 from ...errors import DTypeError, FormatError, ParameterError, ReportError
 from ...kernels.field import PRIME
 from .._hadamard_layout import prime_field
-from .._local_hashing import debias_matches, default_g
+from .._local_hashing import default_g
 
 #: Largest attribute domain and number of attributes.
 MAX_DOMAIN = 1 << 20
@@ -127,7 +131,7 @@ class GridParams(Params):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "domains", check_domains(self.domains))
         object.__setattr__(self, "names", check_names(self.names, len(self.domains)))
-        _ = self.flip_threshold
+        _ = self.flip_thresholds
 
     def cuts_of(self) -> Tuple[Optional[Tuple[Tuple[int, ...], ...]], Tuple[Tuple[int, ...], ...]]:
         """``(one-way cuts or None, two-way cuts)``, inner boundaries per attribute."""
@@ -135,9 +139,9 @@ class GridParams(Params):
 
     def _check_grids(self) -> None:
         for grid in self.grids():
-            if grid.cells > MAX_CELLS:
+            if not 2 <= grid.cells <= MAX_CELLS:
                 raise ParameterError(f"a grid of attributes {grid.attributes} would have {grid.cells} cells, "
-                                     f"more than {MAX_CELLS}: use fewer cells per attribute")
+                                     f"not 2 to {MAX_CELLS}: use more or fewer cells per attribute")
 
     def grids(self) -> List[Grid]:
         """The grids, one per user group: the 1-D grids (attribute order), then the 2-D grids
@@ -177,8 +181,27 @@ class GridParams(Params):
         return default_g(self.epsilon)
 
     @property
-    def flip_threshold(self) -> int:
-        return rr_threshold(self.epsilon, self.g)
+    def identity_hash(self) -> np.ndarray:
+        """Per grid: True where it uses GRR (the identity hash, ``cells < 3 e^eps + 2``)."""
+        limit = 3 * math.exp(self.epsilon) + 2
+        return np.array([grid.cells < limit for grid in self.grids()])
+
+    @property
+    def hash_ranges(self) -> np.ndarray:
+        """Per grid the range of its reports' ``z``: its cells under GRR, else ``g``."""
+        return np.where(self.identity_hash, [grid.cells for grid in self.grids()], self.g).astype(np.int64)
+
+    @property
+    def flip_thresholds(self) -> Tuple[int, ...]:
+        """Per grid the randomized response's 64-bit flip threshold over its hash range."""
+        return tuple(rr_threshold(self.epsilon, int(m)) for m in self.hash_ranges)
+
+    def probabilities(self) -> Tuple[np.ndarray, np.ndarray]:
+        """Per grid ``(p, q)``: a report's probability of matching its user's cell (kept) and
+        another cell (``1/g`` under OLH's hash, a uniform other symbol under GRR)."""
+        m = self.hash_ranges.astype(np.float64)
+        flip = np.array(self.flip_thresholds, dtype=np.float64) / 2.0**64
+        return 1.0 - flip, np.where(self.identity_hash, flip / (m - 1), 1.0 / m)
 
     def check_records(self, records: Any) -> np.ndarray:
         """Records as ``int64[n, k]``, each attribute within its domain; a ParameterError
@@ -201,13 +224,14 @@ class GridParams(Params):
                                      f"[0, {self.domains[col]}), got {int(arr[row, col])} at row {row}")
         return np.ascontiguousarray(arr)
 
-    def cell_variance(self, group_users: np.ndarray, n: int, f: Any) -> Any:
-        """Var of one cell's estimate when its group has ``group_users`` of the ``n`` users and
-        the cell holds a share ``f`` of all of them: OLH's ``(f p(1-p) + (1-f) q(1-q))/(n_j
-        (p-q)^2)`` (``p`` the kept-hash probability, ``q = 1/g``) on the group's cell share,
-        plus that share's variance as a simple random sample of ``n_j`` of the ``n`` users,
+    def cell_variance(self, groups: np.ndarray, group_users: np.ndarray, n: int, f: Any) -> Any:
+        """Var of the estimates of cells of ``groups`` with ``group_users`` of the ``n`` users,
+        each cell holding a share ``f`` of all users: the oracle's ``(f p(1-p) + (1-f)
+        q(1-q))/(n_j (p-q)^2)`` (:meth:`probabilities`) on the group's cell share, plus that
+        share's variance as a simple random sample of ``n_j`` of the ``n`` users,
         ``f (1-f) (n - n_j)/(n_j (n - 1))`` (the group draw)."""
-        p, q = 1.0 - self.flip_threshold / 2.0**64, 1.0 / self.g
+        keep, other = self.probabilities()
+        p, q = keep[groups], other[groups]
         f = np.asarray(f, dtype=np.float64)
         nj = np.asarray(group_users, dtype=np.float64)
         oracle = (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (nj * (p - q) ** 2)
@@ -246,11 +270,16 @@ class GridClient(ClientBase):
         rows = p.check_records(records)
         grids = p.grids()
         group = self._keys.generator().integers(0, len(grids), size=len(rows)).astype(np.uint32)
-        cell = np.zeros(len(rows), dtype=np.uint64)
-        for j, grid in enumerate(grids):
-            mine = group == j
-            cell[mine] = grid.cell_of(rows[mine]).astype(np.uint64)
-        z, a0, a1 = _core.ocms_perturb(prime_field(), self._keys.key(), cell, p.g, p.flip_threshold, self.threads)
+        z, a0, a1 = (np.zeros(len(rows), dtype=np.uint64) for _ in range(3))
+        for j, (grid, identity, m, t) in enumerate(zip(grids, p.identity_hash, p.hash_ranges, p.flip_thresholds)):
+            mine = np.flatnonzero(group == j)
+            cell = grid.cell_of(rows[mine]).astype(np.uint64)
+            if identity:
+                z[mine] = _core.randomized_response(self._keys.key(), cell, int(m), t, self.threads)
+                a1[mine] = 1
+            else:
+                z[mine], a0[mine], a1[mine] = _core.ocms_perturb(prime_field(), self._keys.key(), cell, int(m), t,
+                                                                 self.threads)
         reports_type: Any = type(self)._reports_type()
         return reports_type(group=group, z=z, a0=a0, a1=a1)
 
@@ -290,7 +319,17 @@ class GridServer(Aggregator):
     def _validate(self, reports: GridReports) -> None:
         p = self.params
         check_below(reports.group, len(p.grids()), "group", label="number of grids")
-        check_below(reports.z, p.g, "z", label="g")
+        group = reports.group.astype(np.intp)
+        ranges = p.hash_ranges[group]
+        if reports.z.size and bool((reports.z >= ranges.astype(np.uint64)).any()):
+            bad = int(np.argmax(reports.z >= ranges.astype(np.uint64)))
+            raise ReportError(f"z must be below its group's hash range {int(ranges[bad])}, got {int(reports.z[bad])} "
+                              f"at index {bad}")
+        identity = p.identity_hash[group]
+        if bool((identity & ((reports.a0 != 0) | (reports.a1 != 1))).any()):
+            bad = int(np.argmax(identity & ((reports.a0 != 0) | (reports.a1 != 1))))
+            raise ReportError(f"a0, a1 must be 0, 1 (the identity hash) in GRR group {int(group[bad])}, got "
+                              f"{int(reports.a0[bad])}, {int(reports.a1[bad])} at index {bad}")
         check_below(reports.a0, PRIME, "a0", label="PRIME")
         check_below(reports.a1, PRIME, "a1", label="PRIME")
 
@@ -306,7 +345,7 @@ class GridServer(Aggregator):
         counts = np.zeros(p.d, dtype=np.uint64)
         for j in np.flatnonzero(users):
             mine = slice(starts[j], starts[j + 1])
-            _core.ocms_count_range(prime_field(), z[mine], a0[mine], a1[mine], p.g, 0,
+            _core.ocms_count_range(prime_field(), z[mine], a0[mine], a1[mine], int(p.hash_ranges[j]), 0,
                                    counts[offsets[j]:offsets[j + 1]], self.threads)
         return self._delta().add_nonzero("counts", counts).add_nonzero("users", users.astype(np.uint64))
 
@@ -324,9 +363,12 @@ class GridServer(Aggregator):
         return np.asarray(self._st["users"], dtype=np.int64)
 
     def _cell_estimates(self) -> np.ndarray:
-        """Every cell's estimated frequency; a group without users gets the uniform 1/cells."""
+        """Every cell's estimated frequency ``(C/n_j - q)/(p - q)`` (support count ``C`` of the
+        group's ``n_j`` users, :meth:`GridParams.probabilities`); a group without users gets the
+        uniform 1/cells."""
         p = self.params
         offsets = p.offsets
+        keep, other = p.probabilities()
         users = self._st["users"].astype(np.float64)
         out = np.empty(p.d, dtype=np.float64)
         for j in range(users.size):
@@ -334,7 +376,7 @@ class GridServer(Aggregator):
             if users[j] == 0:
                 out[span] = 1.0 / (offsets[j + 1] - offsets[j])
             else:
-                out[span] = debias_matches(self._st["counts"][span], int(users[j]), p.epsilon, p.g)
+                out[span] = (self._st["counts"][span] / users[j] - other[j]) / (keep[j] - other[j])
         return out
 
     def estimate(self, candidates: Any = None, counts: bool = False) -> np.ndarray:

@@ -48,16 +48,17 @@ def grid_extremes(small: Callable[[Any], Params], large: Callable[[Any], Params]
 
 
 def wire_fields(params: Any) -> List[WireField]:
-    return [WireField("group", bits_for(len(params.grids())), None, "uint32"), WireField("z", bits_for(params.g)),
-            WireField("a0", 64), WireField("a1", 64)]
+    return [WireField("group", bits_for(len(params.grids())), None, "uint32"),
+            WireField("z", bits_for(int(params.hash_ranges.max()))), WireField("a0", 64), WireField("a1", 64)]
 
 
 def cell_variance(server: Any, candidates: Any) -> PlugIn:
     """The closed form of :meth:`GridParams.cell_variance` per candidate cell (its group's users)."""
     p, n = server.params, server.n
-    users = server.group_users()[group_of_cells(p, np.asarray(candidates, dtype=np.int64))]
-    return PlugIn(lambda f: p.cell_variance(users, n, f), len(candidates),
-                  f"{PLUG_IN} (OLH on the cell's group plus the group draw, GridParams.cell_variance); "
+    groups = group_of_cells(p, np.asarray(candidates, dtype=np.int64))
+    users = server.group_users()[groups]
+    return PlugIn(lambda f: p.cell_variance(groups, users, n, f), len(candidates),
+                  f"{PLUG_IN} (GRR or OLH on the cell's group plus the group draw, GridParams.cell_variance); "
                   "range answers after consistency have no closed form")
 
 
@@ -70,8 +71,13 @@ def grid_plan(params: GridParams) -> Any:
     cells = [np.array([grid.cell_of(r[None, :])[0] for grid in params.grids()], dtype=np.uint64) for r in records]
 
     def support(reports: Any, w: int) -> np.ndarray:
-        x = cells[w][reports.group.astype(np.intp)]
-        return np.asarray(_core.ocms_hash(prime_field(), reports.a0, reports.a1, x, params.g) == reports.z)
+        group = reports.group.astype(np.intp)
+        hit = np.zeros(len(group), dtype=bool)
+        for j, m in enumerate(params.hash_ranges):
+            mine = np.flatnonzero(group == j)
+            x = np.full(mine.size, cells[w][j], dtype=np.uint64)
+            hit[mine] = _core.ocms_hash(prime_field(), reports.a0[mine], reports.a1[mine], x, int(m)) == reports.z[mine]
+        return hit
 
     def events(reports: Any) -> Tuple[np.ndarray, np.ndarray]:
         s0, s1 = support(reports, 0), support(reports, 1)
@@ -81,7 +87,8 @@ def grid_plan(params: GridParams) -> Any:
 
 
 def audit_hooks(small: Callable[..., Params]) -> AuditHooks:
-    return AuditHooks(small, grid_plan, lambda p: rr_effective_epsilon(p.flip_threshold, p.g))
+    return AuditHooks(small, grid_plan, lambda p: max(rr_effective_epsilon(t, int(m))
+                                                      for t, m in zip(p.flip_thresholds, p.hash_ranges)))
 
 
 def replaced(params: Any, **changes: Any) -> Any:

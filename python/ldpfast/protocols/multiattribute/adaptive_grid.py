@@ -96,10 +96,11 @@ class AdaptiveGridParams(GridParams):
 
 def equal_mass_cuts(mass: np.ndarray, cells: int) -> Tuple[int, ...]:
     """Inner boundaries cutting ``mass`` (positive, over ``[0, d)``) into ``cells`` intervals of
-    about equal mass (fewer where a single value holds more than one share)."""
+    about equal mass (fewer where a single value holds more than one share; at least two)."""
     cumulative = np.cumsum(mass) / mass.sum()
     cuts = np.searchsorted(cumulative, np.arange(1, cells) / cells, side="left") + 1
-    return tuple(int(c) for c in np.unique(cuts) if 0 < c < mass.size)
+    inner = tuple(int(c) for c in np.unique(cuts) if 0 < c < mass.size)
+    return inner or (mass.size // 2,)           # one value holding nearly all: still two cells
 
 
 @dataclasses.dataclass(eq=False)
@@ -134,7 +135,7 @@ def _example() -> Tuple[AdaptiveGridParams, np.ndarray]:
 register_protocol(Protocol(
     "adaptive-grid", AdaptiveGridParams, AdaptiveGridReports, AdaptiveGridServer, AdaptiveGridClient,
     inputs="records", example=_example,
-    extremes=grid_extremes(lambda p: replaced(_uniform(p.epsilon, (2,) * len(p.domains), 1, 2), names=p.names),
+    extremes=grid_extremes(lambda p: replaced(_uniform(p.epsilon, (2,) * len(p.domains), 2, 2), names=p.names),
                            lambda p: _uniform(p.epsilon, (4096, 4096), 4096, 256)),
     wire_fields=wire_fields, variance=cell_variance,
     audit=audit_hooks(lambda e, **kw: _uniform(e, (2, 2), 2, 2, **kw))))

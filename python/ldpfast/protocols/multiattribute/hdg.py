@@ -50,8 +50,8 @@ class HDGParams(GridParams):
 
     def __post_init__(self) -> None:
         self._check_common()
-        object.__setattr__(self, "g1", check_int("g1", self.g1, 1, MAX_DOMAIN))
-        object.__setattr__(self, "g2", check_int("g2", self.g2, 1, MAX_DOMAIN))
+        object.__setattr__(self, "g1", check_int("g1", self.g1, 2, MAX_DOMAIN))
+        object.__setattr__(self, "g2", check_int("g2", self.g2, 2, MAX_DOMAIN))
         self._check_grids()
 
     @classmethod
@@ -91,8 +91,8 @@ def _small(epsilon: float, **changes: Any) -> HDGParams:
 
 register_protocol(Protocol(
     "hdg", HDGParams, HDGReports, HDGServer, HDGClient, inputs="records",
-    example=lambda: (HDGParams(epsilon=1.5, domains=EXAMPLE_DOMAINS, g1=4, g2=2, names=EXAMPLE_NAMES),
+    example=lambda: (HDGParams(epsilon=0.5, domains=EXAMPLE_DOMAINS, g1=8, g2=2, names=EXAMPLE_NAMES),
                      example_records()),
-    extremes=grid_extremes(lambda p: replaced(p, domains=(2,) * len(p.domains), g1=1, g2=2),
+    extremes=grid_extremes(lambda p: replaced(p, domains=(2,) * len(p.domains), g1=2, g2=2),
                            lambda p: replaced(p, domains=(4096, 4096), g1=4096, g2=256, names=None)),
     wire_fields=wire_fields, variance=cell_variance, audit=audit_hooks(_small)))

@@ -37,7 +37,7 @@ class TDGParams(GridParams):
 
     def __post_init__(self) -> None:
         self._check_common()
-        object.__setattr__(self, "g2", check_int("g2", self.g2, 1, MAX_DOMAIN))
+        object.__setattr__(self, "g2", check_int("g2", self.g2, 2, MAX_DOMAIN))
         self._check_grids()
 
     @classmethod
@@ -77,6 +77,6 @@ def _small(epsilon: float, **changes: Any) -> TDGParams:
 register_protocol(Protocol(
     "tdg", TDGParams, TDGReports, TDGServer, TDGClient, inputs="records",
     example=lambda: (TDGParams(epsilon=1.5, domains=EXAMPLE_DOMAINS, g2=4, names=EXAMPLE_NAMES), example_records()),
-    extremes=grid_extremes(lambda p: replaced(p, domains=(2,) * len(p.domains), g2=1),
+    extremes=grid_extremes(lambda p: replaced(p, domains=(2,) * len(p.domains), g2=2),
                            lambda p: replaced(p, domains=(4096, 4096), g2=256, names=None)),
     wire_fields=wire_fields, variance=cell_variance, audit=audit_hooks(_small)))
