@@ -4,10 +4,11 @@ attributes (records ``int64[n, k]``, attribute ``j`` pre-bucketized to ``[0, dom
 
 The users are split into ``k + k (k - 1)/2`` groups, one per grid: a 1-D grid of ``g1`` cells
 per attribute and a 2-D grid of ``g2 x g2`` cells per attribute pair. Each user reports its
-cell in its group's grid with OLH spending the whole epsilon (the users are split, not the
-budget). The server makes the grids non-negative and consistent, fits a value-level matrix
-per pair to its 2-D grid and the two 1-D grids (the weighted update), and answers box
-queries from those matrices (:mod:`._grid_answer`)::
+cell in its group's grid spending the whole epsilon (the users are split, not the budget),
+with GRR or OLH, whichever has the lower variance for the grid's cells (:mod:`._grid`).
+The server makes the grids non-negative and consistent, fits a value-level matrix per pair
+to its 2-D grid and the two 1-D grids (the weighted update), and answers box queries from
+those matrices (:mod:`._grid_answer`)::
 
     params = HDGParams.create(epsilon=1.0, domains=(64,) * 6, n=1_000_000)
     server = HDGServer(params).update(HDGClient(params).perturb(records))

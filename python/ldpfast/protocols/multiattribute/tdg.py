@@ -1,6 +1,6 @@
 """TDG: the two-dimensional grids of Yang et al. (VLDB 2020), HDG without the 1-D grids
 (:mod:`.hdg`): the users split into one group per attribute pair, each reporting its cell
-of that pair's ``g2 x g2`` grid with OLH over the whole epsilon. The server makes the grids
+of that pair's ``g2 x g2`` grid over the whole epsilon (GRR or OLH, see :mod:`._grid`). The server makes the grids
 consistent and answers a query assuming the values within a cell are uniform."""
 
 from __future__ import annotations
