@@ -6,8 +6,8 @@ Data: ``--n`` records (default 1e6) of 6 attributes, a correlated Gaussian (unit
 correlation ``--rho`` between every pair, default 0.5) cut into 64 bins over [-3, 3]
 (ldpfast.protocols.multiattribute._grid_hooks.correlated_records); and UCI Adult's six
 numeric attributes, each cut into 64 equal-width bins over its range (32,561 people).
-Queries: privmdr's generator: 2 random attributes, each a range of half the domain (32 of
-64 values) starting at a multiple of 4 (``--queries`` per setting, default 200). Error: the
+Queries: privmdr's generator: ``--dims`` random attributes (default 2), each a range of half
+the domain (32 of 64 values) starting at a multiple of 4 (``--queries`` per setting, default 200). Error: the
 mean absolute error of the answered fractions (privmdr's MAE).
 
 Adaptive grid: a first ``--phase1`` share of the users (default 10%) report to an HDG
@@ -57,12 +57,12 @@ def adult_records() -> np.ndarray:
     return np.stack(columns, axis=1).astype(np.int64)
 
 
-def queries(k: int, count: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
-    """privmdr's 2-D queries: ranges of 8 of 16 coarse blocks (blocks of 4 values)."""
+def queries(k: int, count: int, seed: int, dims: int = 2) -> Tuple[np.ndarray, np.ndarray]:
+    """privmdr's queries over ``dims`` attributes: ranges of 8 of 16 coarse blocks (of 4 values)."""
     gen = np.random.default_rng(seed)
     lows, highs = np.zeros((count, k), dtype=np.int64), np.full((count, k), DOMAIN - 1, dtype=np.int64)
     for q in range(count):
-        for a in gen.choice(k, 2, replace=False):
+        for a in gen.choice(k, dims, replace=False):
             lows[q, a] = gen.integers(0, 9) * 4
             highs[q, a] = lows[q, a] + 31
     return lows, highs
@@ -125,12 +125,13 @@ def run_reference(ref: Dict[str, Any], records: np.ndarray, eps: float, lows: np
     random.seed(seed)
     np.random.seed(seed)
     n, k = records.shape
-    args = SimpleNamespace(user_num=n, attribute_num=k, domain_size=DOMAIN, epsilon=eps, query_dimension=2,
+    dims = int(((lows[0] > 0) | (highs[0] < DOMAIN - 1)).sum())
+    args = SimpleNamespace(user_num=n, attribute_num=k, domain_size=DOMAIN, epsilon=eps, query_dimension=dims,
                            consistency_iteration_num_max=100, weighted_update_iteration_num_max=100,
                            dimension_query_volume=0.5, algorithm_name="HDG")
     query_list = []
     for lo, hi in zip(lows, highs):
-        query = ref["generate_query"].RangeQuery(2, k, args=args)
+        query = ref["generate_query"].RangeQuery(dims, k, args=args)
         query.initialize_range_query()
         query.selected_attribute_list = [int(a) for a in np.flatnonzero((lo > 0) | (hi < DOMAIN - 1))]
         for a in query.selected_attribute_list:
@@ -159,6 +160,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rho", type=float, default=0.5)
     parser.add_argument("--eps", default="0.5,1,2")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--dims", type=int, default=2, help="attributes each query constrains")
+    parser.add_argument("--data", default="gaussian,adult")
     parser.add_argument("--phase1", type=float, default=0.1)
     parser.add_argument("--runs", type=int, default=3, help="collections per setting of the Gaussian data")
     parser.add_argument("--adult-runs", type=int, default=5)
@@ -170,11 +173,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     epsilons = [float(e) for e in args.eps.split(",")]
     ref = load_reference(args.reference or None)
-    data = {"gaussian": (correlated_records((DOMAIN,) * 6, args.n, rho=args.rho, seed=11), args.runs),
-            "adult": (adult_records(), args.adult_runs)}
+    data = {"gaussian": lambda: (correlated_records((DOMAIN,) * 6, args.n, rho=args.rho, seed=11), args.runs),
+            "adult": lambda: (adult_records(), args.adult_runs)}
     rows = []
-    for name, (records, runs) in data.items():
-        lows, highs = queries(records.shape[1], args.queries, seed=5)
+    for name in args.data.split(","):
+        records, runs = data[name]()
+        lows, highs = queries(records.shape[1], args.queries, seed=5, dims=args.dims)
         true = truth(records, lows, highs)
         for eps in epsilons:
             for method in ("tdg", "hdg", "adaptive-grid", "privmdr-hdg"):
@@ -195,7 +199,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                          args.repeat)
                     errors.append(float(np.abs(answers - true).mean()))
                     times.append(timing)
-                row = {"data": name, "n": len(records), "eps": eps, "method": method, "runs": runs,
+                row = {"data": name, "n": len(records), "dims": args.dims, "eps": eps, "method": method, "runs": runs,
                        "mae": float(np.mean(errors)), "mae_runs": errors,
                        **{key: float(np.median([t[key] for t in times])) for key in times[0]}}
                 rows.append(row)

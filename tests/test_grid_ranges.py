@@ -176,6 +176,10 @@ def test_bad_queries_name_the_attribute_and_value(runs):
         server.range({"education": (0, 6)})
     with pytest.raises(ParameterError, match=r"lows must have shape \(q, 3\)"):
         server.range_batch([[0, 0]], [[1, 1]])
+    with pytest.raises(ParameterError, match=r"attribute 'age' needs \(low, high\), got \(1.5, 3\)"):
+        server.range({"age": (1.5, 3)})
+    with pytest.raises(ParameterError, match=r"candidates must be cell indices in \[0, 24\), got 24"):
+        server.estimate([24])
 
 
 def test_refused_batch_leaves_the_server_unchanged(runs):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import operator
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from ... import _core
 from ..._base import Aggregator, ClientBase, Delta, Params, Reports
 from ..._delta import _State
-from ..._validate import check_array, check_below, check_epsilon, check_int, check_threads, rr_threshold
+from ..._validate import check_array, check_below, check_epsilon, check_int, check_threads, check_values, rr_threshold
 from ...errors import DTypeError, FormatError, ParameterError, ReportError
 from ...kernels.field import PRIME
 from .._hadamard_layout import prime_field
@@ -261,9 +262,11 @@ class GridReports(Reports):
 class GridClient(ClientBase):
     """Grid client: ``perturb(records)`` with ``records`` ``int64[n, k]``. Each user draws its
     group uniformly (from the client's key source: OS entropy unless seeded for simulation)
-    and reports its cell there with OLH over the whole epsilon."""
+    and reports its cell there over the whole epsilon (GRR or OLH, module docstring)."""
 
     params: Any
+    #: The Reports class of the protocol (set by each protocol's client).
+    reports_type: ClassVar[Any] = GridReports
 
     def perturb(self, records: Any) -> Any:
         p: GridParams = self.params
@@ -280,14 +283,7 @@ class GridClient(ClientBase):
             else:
                 z[mine], a0[mine], a1[mine] = _core.ocms_perturb(prime_field(), self._keys.key(), cell, int(m), t,
                                                                  self.threads)
-        reports_type: Any = type(self)._reports_type()
-        return reports_type(group=group, z=z, a0=a0, a1=a1)
-
-    @classmethod
-    def _reports_type(cls) -> type:
-        from ..._registry import _REGISTRY
-
-        return next(proto.reports for proto in _REGISTRY.values() if proto.client is cls)
+        return self.reports_type(group=group, z=z, a0=a0, a1=a1)
 
 
 class GridServer(Aggregator):
@@ -387,11 +383,7 @@ class GridServer(Aggregator):
             raise ReportError("cannot estimate frequencies from zero reports")
         est = self._cell_estimates()
         if candidates is not None:
-            index = np.asarray(candidates)
-            if index.ndim != 1 or (index.size and index.dtype.kind not in "iu"):
-                raise ParameterError(f"candidates must be a 1-D array of cell indices, got {candidates!r}")
-            check_below(index, self.params.d, "candidates", label="cells", error=ParameterError)
-            est = est[index.astype(np.intp)]
+            est = est[check_values(candidates, self.params.d, "candidates", "cell indices in").astype(np.intp)]
         return np.asarray(est * n if counts else est, dtype=np.float64)
 
     # -- range queries (post-processing in _grid_answer) ------------------------------------
@@ -417,7 +409,7 @@ class GridServer(Aggregator):
         for key, bounds in query.items():
             j = self._attribute(key)
             try:
-                low, high = (int(b) for b in bounds)
+                low, high = (operator.index(b) for b in bounds)
             except (TypeError, ValueError):
                 raise ParameterError(f"query: attribute {p.attribute_names[j]!r} needs (low, high), "
                                      f"got {bounds!r}") from None

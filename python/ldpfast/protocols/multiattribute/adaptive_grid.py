@@ -111,6 +111,8 @@ class AdaptiveGridReports(GridReports):
 class AdaptiveGridClient(GridClient):
     """Adaptive-grid client (see :class:`._grid.GridClient`)."""
 
+    reports_type: ClassVar[Any] = AdaptiveGridReports
+
 
 class AdaptiveGridServer(GridServer):
     """Adaptive-grid server (see :class:`._grid.GridServer`; HDG's post-processing)."""

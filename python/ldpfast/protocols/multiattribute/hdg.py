@@ -77,6 +77,8 @@ class HDGReports(GridReports):
 class HDGClient(GridClient):
     """HDG client (see :class:`._grid.GridClient`)."""
 
+    reports_type: ClassVar[Any] = HDGReports
+
 
 class HDGServer(GridServer):
     """HDG server (see :class:`._grid.GridServer`)."""

@@ -61,6 +61,8 @@ class TDGReports(GridReports):
 class TDGClient(GridClient):
     """TDG client (see :class:`._grid.GridClient`)."""
 
+    reports_type: ClassVar[Any] = TDGReports
+
 
 class TDGServer(GridServer):
     """TDG server (see :class:`._grid.GridServer`)."""
