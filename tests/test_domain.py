@@ -52,6 +52,8 @@ def test_every_client_perturbs_labels_as_their_ids(pid):
     params, inputs = proto.example()
     if not isinstance(getattr(params, "d", None), int) or params.d < 1:
         pytest.skip(f"{pid} has no integer dictionary [0, d) (a test double, or RAPPOR's string values)")
+    if proto.inputs == "records":
+        pytest.skip(f"{pid} takes records of integer attributes: no labels")
     words = _words(params.d)
     labelled = params.with_domain(Domain(words))
     from_ids = proto.client(labelled, rng=SEED).perturb(inputs)

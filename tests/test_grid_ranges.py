@@ -204,6 +204,13 @@ def test_bad_parameters_name_the_value():
         hdg.HDGParams(epsilon=1.0, domains=(1024, 1024), g1=4, g2=1024)
 
 
+def test_labels_are_refused_by_name():
+    from ldpfast import Domain
+
+    with pytest.raises(ParameterError, match="takes records of integer attributes, not labels"):
+        _hdg().with_domain(Domain(["a", "b"]))
+
+
 def test_guideline_granularities_of_the_benchmark_setting():
     """n = 1e6, 6 attributes of 64 values (21 HDG groups, 15 TDG groups). At eps = 1 by hand:
     g1 = (n (e-1)^2 0.7^2 / (2 * 21 e))^(1/3) = 23.3 -> 16; g2 = sqrt(2 * 0.03 (e-1)

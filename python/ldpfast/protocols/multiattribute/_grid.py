@@ -21,7 +21,7 @@ import dataclasses
 import itertools
 import math
 import operator
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 import numpy as np
 
@@ -119,6 +119,9 @@ class Grid:
         return cell
 
 
+GridParamsT = TypeVar("GridParamsT", bound="GridParams")
+
+
 class GridParams(Params):
     """What TDG, HDG and the adaptive grid share: ``epsilon``, ``domains`` (one per attribute,
     records hold values in ``[0, domains[j])``), optional attribute ``names``, and the grids
@@ -132,17 +135,25 @@ class GridParams(Params):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "domains", check_domains(self.domains))
         object.__setattr__(self, "names", check_names(self.names, len(self.domains)))
-        _ = self.flip_thresholds
 
     def cuts_of(self) -> Tuple[Optional[Tuple[Tuple[int, ...], ...]], Tuple[Tuple[int, ...], ...]]:
         """``(one-way cuts or None, two-way cuts)``, inner boundaries per attribute."""
         raise NotImplementedError
 
     def _check_grids(self) -> None:
+        """After the subclass checked its cuts: every grid's size, and every oracle's threshold."""
         for grid in self.grids():
             if not 2 <= grid.cells <= MAX_CELLS:
                 raise ParameterError(f"a grid of attributes {grid.attributes} would have {grid.cells} cells, "
                                      f"not 2 to {MAX_CELLS}: use more or fewer cells per attribute")
+        _ = self.flip_thresholds
+
+    def with_domain(self: "GridParamsT", domain: Any) -> "GridParamsT":
+        """Records are integer attributes (bucketize labels first): no label domain attaches."""
+        if domain is not None:
+            raise ParameterError(f"{type(self).__name__} takes records of integer attributes, not labels: got "
+                                 f"domain {domain!r} (bucketize each attribute to [0, domains[j]) instead)")
+        return super().with_domain(None)
 
     def grids(self) -> List[Grid]:
         """The grids, one per user group: the 1-D grids (attribute order), then the 2-D grids
