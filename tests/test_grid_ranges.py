@@ -237,3 +237,13 @@ def test_every_pair_has_a_matrix():
     server = tdg.TDGServer(params).update(tdg.TDGClient(params, rng=5).perturb(np.tile(records, (4, 1))))
     assert set(server._answers().prefix) == set(itertools.combinations(range(4), 2))
     assert 0.0 <= server.range({"a0": (0, 1), "a1": (0, 1), "a2": (2, 3)}) <= 1.0
+
+
+def test_range_answers_too_large_for_memory_are_refused_by_name():
+    """Range answers need one value matrix per pair: 2^20 x 2^20 values are refused before
+    anything is allocated (the memory budget), the server still usable."""
+    params = tdg.TDGParams(epsilon=1.0, domains=(1 << 20, 1 << 20), g2=2)
+    server = tdg.TDGServer(params).update(tdg.TDGClient(params, rng=1).perturb(np.array([[0, 0], [5, 7]])))
+    with pytest.raises(ParameterError, match="range answers' value matrices"):
+        server.range({"a0": (0, 10)})
+    assert np.isfinite(server.estimate()).all()

@@ -405,6 +405,10 @@ class GridServer(Aggregator):
         if cached is None:
             if self.n == 0:
                 raise ReportError("cannot answer range queries from zero reports")
+            domains = self.params.domains
+            # per pair its value matrix, the prefix sums kept, and one fitting step's temporaries
+            values = sum(domains[a] * domains[b] for a, b in itertools.combinations(range(len(domains)), 2))
+            self._check_call(4 * 8 * values, "the range answers' value matrices (one per attribute pair)")
             cached = Answers(self.params, self._cell_estimates(), self.n, self.params.cuts_of()[0] is not None)
             self._st.__dict__["answers"] = cached
         return cached
