@@ -93,7 +93,7 @@ def test_consistency_keeps_consistent_grids_and_reconciles_noisy_ones(runs):
     params, records, servers = runs
     grids, offsets = params.grids(), params.offsets
     truth = [np.bincount(g.cell_of(records), minlength=g.cells).reshape(g.shape) / len(records) for g in grids]
-    again = make_consistent(grids, [t.copy() for t in truth], 3, 1e-12)
+    again = make_consistent(grids, [t.copy() for t in truth], 3, 1e-12, np.ones(len(grids)))
     for a, b in zip(truth, again):
         np.testing.assert_allclose(a, b, atol=1e-12)
 
@@ -107,7 +107,7 @@ def test_consistency_keeps_consistent_grids_and_reconciles_noisy_ones(runs):
         return worst
     raw = servers[0].estimate()
     tables = [raw[offsets[j]:offsets[j + 1]].reshape(g.shape) for j, g in enumerate(grids)]
-    fixed = make_consistent(grids, tables, 3, 1.0 / 3000)
+    fixed = make_consistent(grids, tables, 3, 1.0 / 3000, np.ones(len(grids)))
     assert all((t >= 0).all() and abs(t.sum() - 1) < 1e-9 for t in fixed)
     assert disagreement(fixed) < disagreement(tables) / 10, (disagreement(fixed), disagreement(tables))
 
@@ -134,7 +134,7 @@ def test_exact_grids_answer_exactly_and_many_dimensions_fit_independence():
     cells = np.concatenate([margins[g.attributes[0]] if len(g.attributes) == 1 else
                             np.outer(margins[g.attributes[0]], margins[g.attributes[1]]).ravel()
                             for g in params.grids()])
-    answers = Answers(params, cells, 10**6, weighted=True)
+    answers = Answers(params, cells, 10**6, weighted=True, noise=np.ones(len(params.grids())))
     lo, hi = np.array([[1, 0, 0], [0, 2, 1], [1, 1, 0]]), np.array([[2, 3, 3], [3, 3, 2], [3, 2, 1]])
     inside = [[m[lo[q, a]:hi[q, a] + 1].sum() for a, m in enumerate(margins)] for q in range(3)]
     np.testing.assert_allclose(answers.boxes(lo, hi), np.prod(inside, axis=1), atol=1e-9)

@@ -409,7 +409,12 @@ class GridServer(Aggregator):
             # per pair its value matrix, the prefix sums kept, and one fitting step's temporaries
             values = sum(domains[a] * domains[b] for a, b in itertools.combinations(range(len(domains)), 2))
             self._check_call(4 * 8 * values, "the range answers' value matrices (one per attribute pair)")
-            cached = Answers(self.params, self._cell_estimates(), self.n, self.params.cuts_of()[0] is not None)
+            keep, other = self.params.probabilities()
+            users = self._st["users"].astype(np.float64)
+            with np.errstate(divide="ignore"):   # a group without users: infinite variance, weight 0
+                noise = other * (1 - other) / ((keep - other) ** 2 * users)
+            cached = Answers(self.params, self._cell_estimates(), self.n, self.params.cuts_of()[0] is not None,
+                             noise)
             self._st.__dict__["answers"] = cached
         return cached
 

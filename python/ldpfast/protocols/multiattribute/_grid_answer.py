@@ -5,9 +5,11 @@ non-negative and consistent, a value-level matrix per attribute pair, and box an
    they sum to 1 (the Euclidean projection onto the simplex, the fixed point of the paper's
    iteration).
 2. **Consistency** per attribute: the grids holding it give its marginal over the intervals
-   all of them share; their weighted mean (weights ``1/C``, ``C`` the cells summed into an
-   interval: the sum's variance is ``C`` times a cell's, every group being equally large in
-   expectation) replaces each grid's, spread equally over the summed cells. Steps 1 and 2
+   all of them share; their weighted mean (weights ``1/(C v)``, ``C`` the cells summed into
+   an interval and ``v`` one cell estimate's variance in that grid, by its group's size and
+   oracle: the sum's variance is about ``C v``; the paper's ``1/C`` for equal groups and
+   oracles; a group without users weighs 0) replaces each grid's, spread equally over the
+   summed cells. Steps 1 and 2
    alternate until no cell moves by more than ``1/n`` (at most ``ROUNDS``), Norm-Sub last.
 3. **Matrices**: per pair ``(a, b)`` a ``d_a x d_b`` matrix of value frequencies. TDG spreads
    each 2-D cell uniformly over its values. HDG and the adaptive grid run the **weighted
@@ -41,8 +43,10 @@ def norm_sub(table: np.ndarray) -> np.ndarray:
     return np.asarray(np.maximum(table - tops[last] / ranks[last], 0.0))
 
 
-def make_consistent(grids: List[Any], tables: List[np.ndarray], k: int, tolerance: float) -> List[np.ndarray]:
-    """Steps 1 and 2 (module docstring) on the grids' cell tables."""
+def make_consistent(grids: List[Any], tables: List[np.ndarray], k: int, tolerance: float,
+                    noise: np.ndarray) -> List[np.ndarray]:
+    """Steps 1 and 2 (module docstring) on the grids' cell tables; ``noise``: per grid the
+    variance of one cell's estimate (``inf``: no users)."""
     plans = []
     for a in range(k):
         members = [(j, grid.attributes.index(a)) for j, grid in enumerate(grids) if a in grid.attributes]
@@ -56,19 +60,21 @@ def make_consistent(grids: List[Any], tables: List[np.ndarray], k: int, toleranc
             edge = grids[j].edges[axis]
             interval = np.searchsorted(common, edge[:-1], side="right") - 1   # the common interval of each cell row
             cells = np.bincount(interval, minlength=common.size - 1) * (grids[j].cells // (edge.size - 1))
-            plan.append((j, axis, interval, cells.astype(np.float64)))
+            plan.append((j, axis, interval, cells.astype(np.float64), 1.0 / (cells * noise[j])))
         plans.append((common.size - 1, plan))
     tables = [norm_sub(t) for t in tables]
     for _ in range(ROUNDS):
         before = [t.copy() for t in tables]
         for size, plan in plans:
             sums = []
-            for j, axis, interval, _cells in plan:
+            for j, axis, interval, _cells, _weight in plan:
                 other = tuple(i for i in range(tables[j].ndim) if i != axis)
                 sums.append(np.bincount(interval, tables[j].sum(axis=other), minlength=size))
-            weights = [1.0 / cells for *_, cells in plan]
-            mean = sum(s * w for s, w in zip(sums, weights)) / sum(weights)
-            for (j, axis, interval, cells), s in zip(plan, sums):
+            total = sum(weight for *_, weight in plan)
+            if not np.all(total > 0):
+                continue                                   # no grid of this attribute has users
+            mean = sum(s * weight for s, (*_, weight) in zip(sums, plan)) / total
+            for (j, axis, interval, cells, _weight), s in zip(plan, sums):
                 shape = [1] * tables[j].ndim
                 shape[axis] = -1
                 tables[j] = tables[j] + ((mean - s) / cells)[interval].reshape(shape)
@@ -115,14 +121,14 @@ def fitted_matrix(rows: np.ndarray, cols: np.ndarray, table: np.ndarray, row_gri
 class Answers:
     """Steps 1-3 done once for a server's state; :meth:`boxes` answers queries."""
 
-    def __init__(self, params: Any, cells: np.ndarray, n: int, weighted: bool):
+    def __init__(self, params: Any, cells: np.ndarray, n: int, weighted: bool, noise: np.ndarray):
         grids = params.grids()
         offsets = params.offsets
         k = len(params.domains)
         self.domains = np.array(params.domains, dtype=np.int64)
         self.tolerance = 1.0 / n
         tables = [cells[offsets[j]:offsets[j + 1]].reshape(grid.shape) for j, grid in enumerate(grids)]
-        self.tables = make_consistent(grids, tables, k, self.tolerance)
+        self.tables = make_consistent(grids, tables, k, self.tolerance, noise)
         one_way = {grid.attributes[0]: (grid.edges[0], self.tables[j]) for j, grid in enumerate(grids)
                    if len(grid.attributes) == 1}
         self.prefix: Dict[Tuple[int, int], np.ndarray] = {}
