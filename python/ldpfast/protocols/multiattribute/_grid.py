@@ -252,8 +252,8 @@ class GridParams(Params):
 
 @dataclasses.dataclass(eq=False)
 class GridReports(Reports):
-    """Grid reports: the user's ``group`` (its grid) and OLH's ``(z, a0, a1)`` of its cell
-    there (uint32, uint64 x 3)."""
+    """Grid reports: the user's ``group`` (its grid) and the ``(z, a0, a1)`` of its cell there
+    (uint32, uint64 x 3): OLH's hash and value, or GRR's value with the identity hash (0, 1)."""
 
     column_types: ClassVar[Mapping[str, Tuple[str, int]]] = {
         "group": ("uint32", 1), "z": ("uint64", 1), "a0": ("uint64", 1), "a1": ("uint64", 1)}
