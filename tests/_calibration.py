@@ -25,6 +25,8 @@ from ldpfast.protocols.frequency import (blh, grr, hadamard, hadamard_variants, 
 from ldpfast.protocols.heavy import hadaheavy, pem, treehist_cs
 from ldpfast.protocols.repeated import dbitflip, longitudinal, longitudinal_unary, rappor
 from ldpfast.protocols.sets import multi_pcms, npcms, privsketch, privsketch_ldp, ps_olh, svim
+from ldpfast.protocols.multiattribute import adaptive_grid, hdg, tdg
+from ldpfast.protocols.multiattribute._grid_hooks import correlated_records
 
 #: Users per run (values protocols) and the frequencies of the 40-value data set: four heavy
 #: values, 20 exactly at THRESHOLD (the boundary of the null hypothesis f <= THRESHOLD) and
@@ -204,6 +206,17 @@ def svim_padded_target(params: Any, sets: Any, candidates: np.ndarray) -> np.nda
     return params.L / params.coverage * share[[position[int(c)] for c in candidates]]
 
 
+def grid_cells(params: Any, records: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Grid protocols: every cell's share of all users (one group's users stand for all)."""
+    shares = [np.bincount(g.cell_of(records), minlength=g.cells) / len(records) for g in params.grids()]
+    return np.concatenate(shares)[candidates]
+
+
+def grid_records() -> np.ndarray:
+    """5000 records of two attributes of 8 values (a correlated Gaussian)."""
+    return correlated_records((8, 8), 5000, rho=0.5)
+
+
 @dataclasses.dataclass
 class Case:
     """``exact``: the model's intervals have exactly their level (False: a bound, covering
@@ -297,6 +310,11 @@ CASES: Dict[str, Case] = {
                        sampled_share(lambda size: size), 0.05),
     "svim-lengths": Case(lambda: svim.SVIMLengthParams(epsilon=2.0, d=D_SETS, candidates=tuple(range(8))), _SETS,
                          svim_lengths_target, 0.1),
+    # the grids: TDG's 16 cells by OLH at eps = 1, HDG's and the adaptive grid's by GRR at eps = 2
+    "tdg": Case(lambda: tdg.TDGParams(epsilon=1.0, domains=(8, 8), g2=4), grid_records, grid_cells),
+    "hdg": Case(lambda: hdg.HDGParams(epsilon=2.0, domains=(8, 8), g1=4, g2=2), grid_records, grid_cells),
+    "adaptive-grid": Case(lambda: adaptive_grid.AdaptiveGridParams(epsilon=2.0, domains=(8, 8), cuts1=((2, 3, 4, 6),
+                          (2, 4, 6)), cuts2=((4,), (3,))), grid_records, grid_cells),
     "svim-padded": Case(lambda: svim.SVIMPaddedParams(epsilon=2.0, d=D_SETS, candidates=tuple(range(0, 60, 3)), L=3),
                         _SETS, svim_padded_target, 0.1),
 }

@@ -55,7 +55,7 @@ def test_every_client_perturbs_labels_as_their_ids(pid):
     if proto.inputs == "records":
         with pytest.raises(ParameterError, match="label domain"):
             params.with_domain(Domain(_words(params.d)))
-        pytest.skip(f"{pid} takes integer codes per attribute (labels: Marginal tables), not a label domain")
+        pytest.skip(f"{pid} takes records of integer attributes (labels: Marginal tables), not a label domain")
     words = _words(params.d)
     labelled = params.with_domain(Domain(words))
     from_ids = proto.client(labelled, rng=SEED).perturb(inputs)

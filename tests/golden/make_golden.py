@@ -61,10 +61,14 @@ def cases(manifest):
 def client_inputs(pid, d, n, seed, domains=None):
     """Zipf-like values, or for set-valued protocols (``Protocol.inputs == "sets"``) sets of
     0..4 distinct items; for numeric ones (``"numbers"``) the registered example's numbers, and for
-    record protocols (``"records"``) one Zipf-like column per attribute of ``domains``."""
+    record protocols (``"records"``) the example's first n records, or one Zipf-like column per
+    attribute of ``domains`` where the example has fewer."""
     if protocols()[pid].inputs == "numbers":
         return protocols()[pid].example()[1]
     if protocols()[pid].inputs == "records":
+        example = np.asarray(protocols()[pid].example()[1])
+        if len(example) >= n:
+            return example[:n]
         return np.stack([_values(k, n, seed + j) for j, k in enumerate(domains)], axis=1)
     if protocols()[pid].inputs != "sets":
         return _values(d, n, seed)

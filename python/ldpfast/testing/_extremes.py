@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any, List, cast
+from typing import Any, List
 
 import numpy as np
 
@@ -25,14 +25,13 @@ def _inputs(case: Case, params: Params) -> Any:
         reals = np.array([lo, hi, (lo + hi) / 2] * (USERS // 3), dtype=np.float64)
         columns = getattr(params, "attributes", 1)
         return reals if np.ndim(case.inputs) == 1 else np.repeat(reals[:, None], columns, axis=1)
+    if case.protocol.inputs == "records":  # each attribute at both ends of its domain and between
+        domains = np.array(params.domains, dtype=np.int64)  # type: ignore[attr-defined]
+        return np.tile(np.stack([np.zeros_like(domains), domains - 1, domains // 2]), (USERS // 3, 1))
     d = getattr(params, "d", None)
     if d is None:
         return case.inputs
     ends = [0, d - 1, d // 2] * (USERS // 3)
-    if case.protocol.inputs == "records":
-        # every attribute at 0, at its last value and in between
-        domains = np.array(cast(Any, params).domains)
-        return np.stack([[0] * domains.size, domains - 1, domains // 2] * (USERS // 3)).astype(np.int64)
     if case.protocol.inputs == "sets":
         return [sorted({value, (value + 1) % d}) for value in ends]
     return np.array(ends, dtype=np.uint64)

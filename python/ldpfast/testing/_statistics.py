@@ -45,10 +45,13 @@ def _tiled_inputs(case: Case, runs: int) -> Tuple[Any, np.ndarray]:
         tiled = (np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), np.tile(items, runs))
         values = items
     elif case.protocol.inputs == "records":
-        # counts per (attribute, value) cell, in the order of the default estimate (offsets)
         records = np.asarray(case.inputs)
         tiled = np.tile(records, (runs, 1))
-        offsets = np.concatenate(([0], np.cumsum(cast(Any, case.params).domains)))[:-1]
+        domains = cast(Any, case.params).domains
+        if case.domain != sum(domains):   # the candidates are cells of a grid: no per-value counts
+            return tiled, np.zeros(case.domain, dtype=np.int64)
+        # counts per (attribute, value) cell, in the order of the default estimate (offsets)
+        offsets = np.concatenate(([0], np.cumsum(domains)))[:-1]
         values = (records + offsets).ravel()
     else:
         values = np.asarray(case.inputs)
