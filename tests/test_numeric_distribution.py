@@ -160,6 +160,8 @@ def test_client_clips_and_counts_and_refuses_non_finite_values():
         with pytest.raises(ParameterError, match=r"values must be finite numbers, got .* at index 2"):
             client.perturb([0.1, 0.2, bad])
     assert client.clipped == 2
+    with pytest.raises(ParameterError, match="values must be real numbers"):
+        client.perturb(["a", "b"])
 
 
 @pytest.mark.parametrize("bounds", [(1.0, 1.0), (2.0, 1.0), (0.0, math.inf), (math.nan, 1.0), (1.0,), "ab"])

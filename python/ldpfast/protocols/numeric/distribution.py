@@ -51,7 +51,10 @@ def bucketize(values: ArrayLike, bounds: Tuple[float, float], buckets: int) -> T
     the first one's index."""
     lo, hi = _check_bounds(bounds)
     buckets = check_int("buckets", buckets, 2)
-    x = np.asarray(values, dtype=np.float64).ravel() if np.size(values) else np.zeros(0)
+    try:
+        x = np.asarray(values, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise ParameterError(f"values must be real numbers, got {type(values).__name__}") from None
     bad = ~np.isfinite(x)
     if bad.any():
         index = int(np.argmax(bad))
