@@ -112,7 +112,7 @@ def main() -> None:
             tuned = min((k for k in summary if k.startswith("oue-") and k[4:].isdigit() and k != "oue-1024"),
                         key=lambda k: summary[k]["mean"])
             row = {"n": n, "eps": eps, "reps": args.reps, "oue_tuned": tuned,
-                   "auto_method": distribution.distribution_plan(eps, BOUNDS, n).method,
+                   "auto_method": "{0.method}-{0.buckets}".format(distribution.distribution_plan(eps, BOUNDS, n)),
                    "oue_rule_bins": binned.bin_count(eps, n), **summary}
             rows.append(row)
             best_sw = min((k for k in summary if k.startswith("sw-ems-")), key=lambda k: summary[k]["mean"])

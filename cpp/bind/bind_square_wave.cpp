@@ -52,13 +52,15 @@ py::tuple py_square_wave_em(const py::handle& counts_obj, std::uint64_t d, std::
 }  // namespace
 
 void register_square_wave(py::module_& m) {
-  m.def("square_wave_perturb", &py_square_wave_perturb, py::arg("key"), py::arg("x"), py::arg("d"), py::arg("band"),
-        py::arg("flip_threshold"), py::arg("threads") = 0,
-        "Discrete Square Wave reports in [0, d + 2 band) of buckets x in [0, d): randomized response over [0, d) "
-        "with flip probability flip_threshold / 2^64, a kept value moved uniformly into its band [x, x + 2 band], "
-        "another symbol y mapped to y (y < x) or y + 2 band.");
+  m.def(
+      "square_wave_perturb", &py_square_wave_perturb, py::arg("key"), py::arg("x"), py::arg("d"), py::arg("band"),
+      py::arg("flip_threshold"), py::arg("threads") = 0,
+      "Discrete Square Wave reports in [0, d + 2 band) of buckets x in [0, d): randomized response over [0, d) "
+      "with flip probability flip_threshold / 2^64, a kept value moved uniformly into its band [x, x + 2 band], "
+      "another symbol y mapped to y (y < x) or y + 2 band.");
   m.def("square_wave_em", &py_square_wave_em, py::arg("counts"), py::arg("d"), py::arg("band"), py::arg("near"),
-        py::arg("far"), py::arg("smooth"), py::arg("max_iterations"), py::arg("likelihood_tol"), py::arg("l1_tol"),
+        py::arg("far"), py::arg("smooth"), py::arg("max_iterations"), py::arg("likelihood_tol"),
+        py::arg("l1_tol"),
         "(theta, iterations, log_likelihood): EM (smooth=True: EMS) estimate of the input distribution from the "
         "report histogram counts (length d + 2 band) under M[j, i] = near for i <= j <= i + 2 band, else far.");
 }

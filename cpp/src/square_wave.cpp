@@ -14,8 +14,8 @@ constexpr std::uint64_t kStreamSquareWave = 0x5357;
 constexpr std::size_t kElementChunk = 1 << 14;
 
 // y[j] = far * total + (near - far) * sum of theta[i] over max(0, j - 2 band) <= i <= min(j, d - 1).
-void apply_channel(const std::vector<double>& prefix, std::uint64_t d, std::uint64_t band, double near, double far,
-                   double* y) {
+void apply_channel(const std::vector<double>& prefix, std::uint64_t d, std::uint64_t band, double near,
+                   double far, double* y) {
   const std::uint64_t outputs = d + 2 * band;
   const double total = prefix[d];
   for (std::uint64_t j = 0; j < outputs; ++j) {
@@ -47,8 +47,8 @@ double log_likelihood_change(const std::uint64_t* counts, const std::vector<doub
   for (std::size_t j = 0; j < after.size(); ++j) {
     if (!counts[j]) continue;
     const double u = (after[j] - before[j]) / before[j];
-    const double term = std::fabs(u) < kSeries ? u * (1 - u * (0.5 - u * (1.0 / 3 - u * 0.25)))
-                                               : std::log(after[j] / before[j]);
+    const double term =
+        std::fabs(u) < kSeries ? u * (1 - u * (0.5 - u * (1.0 / 3 - u * 0.25))) : std::log(after[j] / before[j]);
     sum += static_cast<double>(counts[j]) * term;
   }
   return sum;
@@ -99,7 +99,8 @@ SquareWaveEmResult square_wave_em(const std::uint64_t* counts, std::uint64_t d, 
   while (step < max_iterations) {
     interruption_point();
     // M step: theta_i <- theta_i sum_j M[j, i] counts_j / (M theta)_j / n
-    for (std::uint64_t j = 0; j < outputs; ++j) ratio[j] = counts[j] ? static_cast<double>(counts[j]) / y[j] : 0.0;
+    for (std::uint64_t j = 0; j < outputs; ++j)
+      ratio[j] = counts[j] ? static_cast<double>(counts[j]) / y[j] : 0.0;
     prefix_sums(ratio.data(), outputs, &prefix);
     const double ratio_total = prefix[outputs];
     double mass = 0.0;

@@ -29,7 +29,7 @@ __all__ = ["METHODS", "SQUARE_WAVE_BUCKETS", "GRID", "DistributionPlan", "Distri
            "DistributionEstimate", "distribution_plan", "auto_method", "bucketize"]
 
 METHODS = ("auto", "square-wave") + binned.ORACLES
-#: Square Wave's input buckets (the EMS estimate's resolution; see ``auto_method``).
+#: Square Wave's input buckets by default (the EMS estimate's resolution; ``auto_method`` adapts them).
 SQUARE_WAVE_BUCKETS = 512
 #: Cells of the grid the W1 and KS distances are measured on ([SW]'s 1,024).
 GRID = 1024
@@ -64,12 +64,19 @@ def bucketize(values: ArrayLike, bounds: Tuple[float, float], buckets: int) -> T
     return np.minimum(scaled.astype(np.int64), buckets - 1).astype(np.uint64), clipped
 
 
-def auto_method(epsilon: float, n: int) -> str:
-    """The mechanism of ``method="auto"``: Square Wave + EMS, or OUE over :func:`binned.bin_count`
-    bins, whichever had the smaller W1 on Beta(5, 2) in ``bench/numeric_distribution.py``."""
-    check_epsilon(epsilon)
-    check_int("n", n, 1)
-    return "square-wave"
+def auto_method(epsilon: float, n: int) -> Tuple[str, int]:
+    """``(method, buckets)`` of ``method="auto"``: Square Wave + EMS, which had the smaller W1
+    than OUE over any bin count in every configuration of ``bench/numeric_distribution.py``
+    (Beta(5, 2), eps in {0.5, 1, 2, 4}, n in {1e5, 1e6}), over the bucket count that did best
+    there: more buckets for more users (1,024 from n = 5e5 at eps <= 1), fewer at large
+    epsilon with fewer users (256 below n = 5e5 at eps >= 2), else 512."""
+    eps = check_epsilon(epsilon)
+    users = check_int("n", n, 1)
+    if users >= 500_000 and eps <= 1.0:
+        return "square-wave", 1024
+    if users < 500_000 and eps >= 2.0:
+        return "square-wave", 256
+    return "square-wave", SQUARE_WAVE_BUCKETS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +209,10 @@ def distribution_plan(epsilon: float, bounds: Tuple[float, float], n: int, metho
     users = check_int("n", n, 1)
     if method not in METHODS:
         raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
-    chosen = auto_method(eps, users) if method == "auto" else method
+    chosen = method
+    if method == "auto":
+        chosen, auto_buckets = auto_method(eps, users)
+        buckets = auto_buckets if buckets is None else buckets
     if chosen == "square-wave":
         d = SQUARE_WAVE_BUCKETS if buckets is None else check_int("buckets", buckets, 2, square_wave.MAX_D)
         return DistributionPlan(square_wave.Params(epsilon=eps, d=d), lo_hi)

@@ -44,7 +44,7 @@ from ..._base import AuditHooks, WireField, bits_for
 from ..._delta import _State
 from ..._validate import check_below, check_epsilon, check_int, check_real, check_values, rr_threshold, uint64_column
 from ...audit import Plan, value_inputs
-from ...errors import FormatError, IncompatibleError, ParameterError, ReportError
+from ...errors import FormatError, IncompatibleError, ReportError
 from ...estimates import PLUG_IN
 from ...uncertainty import BinomialCounts, PlugIn
 from .._registration import edges
@@ -163,7 +163,8 @@ class Client(_base.ClientBase):
         """One report per value (values: buckets in ``[0, d)``)."""
         p = self.params
         x = check_values(values, p.d)
-        return Reports(y=_core.square_wave_perturb(self._keys.key(), x, p.d, p.band, p.flip_threshold, self.threads))
+        return Reports(y=_core.square_wave_perturb(self._keys.key(), x, p.d, int(p.band or 0), p.flip_threshold,
+                                                   self.threads))
 
 
 class DistributionFit(NamedTuple):
