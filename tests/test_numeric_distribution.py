@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfast import _core
+from ldpfast import _core, metrics
 from ldpfast.errors import ParameterError, ReportError
 from ldpfast.protocols.numeric import binned, distribution, square_wave as sw
 
@@ -111,6 +111,17 @@ def test_auto_picks_square_wave_over_the_measured_bucket_counts():
     assert distribution.distribution_plan(1.0, (0, 1), 10**6, buckets=64).buckets == 64
 
 
+def test_w1_and_ks_of_cdfs_on_a_grid():
+    """All mass at the grid's first cell against all at its last: W1 is the distance between
+    them (9 cells of 0.1), KS is 1; a distribution against itself: 0."""
+    first, last = np.ones(10), np.r_[np.zeros(9), 1.0]
+    assert metrics.wasserstein1(first, last, 0.1) == pytest.approx(0.9)
+    assert metrics.kolmogorov_smirnov(first, last) == 1.0
+    assert metrics.wasserstein1(last, last, 0.1) == metrics.kolmogorov_smirnov(last, last) == 0.0
+    with pytest.raises(ParameterError, match="step must be"):
+        metrics.wasserstein1(first, last, 0.0)
+
+
 # -- the entry point ------------------------------------------------------------------------------
 N = 20_000
 BOUNDS = (20.0, 80.0)
@@ -167,7 +178,7 @@ def test_client_clips_and_counts_and_refuses_non_finite_values():
     buckets, clipped = distribution.bucketize([-3.0, 0.0, 0.999, 1.0, 7.0], (0.0, 1.0), 16)
     assert buckets.tolist() == [0, 0, 15, 15, 15] and clipped == 2
     for bad in (math.nan, math.inf, -math.inf):
-        with pytest.raises(ParameterError, match=r"values must be finite numbers, got .* at index 2"):
+        with pytest.raises(ParameterError, match=rf"values must be finite numbers, got {bad} at index 2"):
             client.perturb([0.1, 0.2, bad])
     assert client.clipped == 2
     with pytest.raises(ParameterError, match="values must be real numbers"):

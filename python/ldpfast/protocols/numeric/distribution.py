@@ -58,7 +58,7 @@ def bucketize(values: ArrayLike, bounds: Tuple[float, float], buckets: int) -> T
     bad = ~np.isfinite(x)
     if bad.any():
         index = int(np.argmax(bad))
-        raise ParameterError(f"values must be finite numbers, got {x[index]!r} at index {index}")
+        raise ParameterError(f"values must be finite numbers, got {float(x[index])} at index {index}")
     clipped = int(np.count_nonzero((x < lo) | (x > hi)))
     scaled = (np.clip(x, lo, hi) - lo) / (hi - lo) * buckets
     return np.minimum(scaled.astype(np.int64), buckets - 1).astype(np.uint64), clipped
