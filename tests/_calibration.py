@@ -87,6 +87,14 @@ def scaled_mean(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
     return np.array([data.mean() / params.m])
 
 
+def band_share(params: Any, data: Any, candidates: np.ndarray) -> np.ndarray:
+    """Square Wave's estimate: the share of users within ``band`` buckets of the candidate."""
+    f = np.r_[0.0, np.cumsum(_f(data, params.d))]
+    low = np.maximum(candidates - params.band, 0)
+    high = np.minimum(candidates + params.band + 1, params.d)
+    return f[high] - f[low]
+
+
 def layout_collisions(params: Any, data: Any, candidates: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """(groups, candidates): the share of users whose value the group's hash maps onto the
     candidate's bucket (the candidate's own holders included)."""
@@ -267,6 +275,8 @@ CASES: Dict[str, Case] = {
     # its variance is the bound "as if every user held the mean"
     "1bitmean": Case(lambda: dbitflip.OneBitMeanParams(eps_inf=4.0, eps_1=2.0, m=D - 1), value_data, scaled_mean,
                      float(value_data().mean() / (D - 1)), exact=False),
+    "square-wave": Case(lambda: lf.protocols.numeric.square_wave.SquareWaveParams(epsilon=2.0, d=D, band=2), value_data,
+                        band_share, 0.3),
     "ss": Case(lambda: subset_selection.SubsetSelectionParams(epsilon=2.0, d=D), lambda: value_data(5000), frequency),
     "cms-rappor": Case(lambda: rappor_cms.CMSRAPPORParams(epsilon=2.0, d=D, m=16, variant="asymmetric",
                                                  field_size=lf.kernels.field.next_prime(D + 1)), value_data, frequency),

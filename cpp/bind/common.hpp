@@ -105,5 +105,6 @@ void register_privsketch(py::module_& m);
 void register_pgr(py::module_& m);
 void register_bitvec(py::module_& m);
 void register_histogram(py::module_& m);
+void register_square_wave(py::module_& m);
 
 }  // namespace ldpfast::bind

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_core, m) {
   ldpfast::bind::register_pgr(m);
   ldpfast::bind::register_bitvec(m);
   ldpfast::bind::register_histogram(m);
+  ldpfast::bind::register_square_wave(m);
 }

@@ -208,3 +208,17 @@ def sparse_bit_em(  # in place: f
     f: _F64,
 ) -> Tuple[int, float]: ...
 def sparse_gram(col_ptr: _I64, rows: _I32, n_rows: int, weight: _F64) -> _F64: ...
+
+# Square Wave on a grid.
+def square_wave_perturb(key: bytes, x: _U64, d: int, band: int, flip_threshold: int, threads: int = 0) -> _U64: ...
+def square_wave_em(
+    counts: _U64,
+    d: int,
+    band: int,
+    near: float,
+    far: float,
+    smooth: bool,
+    max_iterations: int,
+    likelihood_tol: float,
+    l1_tol: float,
+) -> Tuple[_F64, int, float]: ...

@@ -14,6 +14,10 @@ same domain. Top-k sets break ties by item id (smaller id first).
 
 Over the values of interest ``X`` of a frequency oracle, from ``(runs, |X|)`` estimates
 ([PAN] section 6): :func:`worst_case_mse` ([PAN] Eq. 19), :func:`l1_loss` and :func:`l2_loss`.
+
+Between two distributions of a number, from their CDFs on one grid of equal steps (the Square
+Wave paper's measure, on its 1,024 buckets): :func:`wasserstein1` (``step sum |F - G|``) and
+:func:`kolmogorov_smirnov` (``max |F - G|`` on the grid).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from numpy.typing import ArrayLike
 from .errors import ParameterError
 
 __all__ = ["top_k", "mse", "var_topk", "ncr", "mse_rounded_r2", "k_mse_r2", "worst_case_mse", "l1_loss",
-           "l2_loss"]
+           "l2_loss", "wasserstein1", "kolmogorov_smirnov"]
 
 
 def _pair(est: ArrayLike, truth: ArrayLike) -> Tuple[np.ndarray, np.ndarray]:
@@ -105,3 +109,18 @@ def l2_loss(estimates: np.ndarray, truth: np.ndarray) -> float:
     """Mean over runs of ``sum_{x in X} (fhat(x) - f(x))^2``."""
     err = np.atleast_2d(estimates) - truth
     return float(np.mean(np.sum(err * err, axis=1)))
+
+
+def wasserstein1(est_cdf: ArrayLike, true_cdf: ArrayLike, step: float) -> float:
+    """The W1 (earth mover's) distance ``step * sum_k |F(x_k) - G(x_k)|`` between two CDFs given
+    at the ends of grid cells of width ``step`` (exact when both put their mass at those ends)."""
+    fhat, f = _pair(est_cdf, true_cdf)
+    if not (np.isfinite(step) and step > 0):
+        raise ParameterError(f"step must be a finite positive number, got {step!r}")
+    return float(step * np.abs(fhat - f).sum())
+
+
+def kolmogorov_smirnov(est_cdf: ArrayLike, true_cdf: ArrayLike) -> float:
+    """``max_k |F(x_k) - G(x_k)|`` of two CDFs given on one grid."""
+    fhat, f = _pair(est_cdf, true_cdf)
+    return float(np.abs(fhat - f).max())

@@ -14,6 +14,6 @@ if TYPE_CHECKING:
     # Type checkers see the protocol modules as attributes (``ldpfast.protocols.numeric.<module>``;
     # the ``__getattr__`` below imports them at run time); tests/test_layout.py keeps this list
     # equal to the family's modules.
-    from . import (ahead, hierarchy, mean, multidim)
+    from . import (ahead, binned, distribution, hierarchy, mean, multidim, square_wave)
 else:
     __getattr__ = lazy_family(__name__, __path__)
