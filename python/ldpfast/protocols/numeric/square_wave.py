@@ -49,7 +49,8 @@ from ...estimates import PLUG_IN
 from ...uncertainty import BinomialCounts, PlugIn
 from .._registration import edges
 
-__all__ = ["SquareWaveParams", "SquareWaveReports", "SquareWaveClient", "SquareWaveServer", "DistributionFit", "optimal_band",
+__all__ = ["SquareWaveParams", "SquareWaveReports", "SquareWaveClient", "SquareWaveServer", "DistributionFit",
+           "optimal_band",
            "wave_half_width"]
 
 _TWO64 = 2**64
