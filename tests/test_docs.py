@@ -117,3 +117,15 @@ def test_quoted_numbers_are_those_the_script_wrote():
 def test_api_pages_are_those_the_script_writes():
     """One API page per module, written by tools/docs_api.py from its MODULES list."""
     assert _tool("docs_api").main(["--check"]) == 0
+
+
+def test_the_fast_subset_the_readme_gives_names_existing_tests():
+    """Every line of tests/smoke.txt (`pytest --smoke`) names a test file or folder that
+    exists, so a renamed file cannot drop out of the subset unnoticed."""
+    readme = (ROOT / "README.md").read_text()
+    assert "python -m pytest -q --smoke tests" in readme
+    lines = [line.strip().lstrip("!") for line in (ROOT / "tests" / "smoke.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines
+    missing = [line for line in lines if not (ROOT / line.split("::")[0]).exists()]
+    assert missing == []
