@@ -36,6 +36,7 @@ SOURCES: List[Tuple[str, str, str, str]] = [
 
 # (page, sentence): every {key} is a value of docs/numbers.json, formatted as written.
 QUOTES: List[Tuple[str, str]] = [
+    ("README.md", "the bundled first {kosarak_users:,} users of the Kosarak"),
     ("README.md", "one report per (user, page) click ({kosarak_reports:,} reports over {kosarak_pages:,} distinct\n"
                   "   pages, numbered 1 to {kosarak_pages:,}: the demo's d = {kosarak_d:,})"),
     ("docs/guide/ocms.md", "the whole-dictionary query of l-OCMS+RR takes {ocms_query_scan_eps2_s:.2g} s\n"
