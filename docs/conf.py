@@ -24,7 +24,7 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "img", "_ext"]
+exclude_patterns = ["_build", "img", "_ext", "numbers.json"]
 html_math_renderer = "mathml"
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
@@ -40,5 +40,8 @@ autodoc_default_options = {"members": True, "show-inheritance": True}
 napoleon_numpy_docstring = True
 napoleon_google_docstring = True
 
-html_theme = "alabaster"
+# Furo ships its stylesheets and scripts in the package and uses the system's fonts: the
+# site works offline. Its content column widens with the window and code blocks scroll
+# sideways instead of being cut (tests/test_docs_browser.py checks both in a browser).
+html_theme = "furo"
 html_title = f"ldpfast {release}"

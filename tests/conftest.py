@@ -1,6 +1,7 @@
 """Shared fixtures: every kernel test runs once per backend this CPU supports."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -45,3 +46,34 @@ def backend(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261121)
+
+
+# -- the fast subset: `pytest --smoke tests` runs only what tests/smoke.txt lists ----------------
+SMOKE_LIST = os.path.join(os.path.dirname(__file__), "smoke.txt")
+
+
+def smoke_patterns():
+    """tests/smoke.txt as (included, excluded) regular expressions over pytest node ids: ``*``
+    is any text, a line without ``::`` takes a whole file or folder, ``!`` excludes."""
+    with open(SMOKE_LIST, encoding="utf-8") as fh:
+        lines = [line.strip() for line in fh if line.strip() and not line.lstrip().startswith("#")]
+    patterns = {True: [], False: []}
+    for line in lines:
+        body = line.lstrip("!")
+        regex = ".*".join(re.escape(part) for part in body.split("*")) + ("" if "::" in body else "(::.*|/.*)?")
+        patterns[not line.startswith("!")].append(re.compile(regex))
+    return patterns[True], patterns[False]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--smoke", action="store_true", help="run only the fast subset listed in tests/smoke.txt")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--smoke"):
+        return
+    included, excluded = smoke_patterns()
+    selected = [any(p.fullmatch(item.nodeid) for p in included) and not any(p.fullmatch(item.nodeid) for p in excluded)
+                for item in items]
+    config.hook.pytest_deselected(items=[item for item, keep in zip(items, selected) if not keep])
+    items[:] = [item for item, keep in zip(items, selected) if keep]

@@ -7,7 +7,7 @@ A level of ``m`` nodes uses k-ary randomized response over its nodes (GRR) when
 USENIX Security 2017, under which GRR has the smaller variance), as HIO and AHEAD choose.
 A report is ``(z, a0, a1)``: GRR's symbol and ``a0 = a1 = 0``, or OLH's randomized hash
 ``z < g`` of the node and the user's pairwise-independent hash ``(a0, a1)`` over
-``F_(2^64-59)`` (the C++ OCMS kernels, as :mod:`ldpfast.protocols.olh`).
+``F_(2^64-59)`` (the C++ OCMS kernels, as :mod:`ldpfast.protocols.frequency.olh`).
 """
 
 from __future__ import annotations
