@@ -60,11 +60,16 @@ def cases(manifest):
 
 def client_inputs(pid, d, n, seed):
     """Zipf-like values, or for set-valued protocols (``Protocol.inputs == "sets"``) sets of
-    0..4 distinct items."""
-    if protocols()[pid].inputs != "sets":
+    0..4 distinct items, or for key-value protocols (``"pairs"``) such sets of keys, each
+    with a value uniform in [-1, 1]."""
+    kind = protocols()[pid].inputs
+    if kind not in ("sets", "pairs"):
         return _values(d, n, seed)
     rng = np.random.default_rng(seed)
-    return [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
+    sets = [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
+    if kind == "sets":
+        return sets
+    return [{key: float(rng.uniform(-1.0, 1.0)) for key in keys} for keys in sets]
 
 
 def estimate(agg):
