@@ -85,7 +85,7 @@ def as_pairs(pairs: PairsLike, d: int) -> Pairs:
     bad_value = ~(np.abs(values) <= 1.0)  # NaN compares False
     if bad_value.any():
         at = int(np.argmax(bad_value))
-        raise ParameterError(f"values must be in [-1, 1], got {values[at]!r} at index {at}")
+        raise ParameterError(f"values must be in [-1, 1], got {float(values[at])!r} at index {at}")
     if keys.size:
         bad_key = (keys < 0) | (keys >= d)
         if bad_key.any():
