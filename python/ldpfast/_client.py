@@ -87,8 +87,11 @@ class ClientBase:
     def _value_ids(self, values: Any) -> Any:
         """Client inputs with labels turned into value ids by ``params.label_domain``."""
         domain = getattr(self.params, "label_domain", None)
-        sets = self._input_kind() == "sets"
+        kind = self._input_kind()
+        sets = kind == "sets"
         if domain is not None:
+            if kind == "pairs":
+                return domain.encode_pairs(values)
             return domain.encode_sets(values) if sets else domain.encode_inputs(values)
         if self.takes_labels:
             return values
