@@ -16,6 +16,7 @@ delta-method variance (first order in 1/n) against the empirical MSE of the clip
 from __future__ import annotations
 
 import argparse
+from typing import Any, Dict
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from ldpfast._base import protocols
 from ldpfast.protocols.multiattribute import _kv
 
 
-def _runs(pid: str, epsilon: float, data: _kv.Pairs, args: argparse.Namespace) -> dict:
+def _runs(pid: str, epsilon: float, data: _kv.Pairs, args: argparse.Namespace) -> Dict[str, Any]:
     proto = protocols()[pid]
     params = proto.params(epsilon=epsilon, d=args.d, pad_len=4)
     offsets, keys, values = data
