@@ -219,6 +219,14 @@ def _pckv(params):
     return max(outputs) / min(outputs)
 
 
+def _privkv(params):
+    """Ye et al.'s PrivKV: the sampled key is data-independent; per input (holds it with sign
+    +1, with sign -1, does not hold it) the probabilities of the reported sign +1, -1, 0."""
+    p1, p2 = 1 - _p(params.key_threshold), 1 - _p(params.value_threshold)
+    inputs = ((p1 * p2, p1 * (1 - p2), 1 - p1), (p1 * (1 - p2), p1 * p2, 1 - p1), ((1 - p1) / 2, (1 - p1) / 2, p1))
+    return max(max(column) / min(column) for column in zip(*inputs))
+
+
 #: protocol id -> params -> the exact likelihood ratio bound R (the client is log(R)-LDP).
 _LOSS = {
     "grr": _own("d"), "ocms": _own("m"), "olh": _own("g"), "ps-olh": _own("g"), "svim-items": _own("g"),
@@ -231,6 +239,7 @@ _LOSS = {
     "pgr": _pgr, "oue": _unary, "sue": _unary, "l-oue": _lue, "l-osue": _lue, "l-sue": _lue,
     "l-grr": _memo_rr("d"), "l-olh": _memo_rr("g"), "dbitflip": _dbitflip, "1bitmean": _one_bit_mean,
     "rappor": _rappor_report, "pckv-ue": _pckv, "pckv-grr": _pckv,
+    "privkv": _privkv,
 }
 
 #: Memoized protocols: params -> the exact ratio bound of the permanent response (what

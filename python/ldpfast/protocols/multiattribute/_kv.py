@@ -28,6 +28,8 @@ from ..._memory import check_allocation
 from ..._random import KeySource
 from ..._validate import candidate_array, check_epsilon, check_int, check_real, check_threads, rr_threshold
 from ...errors import DTypeError, FormatError, ParameterError, ReportError
+from ...estimates import PLUG_IN
+from ...uncertainty import PlugIn
 
 #: Users' key-value sets in CSR form: ``(offsets int64[n+1], keys uint64, values float64)``.
 Pairs = Tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -155,21 +157,28 @@ def composed_epsilon(value_threshold: int, keep_over_other: Tuple[int, int]) -> 
 @dataclasses.dataclass(frozen=True)
 class Rates:
     """A PCKV client's exact probabilities: ``a`` (the sampled key is reported), ``b`` (any
-    one other key is), ``p`` (the sampled key's sign is kept) and ``pad_len``.
+    one other key is), ``p`` (the sampled key's sign is kept), ``pad_len`` (``l``; PrivKV,
+    which samples its key from the whole domain: ``d``) and ``gain`` (``E[sign]/v`` of a
+    report on the sampled key, default ``a (2p - 1)``).
 
     For a key held by a share ``f`` of ``n`` users, none holding more than ``pad_len`` pairs,
     each report supports the key (``up`` or ``down``) with probability ``pi1 = a/l + (1 - 1/l) b``
     from a holder and ``b`` from the others, independently, so
     ``fhat = l ((U + D)/n - b)/(a - b)`` is unbiased with variance
     ``l^2 [f pi1 (1 - pi1) + (1 - f) b (1 - b)] / (n (a - b)^2)``, and
-    ``shat = l (U - D)/(n a (2p - 1))`` is unbiased for ``s = f m`` (``m``: the holders' mean
-    value), with variance ``l^2 [f pi1 + (1 - f) b - (a (2p - 1)/l)^2 q2] / (n a^2 (2p - 1)^2)``
+    ``shat = l (U - D)/(n g)`` (``g``: the gain) is unbiased for ``s = f m`` (``m``: the
+    holders' mean value), with variance ``l^2 [f pi1 + (1 - f) b - (g/l)^2 q2] / (n g^2)``
     (``q2``: the holders' mean squared value times ``f``)."""
 
     a: float
     b: float
     p: float
     pad_len: int
+    gain: Optional[float] = None
+
+    @property
+    def value_gain(self) -> float:
+        return self.a * (2 * self.p - 1) if self.gain is None else self.gain
 
     @property
     def pi1(self) -> float:
@@ -180,7 +189,7 @@ class Rates:
         return self.pad_len**2 * (f * pi1 * (1 - pi1) + (1 - f) * b * (1 - b)) / (n * (self.a - self.b) ** 2)
 
     def total_variance(self, n: int, f: Any, q2: Any) -> Any:
-        gain = self.a * (2 * self.p - 1)
+        gain = self.value_gain
         return self.pad_len**2 * (f * self.pi1 + (1 - f) * self.b - (gain / self.pad_len) ** 2 * q2) / (n * gain**2)
 
     def mean_variance(self, n: int, f: Any, m: Any, q2: Any) -> Any:
@@ -253,9 +262,9 @@ class KVServer(Aggregator):
     (``down``), and the number of reports. Frequencies (:meth:`estimate`), value totals
     (:meth:`totals`) and means (:meth:`means`) by [PCKV]'s estimators (:class:`Rates`)."""
 
-    params: KVParams
+    params: Any  # a KVParams, or PrivKV's (d and rates are read)
 
-    def __init__(self, params: KVParams, threads: int = 0):
+    def __init__(self, params: Any, threads: int = 0):
         super().__init__(params)
         self.threads = check_threads(threads)
         d = params.d
@@ -305,11 +314,11 @@ class KVServer(Aggregator):
         return np.asarray(est * n if counts else est)
 
     def totals(self, candidates: Optional[ArrayLike] = None) -> np.ndarray:
-        """Value totals per user ``shat = l (U - D)/(n a (2p - 1))``: unbiased for ``f m``
-        (the share of users holding the key times their mean value; same condition)."""
+        """Value totals per user ``shat = l (U - D)/(n g)`` (``g = a (2p - 1)``): unbiased for
+        ``f m`` (the share of users holding the key times their mean value; same condition)."""
         up, down = self._counts(candidates)
         r = self.params.rates
-        return np.asarray(r.pad_len * (up - down) / (self.n * r.a * (2 * r.p - 1)))
+        return np.asarray(r.pad_len * (up - down) / (self.n * r.value_gain))
 
     def means(self, candidates: Optional[ArrayLike] = None) -> np.ndarray:
         """Mean values ``mhat = shat/fhat`` clipped to ``[-1, 1]`` ([PCKV]'s mean estimator:
@@ -320,6 +329,13 @@ class KVServer(Aggregator):
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = np.clip(s / f, -1.0, 1.0)
         return np.asarray(np.where(f > 0, mean, np.nan))
+
+
+def frequency_model(server: KVServer, candidates: np.ndarray) -> PlugIn:
+    """``Protocol.variance`` of the key-value protocols: :meth:`Rates.frequency_variance`."""
+    rates, n = server.params.rates, server.n
+    return PlugIn(lambda f: rates.frequency_variance(n, f), len(candidates),
+                  f"{PLUG_IN} (Rates.frequency_variance: exact when no user holds more than pad_len pairs)")
 
 
 def ratings(d: int, n: int, max_pairs: int = 4, zipf: float = 1.1, seed: int = 0) -> Pairs:

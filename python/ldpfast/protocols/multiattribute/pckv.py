@@ -42,11 +42,10 @@ from ..._memory import check_allocation
 from ..._validate import check_array, check_below, rr_threshold, uint64_column
 from ...audit import Plan
 from ...errors import ReportError
-from ...estimates import PLUG_IN
-from ...uncertainty import PlugIn
 from .._bitvec import bit_rows, first_padding_error, row_bytes
 from .._registration import SIGN, edges
-from ._kv import KVParams, KVServer, PairsLike, Rates, as_pairs, composed_epsilon, ratings, sample_pairs
+from ._kv import (KVParams, KVServer, PairsLike, Rates, as_pairs, composed_epsilon, frequency_model, ratings,
+                  sample_pairs)
 
 __all__ = ["PCKVUEParams", "PCKVUEReports", "PCKVUEClient", "PCKVUEServer", "PCKVGRRParams", "PCKVGRRReports",
            "PCKVGRRClient", "PCKVGRRServer", "ratings"]
@@ -226,12 +225,6 @@ class PCKVGRRServer(KVServer):
         return self._added(len(reports), up, down)
 
 
-def _variance(server: KVServer, candidates: np.ndarray) -> PlugIn:
-    rates, n = server.params.rates, server.n
-    return PlugIn(lambda f: rates.frequency_variance(n, f), len(candidates),
-                  f"{PLUG_IN} (Rates.frequency_variance: exact when no user holds more than pad_len pairs)")
-
-
 def _pair_inputs(pairs: Tuple[Tuple[int, float], Tuple[int, float]]) -> Any:
     """``make`` of an audit plan: ``n`` users each holding the one pair ``pairs[i]``."""
     def make(i: int, n: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -277,13 +270,13 @@ def _grr_wire(p: PCKVGRRParams) -> List[WireField]:
 register_protocol(Protocol(
     "pckv-ue", PCKVUEParams, PCKVUEReports, PCKVUEServer, PCKVUEClient, inputs="pairs",
     example=lambda: (PCKVUEParams(epsilon=2.0, d=44, pad_len=4), ratings(44, 1500, seed=3)),  # d % 8: padding bits
-    extremes=edges(d=(1, 2**12), pad_len=(1, 2**32)), wire_fields=_ue_wire, variance=_variance,
+    extremes=edges(d=(1, 2**12), pad_len=(1, 2**32)), wire_fields=_ue_wire, variance=frequency_model,
     audit=AuditHooks(lambda e, **kw: PCKVUEParams(epsilon=e, d=4, pad_len=1, **kw), _ue_plan,
                      lambda p: p.effective_epsilon)))
 
 register_protocol(Protocol(
     "pckv-grr", PCKVGRRParams, PCKVGRRReports, PCKVGRRServer, PCKVGRRClient, inputs="pairs",
     example=lambda: (PCKVGRRParams(epsilon=2.0, d=12, pad_len=4), ratings(12, 1500, seed=4)),
-    extremes=edges(d=(1, 2**20), pad_len=(1, 2**32)), wire_fields=_grr_wire, variance=_variance,
+    extremes=edges(d=(1, 2**20), pad_len=(1, 2**32)), wire_fields=_grr_wire, variance=frequency_model,
     audit=AuditHooks(lambda e, **kw: PCKVGRRParams(epsilon=e, d=4, pad_len=1, **kw), _grr_plan,
                      lambda p: p.effective_epsilon)))
