@@ -1,10 +1,11 @@
-"""PCKV-UE and PCKV-GRR: empirical MSE of the frequency, value-total and mean estimates
+"""PCKV-UE, PCKV-GRR and the PrivKV baseline: empirical MSE of the frequency, value-total and mean estimates
 against their closed forms (ldpfast.protocols.multiattribute._kv.Rates), at a few epsilons.
 
 Data: the synthetic ratings-like set ``_kv.ratings`` (Zipf(1.1) item popularity over ``d``
 items, 0..4 items per user, item k's ratings ``clip(0.8 cos k + N(0, 0.3^2), -1, 1)``),
 ``pad_len`` 4 so no user exceeds the padding (the frequency and total estimators are then
-unbiased and their closed forms exact). Each cell: ``--runs`` independent runs of ``--n``
+unbiased and their closed forms exact; PrivKV's always are, and it spends eps/2 on each of
+key and value). Each cell: ``--runs`` independent runs of ``--n``
 users (one seeded client call); "ratio" is the empirical MSE summed over the keys divided
 by the closed form summed likewise (1 when the closed form is right; its spread over runs
 is about ``sqrt(2/runs)``). Means: keys held by at least ``--min-share`` of the users, the
@@ -26,7 +27,8 @@ from ldpfast.protocols.multiattribute import _kv
 
 def _runs(pid: str, epsilon: float, data: _kv.Pairs, args: argparse.Namespace) -> Dict[str, Any]:
     proto = protocols()[pid]
-    params = proto.params(epsilon=epsilon, d=args.d, pad_len=4)
+    params = proto.params(epsilon=epsilon, d=args.d) if pid == "privkv" else \
+        proto.params(epsilon=epsilon, d=args.d, pad_len=4)
     offsets, keys, values = data
     sizes = np.tile(np.diff(offsets), args.runs)
     tiled = (np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), np.tile(keys, args.runs),
@@ -63,7 +65,7 @@ def main() -> None:
     print(f"n={args.n} users per run, d={args.d}, pad_len=4, {args.runs} runs; MSE per key (mean over keys)")
     print(f"{'protocol':9} {'eps':>4} {'eps1':>6} | {'freq MSE':>9} {'closed':>9} {'ratio':>6} | "
           f"{'total MSE':>9} {'closed':>9} {'ratio':>6} | {'mean MSE':>9} {'delta':>9} {'ratio':>6} keys NaN")
-    for pid in ("pckv-ue", "pckv-grr"):
+    for pid in ("pckv-ue", "pckv-grr", "privkv"):
         for eps in args.epsilons:
             r = _runs(pid, eps, data, args)
             cells = " | ".join(f"{e:9.3g} {c:9.3g} {e / c:6.3f}" for e, c in (r["freq"], r["tot"], r["mean"]))
