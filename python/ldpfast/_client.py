@@ -88,10 +88,10 @@ class ClientBase:
         """Client inputs with labels turned into value ids by ``params.label_domain``."""
         domain = getattr(self.params, "label_domain", None)
         kind = self._input_kind()
+        if kind == "pairs":  # key-value sets: the protocol's client encodes label keys itself
+            return values
         sets = kind == "sets"
         if domain is not None:
-            if kind == "pairs":
-                return domain.encode_pairs(values)
             return domain.encode_sets(values) if sets else domain.encode_inputs(values)
         if self.takes_labels:
             return values

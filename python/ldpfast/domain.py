@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Dict, List, Mapping, Optional, Set, Union
+from typing import Any, Dict, List, Optional, Set, Union
 
 import numpy as np
 
@@ -110,24 +110,6 @@ class _DomainBase:
             np.cumsum(np.bincount(users[keep], minlength=len(sets)), out=offsets[1:])
             return offsets, items[keep].astype(np.uint64)
         return sets
-
-    def encode_pairs(self, pairs: Any) -> Any:
-        """Key-value inputs with label keys as ``(offsets, key ids, values)``: the CSR triple
-        ``(offsets, keys, values)`` or per-user mappings ``{key: value}`` (or ``(key, value)``
-        pairs) whose keys are labels; other forms unchanged (the protocol checks them)."""
-        if isinstance(pairs, tuple) and len(pairs) == 3 and isinstance(pairs[0], np.ndarray):
-            offsets, keys, values = pairs
-            return (offsets, self.encode(keys), values) if is_labels(keys) else pairs
-        if not isinstance(pairs, (list, tuple)):
-            return pairs
-        users = [list(user.items()) if isinstance(user, Mapping) else list(user) for user in pairs]
-        flat = [pair for user in users for pair in user]
-        if not flat or not isinstance(flat[0], tuple) or not is_labels(np.asarray([flat[0][0]])):
-            return pairs
-        sizes = np.fromiter((len(user) for user in users), dtype=np.int64, count=len(users))
-        keys = self.encode([key for key, _ in flat])
-        return (np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), keys,
-                np.asarray([value for _, value in flat], dtype=np.float64))
 
     def _first_user_refused(self, sets: Any) -> LdpfastError:
         """The error of the first user whose labels :meth:`encode` refuses, naming the user

@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike
 from ... import _budget, _core
 from ..._base import Aggregator, Params as _ParamsBase
 from ..._delta import Delta, _State
+from ..._labels import is_labels
 from ..._memory import check_allocation
 from ..._random import KeySource
 from ..._validate import candidate_array, check_epsilon, check_int, check_real, check_threads, rr_threshold
@@ -60,9 +61,10 @@ def _from_users(users: Sequence[Any]) -> Pairs:
     return offsets, np.asarray(keys), np.asarray(values, dtype=np.float64)
 
 
-def as_pairs(pairs: PairsLike, d: int) -> Pairs:
+def as_pairs(pairs: PairsLike, d: int, domain: Any = None) -> Pairs:
     """Users' key-value sets as CSR ``(offsets, keys uint64, values float64)``, checked: keys
-    integers in ``[0, d)``, distinct within each user; values finite, in ``[-1, 1]``.
+    integers in ``[0, d)``, distinct within each user; values finite, in ``[-1, 1]``. Keys
+    that are labels go through ``domain`` (the parameters' ``label_domain``).
 
     Raises:
         ParameterError: naming the first offending key or value and its index.
@@ -74,6 +76,11 @@ def as_pairs(pairs: PairsLike, d: int) -> Pairs:
         raw_offsets, raw_keys, raw_values = _from_users(list(pairs))
     offsets = np.ascontiguousarray(raw_offsets, dtype=np.int64)
     keys, values = np.asarray(raw_keys), np.asarray(raw_values)
+    if is_labels(keys):
+        if domain is None:
+            raise DTypeError("keys are labels and these parameters have no domain: attach one, e.g. "
+                             "params.with_domain(ldpfast.Domain(labels))")
+        keys = np.asarray(domain.encode(keys))
     if keys.size and not np.issubdtype(keys.dtype, np.integer):
         raise DTypeError(f"keys must be integers, got dtype {keys.dtype}")
     if values.size and not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):

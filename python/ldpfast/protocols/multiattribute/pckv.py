@@ -143,7 +143,7 @@ class PCKVUEClient(ClientBase):
     def perturb(self, pairs: PairsLike) -> PCKVUEReports:
         """One report per user (``pairs``: see :func:`~ldpfast.protocols.multiattribute._kv.as_pairs`)."""
         p = self.params
-        data = as_pairs(pairs, p.d)
+        data = as_pairs(pairs, p.d, p.label_domain)
         n, width = data[0].size - 1, row_bytes(p.d)
         check_allocation(4 * n * width + 16 * n, f"{n} PCKV-UE reports of 2 x {p.d} bits")
         sampled, signs = sample_pairs(self._keys, data, p.pad_len, p.d, self.threads)
@@ -166,7 +166,7 @@ class PCKVGRRClient(ClientBase):
     def perturb(self, pairs: PairsLike) -> PCKVGRRReports:
         """One report per user (``pairs``: see :func:`~ldpfast.protocols.multiattribute._kv.as_pairs`)."""
         p = self.params
-        sampled, signs = sample_pairs(self._keys, as_pairs(pairs, p.d), p.pad_len, p.d, self.threads)
+        sampled, signs = sample_pairs(self._keys, as_pairs(pairs, p.d, p.label_domain), p.pad_len, p.d, self.threads)
         key = _core.randomized_response(self._keys.key(), sampled, p.d + 1, p.key_threshold, self.threads)
         kept = _core.randomized_response(self._keys.key(), signs, 2, p.value_threshold, self.threads)
         uniform = _core.randomized_response(self._keys.key(), np.zeros_like(signs), 2, _HALF, self.threads)

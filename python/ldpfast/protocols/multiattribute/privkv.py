@@ -137,7 +137,7 @@ class PrivKVClient(ClientBase):
     def perturb(self, pairs: PairsLike) -> PrivKVReports:
         """One report per user (``pairs``: see :func:`~ldpfast.protocols.multiattribute._kv.as_pairs`)."""
         p = self.params
-        offsets, keys, values = as_pairs(pairs, p.d)
+        offsets, keys, values = as_pairs(pairs, p.d, p.label_domain)
         n = offsets.size - 1
         sampled = _uniform_keys(self._keys, n, p.d, self.threads)
         users = np.repeat(np.arange(n), np.diff(offsets))
