@@ -154,3 +154,15 @@ def test_padding_samples_every_pair_of_a_short_set_with_probability_one_over_pad
     shares = np.bincount(sampled.astype(np.int64), minlength=3) / n
     np.testing.assert_allclose(shares, [0.25, 0.25, 0.5], atol=5.3 * 0.0025)
     assert (signs[sampled == 0] == 1).all() and (signs[sampled == 1] == 0).all()
+
+
+def test_label_keys_need_the_parameters_domain():
+    import ldpfast
+
+    params = pckv.PCKVUEParams(epsilon=1.0, d=3, pad_len=2)
+    with pytest.raises(ldpfast.errors.DTypeError, match=r"keys are labels .*with_domain"):
+        pckv.PCKVUEClient(params, rng=1).perturb([{"a": 0.5}])
+    labelled = params.with_domain(ldpfast.Domain(["a", "b", "c"]))
+    by_label = pckv.PCKVUEClient(labelled, rng=1).perturb([{"a": 0.5, "c": -1.0}, {}])
+    by_id = pckv.PCKVUEClient(labelled, rng=1).perturb([{0: 0.5, 2: -1.0}, {}])
+    assert by_label == by_id
