@@ -92,7 +92,7 @@ def test_the_pair_spends_what_it_claims(pid, epsilon, value_epsilon):
     correlated = max(eps2, eps1 + np.log(2 * np.exp(eps2) / (np.exp(eps2) + 1)))
     assert correlated - 1e-8 < params.effective_epsilon <= correlated + 1e-12
     if pid == "privkv":
-        assert params.effective_epsilon < eps1 + eps2 <= epsilon
+        assert params.effective_epsilon <= params.true_epsilon < eps1 + eps2 <= epsilon
         assert eps2 == (epsilon / 2 if value_epsilon is None else value_epsilon)
     else:
         assert epsilon - 1e-8 < params.effective_epsilon <= epsilon < eps1 + eps2

@@ -10,8 +10,8 @@ Reports: ``key`` (``j``) and ``sign`` in {-1, 0, 1} (0: ``<0, 0>``).
 
 Privacy: PrivKV composes sequentially, ``eps = eps1 + eps2`` (``value_epsilon`` is ``eps2``,
 default ``eps/2``). That is a valid bound; the exact loss is smaller,
-``max(eps2, eps1 + log(2 e^eps2/(e^eps2 + 1)))`` (the correlation PCKV's analysis uses), and
-``effective_epsilon`` reports it from the samplers' thresholds.
+``max(eps2, eps1 + log(2 e^eps2/(e^eps2 + 1)))`` (the correlation PCKV's analysis uses):
+``true_epsilon`` of the budgets, ``effective_epsilon`` of the samplers' thresholds.
 
 Estimators (:class:`~ldpfast.protocols.multiattribute._kv.KVServer` with ``l = d``): with
 ``U``, ``D`` the reports ``(k, +1)`` and ``(k, -1)`` among ``n``, ``q1 = 1 - p1``:
@@ -24,12 +24,13 @@ closed forms of :class:`~ldpfast.protocols.multiattribute._kv.Rates` at ``a = p1
 from __future__ import annotations
 
 import dataclasses
+import decimal
 from fractions import Fraction
 from typing import Any, ClassVar, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ... import _core
+from ... import _budget, _core
 from ..._base import AuditHooks, ClientBase, Params as _ParamsBase, Protocol, Reports, WireField, bits_for
 from ..._base import register_protocol
 from ..._delta import Delta
@@ -89,6 +90,16 @@ class PrivKVParams(_ParamsBase):
         q1, p2 = self.key_threshold / _TWO64, 1.0 - self.value_threshold / _TWO64
         p1 = 1.0 - q1
         return Rates(p1 - q1 + q1 / self.d, q1 / self.d, p2, self.d, gain=p1 * (2 * p2 - 1))
+
+    @property
+    def true_epsilon(self) -> float:
+        """The loss the reports really have, below the claimed ``epsilon``:
+        ``max(eps2, eps1 + log(2 e^eps2/(e^eps2 + 1)))`` of the budgets, rounded up."""
+        with decimal.localcontext() as ctx:
+            ctx.prec = _budget.PRECISION
+            e2 = decimal.Decimal(self.value_budget).exp()
+            pair = decimal.Decimal(self.key_budget) + (2 * e2 / (e2 + 1)).ln()
+        return _budget.effective(max(decimal.Decimal(self.value_budget), pair))
 
     @property
     def effective_epsilon(self) -> float:
