@@ -28,6 +28,7 @@ from ..._labels import is_labels
 from ..._memory import check_allocation
 from ..._random import KeySource
 from ..._validate import candidate_array, check_epsilon, check_int, check_real, check_threads, rr_threshold
+from ...datasets import SetData
 from ...errors import DTypeError, FormatError, ParameterError, ReportError
 from ...estimates import PLUG_IN
 from ...uncertainty import PlugIn
@@ -362,6 +363,44 @@ def ratings(d: int, n: int, max_pairs: int = 4, zipf: float = 1.1, seed: int = 0
     keys = np.concatenate(per_user).astype(np.uint64) if per_user else np.zeros(0, dtype=np.uint64)
     values = np.clip(0.8 * np.cos(keys.astype(np.float64)) + gen.normal(0.0, 0.3, keys.size), -1.0, 1.0)
     return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), keys, values
+
+
+def rated(sets: SetData, gen: np.random.Generator) -> Pairs:
+    """Key-value pairs from a set-valued data set (``ldpfast simulate``'s set data): each
+    user's items become keys with the seeded ratings of :func:`ratings`
+    (``clip(0.8 cos(k) + N(0, 0.3^2), -1, 1)``)."""
+    keys = np.asarray(sets.items, dtype=np.uint64)
+    values = np.clip(0.8 * np.cos(keys.astype(np.float64)) + gen.normal(0.0, 0.3, keys.size), -1.0, 1.0)
+    return np.asarray(sets.offsets, dtype=np.int64), keys, values
+
+
+def padding_length(sets: SetData) -> int:
+    """The 90th percentile (nearest rank) of the set sizes, at least 1: the padding PS-OLH's
+    simulations use too."""
+    ordered = np.sort(sets.sizes())
+    return max(1, int(ordered[max(1, int(math.ceil(0.9 * ordered.size))) - 1])) if ordered.size else 1
+
+
+def set_simulation(pid: str, label: str, summary: str, make: Any) -> Any:
+    """``Protocol.simulations``: the :class:`~ldpfast.experiments.SetAlgorithm` running
+    ``pid`` on set data rated by :func:`rated`, with parameters ``make(epsilon, sets)``; its
+    closed-form MSE is the mean frequency variance when no set exceeds the padding."""
+    from ...experiments import SetAlgorithm
+    from ..._base import protocol
+
+    def run(eps: float, sets: SetData, gen: np.random.Generator, k: int) -> np.ndarray:
+        proto, params = protocol(pid), make(eps, sets)
+        client = proto.client(params, rng=int(gen.integers(0, 2**63)))
+        return np.asarray(proto.aggregator(params).update(client.perturb(rated(sets, gen))).estimate())
+
+    def theory_mse(eps: float, sets: SetData) -> Optional[float]:
+        params = make(eps, sets)
+        if sets.n == 0 or int(sets.sizes().max(initial=0)) > params.rates.pad_len:
+            return None
+        return float(np.mean(params.rates.frequency_variance(sets.n, sets.frequencies())))
+
+    return lambda: (SetAlgorithm(pid, label, "protocols.multiattribute." + pid.split("-")[0], run, summary,
+                                 theory_mse=theory_mse),)
 
 
 def truth(pairs: Pairs, d: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

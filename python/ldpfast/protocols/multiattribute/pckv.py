@@ -44,8 +44,8 @@ from ...audit import Plan
 from ...errors import ReportError
 from .._bitvec import bit_rows, first_padding_error, row_bytes
 from .._registration import SIGN, edges
-from ._kv import (KVParams, KVServer, PairsLike, Rates, as_pairs, composed_epsilon, frequency_model, ratings,
-                  sample_pairs)
+from ._kv import (KVParams, KVServer, PairsLike, Rates, as_pairs, composed_epsilon, frequency_model, padding_length,
+                  ratings, sample_pairs, set_simulation)
 
 __all__ = ["PCKVUEParams", "PCKVUEReports", "PCKVUEClient", "PCKVUEServer", "PCKVGRRParams", "PCKVGRRReports",
            "PCKVGRRClient", "PCKVGRRServer", "ratings"]
@@ -271,6 +271,8 @@ register_protocol(Protocol(
     "pckv-ue", PCKVUEParams, PCKVUEReports, PCKVUEServer, PCKVUEClient, inputs="pairs",
     example=lambda: (PCKVUEParams(epsilon=2.0, d=44, pad_len=4), ratings(44, 1500, seed=3)),  # d % 8: padding bits
     extremes=edges(d=(1, 2**12), pad_len=(1, 2**32)), wire_fields=_ue_wire, variance=frequency_model,
+    simulations=set_simulation("pckv-ue", "PCKV-UE", "PCKV-UE on rated sets, padding = P90 of the set sizes",
+                               lambda e, sets: PCKVUEParams(epsilon=e, d=sets.d, pad_len=padding_length(sets))),
     audit=AuditHooks(lambda e, **kw: PCKVUEParams(epsilon=e, d=4, pad_len=1, **kw), _ue_plan,
                      lambda p: p.effective_epsilon)))
 
@@ -278,5 +280,7 @@ register_protocol(Protocol(
     "pckv-grr", PCKVGRRParams, PCKVGRRReports, PCKVGRRServer, PCKVGRRClient, inputs="pairs",
     example=lambda: (PCKVGRRParams(epsilon=2.0, d=12, pad_len=4), ratings(12, 1500, seed=4)),
     extremes=edges(d=(1, 2**20), pad_len=(1, 2**32)), wire_fields=_grr_wire, variance=frequency_model,
+    simulations=set_simulation("pckv-grr", "PCKV-GRR", "PCKV-GRR on rated sets, padding = P90 of the set sizes",
+                               lambda e, sets: PCKVGRRParams(epsilon=e, d=sets.d, pad_len=padding_length(sets))),
     audit=AuditHooks(lambda e, **kw: PCKVGRRParams(epsilon=e, d=4, pad_len=1, **kw), _grr_plan,
                      lambda p: p.effective_epsilon)))

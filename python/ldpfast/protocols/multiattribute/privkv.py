@@ -39,7 +39,8 @@ from ..._validate import check_array, check_below, check_epsilon, check_int, che
 from ..._validate import uint64_column
 from ...audit import Plan
 from ...errors import ReportError
-from ._kv import MAX_KEYS, KVServer, PairsLike, Rates, as_pairs, composed_epsilon, frequency_model, ratings
+from ._kv import (MAX_KEYS, KVServer, PairsLike, Rates, as_pairs, composed_epsilon, frequency_model, ratings,
+                  set_simulation)
 from .._registration import edges
 
 __all__ = ["PrivKVParams", "PrivKVReports", "PrivKVClient", "PrivKVServer"]
@@ -212,4 +213,6 @@ def _example() -> Tuple[PrivKVParams, Any]:
 register_protocol(Protocol(
     "privkv", PrivKVParams, PrivKVReports, PrivKVServer, PrivKVClient, inputs="pairs", example=_example,
     extremes=edges(d=(1, 2**20)), wire_fields=_wire, variance=frequency_model,
+    simulations=set_simulation("privkv", "PrivKV", "key-value PrivKV (one key sampled from the domain) on rated sets",
+                               lambda e, sets: PrivKVParams(epsilon=e, d=sets.d)),
     audit=AuditHooks(lambda e, **kw: PrivKVParams(epsilon=e, d=2, **kw), _audit_plan, lambda p: p.effective_epsilon)))
