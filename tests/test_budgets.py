@@ -200,6 +200,33 @@ def _rappor_permanent(params):
     return unary_ratio(1 - half, half) ** params.h
 
 
+def _pckv(params):
+    """[PCKV] Theorems 2 and 3, recomputed: the largest ratio of one output's probabilities
+    under two inputs (key, sign) (the padding sample and the discretization are mixtures over
+    them). The value's sign is kept with ``p``; UE's sampled entry is nonzero with ``a = 1/2``
+    (then ``v*`` w.p. ``p``), every other entry with ``b`` (a fair sign); GRR keeps the key
+    with ``a``, else reports one of the ``d`` other keys with a fair sign."""
+    p, b = 1 - _p(params.value_threshold), _p(params.key_threshold)
+    if params.protocol == "pckv-ue":
+        a = Fraction(1, 2)
+        hot = (a * p, a * (1 - p), 1 - a)               # the entry's probabilities where it is sampled
+        cold = (b / 2, b / 2, 1 - b)                    # and where it is not
+        # two keys: one entry leaves hot for cold, the other the reverse
+        keys = max(h / c for h, c in zip(hot, cold)) * max(c / h for h, c in zip(hot, cold))
+        return max(p / (1 - p), keys)
+    flip = b                                            # GRR's key threshold is its flip probability
+    outputs = ((1 - flip) * p, (1 - flip) * (1 - p), flip / params.d / 2)
+    return max(outputs) / min(outputs)
+
+
+def _privkv(params):
+    """Ye et al.'s PrivKV: the sampled key is data-independent; per input (holds it with sign
+    +1, with sign -1, does not hold it) the probabilities of the reported sign +1, -1, 0."""
+    p1, p2 = 1 - _p(params.key_threshold), 1 - _p(params.value_threshold)
+    inputs = ((p1 * p2, p1 * (1 - p2), 1 - p1), (p1 * (1 - p2), p1 * p2, 1 - p1), ((1 - p1) / 2, (1 - p1) / 2, p1))
+    return max(max(column) / min(column) for column in zip(*inputs))
+
+
 #: protocol id -> params -> the exact likelihood ratio bound R (the client is log(R)-LDP).
 _LOSS = {
     "grr": _own("d"), "ocms": _own("m"), "olh": _own("g"), "ps-olh": _own("g"), "svim-items": _own("g"),
@@ -211,7 +238,8 @@ _LOSS = {
     "multi-pcms-min": _sketch, "npcms": _npcms, "cms-rappor": _rappor, "ss": _ss, "svim-padded": _svim_padded,
     "pgr": _pgr, "oue": _unary, "sue": _unary, "l-oue": _lue, "l-osue": _lue, "l-sue": _lue,
     "l-grr": _memo_rr("d"), "l-olh": _memo_rr("g"), "dbitflip": _dbitflip, "1bitmean": _one_bit_mean,
-    "rappor": _rappor_report,
+    "rappor": _rappor_report, "pckv-ue": _pckv, "pckv-grr": _pckv,
+    "privkv": _privkv,
 }
 
 #: Memoized protocols: params -> the exact ratio bound of the permanent response (what

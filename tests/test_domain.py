@@ -29,6 +29,9 @@ def _words(d):
 
 
 def _as_labels(pid, inputs, words):
+    if protocols()[pid].inputs == "pairs":  # the CSR triple of keys and values
+        offsets, keys, values = inputs
+        return offsets, np.array([words[int(k)] for k in keys]), values
     if protocols()[pid].inputs == "sets":
         return [[words[int(x)] for x in user] for user in inputs]
     return [words[int(x)] for x in np.asarray(inputs)]

@@ -84,7 +84,10 @@ class ClientBase:
     def _value_ids(self, values: Any) -> Any:
         """Client inputs with labels turned into value ids by ``params.label_domain``."""
         domain = getattr(self.params, "label_domain", None)
-        sets = self._input_kind() == "sets"
+        kind = self._input_kind()
+        if kind == "pairs":  # key-value sets: the protocol's client encodes label keys itself
+            return values
+        sets = kind == "sets"
         if domain is not None:
             return domain.encode_sets(values) if sets else domain.encode_inputs(values)
         if self.takes_labels:

@@ -39,9 +39,11 @@ __all__ = ["Protocol", "AuditHooks", "ComparisonRow", "WireField", "bits_for", "
 
 #: What a protocol's client perturbs: one integer value per user, one set of distinct
 #: integers per user (a list of lists, or ``(offsets, items)`` arrays), one real number per
-#: user (``float64[n]``, or ``float64[n, k]`` for k numeric attributes), or one record of
-#: several attributes per user (``int64[n, k]``, attribute ``j`` in ``[0, domains[j])``).
-INPUT_KINDS = ("values", "sets", "numbers", "records")
+#: user (``float64[n]``, or ``float64[n, k]`` for k numeric attributes), one record of
+#: several attributes per user (``int64[n, k]``, attribute ``j`` in ``[0, domains[j])``), or
+#: one set of (key, value) pairs per user (``(offsets, keys, values)`` arrays: distinct keys
+#: of ``[0, d)``, values in ``[-1, 1]``).
+INPUT_KINDS = ("values", "sets", "numbers", "records", "pairs")
 
 #: ``f -> Var(fhat)`` per candidate, for true frequencies ``f`` (broadcasting).
 VarianceFn = Callable[[Any], Any]

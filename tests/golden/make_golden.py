@@ -60,20 +60,25 @@ def cases(manifest):
 
 def client_inputs(pid, d, n, seed, domains=None):
     """Zipf-like values, or for set-valued protocols (``Protocol.inputs == "sets"``) sets of
-    0..4 distinct items; for numeric ones (``"numbers"``) the registered example's numbers, and for
+    0..4 distinct items; for key-value protocols (``"pairs"``) such sets of keys, each with a value
+    uniform in [-1, 1]; for numeric ones (``"numbers"``) the registered example's numbers, and for
     record protocols (``"records"``) the example's first n records, or one Zipf-like column per
     attribute of ``domains`` where the example has fewer."""
-    if protocols()[pid].inputs == "numbers":
+    kind = protocols()[pid].inputs
+    if kind == "numbers":
         return protocols()[pid].example()[1]
-    if protocols()[pid].inputs == "records":
+    if kind == "records":
         example = np.asarray(protocols()[pid].example()[1])
         if len(example) >= n:
             return example[:n]
         return np.stack([_values(k, n, seed + j) for j, k in enumerate(domains)], axis=1)
-    if protocols()[pid].inputs != "sets":
+    if kind not in ("sets", "pairs"):
         return _values(d, n, seed)
     rng = np.random.default_rng(seed)
-    return [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
+    sets = [sorted(rng.choice(d, size=int(rng.integers(0, 5)), replace=False).tolist()) for _ in range(n)]
+    if kind == "sets":
+        return sets
+    return [{key: float(rng.uniform(-1.0, 1.0)) for key in keys} for keys in sets]
 
 
 def estimate(agg):

@@ -34,6 +34,8 @@ def _inputs(case: Case, params: Params) -> Any:
     ends = [0, d - 1, d // 2] * (USERS // 3)
     if case.protocol.inputs == "sets":
         return [sorted({value, (value + 1) % d}) for value in ends]
+    if case.protocol.inputs == "pairs":  # key-value sets: values at both ends of [-1, 1] too
+        return [{value: -1.0, (value + 1) % d: 1.0} for value in ends]
     return np.array(ends, dtype=np.uint64)
 
 

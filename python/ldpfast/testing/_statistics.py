@@ -13,6 +13,7 @@ import numpy as np
 from .. import audit
 from ..errors import PrivacyWarning
 from ..protocols.sets._sets import as_sets
+from ..protocols.multiattribute._kv import as_pairs
 from ..uncertainty import PlugIn
 from ._case import Case, CheckSkipped, register
 
@@ -53,6 +54,11 @@ def _tiled_inputs(case: Case, runs: int) -> Tuple[Any, np.ndarray]:
         # counts per (attribute, value) cell, in the order of the default estimate (offsets)
         offsets = np.concatenate(([0], np.cumsum(domains)))[:-1]
         values = (records + offsets).ravel()
+    elif case.protocol.inputs == "pairs":  # key-value sets: the keys are counted
+        offsets, values, pair_values = as_pairs(case.inputs, case.domain)
+        sizes = np.tile(np.diff(offsets), runs)
+        tiled = (np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), np.tile(values, runs),
+                 np.tile(pair_values, runs))
     else:
         values = np.asarray(case.inputs)
         tiled = np.tile(values, runs)

@@ -14,6 +14,6 @@ if TYPE_CHECKING:
     # Type checkers see the protocol modules as attributes (``ldpfast.protocols.multiattribute.<module>``;
     # the ``__getattr__`` below imports them at run time); tests/test_layout.py keeps this list
     # equal to the family's modules.
-    from . import (adaptive_grid, calm, hdg, multifreq, tdg)
+    from . import (adaptive_grid, calm, hdg, multifreq, pckv, privkv, tdg)
 else:
     __getattr__ = lazy_family(__name__, __path__)
