@@ -1,9 +1,9 @@
 """The bit-vector kernels (cpp/kernels/bitvec.cpp, rappor.cpp): the per-group column counts
 against a numpy reference (every backend, several thread counts, rows that cross the
-byte-counter flush and the worker split), the read-once validation (first bad group or
-padding bit), every client kernel bit-exact across backends, the exact bit-sliced
-Bernoulli sampler, and memoization (the permanent response is a function of the secret and
-the value only)."""
+byte-counter and bit-sliced-counter flushes and the worker split, long rows), the
+read-once validation (first bad group or padding bit), every client kernel bit-exact
+across backends, the exact bit-sliced Bernoulli sampler, and memoization (the permanent
+response is a function of the secret and the value only)."""
 
 import math
 import os
@@ -41,16 +41,18 @@ def test_column_counts_match_numpy(backend, k, n_groups):
     np.testing.assert_array_equal(per_group, expected_n)
 
 
-def test_column_counts_do_not_depend_on_threads(backend):
+@pytest.mark.parametrize("n_groups", [1, 64])
+def test_column_counts_do_not_depend_on_threads(backend, n_groups):
     # 2^17 rows: two workers with private tables, then reduced.
     rng = np.random.default_rng(3)
     rows = np.frombuffer(rng.bytes(16 << 17), dtype=np.uint8).reshape(-1, 16)
-    groups = rng.integers(0, 64, rows.shape[0]).astype(np.uint32)
-    one = _core.bitvec_column_counts(rows, 128, groups, 64, 1)
-    two = _core.bitvec_column_counts(rows, 128, groups, 64, 2)
+    groups = rng.integers(0, n_groups, rows.shape[0]).astype(np.uint32)
+    one = _core.bitvec_column_counts(rows, 128, groups, n_groups, 1)
+    two = _core.bitvec_column_counts(rows, 128, groups, n_groups, 2)
     np.testing.assert_array_equal(one[0], two[0])
     np.testing.assert_array_equal(one[1], two[1])
-    np.testing.assert_array_equal(one[0][7], unpack_bits(rows[groups == 7], 128).sum(axis=0))
+    g = n_groups // 2
+    np.testing.assert_array_equal(one[0][g], unpack_bits(rows[groups == g], 128).sum(axis=0))
 
 
 def test_column_counts_long_runs_of_one_group(backend):
@@ -59,6 +61,34 @@ def test_column_counts_long_runs_of_one_group(backend):
     counts, per_group, bad = _core.bitvec_column_counts(rows, 24, np.ones(300, np.uint32), 2, 1)
     assert bad == 300 and per_group.tolist() == [0, 300]
     assert counts[0].sum() == 0 and (counts[1] == 300).all()
+
+
+@pytest.mark.parametrize("n_groups", [1, 3])
+def test_column_counts_of_long_rows(backend, n_groups):
+    # k = 20_001 bits (313 words, the last one partial). One group: rows are added 8 at a
+    # time to 8 bit-sliced counter planes (vectors, then single words, then the last word),
+    # flushed before 256 rows. 600 rows cross flushes and end in a partial group of 8; rows
+    # 100..399 (one group) are all ones, so every counter reaches the flush bound at once.
+    # A bad group or padding bit in the middle of a group of 8 stops there, the rows
+    # before it counted.
+    k, n = 20_001, 600
+    rng = np.random.default_rng(11 + n_groups)
+    rows = pack_bits(rng.integers(0, 2, size=(n, k), dtype=np.uint8))
+    groups = rng.integers(0, n_groups, n).astype(np.uint32)
+    groups[100:400] = n_groups - 1
+    rows[100:400] = pack_bits(np.ones((1, k), dtype=np.uint8))
+    for stop, bad_group in ((n, False), (517, True), (571, False)):
+        cut, cut_rows = groups.copy(), rows
+        if bad_group:
+            cut[stop] = n_groups
+        elif stop < n:
+            cut_rows = rows.copy()
+            cut_rows[stop, -1] |= 0x80  # bit 20_007: beyond k
+        counts, per_group, bad = _core.bitvec_column_counts(cut_rows, k, cut, n_groups, 1)
+        assert bad == stop
+        for g in range(n_groups):
+            np.testing.assert_array_equal(counts[g], unpack_bits(rows[:stop][groups[:stop] == g], k).sum(axis=0))
+        np.testing.assert_array_equal(per_group, np.bincount(groups[:stop], minlength=n_groups))
 
 
 @pytest.mark.parametrize("threads", [1, 2])

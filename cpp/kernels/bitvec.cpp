@@ -1,6 +1,7 @@
 // Bit-vector kernels, compiled once per ISA (see dispatch.hpp): the column counts of bit
 // rows (every bit-vector protocol's server) and the unary-encoding, memoized and dBitFlip
 // clients.
+#include <algorithm>
 #include <cstring>
 
 #include "ldpfast/bernoulli.hpp"
@@ -19,6 +20,19 @@ namespace {
 // a group's counters are moved into its 64-bit counts after 255 rows (before a byte could
 // wrap) and at the end of the range.
 constexpr std::uint32_t kFlushAfter = 255;
+
+// Byte v -> 8 byte lanes, lane i holding bit i of v.
+struct SpreadTable {
+  std::uint64_t entry[256];
+  constexpr SpreadTable() : entry() {
+    for (int v = 0; v < 256; ++v) {
+      std::uint64_t out = 0;
+      for (int b = 0; b < 8; ++b) out |= static_cast<std::uint64_t>((v >> b) & 1) << (8 * b);
+      entry[v] = out;
+    }
+  }
+};
+constexpr SpreadTable kSpread{};
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 // 64 bits -> 64 byte counters: one masked byte add.
@@ -46,17 +60,6 @@ inline void add_word(std::uint8_t* acc, std::uint64_t word) {
 #else
 // 8 bits -> 8 byte counters in one 64-bit add (byte lane i gets bit i; no lane exceeds 255
 // before a flush, so no carry crosses lanes).
-struct SpreadTable {
-  std::uint64_t entry[256];
-  constexpr SpreadTable() : entry() {
-    for (int v = 0; v < 256; ++v) {
-      std::uint64_t out = 0;
-      for (int b = 0; b < 8; ++b) out |= static_cast<std::uint64_t>((v >> b) & 1) << (8 * b);
-      entry[v] = out;
-    }
-  }
-};
-constexpr SpreadTable kSpread{};
 inline void add_word(std::uint8_t* acc, std::uint64_t word) {
   for (int b = 0; b < 8; ++b) {
     std::uint64_t lanes;
@@ -72,9 +75,163 @@ inline void flush_group(std::uint8_t* acc, std::size_t stride, std::size_t k, st
   std::memset(acc, 0, stride);
 }
 
+// One group (OUE/SUE, the L-UE family): the rows are added 8 at a time to bit-sliced
+// counters, plane p (row_bytes rounded up to words) holding bit p of every column's count
+// (8 planes: counts up to 255, moved into the 64-bit counts before they could wrap). The 8
+// rows' bits of each column are first summed bitwise by a carry-save adder tree into a 4-bit
+// number, then added to the planes: about 50 bitwise operations per word of 8 rows, on
+// 64-bit words or whole vectors (T), where one byte counter per bit costs one vector add
+// per 8 bits of each row.
+constexpr std::size_t kSliceRows = 8;
+constexpr std::size_t kPlanes = 8;
+
+template <class T>
+inline T load_bits(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+inline void store_bits(std::uint8_t* p, const T& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class T>
+inline void full_add(const T& a, const T& b, const T& c, T& sum, T& carry) {
+  const T u = a ^ b;
+  sum = u ^ c;
+  carry = (a & b) | (u & c);
+}
+
+// Adds the 4-bit numbers `digits` (bit vectors of weights 1, 2, 4, 8) to the counters at
+// byte offset `at` of the planes (plane p at planes + p * plane_bytes).
+template <class T>
+inline void add_to_planes(const T (&digits)[4], std::uint8_t* planes, std::size_t plane_bytes, std::size_t at) {
+  T p = load_bits<T>(planes + at);
+  T carry = p & digits[0];
+  store_bits(planes + at, T(p ^ digits[0]));
+  for (std::size_t q = 1; q < kPlanes; ++q) {
+    std::uint8_t* slot = planes + q * plane_bytes + at;
+    p = load_bits<T>(slot);
+    T sum;
+    if (q < 4) {
+      full_add(p, digits[q], carry, sum, carry);
+    } else {
+      sum = p ^ carry;
+      carry = p & carry;
+    }
+    store_bits(slot, sum);
+  }
+}
+
+// Eight rows' bits (x[0..7]) at byte offset `at` added to the planes.
+template <class T>
+inline void add_eight(const T (&x)[kSliceRows], std::uint8_t* planes, std::size_t plane_bytes, std::size_t at) {
+  T s0, c0, s1, c1, s2, c2, s3, c3;
+  full_add(x[0], x[1], x[2], s0, c0);
+  full_add(x[3], x[4], x[5], s1, c1);
+  full_add(s0, s1, x[6], s2, c2);  // weight 1: s2 + x[7]; weight 2: c0, c1, c2
+  const T one = s2 ^ x[7], c_one = s2 & x[7];
+  full_add(c0, c1, c2, s3, c3);  // weight 2: s3 + c_one; weight 4: c3
+  const T two = s3 ^ c_one, c_two = s3 & c_one;
+  const T digits[4] = {one, two, T(c3 ^ c_two), T(c3 & c_two)};
+  add_to_planes(digits, planes, plane_bytes, at);
+}
+
+#if defined(__AVX512F__)
+using SliceVector = __m512i;
+#elif defined(__AVX2__)
+using SliceVector = __m256i;
+#else
+using SliceVector = std::uint64_t;
+#endif
+
+// Eight rows' bytes [0, body) (whole words: row pointers r) and their last words (last).
+// With `ahead` (the next 8 rows, bytes apart, exist), each cache line of theirs is
+// prefetched as the same column of these rows is read: 8 short rows are 8 streams too
+// short for the hardware prefetcher to pick up.
+void add_eight_rows(const std::uint8_t* const (&r)[kSliceRows], std::size_t body, const std::uint64_t* last,
+                    std::uint8_t* planes, std::size_t plane_bytes, std::size_t ahead) {
+  std::size_t at = 0;
+  for (; at + sizeof(SliceVector) <= body; at += sizeof(SliceVector)) {
+    if (ahead && at % 64 == 0)
+      for (std::size_t j = 0; j < kSliceRows; ++j) __builtin_prefetch(r[j] + ahead + at);
+    SliceVector x[kSliceRows];
+    for (std::size_t j = 0; j < kSliceRows; ++j) x[j] = load_bits<SliceVector>(r[j] + at);
+    add_eight(x, planes, plane_bytes, at);
+  }
+  for (; at < body; at += 8) {
+    std::uint64_t x[kSliceRows];
+    for (std::size_t j = 0; j < kSliceRows; ++j) x[j] = load_bits<std::uint64_t>(r[j] + at);
+    add_eight(x, planes, plane_bytes, at);
+  }
+  std::uint64_t x[kSliceRows];
+  std::copy(last, last + kSliceRows, x);
+  add_eight(x, planes, plane_bytes, body);
+}
+
+// Planes -> counts[0, k), planes cleared: 8 columns at a time, their 8 counts as the byte
+// lanes of one word (lane i gathers bit i of each plane's byte, shifted to its weight).
+void flush_planes(std::uint8_t* planes, std::size_t plane_bytes, std::size_t k, std::uint64_t* counts) {
+  for (std::size_t byte = 0; 8 * byte < k; ++byte) {
+    std::uint64_t lanes = 0;
+    for (std::size_t p = 0; p < kPlanes; ++p) lanes |= kSpread.entry[planes[p * plane_bytes + byte]] << p;
+    const std::size_t columns = std::min<std::size_t>(8, k - 8 * byte);
+    for (std::size_t b = 0; b < columns; ++b) counts[8 * byte + b] += (lanes >> (8 * b)) & 0xff;
+  }
+  std::memset(planes, 0, kPlanes * plane_bytes);
+}
+
+std::size_t sliced_counts(const std::uint8_t* rows, std::size_t row_bytes, std::size_t k,
+                          const std::uint32_t* group, std::size_t begin, std::size_t end, std::uint8_t* planes,
+                          std::uint64_t* counts, std::uint64_t* group_n) {
+  const std::size_t tail_bytes = row_bytes % 8;
+  const std::size_t words = row_bytes / 8 + (tail_bytes ? 1 : 0);
+  const std::size_t body = 8 * (words - 1), plane_bytes = 8 * words;
+  const std::size_t last_bits = k - 64 * (words - 1);
+  const std::uint64_t beyond = last_bits >= 64 ? 0 : ~std::uint64_t{0} << last_bits;
+  std::size_t stop = end, held = 0;  // rows in the planes
+  for (std::size_t t0 = begin; t0 < stop; t0 += kSliceRows) {
+    // A row's group and last word are read once, here: checked, then used from the copies.
+    std::uint64_t last[kSliceRows] = {};
+    const std::uint8_t* r[kSliceRows] = {};
+    std::size_t count = 0;
+    for (; count < kSliceRows && t0 + count < stop; ++count) {
+      const std::size_t i = t0 + count;
+      r[count] = rows + i * row_bytes;
+      std::memcpy(&last[count], r[count] + body, tail_bytes ? tail_bytes : 8);
+      if ((group && group[i] != 0) || (last[count] & beyond)) {
+        stop = i;
+        break;
+      }
+    }
+    if (count == kSliceRows) {
+      add_eight_rows(r, body, last, planes, plane_bytes,
+                     t0 + 2 * kSliceRows <= stop ? kSliceRows * row_bytes : 0);
+    } else {  // the range's last rows, fewer than 8: one at a time, the others zero
+      for (std::size_t j = 0; j < count; ++j) {
+        for (std::size_t at = 0; at < body; at += 8) {
+          std::uint64_t x[kSliceRows] = {load_bits<std::uint64_t>(r[j] + at)};
+          add_eight(x, planes, plane_bytes, at);
+        }
+        std::uint64_t x[kSliceRows] = {last[j]};
+        add_eight(x, planes, plane_bytes, body);
+      }
+    }
+    group_n[0] += count;
+    held += count;
+    if (held > 255 - kSliceRows) {
+      flush_planes(planes, plane_bytes, k, counts);
+      held = 0;
+    }
+  }
+  if (held) flush_planes(planes, plane_bytes, k, counts);
+  return stop;
+}
+
 std::size_t column_counts(const std::uint8_t* rows, std::size_t row_bytes, std::size_t k,
                           const std::uint32_t* group, std::size_t n_groups, std::size_t begin, std::size_t end,
                           std::uint8_t* acc, std::uint32_t* fill, std::uint64_t* counts, std::uint64_t* group_n) {
+  if (n_groups == 1) return sliced_counts(rows, row_bytes, k, group, begin, end, acc, counts, group_n);
   const std::size_t stride = bitvec_acc_stride(row_bytes);
   const std::size_t full_words = row_bytes / 8, tail_bytes = row_bytes % 8;
   const std::size_t words = full_words + (tail_bytes ? 1 : 0);

@@ -20,7 +20,8 @@ constexpr std::uint64_t kStreamInstantaneous = 0x23;  // instantaneous response 
 constexpr std::uint64_t kStreamMemoDerive = 0x24;     // per-user choices made once (user secret)
 
 // Bytes of per-group scratch column_counts needs per group: one byte counter per bit,
-// rounded up to whole 64-bit words of the row.
+// rounded up to whole 64-bit words of the row (with one group: 8 bit-sliced counter
+// planes of the row's words, the same size).
 static inline std::size_t bitvec_acc_stride(std::size_t row_bytes) { return (row_bytes + 7) / 8 * 64; }
 
 // (Both helpers have internal linkage: kernel files are compiled once per ISA.)
