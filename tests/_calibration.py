@@ -355,6 +355,13 @@ for _pid, _make in NULL_PARAMS.items():
                                  hadaheavy_target if _pid == "hadaheavy" else frequency, 1.0 / D_NULL,
                                  linear=_pid not in ("hadaoracle", "hadaheavy", "treehist-cs"))
 
+# The numeric and record families' cases (they build on Case and the data above).
+from _calibration_numeric import NUMERIC_CASES  # noqa: E402
+from _calibration_records import RECORD_CASES  # noqa: E402
+
+CASES.update(NUMERIC_CASES)
+CASES.update(RECORD_CASES)
+
 
 @dataclasses.dataclass
 class Runs:

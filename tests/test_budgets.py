@@ -24,6 +24,8 @@ import pytest
 
 from ldpfast import _budget, audit
 from ldpfast._base import protocol
+from _budgets_numeric import NUMERIC_LOSS
+from _budgets_records import RECORD_LOSS
 from ldpfast.protocols.repeated import rappor
 from ldpfast.protocols._hadamard_layout import binary_flip_threshold
 from ldpfast.protocols.repeated.dbitflip import DBitFlipParams, OneBitMeanParams
@@ -241,6 +243,10 @@ _LOSS = {
     "rappor": _rappor_report, "pckv-ue": _pckv, "pckv-grr": _pckv,
     "privkv": _privkv,
 }
+
+# The numeric and record families' derivations.
+_LOSS.update(NUMERIC_LOSS)
+_LOSS.update(RECORD_LOSS)
 
 #: Memoized protocols: params -> the exact ratio bound of the permanent response (what
 #: unboundedly many reports of one value reveal), checked against ``params.eps_inf``.
