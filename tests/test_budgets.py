@@ -248,6 +248,14 @@ _LOSS = {
 _LOSS.update(NUMERIC_LOSS)
 _LOSS.update(RECORD_LOSS)
 
+#: Audited protocols with no exact loss, and why: their continuous draws (the Piecewise
+#: Mechanism's, and the Laplace baseline's log1p) are computed in doubles from 53-bit uniforms
+#: before the randomized rounding to the output grid, so each output's probability is the
+#: mechanism's only to within double rounding (about 2^-50 relative), not a rational number the
+#: thresholds fix. HM, sampled-mean and moments use the same samplers at these epsilons. The
+#: empirical audit (tests/test_conformance.py) covers them; docs/guide/numeric.md says so.
+FLOATING_POINT_SAMPLERS = {"pm", "hm", "laplace", "sampled-mean", "moments"}
+
 #: Memoized protocols: params -> the exact ratio bound of the permanent response (what
 #: unboundedly many reports of one value reveal), checked against ``params.eps_inf``.
 _PERMANENT_LOSS = {
@@ -277,7 +285,8 @@ _EXTRA = {
 
 
 def test_every_audited_protocol_has_an_exact_loss():
-    assert set(_LOSS) == set(audit.audited())
+    assert set(_LOSS) | FLOATING_POINT_SAMPLERS == set(audit.audited())
+    assert not set(_LOSS) & FLOATING_POINT_SAMPLERS
     assert set(_PERMANENT_LOSS) == set(audit.audited("permanent"))
 
 

@@ -23,6 +23,7 @@ from the client's seeded generator (simulation only).
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import secrets
 from typing import Any, Tuple
@@ -164,10 +165,13 @@ def check_steps(mechanism: Mechanism, grid: Any) -> int:
 
 def duchi_threshold(epsilon: float) -> int:
     """``T``: Duchi's ``+`` has probability ``T/2^53`` at ``t = 1`` and ``1 - T/2^53`` at -1,
-    rounded down so that ``T/(2^53 - T) <= e^eps``."""
+    rounded down so that ``T/(2^53 - T) <= e^eps`` exactly (80-digit arithmetic)."""
     top = min(int(math.floor(2.0**53 / (1.0 + math.exp(-epsilon)))), 2**53 - 1)
-    while math.log(top) - math.log(2**53 - top) > epsilon:
-        top -= 1
+    with decimal.localcontext() as ctx:   # exact: against a rational lower bound of e^eps
+        ctx.prec = 80
+        e_lower = decimal.Decimal(epsilon).exp() * (1 - decimal.Decimal(10) ** -78)
+        while top > (2**53 - top) * e_lower:
+            top -= 1
     return top
 
 

@@ -468,7 +468,8 @@ def audit_params(epsilon: float, **changes: Any) -> RAPPORParams:
     epsilon`` and ``eps_inf = 2 epsilon`` (``k = 8``, ``h = 1``, one cohort, ``d = 16``), or the
     smallest ``eps_inf`` with finite estimates, ``2 h ln(129/127)``, where ``2 epsilon`` is below it."""
     fields = {"k": 8, "h": 1, "m": 1, "d": 16, **changes}
-    return RAPPORParams.from_budgets(max(2.0 * epsilon, 2 * fields["h"] * math.log(129 / 127)), epsilon, **fields)
+    noisiest = RAPPORParams(**fields, p=0.0, q=1.0, f=127 / 128).eps_inf   # exactly 2 h ln(129/127), as computed
+    return RAPPORParams.from_budgets(max(2.0 * epsilon, noisiest), epsilon, **fields)
 
 
 def _simulations() -> Tuple[Any, ...]:
