@@ -471,8 +471,8 @@ def test_from_budgets_spends_at_most_each_budget_and_the_next_setting_more(eps_i
 def test_from_budgets_refuses_what_no_setting_meets():
     limit = 2 * math.log(129 / 127)
     assert rappor.RAPPORParams.from_budgets(limit * 1.001, 0.01, h=1).f_effective == 127 / 128
-    with pytest.raises(ParameterError,
-                       match=r"eps_inf \(the permanent response.s epsilon\) must be at least 2 h ln\(129/127\) = 0.03125.*got 0.01"):
+    floor = r"eps_inf \(the permanent response.s epsilon\) must be at least 2 h ln\(129/127\) = 0.03125.*got 0.01"
+    with pytest.raises(ParameterError, match=floor):
         rappor.RAPPORParams.from_budgets(0.01, 0.005, h=1)
     with pytest.raises(ParameterError, match=r"eps_1 \(one report\) must be <= eps_inf .*eps_1=3.0 > eps_inf=2.0"):
         rappor.RAPPORParams.from_budgets(2.0, 3.0)

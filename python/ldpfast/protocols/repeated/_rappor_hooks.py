@@ -119,8 +119,8 @@ def prr_and_irr(params_type: Any, eps_inf: float, eps_1: float, fields: Mapping[
     if build(127, 0).eps_inf > eps_inf:
         h = build(127, 0).h
         raise ParameterError(f"eps_inf (the permanent response's epsilon) must be at least 2 h ln(129/127) = "
-                             f"{2 * h * math.log(129 / 127):.6g} (f = 127/128, the noisiest PRR that still gives finite "
-                             f"estimates), got {eps_inf!r}")
+                             f"{2 * h * math.log(129 / 127):.6g} (f = 127/128, the noisiest PRR that still gives "
+                             f"finite estimates), got {eps_inf!r}")
     f128 = solve_threshold(lambda t: build(t, 0).eps_inf, eps_inf, 1, 127, "eps_inf")
     step = solve_threshold(lambda t: build(f128, t).eps_1, eps_1, 1, 2**52 - 1, "eps_1")
     return build(f128, step)
