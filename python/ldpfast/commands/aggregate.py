@@ -156,14 +156,15 @@ def _differing(path: Path, data: bytes, params: Params) -> Iterator[None]:
 
     try:
         yield
-    except IncompatibleError:
+    except IncompatibleError as exc:
         try:
             differing = differences(read_parquet_params(data, name=str(path)), params)
         except LdpfastError:
             differing = ""
         if not differing:
             raise
-        raise IncompatibleError(f"{path} was made with other parameters: {differing}") from None
+        # the differing parameters, then the reader's refusal (the file and both fingerprints)
+        raise IncompatibleError(f"{path} was made with other parameters: {differing} ({exc})") from None
 
 
 def _read_init(path: Path) -> Tuple[Aggregator, bytes]:

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, List, Mapping, Tuple
 import numpy as np
 
 from ... import _core
-from ..._base import AuditHooks, ClientBase, Protocol, Reports, WireField, bits_for, register_protocol
+from ..._base import AuditHooks, ClientBase, Protocol, Reports as _ReportsBase, WireField, bits_for, register_protocol
 from ..._delta import Delta
 from ..._memory import check_allocation
 from ..._validate import check_array, check_below, rr_threshold, uint64_column
@@ -103,7 +103,7 @@ class PCKVGRRParams(KVParams):
 
 
 @dataclasses.dataclass(eq=False)
-class PCKVUEReports(Reports):
+class PCKVUEReports(_ReportsBase):
     """PCKV-UE reports: ``up`` and ``down``, ``uint8[n, ceil(d/8)]`` bit rows (least significant
     bit first) of the +1 and -1 entries of ``y`` (never both set)."""
 
@@ -121,7 +121,7 @@ class PCKVUEReports(Reports):
 
 
 @dataclasses.dataclass(eq=False)
-class PCKVGRRReports(Reports):
+class PCKVGRRReports(_ReportsBase):
     """PCKV-GRR reports: ``key`` in ``[0, d]`` (``d``: the dummy) and its ``sign`` (-1 or 1)."""
 
     protocol: ClassVar[str] = "pckv-grr"

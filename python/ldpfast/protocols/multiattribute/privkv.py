@@ -31,8 +31,8 @@ from typing import Any, ClassVar, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ... import _budget, _core
-from ..._base import AuditHooks, ClientBase, Params as _ParamsBase, Protocol, Reports, WireField, bits_for
-from ..._base import register_protocol
+from ..._base import AuditHooks, ClientBase, Params as _ParamsBase, Protocol, Reports as _ReportsBase, WireField
+from ..._base import bits_for, register_protocol
 from ..._delta import Delta
 from ..._random import KeySource
 from ..._validate import check_array, check_below, check_epsilon, check_int, check_real, rr_threshold
@@ -111,7 +111,7 @@ class PrivKVParams(_ParamsBase):
 
 
 @dataclasses.dataclass(eq=False)
-class PrivKVReports(Reports):
+class PrivKVReports(_ReportsBase):
     """PrivKV reports: the sampled ``key`` in ``[0, d)`` and ``sign`` in {-1, 0, 1}."""
 
     protocol: ClassVar[str] = "privkv"

@@ -157,7 +157,7 @@ class MeanServer(_base.Aggregator):
             if attributes.shape[1] > 1 and bool((np.diff(attributes.astype(np.int64), axis=1) <= 0).any()):
                 raise ReportError("each report's attributes must be distinct and ascending")
 
-    def _ingest(self, reports: Any) -> Mapping[str, Any]:
+    def _ingest(self, reports: Any) -> _base.Delta:
         attributes, index = self._columns(reports)
         if len(reports) >= 2**32:
             raise ReportError(f"a batch must hold fewer than 2^32 reports, got {len(reports)}")
@@ -174,7 +174,14 @@ class MeanServer(_base.Aggregator):
             state["totals"][j] = _words(total)
             state["squares"][j] = _words(squares)
         state["n"][0] = n
-        return state
+        return self._replacing(state)
+
+    def _replacing(self, state: Dict[str, np.ndarray]) -> _base.Delta:
+        """The new state (a few words per attribute) as one all-or-nothing change."""
+        delta = self._delta()
+        for name, value in state.items():
+            delta.replace(name, value)
+        return delta
 
     def _moments(self, attributes: Optional[np.ndarray], index: np.ndarray) -> Dict[int, Tuple[int, int, int]]:
         """``{attribute: (reports, sum of indices, sum of squares)}`` of one batch."""
@@ -190,7 +197,7 @@ class MeanServer(_base.Aggregator):
         ends = np.append(starts[1:], flat_a.size)
         return {int(j): (int(e - s),) + exact_sums(flat_i[s:e], top) for j, s, e in zip(found, starts, ends)}
 
-    def _merged(self, theirs: Mapping[str, Any]) -> Mapping[str, Any]:
+    def _merged(self, theirs: Mapping[str, Any]) -> _base.Delta:
         state = {k: np.array(v) for k, v in self._st.items()}
         n = self.n + int(theirs["n"][0])
         if n >= _WORD:
@@ -203,7 +210,7 @@ class MeanServer(_base.Aggregator):
             if count >= _WORD or squares >= _WORD**2:
                 raise ReportError("the merged sums would exceed their 64/128 bits")
             state["counts"][j], state["totals"][j], state["squares"][j] = count, _words(total), _words(squares)
-        return state
+        return self._replacing(state)
 
     def _check_state(self, state: Dict[str, np.ndarray]) -> None:
         super()._check_state(state)
