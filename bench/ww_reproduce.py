@@ -94,10 +94,12 @@ def oracle_errors(name: str, values, queries, eps: float, beta: float, seed: int
     n = len(values)
     mod = HT if name == "Hashtogram" else HO
     extra = {"collision_correction": True} if name == "HadaOracle+corr" else {}
-    params = mod.Params.create(eps, D, n, beta, hash_seed=seed, **extra)
-    reports = mod.Client(params, rng=seed + 1).perturb(values)
+    params = (HT.HashtogramParams if mod is HT else HO.HadaOracleParams).create(eps, D, n, beta, hash_seed=seed,
+                                                                                **extra)
+    proto = ldpfast.protocol(params.protocol)
+    reports = proto.Client(params, rng=seed + 1).perturb(values)
     t0 = time.perf_counter()
-    server = mod.Server(params).update(reports)
+    server = proto.Server(params).update(reports)
     est = server.estimate(queries, counts=True) if mod is HO else server.estimate(queries) * n
     seconds = time.perf_counter() - t0
     shape = (params.k, params.m) if mod is HO else (params.R, params.T)
@@ -159,13 +161,14 @@ def heavy_factories():
     """(name, run) pairs; ``run(values, eps, beta, seed, planted)`` returns the items output
     (with count estimates), the planted items' estimates, the client and server times and
     Delta."""
-    def prefix_search(module, factory):
+    def prefix_search(factory):
         def run(values, eps, beta, seed, planted):
             params = factory(eps, D, len(values), beta, hash_seed=seed)
             t0 = time.perf_counter()
-            reports = module.Client(params, rng=seed + 1).perturb(values)
+            proto = ldpfast.protocol(params.protocol)
+            reports = proto.Client(params, rng=seed + 1).perturb(values)
             t1 = time.perf_counter()
-            server = module.Server(params).update(reports)
+            server = proto.Server(params).update(reports)
             hh = server.heavy_hitters()
             t2 = time.perf_counter()
             return hh.items, hh.counts, server.estimate(planted, counts=True), t1 - t0, t2 - t1, params.delta
@@ -190,9 +193,8 @@ def heavy_factories():
     def pem_params(eps, d, n, beta, hash_seed):  # PEM hashes per user: no public seed
         return PEM.PEMParams.create(eps, d, n, beta)
 
-    runs = [("HadaHeavy", prefix_search(HH, HH.HadaHeavyParams.create)), ("TreeHist", prefix_search(HH,
-                                                                                                    HH.HadaHeavyParams.treehist)),
-            ("TreeHist-CS", prefix_search(CS, CS.TreeHistCSParams.create)), ("PEM", prefix_search(PEM, pem_params))]
+    runs = [("HadaHeavy", prefix_search(HH.HadaHeavyParams.create)),
+            ("TreeHist", prefix_search(HH.HadaHeavyParams.treehist)), ("TreeHist-CS", prefix_search(CS.TreeHistCSParams.create)), ("PEM", prefix_search(pem_params))]
     runs.append(("Hashtogram+dictionary", hashtogram_dictionary))
     return runs
 

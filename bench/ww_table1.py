@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+import ldpfast
 from ldpfast.protocols.heavy import hadaheavy, treehist_cs
 from ldpfast.protocols.frequency import hadamard, hadaoracle, hashtogram
 
@@ -74,12 +75,13 @@ def oracles(ns, seeds, d=2**20, eps=1.0, beta=0.05):
     return rows
 
 
-def heavy_row(name, params, mod, values, seed):
+def heavy_row(name, params, values, seed):
     uniq, cnt = np.unique(values, return_counts=True)
     truth = dict(zip(uniq.tolist(), cnt.tolist()))
-    reports = mod.Client(params, rng=seed).perturb(values)
+    proto = ldpfast.protocol(params.protocol)
+    reports = proto.Client(params, rng=seed).perturb(values)
     t0 = time.perf_counter()
-    hh = mod.Server(params).update(reports).heavy_hitters()
+    hh = proto.Server(params).update(reports).heavy_hitters()
     seconds = time.perf_counter() - t0
     heavy = {x for x, c in truth.items() if c >= params.tau}
     found = set(hh.items.tolist())
@@ -96,9 +98,9 @@ def heavy_hitters(ns, seeds, d=2**32, eps=2.0, beta=0.05):
         for seed in range(seeds):
             values, _ = planted(n, d, seed)
             rows.append(heavy_row("HadaHeavy", hadaheavy.HadaHeavyParams.create(epsilon=eps, d=d, n=n, beta=beta,
-                                                                       hash_seed=seed), hadaheavy, values, seed))
+                                                                       hash_seed=seed), values, seed))
             rows.append(heavy_row("TreeHist (Count-Sketch)", treehist_cs.TreeHistCSParams.create(
-                epsilon=eps, d=d, n=n, beta=beta, hash_seed=seed), treehist_cs, values, seed))
+                epsilon=eps, d=d, n=n, beta=beta, hash_seed=seed), values, seed))
     return rows
 
 
