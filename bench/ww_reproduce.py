@@ -194,7 +194,8 @@ def heavy_factories():
         return PEM.PEMParams.create(eps, d, n, beta)
 
     runs = [("HadaHeavy", prefix_search(HH.HadaHeavyParams.create)),
-            ("TreeHist", prefix_search(HH.HadaHeavyParams.treehist)), ("TreeHist-CS", prefix_search(CS.TreeHistCSParams.create)), ("PEM", prefix_search(pem_params))]
+            ("TreeHist", prefix_search(HH.HadaHeavyParams.treehist)),
+            ("TreeHist-CS", prefix_search(CS.TreeHistCSParams.create)), ("PEM", prefix_search(pem_params))]
     runs.append(("Hashtogram+dictionary", hashtogram_dictionary))
     return runs
 
