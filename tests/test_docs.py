@@ -4,7 +4,7 @@ Each page (README.md and every docs/**/*.md) is one script: its ```python blocks
 order in one namespace, in a fresh interpreter, in an empty temporary directory, as a user
 would run them one after the other in a notebook. A block that must not run starts with
 the line ``# docs: not run (REASON)``. Blocks that import ``ldpfast.spark`` or ``pyspark``
-are left out here: tests/test_docs_spark.py runs the pages that have them whole, on one
+are left out here: tests/test_spark.py runs the pages that have them whole, on one
 local Spark session (a session per page would cost a Spark start each), and
 tests/test_spark.py runs docs/spark.md.
 """

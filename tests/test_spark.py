@@ -611,3 +611,29 @@ def test_files_read_through_a_source_the_plan_does_not_show_are_refused(spark, t
     finally:
         spark.conf.unset("spark.sql.sources.useV1SourceList")
     assert got.to_bytes() == single_process(type(got), proto.aggregator(params).to_bytes(), paths)
+
+
+# -- the documentation pages with Spark blocks, whole and in order, on this module's session ------
+# (tests/test_docs.py runs every page without its Spark blocks; one session serves both, and a
+# session started earlier in the suite would replace Python's SIGINT handler before the
+# conformance kit's interrupt checks run)
+def _spark_pages():
+    from test_docs import PAGES, SPARK_BLOCK, python_blocks
+
+    return [page for page in PAGES if any(re.search(SPARK_BLOCK, block, flags=re.M) for block in python_blocks(page))]
+
+
+def test_the_end_to_end_guide_has_spark_blocks():
+    assert any(page.name == "end-to-end.md" for page in _spark_pages())
+
+
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+@pytest.mark.parametrize("page", _spark_pages(), ids=lambda page: page.name)
+def test_documentation_page_runs_on_spark(page, spark, tmp_path, monkeypatch):
+    from test_docs import NOT_RUN, python_blocks
+
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "__main__"}
+    for index, block in enumerate(python_blocks(page)):
+        if not block.startswith(NOT_RUN):
+            exec(compile(block, f"{page}, block {index}", "exec"), namespace)
