@@ -15,22 +15,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, List, Mapping, Optional, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ... import _base, _core
-from ..._validate import (check_below, check_epsilon, check_int, check_values, rr_threshold,
+from ..._validate import (check_epsilon, check_int, check_values, rr_threshold,
                          uint64_column)
-from ...errors import FormatError, IncompatibleError, ParameterError, ReportError
+from ...errors import ParameterError, ReportError
 from ..._base import AuditHooks, ComparisonRow
 from ...audit import Plan, value_inputs
 from ...estimates import PLUG_IN
 from ...uncertainty import BinomialCounts, PlugIn
 from ..._base import WireField, bits_for
-from ..._delta import _State
 from .._aliases import deprecated_names
+from .._histogram import HistogramServer
 from .._registration import edges, counter_cost, rr_epsilon, theory, zipf_values
 
 if TYPE_CHECKING:
@@ -140,57 +140,18 @@ def decode_counts(params: GRRParams, counts: ArrayLike, n: int, clip: bool = Fal
     return fhat
 
 
-class GRRServer(_base.Aggregator):
+class GRRServer(HistogramServer):
     """GRR aggregator: the histogram of reported symbols. Thread-safe (see
     :class:`ldpfast._base.Aggregator`)."""
 
     protocol: ClassVar[str] = "grr"
     params_type: ClassVar[type] = GRRParams
     reports_type: ClassVar[type] = GRRReports
+    values_are: ClassVar[str] = "symbols in"
+    reports_name: ClassVar[str] = "GRR"
     # grr's GRRParams, or longitudinal's LGRRParams (LGRRServer reuses this histogram; the
     # methods it inherits read only params.d): not one class below the base GRRParams
     params: Any
-
-    def __init__(self, params: GRRParams):
-        super().__init__(params)
-        self._st = _State(counts=np.zeros(params.d, dtype=np.uint64))
-
-    @classmethod
-    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
-        return {"counts": ((params.d,), "uint64")}
-
-    @property
-    def _counts(self) -> np.ndarray:
-        counts: np.ndarray = self._st["counts"]
-        return counts
-
-    @property
-    def n(self) -> int:
-        return int(self._counts.sum(dtype=np.uint64))
-
-    @property
-    def counts(self) -> np.ndarray:
-        """The report histogram (a copy)."""
-        return self._counts.copy()
-
-    # _ingest counts y in C++ (histogram_update), which reads each value once, checks it and
-    # leaves the counts unchanged unless the whole batch is valid
-    _reads_once: ClassVar[bool] = True
-    _ingest_validates: ClassVar[bool] = True
-
-    def _validate(self, reports: GRRReports) -> None:
-        check_below(reports.y, self.params.d, "y", "symbols in", ReportError)
-
-    def _ingest(self, reports: GRRReports) -> None:
-        n, counts = len(reports), self._counts
-        self._check_call(_core.histogram_update_scratch_bytes(n, counts.size),
-                         lambda: f"counting a batch of {n} GRR reports")
-        self._st.changed()
-        bad, value, overflow = _core.histogram_update(reports.y, counts)
-        if bad < n:
-            raise ReportError(f"y must be symbols in [0, {self.params.d}), got {value} at index {bad}")
-        if overflow:
-            raise IncompatibleError("adding the batch would overflow the uint64 state array 'counts'")
 
     def estimate(self, candidates: Optional[ArrayLike] = None, counts: bool = False, *,
                  clip: bool = False) -> np.ndarray:
@@ -214,15 +175,6 @@ class GRRServer(_base.Aggregator):
     def estimate_counts(self, candidates: Optional[ArrayLike] = None, clip: bool = False) -> np.ndarray:
         """Alias of ``estimate(candidates, counts=True, clip=clip)`` (kept for compatibility)."""
         return self.estimate(candidates, counts=True, clip=clip)
-
-    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
-        self._st = _State(counts=np.array(state["counts"], dtype=np.uint64))
-
-    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
-        super()._check_state(state)
-        counts = state["counts"]
-        if counts.size and float(counts.sum(dtype=np.float64)) >= 2.0**63:
-            raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
 
 
 def _example() -> Tuple[GRRParams, np.ndarray]:

@@ -34,19 +34,19 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import math
-from typing import Any, ClassVar, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ... import _base, _budget, _core
 from ..._base import AuditHooks, WireField, bits_for
-from ..._delta import _State
-from ..._validate import check_below, check_epsilon, check_int, check_real, check_values, rr_threshold, uint64_column
+from ..._validate import check_epsilon, check_int, check_real, check_values, rr_threshold, uint64_column
 from ...audit import Plan, value_inputs
-from ...errors import FormatError, IncompatibleError, ReportError
+from ...errors import ReportError
 from ...estimates import PLUG_IN
 from ...uncertainty import BinomialCounts, PlugIn
+from .._histogram import HistogramServer
 from .._registration import edges
 
 __all__ = ["SquareWaveParams", "SquareWaveReports", "SquareWaveClient", "SquareWaveServer", "DistributionFit",
@@ -178,64 +178,20 @@ class DistributionFit(NamedTuple):
     log_likelihood: float
 
 
-class SquareWaveServer(_base.Aggregator):
-    """Square Wave aggregator: the histogram of reported output buckets. Thread-safe (see
-    :class:`ldpfast._base.Aggregator`)."""
+class SquareWaveServer(HistogramServer):
+    """Square Wave aggregator: the histogram of reported output buckets (``counts``, over the
+    ``d + 2 band`` outputs). Thread-safe (see :class:`ldpfast._base.Aggregator`)."""
 
     protocol: ClassVar[str] = "square-wave"
     params_type: ClassVar[type] = SquareWaveParams
     reports_type: ClassVar[type] = SquareWaveReports
+    values_are: ClassVar[str] = "output buckets in"
+    reports_name: ClassVar[str] = "Square Wave"
     params: SquareWaveParams
 
-    def __init__(self, params: SquareWaveParams):
-        super().__init__(params)
-        self._st = _State(counts=np.zeros(params.outputs, dtype=np.uint64))
-
-    @classmethod
-    def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
-        return {"counts": ((params.outputs,), "uint64")}
-
-    @property
-    def _counts(self) -> np.ndarray:
-        counts: np.ndarray = self._st["counts"]
-        return counts
-
-    @property
-    def n(self) -> int:
-        return int(self._counts.sum(dtype=np.uint64))
-
-    @property
-    def counts(self) -> np.ndarray:
-        """The report histogram over the ``d + 2 band`` outputs (a copy)."""
-        return self._counts.copy()
-
-    # _ingest counts y in C++ (histogram_update), which reads each value once, checks it and
-    # leaves the counts unchanged unless the whole batch is valid
-    _reads_once: ClassVar[bool] = True
-    _ingest_validates: ClassVar[bool] = True
-
-    def _validate(self, reports: SquareWaveReports) -> None:
-        check_below(reports.y, self.params.outputs, "y", "output buckets in", ReportError)
-
-    def _ingest(self, reports: SquareWaveReports) -> None:
-        n, counts = len(reports), self._counts
-        self._check_call(_core.histogram_update_scratch_bytes(n, counts.size),
-                         lambda: f"counting a batch of {n} Square Wave reports")
-        self._st.changed()
-        bad, value, overflow = _core.histogram_update(reports.y, counts)
-        if bad < n:
-            raise ReportError(f"y must be output buckets in [0, {self.params.outputs}), got {value} at index {bad}")
-        if overflow:
-            raise IncompatibleError("adding the batch would overflow the uint64 state array 'counts'")
-
-    def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
-        self._st = _State(counts=np.array(state["counts"], dtype=np.uint64))
-
-    def _check_state(self, state: Dict[str, np.ndarray]) -> None:
-        super()._check_state(state)
-        counts = state["counts"]
-        if counts.size and float(counts.sum(dtype=np.float64)) >= 2.0**63:
-            raise FormatError("stored counts sum to 2^63 or more (the report count would wrap)")
+    @staticmethod
+    def histogram_size(params: Any) -> int:
+        return int(params.outputs)
 
     def estimate(self, candidates: Optional[ArrayLike] = None, counts: bool = False) -> np.ndarray:
         """Per bucket (default: all of ``[0, d)``), the unbiased estimate of the share of users
