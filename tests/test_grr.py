@@ -151,6 +151,40 @@ def test_histogram_update_refuses_a_bad_value_or_a_wrap_and_changes_nothing(n, s
     np.testing.assert_array_equal(counts, before)
 
 
+@pytest.mark.parametrize("n,size,threads", HISTOGRAM_PATHS, ids=["staged", "table", "two-tables"])
+def test_histogram_update_into_zero_counts_needs_no_staging_and_clears_a_bad_batch(n, size, threads):
+    rng = np.random.default_rng(n + 2)
+    y = rng.integers(0, size, n, dtype=np.uint64)
+    counts = np.zeros(size, dtype=np.uint64)
+    assert _core.histogram_update(y, counts, threads, True) == (n, 0, False)
+    np.testing.assert_array_equal(counts, np.bincount(y.astype(np.int64), minlength=size))
+    staged = _core.histogram_update_scratch_bytes(n, size, threads)
+    assert _core.histogram_update_scratch_bytes(n, size, threads, True) == (0 if threads == 1 else staged)
+    for first in (0, n // 2, n - 1):
+        counts[:] = 0
+        bad = y.copy()
+        bad[first] = size
+        assert _core.histogram_update(bad, counts, threads, True) == (first, size, False)
+        assert not counts.any()
+
+
+def test_server_report_count_follows_updates_refusals_merges_and_loads():
+    params = grr.GRRParams(1.0, 1000)  # 300-report batches: below 4 per counter (zero or staged path)
+    client = grr.GRRClient(params, rng=5)
+    server = grr.GRRServer(params)
+    bad = client.perturb(np.arange(300) % 1000)
+    bad.y[299] = 1000
+    for _ in range(2):  # refused into zero counts (cleared), then into counts holding reports (staged)
+        with pytest.raises(ReportError, match="got 1000 at index 299"):
+            server.update(bad)
+        assert server.n == int(server.counts.sum()) == (0 if _ == 0 else 300)
+        server.update(client.perturb(np.arange(300) % 1000))
+    assert server.n == int(server.counts.sum()) == 600
+    other = grr.GRRServer(params).update(client.perturb(np.arange(50)))
+    assert server.merge(other).n == int(server.counts.sum()) == 650
+    assert grr.GRRServer.from_bytes(server.to_bytes()).n == 650
+
+
 def test_server_refuses_a_large_batch_with_one_bad_report_unchanged():
     params = grr.GRRParams(1.0, 16)
     server = grr.GRRServer(params).update(grr.GRRClient(params, rng=2).perturb(np.arange(1000) % 16))

@@ -7,7 +7,7 @@
 namespace ldpfast::bind {
 
 namespace {
-py::tuple py_histogram_update(const py::handle& y_obj, const py::handle& counts_obj, int threads) {
+py::tuple py_histogram_update(const py::handle& y_obj, const py::handle& counts_obj, int threads, bool counts_zero) {
   auto y = checked_array<std::uint64_t>(y_obj, "y");
   auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
   if (threads < 0)
@@ -15,7 +15,7 @@ py::tuple py_histogram_update(const py::handle& y_obj, const py::handle& counts_
   const std::uint64_t* py_in = y.data();
   std::uint64_t* pc = counts.mutable_data();
   const std::size_t n = static_cast<std::size_t>(y.size()), size = static_cast<std::size_t>(counts.size());
-  const HistogramUpdate r = interruptible([&] { return histogram_update(py_in, n, pc, size, threads); });
+  const HistogramUpdate r = interruptible([&] { return histogram_update(py_in, n, pc, size, threads, counts_zero); });
   return py::make_tuple(r.first_bad, r.bad_value, r.overflow);
 }
 
@@ -32,16 +32,19 @@ py::array_t<double> py_histogram_affine(const py::handle& counts_obj, double sca
 
 void register_histogram(py::module_& m) {
   m.def("histogram_update", &py_histogram_update, py::arg("y"), py::arg("counts"), py::arg("threads") = 0,
+        py::arg("counts_zero") = false,
         "counts[y[i]] += 1 in place for every i, all or nothing, each y[i] read once (checked, then counted). "
         "Returns (first_bad, value, overflow): (len(y), 0, False) when the batch was added; else counts is "
         "unchanged and first_bad is the index of the first y[i] >= len(counts) (value: y[i] as read), or "
         "overflow is True (a counter would wrap). GIL released; an interruption (Ctrl-C) leaves counts "
-        "unchanged.");
+        "unchanged. counts_zero=True promises every counter is 0 (then no staging buffer is needed: a "
+        "failed batch is taken back by clearing counts).");
   m.def("histogram_affine", &py_histogram_affine, py::arg("counts"), py::arg("scale"), py::arg("offset"),
         "scale * counts + offset as a new float64 array of counts' shape (each count rounded to the nearest "
         "double), in one pass with the GIL released.");
   m.def("histogram_update_scratch_bytes", &histogram_update_scratch_bytes, py::arg("n"), py::arg("size"),
-        py::arg("threads") = 0, "Bytes histogram_update allocates for n values into size counters.");
+        py::arg("threads") = 0, py::arg("counts_zero") = false,
+        "Bytes histogram_update allocates for n values into size counters.");
 }
 
 }  // namespace ldpfast::bind

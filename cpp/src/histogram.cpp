@@ -10,6 +10,9 @@
 //  * staging: smaller batches count straight into counts and keep each counted value in
 //    a buffer the library owns (4 bytes per value for histograms of up to 2^32 counters);
 //    a bad value, a wrap-around or an interruption takes the staged values back out.
+//    Into counts the caller knows to be all zero, one thread counts straight into counts
+//    (no staging, no table): taking the batch back is clearing counts, and no counter can
+//    wrap.
 // Both cost one scatter increment per value, like a plain histogram loop, plus O(size)
 // (tables) or O(n) sequential stores (staging).
 #include "ldpfast/histogram.hpp"
@@ -114,6 +117,21 @@ std::size_t count_staged(const std::uint64_t* y, std::size_t begin, std::size_t 
   return end;
 }
 
+// Counts into all-zero counts; cleared again on a bad value or an interruption.
+HistogramUpdate update_zero(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size) {
+  HistogramUpdate out{n, 0, false};
+  try {
+    for_blocks(0, n, kBlock, [&](std::size_t begin, std::size_t end) {
+      if (out.first_bad == n) count_table(y, begin, end, counts, size, &out);
+    });
+  } catch (...) {
+    std::fill(counts, counts + size, 0);
+    throw;
+  }
+  if (out.first_bad < n) std::fill(counts, counts + size, 0);
+  return out;
+}
+
 template <class T>
 HistogramUpdate update_tables(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
                               std::size_t workers) {
@@ -158,9 +176,10 @@ HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64
 }  // namespace
 
 HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
-                                 int threads) {
+                                 int threads, bool counts_zero) {
   if (n == 0) return HistogramUpdate{0, 0, false};
   const std::size_t workers = table_workers(n, size, threads);
+  if (workers <= 1 && counts_zero) return update_zero(y, n, counts, size);
   if (workers == 0)
     return size - 1 <= std::numeric_limits<std::uint32_t>::max()
                ? update_staged<std::uint32_t>(y, n, counts, size)
@@ -173,8 +192,9 @@ void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, 
   for (std::size_t i = 0; i < n; ++i) out[i] = scale * static_cast<double>(counts[i]) + offset;
 }
 
-std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads) {
+std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads, bool counts_zero) {
   const std::size_t workers = table_workers(n, size, threads);
+  if (workers <= 1 && counts_zero) return 0;
   if (workers == 0) return n * (size - 1 <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8);
   return workers * size * (wide_tables(n, workers) ? 8 : 4);
 }

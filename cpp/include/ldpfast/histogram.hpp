@@ -15,14 +15,16 @@ struct HistogramUpdate {
 
 // counts[y[i]] += 1 for i in [0, n), all or nothing: on a value >= size, a counter that
 // would wrap, or an interruption (Interrupted, see parallel.hpp), counts is left unchanged.
+// counts_zero: the caller knows every counter is 0 (a server's first batch), so a failed
+// batch is taken back by clearing counts, and one thread counts with no scratch at all.
 HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
-                                 int threads);
+                                 int threads, bool counts_zero = false);
 
 // out[i] = scale * counts[i] + offset, each count converted to the nearest double (an
 // affine decode of a histogram, e.g. GRR's debias, in one pass).
 void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, double offset, double* out);
 
 // Bytes histogram_update allocates for n values into `size` counters.
-std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads);
+std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads, bool counts_zero = false);
 
 }  // namespace ldpfast

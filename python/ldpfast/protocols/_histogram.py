@@ -31,6 +31,7 @@ class HistogramServer(_base.Aggregator):
     def __init__(self, params: Any):
         super().__init__(params)
         self._st = _State(counts=np.zeros(self.histogram_size(params), dtype=np.uint64))
+        self._st.report_count = 0  # type: ignore[attr-defined]  # a cache of the state (_State)
 
     @classmethod
     def _state_layout(cls, params: Any) -> Optional[Dict[str, Tuple[Tuple[int, ...], str]]]:
@@ -43,7 +44,11 @@ class HistogramServer(_base.Aggregator):
 
     @property
     def n(self) -> int:
-        return int(self._counts.sum(dtype=np.uint64))
+        """The number of reports (the counts' sum, cached with the state: updates keep it)."""
+        count: Optional[int] = getattr(self._st, "report_count", None)
+        if count is None:
+            count = self._st.report_count = int(self._counts.sum(dtype=np.uint64))  # type: ignore[attr-defined]
+        return count
 
     @property
     def counts(self) -> np.ndarray:
@@ -59,15 +64,21 @@ class HistogramServer(_base.Aggregator):
         check_below(reports.y, self._counts.size, "y", self.values_are, ReportError)
 
     def _ingest(self, reports: Any) -> None:
-        n, counts = len(reports), self._counts
-        self._check_call(_core.histogram_update_scratch_bytes(n, counts.size),
+        n, st = len(reports), self._st
+        counts, count = st["counts"], getattr(st, "report_count", None)
+        zero = count == 0  # every counter 0: a failed batch is taken back by clearing them
+        self._check_call(_core.histogram_update_scratch_bytes(n, counts.size, 0, zero),
                          lambda: f"counting a batch of {n} {self.reports_name} reports")
-        self._st.changed()
-        bad, value, overflow = _core.histogram_update(reports.y, counts)
+        st.changed()
+        bad, value, overflow = _core.histogram_update(reports.y, counts, 0, zero)
         if bad < n:
+            if zero:
+                st.report_count = 0  # type: ignore[attr-defined]
             raise ReportError(f"y must be {self.values_are} [0, {counts.size}), got {value} at index {bad}")
         if overflow:
             raise IncompatibleError("adding the batch would overflow the uint64 state array 'counts'")
+        if count is not None:
+            st.report_count = count + n  # type: ignore[attr-defined]
 
     def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._st = _State(counts=np.array(state["counts"], dtype=np.uint64))
