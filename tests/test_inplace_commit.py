@@ -90,9 +90,9 @@ def test_every_builtin_server_commits_in_place(case_id):
     never a whole new state, which would cost time and memory in proportion to the state."""
     proto, params, reports, make = example(case_id)
     server, other = make(params), make(params).update(reports)
-    batch = server._accepted(reports)
+    batch, _, aligned = server._accepted(reports)
     with server._lock:
-        server._own(batch)
+        server._own(batch, aligned)
         ingested = server._ingest(batch)
         merged = server._merged(other._committed())
     assert ingested is None or isinstance(ingested, Delta), type(ingested)
@@ -169,7 +169,7 @@ def test_sparse_counts_agrees_with_bincount_on_both_paths():
 
 def test_a_sum_that_would_wrap_is_refused_before_anything_is_written():
     server = grr.GRRServer(grr.GRRParams(epsilon=1.0, d=4))
-    server._st["counts"][:] = [2**64 - 1, 0, 0, 0]
+    server._set_state({"counts": np.array([2**64 - 1, 0, 0, 0], np.uint64)})
     before = server.to_bytes()
     with pytest.raises(errors.IncompatibleError, match="adding the batch would overflow"):
         server.update(grr.GRRReports(y=np.array([1, 0], np.uint64)))
@@ -190,10 +190,11 @@ def test_a_second_interrupt_during_the_rollback_of_a_merge_still_restores_it(mon
     it) restarts the rollback, which must still end exactly at the state before."""
     params = grr.GRRParams(epsilon=1.0, d=40)
     mine = grr.GRRServer(params)
-    mine._st["counts"][:] = np.arange(40, dtype=np.uint64) * 7
-    mine._st["counts"][-1] = 2**64 - 5  # the last chunk overflows
+    counts = np.arange(40, dtype=np.uint64) * 7
+    counts[-1] = 2**64 - 5  # the last chunk overflows
+    mine._set_state({"counts": counts})
     theirs = grr.GRRServer(params)
-    theirs._st["counts"][:] = 9
+    theirs._set_state({"counts": np.full(40, 9, np.uint64)})
     before = mine.to_bytes()
     monkeypatch.setattr(Delta, "_CHUNK", 4)
     real = np.subtract

@@ -40,6 +40,15 @@ def set_estimator(estimate: Callable[..., "Estimate"]) -> None:
     _estimator = estimate
 
 
+def _nbytes(value: Any) -> int:
+    """Bytes of the arrays in ``value`` (an array, or a tuple or list of them)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (tuple, list)):
+        return sum(map(_nbytes, value))
+    return 0
+
+
 def _aggregator_name(obj: Any) -> str:
     cls = type(obj)
     protocol_id = getattr(obj, "protocol", "") if isinstance(obj, Aggregator) else ""
@@ -193,20 +202,16 @@ class Aggregator:
     def _state_nbytes(self) -> int:
         """Bytes of the state arrays (the memory budget counts them beside a call's
         temporaries)."""
-        def size(value: Any) -> int:
-            if isinstance(value, np.ndarray):
-                return int(value.nbytes)
-            if isinstance(value, (tuple, list)):
-                return sum(size(v) for v in value)
-            return 0
         try:
             state = self._st
         except AttributeError:
             return 0
-        caches = sum(size(v) for v in vars(state).values())
-        caches += sum(size(v) for v in self.__dict__.get("_column_buffers", {}).values())
+        caches = sum(map(_nbytes, vars(state).values()))
+        buffers = self.__dict__.get("_column_buffers")
+        if buffers:
+            caches += sum(map(_nbytes, buffers.values()))
         fixed = getattr(self, "_fixed_nbytes", None)  # known from the parameters, else summed
-        return caches + (fixed if fixed is not None else sum(size(v) for v in state.values()))
+        return caches + (fixed if fixed is not None else sum(map(_nbytes, state.values())))
 
     def _check_call(self, nbytes: int, what: Union[str, Callable[[], str]]) -> None:
         """Refuse (ParameterError) a call whose temporaries, ``nbytes``, would take this
@@ -224,15 +229,16 @@ class Aggregator:
         self._check_call(per_candidate * count + extra, f"{what} {over}")
 
     # -- contract -------------------------------------------------------------------
-    def _accepted(self, reports: Any) -> "Reports":
+    def _accepted(self, reports: Any) -> Tuple["Reports", int, bool]:
         """A shallow snapshot of ``reports`` (columns reassigned later do not affect it),
-        with its type, columns and parameter fingerprint checked."""
+        with its type, columns and parameter fingerprint checked; its length, and whether
+        every column is aligned."""
         expected = self.reports_type or _REGISTRY[self.protocol].reports
         if not isinstance(reports, expected):
             raise ReportError(f"reports must be {expected.__name__}, got {type(reports).__name__}")
         batch = cast(Reports, object.__new__(type(reports)))  # copy.copy, without its generic machinery
         batch.__dict__.update(reports.__dict__)
-        batch._check_columns()
+        n, aligned = batch._checked_columns()
         fingerprint = batch.params_fingerprint
         if fingerprint is not None and fingerprint != self.params.fingerprint:
             made_with = _KNOWN_PARAMS.get(fingerprint)
@@ -241,23 +247,27 @@ class Aggregator:
                 f"reports were made with other parameters than this server's: reports "
                 f"{origin} (fingerprint {str(fingerprint)[:16]}), server {_params_text(self.params)} "
                 f"(fingerprint {self.params.fingerprint[:16]})")
-        return batch
+        return batch, n, aligned
 
     def _keeps_batch(self) -> bool:
         """True when ``_ingest`` keeps the batch's columns in the state (they must then be
         fresh copies, not the reused buffers of :meth:`_own`)."""
         return False
 
-    def _own(self, batch: "Reports") -> "Reports":
+    def _own(self, batch: "Reports", aligned: bool = False) -> "Reports":
         """``batch`` with its columns replaced by copies the library owns (only unaligned
         ones when ``_reads_once``), so that each value the caller passed is read once: what
         is checked is what is added. Called under the lock: the copies go into buffers
         kept for the next batch (fresh memory each time costs page faults, the most of a
-        copy's time), unless ``_ingest`` keeps the columns."""
-        columns = batch.columns()
-        owned = [name for name, column in columns.items() if not (self._reads_once and column.flags.aligned)]
+        copy's time), unless ``_ingest`` keeps the columns. ``aligned``: every column is
+        known to be aligned."""
+        if aligned and self._reads_once:
+            return batch
+        names = batch._names()
+        owned = [name for name in names if not getattr(batch, name).flags.aligned] if self._reads_once else names
         if not owned:
             return batch
+        columns = {name: getattr(batch, name) for name in owned}
         pool: Dict[str, np.ndarray] = self.__dict__.setdefault("_column_buffers", {})
         fresh = self._keeps_batch()
         needed = sum(columns[name].nbytes for name in owned
@@ -279,9 +289,9 @@ class Aggregator:
         """Raise as :meth:`update` would for ``reports``, without adding them (some checks
         that need the aggregation itself, e.g. PrivSketch's ordering matrices, run only in
         ``update``)."""
-        batch = self._accepted(reports)
+        batch, _, aligned = self._accepted(reports)
         with self._lock:
-            self._validate(self._own(batch))
+            self._validate(self._own(batch, aligned))
 
     def update(self: A, reports: "Reports") -> A:
         """Add a batch of reports; returns self. The batch is checked whole first (type,
@@ -293,12 +303,12 @@ class Aggregator:
             ReportError: the batch is of another type or does not fit the parameters.
             IncompatibleError: the batch records other parameters (``params_fingerprint``).
         """
-        batch = self._accepted(reports)
+        batch, n, aligned = self._accepted(reports)
         with self._lock:
-            self._own(batch)
+            self._own(batch, aligned)
             if not self._ingest_validates:
                 self._validate(batch)
-            if len(batch):
+            if n:
                 self._commit(self._ingest(batch))
         return self
 

@@ -39,6 +39,7 @@ class Reports:
     # per-class caches, filled on first use (read through cls.__dict__: never inherited)
     _column_names: ClassVar[Tuple[str, ...]]
     _declared_types: ClassVar[Dict[str, Tuple[np.dtype[Any], int]]]
+    _specs: ClassVar[Tuple[Tuple[str, Optional[np.dtype[Any]], int], ...]]
     params_fingerprint: Optional[str] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -93,27 +94,46 @@ class Reports:
         if len(set(lengths.values())) > 1:
             raise ReportError(f"report columns must have equal lengths, got {lengths}")
 
+    @classmethod
+    def _column_specs(cls) -> Tuple[Tuple[str, Optional[np.dtype[Any]], int], ...]:
+        """``(name, declared dtype or None, declared dimensions)`` per column, computed once
+        per class (``update`` checks every batch against them)."""
+        specs: Optional[Tuple[Tuple[str, Optional[np.dtype[Any]], int], ...]] = cls.__dict__.get("_specs")
+        if specs is None:
+            declared = cls._declared()
+            specs = tuple((name, *declared.get(name, (None, 0))) for name in cls._names())
+            cls._specs = specs
+        return specs
+
     def _check_columns(self) -> int:
         """Raise ReportError unless every column is a numpy array of its declared dtype and
         dimensions, all of one length (made C-contiguous here); returns that length."""
-        lengths = {}
-        types = self._declared()
-        for name, col in self.columns().items():
+        return self._checked_columns()[0]
+
+    def _checked_columns(self) -> Tuple[int, bool]:
+        """:meth:`_check_columns`'s length, and whether every column is aligned."""
+        length, unequal, aligned = -1, False, True
+        for name, dtype, ndim in self._column_specs():
+            col = getattr(self, name)
             if not isinstance(col, np.ndarray) or col.ndim == 0:
                 raise ReportError(f"report column {name!r} must be a numpy array with one row per "
                                   f"report, got {type(col).__name__}")
-            declared = types.get(name)
-            if declared is not None and (col.dtype != declared[0] or col.ndim != declared[1]):
+            if dtype is not None and ((col.dtype is not dtype and col.dtype != dtype) or col.ndim != ndim):
                 raise ReportError(
-                    f"report column {name!r} must be a {declared[1]}-D {declared[0].name} array, "
+                    f"report column {name!r} must be a {ndim}-D {dtype.name} array, "
                     f"got a {col.ndim}-D {col.dtype} array (build batches with "
                     f"{type(self).__name__}(...), which converts and checks)")
-            if not col.flags.c_contiguous:
-                setattr(self, name, np.ascontiguousarray(col))
-            lengths[name] = col.shape[0]
-        if len(set(lengths.values())) > 1:
-            raise ReportError(f"report columns must have equal lengths, got {lengths}")
-        return int(next(iter(lengths.values()), 0))
+            flags = col.flags
+            if not flags.c_contiguous:
+                col = np.ascontiguousarray(col)
+                setattr(self, name, col)
+                flags = col.flags
+            aligned &= flags.aligned
+            unequal |= 0 <= length != col.shape[0]
+            length = col.shape[0]
+        if unequal:
+            self._check_lengths()
+        return max(length, 0), aligned
 
     @classmethod
     def column_names(cls) -> List[str]:
