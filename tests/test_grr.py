@@ -203,6 +203,9 @@ def test_histogram_affine_is_numpys_affine_map_of_the_rounded_counts():
     # equal up to the rounding of the product (a compiler may fuse the multiply-add)
     np.testing.assert_allclose(_core.histogram_affine(counts, 0.37, -1.5), counts.astype(np.float64) * 0.37 - 1.5,
                                rtol=2**-52, atol=2**-50)
+    wide = rng.integers(0, 2**64, 5000, dtype=np.uint64, endpoint=False)  # each count rounded to nearest, exactly
+    np.testing.assert_array_equal(_core.histogram_affine(np.concatenate([counts, wide]), 1.0, 0.0),
+                                  np.concatenate([counts, wide]).astype(np.float64))
     square = counts[:1000].reshape(10, 100)
     np.testing.assert_array_equal(_core.histogram_affine(square, 2.0, 0.0), 2.0 * square)
     params = grr.GRRParams(1.0, 10)  # decode_counts: the histogram path and the numpy path agree
