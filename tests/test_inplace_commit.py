@@ -213,3 +213,24 @@ def test_a_second_interrupt_during_the_rollback_of_a_merge_still_restores_it(mon
             mine.merge(theirs)
         monkeypatch.setattr(np, "subtract", real)
         assert mine.to_bytes() == before, k
+
+
+def test_plain_columns_length_takes_only_exact_contiguous_aligned_columns_of_one_length():
+    """update's one-call column check (``_core.plain_columns_length``): any column it does not
+    take returns -1, and the Python check then names what differs."""
+    from ldpfast import _core
+
+    u32, i8 = np.dtype(np.uint32), np.dtype(np.int8)
+    names, dtypes, ndims = ("rows", "bits"), (u32, i8), (1, 1)
+    good = {"rows": np.arange(6, dtype=np.uint32), "bits": np.ones(6, np.int8)}
+    assert _core.plain_columns_length(good, names, dtypes, ndims) == 6
+    unaligned = np.zeros(25, np.uint8)[1:].view(np.uint32)
+    for name, column in [("rows", np.arange(6, dtype=np.int64)), ("rows", np.arange(12, dtype=np.uint32)[::2]),
+                         ("rows", unaligned[:6]), ("bits", np.ones(5, np.int8)), ("bits", np.ones((6, 1), np.int8)),
+                         ("bits", np.array(1, np.int8)), ("bits", [1] * 6)]:
+        assert _core.plain_columns_length({**good, name: column}, names, dtypes, ndims) == -1, (name, column)
+    assert _core.plain_columns_length({"rows": good["rows"]}, names, dtypes, ndims) == -1
+    reports = hadamard.HRRReports(rows=good["rows"], bits=good["bits"])
+    reports.bits = np.ones(5, np.int8)
+    with pytest.raises(errors.ReportError, match="equal lengths"):
+        hadamard.HRRServer(hadamard.HRRParams(epsilon=1.0, d=8)).update(reports)

@@ -147,7 +147,8 @@ def test_copying_or_counting_a_batch_larger_than_the_budget_is_refused(limit):
     limit((512 + 32) << 10)
     reports = grr.GRRClient(params, rng=1).perturb(np.arange(2**15))
     first = grr.GRRReports(y=reports.y[:1])
-    _refused_small(lambda: grr.GRRServer(params).update(first).update(reports), r"counting a batch of 32768 GRR reports")
+    _refused_small(lambda: grr.GRRServer(params).update(first).update(reports),
+                   r"counting a batch of 32768 GRR reports")
     assert grr.GRRServer(params).update(first).update(grr.GRRReports(y=reports.y[:2**12])).n == 2**12 + 1  # 16 KiB
     # ... unless every counter is 0 (a server's first batch): a failed batch is then taken
     # back by clearing the counts, nothing is staged

@@ -147,6 +147,29 @@ void copy_once(const py::array& src, py::array dst) {
   });
 }
 
+// The common length of the columns named `names` in `columns` (a batch's __dict__) when
+// each is a numpy array of exactly the dtype object dtypes[i] with ndims[i] dimensions,
+// C-contiguous and aligned; -1 otherwise (the caller's own check then names what differs).
+py::ssize_t plain_columns_length(const py::dict& columns, const py::tuple& names, const py::tuple& dtypes,
+                                 const py::tuple& ndims) {
+  const auto& api = py::detail::npy_api::get();
+  const int wanted = py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+  py::ssize_t length = -1;
+  const py::ssize_t count = static_cast<py::ssize_t>(names.size());
+  if (static_cast<py::ssize_t>(dtypes.size()) != count || static_cast<py::ssize_t>(ndims.size()) != count) return -1;
+  for (py::ssize_t i = 0; i < count; ++i) {
+    PyObject* column = PyDict_GetItem(columns.ptr(), PyTuple_GET_ITEM(names.ptr(), i));  // borrowed
+    if (column == nullptr || !api.PyArray_Check_(column)) return -1;
+    auto* array = py::detail::array_proxy(column);
+    if (reinterpret_cast<PyObject*>(array->descr) != PyTuple_GET_ITEM(dtypes.ptr(), i) ||
+        array->nd != PyLong_AsLong(PyTuple_GET_ITEM(ndims.ptr(), i)) || array->nd == 0 ||
+        (array->flags & wanted) != wanted || (length >= 0 && array->dimensions[0] != length))
+      return -1;
+    length = array->dimensions[0];
+  }
+  return length;
+}
+
 }  // namespace
 
 void register_core(py::module_& m) {
@@ -171,6 +194,10 @@ void register_core(py::module_& m) {
 
   m.def("field_mul", &field_mul, py::arg("field"), py::arg("a"), py::arg("b"),
         "Elementwise field product (reference/testing helper).");
+  m.def("plain_columns_length", &plain_columns_length, py::arg("columns"), py::arg("names"), py::arg("dtypes"),
+        py::arg("ndims"),
+        "The common length of columns[names[i]] when each is a numpy array whose dtype is the object dtypes[i], "
+        "with ndims[i] (>= 1) dimensions, C-contiguous and aligned; -1 otherwise.");
   m.def("copy_once", &copy_once, py::arg("src"), py::arg("dst"),
         "dst[...] = src for C-contiguous arrays of one item size, each aligned element read with one load of "
         "its width (copied old or new when another thread changes it, never torn).");

@@ -202,15 +202,17 @@ class Aggregator:
     def _state_nbytes(self) -> int:
         """Bytes of the state arrays (the memory budget counts them beside a call's
         temporaries)."""
-        try:
-            state = self._st
-        except AttributeError:
+        attributes = self.__dict__
+        state = getattr(self, "_st", None)  # an attribute, or a property (OLH: its inner server's)
+        if state is None:
             return 0
+        fixed = attributes.get("_fixed_nbytes")  # known from the parameters, else summed
+        buffers = attributes.get("_column_buffers")
+        if fixed is not None and not buffers and not state.__dict__:
+            return int(fixed)  # no caches held: the common case, on every update
         caches = sum(map(_nbytes, vars(state).values()))
-        buffers = self.__dict__.get("_column_buffers")
         if buffers:
             caches += sum(map(_nbytes, buffers.values()))
-        fixed = getattr(self, "_fixed_nbytes", None)  # known from the parameters, else summed
         return caches + (fixed if fixed is not None else sum(map(_nbytes, state.values())))
 
     def _check_call(self, nbytes: int, what: Union[str, Callable[[], str]]) -> None:

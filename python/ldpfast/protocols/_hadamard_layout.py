@@ -242,6 +242,7 @@ class LayoutServer(Aggregator):
         self._layout: Layout = self.params.layout()
         cells, groups = self.params._layout_size()
         self._n_cells: int = cells
+        self._n_groups: int = groups
         self._st = _State(z=np.zeros(cells, dtype=np.int64), n=np.zeros(1, dtype=np.int64),
                           group_sizes=np.zeros(groups, dtype=np.int64))
 
@@ -365,7 +366,7 @@ class LayoutServer(Aggregator):
     def _ingest(self, reports: Reports) -> None:
         layout = self._layout
         n = len(reports)
-        self._check_call(_core.hadamard_update_scratch_bytes(n, self._n_cells, layout.n_groups, self.threads),
+        self._check_call(_core.hadamard_update_scratch_bytes(n, self._n_cells, self._n_groups, self.threads),
                          lambda: f"adding a batch of {n} reports to {self.protocol!r}")
         columns = cast(_BitColumns, reports)  # update checked the type: a reports_type batch
         st = self._st
