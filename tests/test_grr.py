@@ -168,6 +168,29 @@ def test_histogram_update_into_zero_counts_needs_no_staging_and_clears_a_bad_bat
         assert not counts.any()
 
 
+def test_histogram_update_stages_into_a_given_buffer_and_takes_a_bad_batch_back():
+    n, size = 5_000, 4096  # fewer than 4 values per counter: staged
+    assert _core.histogram_update_stages(n, size, 1) and not _core.histogram_update_stages(n, size, 1, True)
+    assert not _core.histogram_update_stages(1 << 16, 64, 1)  # a table instead
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, size, n, dtype=np.uint64)
+    counts = rng.integers(0, 1 << 40, size, dtype=np.uint64)
+    before, staging = counts.copy(), np.empty(n + 3, np.uint32)
+    bad = y.copy()
+    bad[n - 1] = size
+    assert _core.histogram_update(bad, counts, 1, False, staging) == (n - 1, size, False)
+    np.testing.assert_array_equal(counts, before)
+    assert _core.histogram_update(y, counts, 1, False, staging) == (n, 0, False)
+    np.testing.assert_array_equal(counts, before + np.bincount(y.astype(np.int64), minlength=size).astype(np.uint64))
+    with pytest.raises(ValueError, match="staging must have room for the 5000 values, got 4999"):
+        _core.histogram_update(y, counts, 1, False, staging[:n - 1])
+    server = grr.GRRServer(grr.GRRParams(1.0, size)).update(grr.GRRReports(y=y))
+    server.update(grr.GRRReports(y=y))
+    kept = server._column_buffers["staged values"]  # the staging buffer is kept for the next batch
+    server.update(grr.GRRReports(y=y[:4000]))
+    assert server._column_buffers["staged values"] is kept and server.n == 2 * n + 4000
+
+
 def test_server_report_count_follows_updates_refusals_merges_and_loads():
     params = grr.GRRParams(1.0, 1000)  # 300-report batches: below 4 per counter (zero or staged path)
     client = grr.GRRClient(params, rng=5)

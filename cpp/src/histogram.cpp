@@ -8,7 +8,8 @@
 //    only when every worker is done are the tables added to counts, without interruption
 //    points. A bad value or an interruption discards the tables.
 //  * staging: smaller batches count straight into counts and keep each counted value in
-//    a buffer the library owns (4 bytes per value for histograms of up to 2^32 counters);
+//    a buffer the library owns (4 bytes per value for histograms of up to 2^32 counters;
+//    a server passes one it keeps for its next batch, since fresh pages cost faults);
 //    a bad value, a wrap-around or an interruption takes the staged values back out.
 //    Into counts the caller knows to be all zero, one thread counts straight into counts
 //    (no staging, no table): taking the batch back is clearing counts, and no counter can
@@ -154,8 +155,10 @@ HistogramUpdate update_tables(const std::uint64_t* y, std::size_t n, std::uint64
 }
 
 template <class P>
-HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size) {
-  std::unique_ptr<P[]> staged(new P[n]);
+HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
+                              P* buffer) {
+  std::unique_ptr<P[]> owned(buffer == nullptr ? new P[n] : nullptr);
+  P* staged = buffer == nullptr ? owned.get() : buffer;
   std::size_t counted = 0;  // staged[0, counted) are in counts
   auto take_back = [&] {
     for (std::size_t i = 0; i < counted; ++i) --counts[staged[i]];
@@ -164,7 +167,7 @@ HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64
   try {
     for_blocks(0, n, kBlock, [&](std::size_t begin, std::size_t end) {
       if (counted == begin && !out.overflow)
-        counted = count_staged(y, begin, end, counts, size, staged.get(), &out);
+        counted = count_staged(y, begin, end, counts, size, staged, &out);
     });
   } catch (...) {
     take_back();
@@ -177,14 +180,14 @@ HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64
 }  // namespace
 
 HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
-                                 int threads, bool counts_zero) {
+                                 int threads, bool counts_zero, std::uint32_t* staging) {
   if (n == 0) return HistogramUpdate{0, 0, false};
   const std::size_t workers = table_workers(n, size, threads);
   if (workers <= 1 && counts_zero) return update_zero(y, n, counts, size);
   if (workers == 0)
     return size - 1 <= std::numeric_limits<std::uint32_t>::max()
-               ? update_staged<std::uint32_t>(y, n, counts, size)
-               : update_staged<std::uint64_t>(y, n, counts, size);
+               ? update_staged<std::uint32_t>(y, n, counts, size, staging)
+               : update_staged<std::uint64_t>(y, n, counts, size, nullptr);
   if (wide_tables(n, workers)) return update_tables<std::uint64_t>(y, n, counts, size, workers);
   return update_tables<std::uint32_t>(y, n, counts, size, workers);
 }
@@ -209,6 +212,10 @@ inline double nearest_double(std::uint64_t c) {
 
 void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, double offset, double* out) {
   for (std::size_t i = 0; i < n; ++i) out[i] = scale * nearest_double(counts[i]) + offset;
+}
+
+bool histogram_update_stages(std::size_t n, std::size_t size, int threads, bool counts_zero) {
+  return !counts_zero && table_workers(n, size, threads) == 0 && size - 1 <= std::numeric_limits<std::uint32_t>::max();
 }
 
 std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads, bool counts_zero) {

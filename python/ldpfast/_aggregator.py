@@ -273,19 +273,30 @@ class Aggregator:
         pool: Dict[str, np.ndarray] = self.__dict__.setdefault("_column_buffers", {})
         fresh = self._keeps_batch()
         needed = sum(columns[name].nbytes for name in owned
-                     if fresh or not _fits(pool.get(name), columns[name]))
+                     if fresh or not _fits(pool.get(name), columns[name].dtype, columns[name].size))
         self._check_call(needed, lambda: f"a copy of a batch of {len(batch)} reports for {_aggregator_name(self)}")
         for name in owned:  # read once from the caller's memory, each value whole (_core.copy_once)
             column = columns[name]
             if fresh:
                 copy = np.empty(column.shape, dtype=column.dtype)
             else:
-                if not _fits(pool.get(name), column):
+                if not _fits(pool.get(name), column.dtype, column.size):
                     pool[name] = np.empty(column.size, dtype=column.dtype)
                 copy = pool[name][:column.size].reshape(column.shape)
             _core.copy_once(column, copy)
             setattr(batch, name, copy)
         return batch
+
+    def _kept_buffer(self, key: str, size: int, dtype: Any, what: Callable[[], str]) -> np.ndarray:
+        """``size`` values of ``dtype`` (uninitialized) in a buffer kept for the next call, like
+        :meth:`_own`'s copies (fresh pages cost faults); a buffer that must be made is first
+        checked against the memory budget (``what`` names the call)."""
+        pool: Dict[str, np.ndarray] = self.__dict__.setdefault("_column_buffers", {})
+        buffer = pool.get(key)
+        if buffer is None or not _fits(buffer, np.dtype(dtype), size):
+            self._check_call(size * np.dtype(dtype).itemsize, what)
+            buffer = pool[key] = np.empty(size, dtype=dtype)
+        return buffer[:size]
 
     def validate(self, reports: "Reports") -> None:
         """Raise as :meth:`update` would for ``reports``, without adding them (some checks

@@ -85,11 +85,11 @@ def check_allocation(nbytes: int, what: Union[str, Callable[[], str]], held: int
             "ldpfast.set_memory_limit(bytes) or LDPFAST_MEMORY_LIMIT")
 
 
-def _fits(buffer: Optional[np.ndarray], column: np.ndarray) -> bool:
-    """True when ``buffer`` (a kept copy buffer) can take ``column``: same dtype, large
-    enough and at most 4 times too large (a buffer grown for one huge batch is let go)."""
-    return (buffer is not None and buffer.dtype == column.dtype
-            and column.size <= buffer.size <= 4 * max(column.size, 1 << 12))
+def _fits(buffer: Optional[np.ndarray], dtype: np.dtype, size: int) -> bool:
+    """True when ``buffer`` (a kept buffer) can take ``size`` values of ``dtype``: same
+    dtype, large enough and at most 4 times too large (a buffer grown for one huge batch is
+    let go)."""
+    return buffer is not None and buffer.dtype == dtype and size <= buffer.size <= 4 * max(size, 1 << 12)
 
 
 def _length(values: Any) -> int:

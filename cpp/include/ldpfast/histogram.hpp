@@ -18,7 +18,11 @@ struct HistogramUpdate {
 // counts_zero: the caller knows every counter is 0 (a server's first batch), so a failed
 // batch is taken back by clearing counts, and one thread counts with no scratch at all.
 HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
-                                 int threads, bool counts_zero = false);
+                                 int threads, bool counts_zero = false, std::uint32_t* staging = nullptr);
+
+// True when histogram_update stages the batch's values as uint32 (then `staging`, room
+// for n values, is used instead of an allocation of its own).
+bool histogram_update_stages(std::size_t n, std::size_t size, int threads, bool counts_zero);
 
 // out[i] = scale * counts[i] + offset, each count converted to the nearest double (an
 // affine decode of a histogram, e.g. GRR's debias, in one pass).

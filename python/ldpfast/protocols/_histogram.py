@@ -67,10 +67,14 @@ class HistogramServer(_base.Aggregator):
         n, st = len(reports), self._st
         counts, count = st["counts"], getattr(st, "report_count", None)
         zero = count == 0  # every counter 0: a failed batch is taken back by clearing them
-        self._check_call(_core.histogram_update_scratch_bytes(n, counts.size, 0, zero),
-                         lambda: f"counting a batch of {n} {self.reports_name} reports")
+        what = lambda: f"counting a batch of {n} {self.reports_name} reports"  # noqa: E731
+        staging = None
+        if _core.histogram_update_stages(n, counts.size, 0, zero):
+            staging = self._kept_buffer("staged values", n, np.uint32, what)
+        else:
+            self._check_call(_core.histogram_update_scratch_bytes(n, counts.size, 0, zero), what)
         st.changed()
-        bad, value, overflow = _core.histogram_update(reports.y, counts, 0, zero)
+        bad, value, overflow = _core.histogram_update(reports.y, counts, 0, zero, staging)
         if bad < n:
             if zero:
                 st.report_count = 0  # type: ignore[attr-defined]
