@@ -282,7 +282,7 @@ def generic(proto: Protocol, n: int, d: int, budget: float) -> Row:
             probe = client.perturb(inputs(proto, params, probe_users))
             perturbing = time.perf_counter() - start
             server.update(probe)
-            seconds = max(machine.best_time(partial(server.update, probe), 1, CLOCK), 1e-7)
+            seconds = max(machine.best_time(partial(server.update, probe), 3, CLOCK), 1e-7)
             if seconds > budget / 30 or perturbing * 16 > CLIENT_SECONDS or probe_users >= BLOCK:
                 break
             probe_users *= 16
