@@ -58,6 +58,6 @@ def test_rows_are_grouped_by_family(tiny_run):
     assert len(headings) == len(set(headings)) and set(headings) == families
 
 
-def test_only_selects_and_an_unknown_id_is_refused_by_name():
+def test_an_unknown_only_id_is_refused_by_name():
     done = _run("--only", "olh,no-such-protocol")
     assert done.returncode == 2 and "no-such-protocol" in done.stderr and "Traceback" not in done.stderr
