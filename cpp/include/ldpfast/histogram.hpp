@@ -16,7 +16,7 @@ struct HistogramUpdate {
 // counts[y[i]] += 1 for i in [0, n), all or nothing: on a value >= size, a counter that
 // would wrap, or an interruption (Interrupted, see parallel.hpp), counts is left unchanged.
 // counts_zero: the caller knows every counter is 0 (a server's first batch), so a failed
-// batch is taken back by clearing counts, and one thread counts with no scratch at all.
+// batch is taken back by clearing counts, and a batch that would be staged is not.
 HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
                                  int threads, bool counts_zero = false, std::uint32_t* staging = nullptr);
 
