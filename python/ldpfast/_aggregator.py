@@ -129,8 +129,8 @@ class Aggregator:
         layout = self._state_layout(params)
         self._fixed_nbytes = None if layout is None else _layout_nbytes(layout)
         if self._fixed_nbytes is not None:
-            check_allocation(self._fixed_nbytes, f"the state of a {self.protocol!r} server "
-                                                 f"with {_describe(params)}")
+            check_allocation(self._fixed_nbytes, lambda: f"the state of a {self.protocol!r} server "
+                                                         f"with {_describe(params)}")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -208,8 +208,8 @@ class Aggregator:
             return 0
         fixed = attributes.get("_fixed_nbytes")  # known from the parameters, else summed
         buffers = attributes.get("_column_buffers")
-        if fixed is not None and not buffers and not state.__dict__:
-            return int(fixed)  # no caches held: the common case, on every update
+        if fixed is not None and not buffers:  # the common case, on every update
+            return int(fixed) + (sum(map(_nbytes, vars(state).values())) if state.__dict__ else 0)
         caches = sum(map(_nbytes, vars(state).values()))
         if buffers:
             caches += sum(map(_nbytes, buffers.values()))

@@ -18,6 +18,7 @@ proportional to its size.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import io
@@ -46,8 +47,14 @@ def _layout_nbytes(layout: Mapping[str, Tuple[Tuple[int, ...], str]]) -> int:
         count = 1
         for dim in shape:
             count *= int(dim)
-        total += count * np.dtype(dtype).itemsize
+        total += count * _itemsize(dtype)
     return total
+
+
+@functools.lru_cache(maxsize=64)
+def _itemsize(dtype: Any) -> int:
+    """Bytes per value of ``dtype`` (a layout's dtype name; every server construction asks)."""
+    return int(np.dtype(dtype).itemsize)
 
 
 def _check_layout(layout: Mapping[str, Tuple[Tuple[int, ...], str]],
