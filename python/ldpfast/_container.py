@@ -150,23 +150,35 @@ class _Cursor:
 
 def write_container(head: Dict[str, Any], state: Mapping[str, Any], key: Optional[bytes] = None) -> bytes:
     """The container of ``head`` (protocol, fingerprint, params, domain) and the ``state``
-    arrays, with an HMAC-SHA256 when ``key`` is given (see the layout above)."""
+    arrays, with an HMAC-SHA256 when ``key`` is given (see the layout above). The arrays'
+    bytes are copied once, into the result (a state may be as large as the memory allows)."""
     if key is not None:
         head = {**head, "mac": _MAC_NAME}
     header = json.dumps(head, sort_keys=True, separators=(",", ":")).encode()
-    buf = io.BytesIO()
-    buf.write(FORMAT_MAGIC + struct.pack("<HI", FORMAT_VERSION, len(header)) + header)
-    buf.write(struct.pack("<I", len(state)))
+    parts: List[Any] = [FORMAT_MAGIC + struct.pack("<HI", FORMAT_VERSION, len(header)) + header,
+                        struct.pack("<I", len(state))]
     for name in sorted(state):
-        raw = io.BytesIO()
         array = np.asarray(state[name])
-        np.save(raw, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")), allow_pickle=False)
+        array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+        npy_header = io.BytesIO()  # what np.save writes before the data
+        try:
+            np.lib.format.write_array_header_1_0(npy_header, np.lib.format.header_data_from_array_1_0(array))
+        except ValueError:  # a header over 64 KiB (a shape of thousands of dimensions)
+            npy_header = io.BytesIO()
+            np.lib.format.write_array_header_2_0(npy_header, np.lib.format.header_data_from_array_1_0(array))
         encoded = name.encode()
-        buf.write(struct.pack("<HQ", len(encoded), raw.tell()) + encoded + raw.getvalue())
-    body = buf.getvalue()
+        parts += [struct.pack("<HQ", len(encoded), npy_header.tell() + array.nbytes) + encoded,
+                  npy_header.getvalue(), array.data.cast("B") if array.nbytes else b""]
     if key is not None:
-        body += hmac.new(_checked_key(key), body, hashlib.sha256).digest()
-    return body + struct.pack("<I", zlib.crc32(body))
+        mac = hmac.new(_checked_key(key), digestmod=hashlib.sha256)
+        for part in parts:
+            mac.update(part)
+        parts.append(mac.digest())
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    parts.append(struct.pack("<I", crc))
+    return b"".join(parts)
 
 
 def _parse_header(cur: _Cursor) -> Dict[str, Any]:
