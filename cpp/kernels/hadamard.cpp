@@ -116,7 +116,7 @@ inline T read_once(const T* p) {
 inline bool bad_bit(std::int8_t bit) { return (static_cast<std::uint8_t>(bit + 1) & 0xFDu) != 0; }
 
 // Each report read once straight from the caller's columns into registers, checked and
-// handed to use(i, cell, bit), in one pass (no copy). Returns the first invalid index (the
+// handed to use(cell, bit), in one pass (no copy). Returns the first invalid index (the
 // reports before it were used) or end.
 template <class Use>
 std::size_t for_each_checked_report(const ReportColumns& in, std::size_t begin, std::size_t end,
@@ -127,7 +127,7 @@ std::size_t for_each_checked_report(const ReportColumns& in, std::size_t begin, 
       const std::uint32_t row = read_once(in.row + i);
       const std::int8_t bit = read_once(in.bits + i);
       if (__builtin_expect((row >= rows) | bad_bit(bit), 0)) return i;
-      use(i, base + row, bit);
+      use(base + row, bit);
     }
     if (group_counts) group_counts[0] += static_cast<std::int64_t>(end - begin);
     return end;
@@ -138,7 +138,7 @@ std::size_t for_each_checked_report(const ReportColumns& in, std::size_t begin, 
     const std::int8_t bit = read_once(in.bits + i);
     const bool g_bad = g >= map.n_groups;
     if (__builtin_expect(g_bad | (row >= map.group_rows[g_bad ? 0 : g]) | bad_bit(bit), 0)) return i;
-    use(i, map.cell_base[g] + row, bit);
+    use(map.cell_base[g] + row, bit);
     if (group_counts) ++group_counts[g];
   }
   return end;
@@ -268,7 +268,7 @@ std::size_t fill(const ReportColumns& in, std::size_t begin, std::size_t end, co
                  TableAccess access, std::int64_t* group_counts, Add&& add) {
   if (access == TableAccess::kDirect)
     return for_each_checked_report(in, begin, end, map, group_counts,
-                                   [&](std::size_t, std::uint64_t cell, std::int8_t bit) { add(t, cell, bit); });
+                                   [&](std::uint64_t cell, std::int8_t bit) { add(t, cell, bit); });
   return for_each_checked_block(
       in, begin, end, map, group_counts,
       [&](const std::uint32_t* group, const ReportBlock& blk, std::size_t, std::size_t count) {
@@ -338,18 +338,6 @@ std::size_t stage(const ReportColumns& in, std::size_t begin, std::size_t end, c
         for (std::size_t j = 0; j < count; ++j)
           out[j] = static_cast<P>(2 * (map.cell_base[group[j]] + blk.row[j])) + static_cast<P>(blk.bits[j] < 0);
       });
-}
-
-// Reports [begin, end) read once, checked, added to z and staged (packed as in stage) so
-// that they can be taken back out: one pass, for a z that fits the cache.
-template <class P>
-std::size_t stage_add(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, P* staged,
-                      std::int64_t* z, std::int64_t* group_counts) {
-  return for_each_checked_report(in, begin, end, map, group_counts,
-                                 [&](std::size_t i, std::uint64_t cell, std::int8_t bit) {
-                                   z[cell] += bit;
-                                   staged[i] = static_cast<P>(2 * cell) + static_cast<P>(bit < 0);
-                                 });
 }
 
 // The signed value of a staged report: sign for a +1 bit, -sign for a -1 bit (the low bit
@@ -425,8 +413,8 @@ extern const HadamardKernels hadamard_kernels = {
     &first_invalid,
     &fill32,
     &fill16,
-    {&stage<std::uint32_t>, &stage_add<std::uint32_t>, &apply<std::uint32_t>, &apply_range<std::uint32_t>},
-    {&stage<std::uint64_t>, &stage_add<std::uint64_t>, &apply<std::uint64_t>, &apply_range<std::uint64_t>},
+    {&stage<std::uint32_t>, &apply<std::uint32_t>, &apply_range<std::uint32_t>},
+    {&stage<std::uint64_t>, &apply<std::uint64_t>, &apply_range<std::uint64_t>},
     &rhr_perturb};
 
 }  // namespace LDPFAST_ISA_NS

@@ -58,24 +58,12 @@ std::size_t hadamard_first_invalid(const std::uint32_t* group, const std::uint32
 
 namespace {
 
-// Prefetching cells ahead pays once the table outgrows the (1 MiB) L2 cache and slows
-// L2-resident tables by ~10-15% (measured, bench/hrr_throughput.py --log2d 16 / 20).
-bool prefetch_cells(std::size_t table_bytes) { return table_bytes > kPrefetchTableBytes; }
-
-TableAccess table_access(std::size_t table_bytes) {
-  if (prefetch_cells(table_bytes)) return TableAccess::kPrefetch;
-  return table_bytes > kL1TableBytes ? TableAccess::kDirect : TableAccess::kBlocks;
-}
-
 // Number of private tables for a batch (0: stage the cells, then add them to z). Private
 // tables are narrower than z (cache-friendlier) but cost O(n_cells) to clear and reduce:
-// use them once each worker gets at least n_cells / 2 reports (n_cells when z fits the L2
-// cache: update_in_cache's staging is then no larger than a table and needs no clear or
-// reduction), and only while the tables fit the last-level cache; more than one (threads
-// started) only for 2^15 reports each.
+// use them once each worker gets at least n_cells / 2 reports, and only while the tables
+// fit the last-level cache; more than one (threads started) only for 2^15 reports each.
 std::size_t partial_workers(std::size_t n, std::size_t n_cells, int threads) {
   if (n_cells > kMaxPartialCells || 2 * n < n_cells) return 0;
-  if (n <= n_cells && !prefetch_cells(n_cells * sizeof(std::int64_t))) return 0;
   const std::size_t per_worker = std::max<std::size_t>(n_cells / 2, 1 << 15);
   return std::max<std::size_t>(
       1, std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), n / per_worker));
@@ -151,6 +139,16 @@ class Scratch {
   std::size_t padded_ = 0;
   bool cacheable_ = false;
 };
+
+// Prefetching cells ahead pays once the table outgrows the (1 MiB) L2 cache and slows
+// L2-resident tables by ~10-15% (measured, bench/hrr_throughput.py --log2d 16 / 20).
+bool prefetch_cells(std::size_t table_bytes) { return table_bytes > kPrefetchTableBytes; }
+
+// How private tables are filled (see TableAccess).
+TableAccess table_access(std::size_t table_bytes) {
+  if (prefetch_cells(table_bytes)) return TableAccess::kPrefetch;
+  return table_bytes > kL1TableBytes ? TableAccess::kDirect : TableAccess::kBlocks;
+}
 
 // int32 tables (no overflow check: at most kInt32TableReports increments of +-1 each)
 // while they are small enough for L2/L3; int16 tables (spilling on overflow, any number of
@@ -246,35 +244,6 @@ std::size_t update_partials(const HadamardKernels& k, const ReportColumns& in, s
   return n;
 }
 
-// One stager and a z that fits the L2 cache: each report is added to z as soon as it is
-// read and checked, and staged so that an invalid report or an interruption can take the
-// added ones back out (one pass over the reports instead of stage, then apply).
-template <class P>
-std::size_t update_in_cache(const HadamardKernels::Staged<P>& k, const ReportColumns& in, std::size_t n,
-                            const GroupMap& map, std::int64_t* z, const UpdateTotals& totals) {
-  Scratch<P> staged(n);
-  P* packed = staged.get();
-  std::vector<std::int64_t> counts = group_count_tables(in, map, 1, totals);
-  std::size_t done = 0;
-  try {
-    for (std::size_t b = 0; b < n; b += kAccumulateBlock) {
-      interruption_point();
-      const std::size_t e = std::min(n, b + kAccumulateBlock);
-      done = k.stage_add(in, b, e, map, packed, z, counts.empty() ? nullptr : counts.data());
-      if (done < e) {
-        k.apply(packed, 0, done, z, -1, false);
-        return done;
-      }
-    }
-  } catch (...) {
-    k.apply(packed, 0, done, z, -1, false);
-    throw;
-  }
-  commit_single_group(in, n, totals);
-  commit_counts(counts, map.n_groups, n, totals);
-  return n;
-}
-
 // Staged: the reports are first copied, checked and packed as cells into a buffer the
 // library owns (4 or 8 bytes per report; threads take ranges), and only a fully valid batch is
 // added to z from there: directly, or, for tables too large for private copies, by workers
@@ -286,12 +255,10 @@ template <class P>
 std::size_t update_staged(const HadamardKernels::Staged<P>& k, const ReportColumns& in, std::size_t n,
                           const GroupMap& map, std::size_t n_cells, std::int64_t* z, const UpdateTotals& totals,
                           int threads) {
-  const std::size_t stagers =
-      std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), ceil_div(n, kScanChunk));
-  if (stagers == 1 && !prefetch_cells(n_cells * sizeof(std::int64_t)))
-    return update_in_cache(k, in, n, map, z, totals);
   Scratch<P> staged(n);
   P* packed = staged.get();
+  const std::size_t stagers =
+      std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(threads)), ceil_div(n, kScanChunk));
   std::vector<std::size_t> first_bad(stagers, n);
   std::vector<std::int64_t> counts = group_count_tables(in, map, stagers, totals);
   parallel_for(stagers, threads, [&](std::size_t w) {

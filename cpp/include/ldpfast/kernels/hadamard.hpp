@@ -80,7 +80,7 @@ struct HadamardKernels {
                                std::size_t begin, std::size_t end, const std::uint64_t* group_rows,
                                std::size_t n_groups);
   // The reading kernels below take each report's values from the caller's columns once:
-  // into registers (TableAccess::kDirect, stage_add) or a block at a time copied into the
+  // into registers (TableAccess::kDirect) or a block at a time copied into the
   // kernel's own memory, checked there and used from there, so a column changed by another
   // thread meanwhile yields its old or its new value for each report, checked either way.
   // They return the first invalid index in [begin, end), or end when every report was
@@ -103,10 +103,6 @@ struct HadamardKernels {
     // Reports [begin, end) checked and written to staged[begin, end) as 2 * cell + (bit < 0).
     std::size_t (*stage)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
                          P* staged, std::int64_t* group_counts);
-    // stage, each valid report also added to z as it is staged (one pass; the reports before
-    // an invalid one are added: the caller takes them back out with apply).
-    std::size_t (*stage_add)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                             P* staged, std::int64_t* z, std::int64_t* group_counts);
     // z[cell] += sign * bit for the staged reports [begin, end) (sign -1 takes them back out).
     void (*apply)(const P* staged, std::size_t begin, std::size_t end, std::int64_t* z, int sign, bool prefetch);
     // apply restricted to the cells in [cell_lo, cell_hi) (the others are skipped): workers
