@@ -326,6 +326,52 @@ def test_validated_update_finds_first_invalid(backend, log2_width, groups):
                 np.testing.assert_array_equal(z, start)
 
 
+@pytest.mark.parametrize("log2_cells, n", [(15, 20_000), (14, 70_000)], ids=["one-table", "two-tables"])
+@pytest.mark.parametrize("groups", [1, 3])
+def test_direct_tables_are_all_or_nothing(backend, log2_cells, n, groups):
+    """Private int32 tables larger than L1 and at most 1 MiB are filled straight from the
+    columns (each report read once into registers, checked, added; no block copy), one or
+    two of them. Sums equal np.add.at; a bad group, row or bit at the first report, a
+    1024-block edge, the middle or the last leaves z, group_sizes and count unchanged, for
+    every thread count."""
+    rng = np.random.default_rng(70 + log2_cells + groups)
+    width = 2**log2_cells // groups
+    rows = rng.integers(0, width, n).astype(np.uint32)
+    bits = rng.choice(np.array([-1, 1], np.int8), n)
+    g = rng.integers(0, groups, n).astype(np.uint32) if groups > 1 else None
+    cells = rows.astype(np.int64) + (g.astype(np.int64) * width if g is not None else 0)
+    group_rows = np.full(groups, width, np.uint64)
+    base = np.arange(groups, dtype=np.uint64) * np.uint64(width)
+    start = rng.integers(-9, 9, groups * width).astype(np.int64)
+    ref = start.copy()
+    np.add.at(ref, cells, bits)
+    sizes_ref = np.bincount(g if g is not None else np.zeros(n, np.int64), minlength=groups)
+    kinds = ("row", "bit") if groups == 1 else ("group", "row", "bit")
+    for threads in (1, 2):
+        # the path taken: max(1, min(threads, n // 2^15)) int32 tables of 64 or 128 KiB
+        tables = max(1, min(threads, n // 2**15)) * groups * width * 4
+        assert _core.hadamard_update_scratch_bytes(n, groups * width, groups, threads) == tables + threads * groups * 8
+        z, sizes, count = start.copy(), np.zeros(groups, np.int64), np.zeros(1, np.int64)
+        assert _core.hadamard_update(g, rows, bits, group_rows, base, z, threads, sizes, count) == n
+        np.testing.assert_array_equal(z, ref)
+        np.testing.assert_array_equal(sizes, sizes_ref)
+        assert count[0] == n
+        for pos in (0, 1023, 1024, n // 2, n - 1):
+            for what in kinds:
+                gg = g.copy() if g is not None else None
+                r, b = rows.copy(), bits.copy()
+                if what == "group":
+                    gg[pos] = groups
+                elif what == "row":
+                    r[pos] = width + pos % 3
+                else:
+                    b[pos] = (0, 2, -128, 127)[pos % 4]
+                z, sizes, count = start.copy(), np.zeros(groups, np.int64), np.zeros(1, np.int64)
+                assert _core.hadamard_update(gg, r, b, group_rows, base, z, threads, sizes, count) == pos
+                np.testing.assert_array_equal(z, start)
+                assert not sizes.any() and count[0] == 0
+
+
 def test_rhr_kernel_backends_and_threads_agree(backend):
     x = np.random.default_rng(5).integers(0, 10**6, 30_000, dtype=np.uint64)
     thr = probability_threshold(0.6)

@@ -331,12 +331,13 @@ def _hrr_case(log2d, n, groups=False):
 
 
 # Every path of the Hadamard update: a small batch into a large table (cells staged, then
-# added), a table beyond private copies (threads owning cell ranges), int32 and int16
-# private tables, several groups. One report is flipped (as in the issue: the last one),
-# so the batch is valid whenever the flip is undone.
+# added), a table beyond private copies (threads owning cell ranges), int32 private tables
+# filled from copied blocks (fit L1) or straight from the columns (fit L2), int16 private
+# tables, several groups. One report is flipped (as in the issue: the last one), so the
+# batch is valid whenever the flip is undone.
 @pytest.mark.parametrize("log2d, n, groups", [(20, 200_000, False), (24, 200_000, False), (12, 400_000, False),
-                                              (21, 3_000_000, False), (16, 400_000, True)],
-                         ids=["staged", "owner-ranges", "int32-tables", "int16-tables", "groups"])
+                                              (15, 100_000, False), (21, 3_000_000, False), (16, 400_000, True)],
+                         ids=["staged", "owner-ranges", "int32-tables", "int32-direct", "int16-tables", "groups"])
 def test_columns_changed_while_each_hadamard_path_runs(log2d, n, groups):
     params, batch, make = _hrr_case(log2d, n, groups)
     for name in batch.columns():

@@ -107,6 +107,43 @@ inline void scatter(const std::uint32_t* group, const std::uint32_t* row, const 
   for (; i < end; ++i) add(t, cell_base[group[i]] + row[i], bits[i]);
 }
 
+// The caller's value at p, loaded exactly once (a volatile read is never repeated or split).
+template <class T>
+inline T read_once(const T* p) {
+  return *static_cast<const volatile T*>(p);
+}
+
+inline bool bad_bit(std::int8_t bit) { return (static_cast<std::uint8_t>(bit + 1) & 0xFDu) != 0; }
+
+// Each report read once straight from the caller's columns into registers, checked and
+// handed to use(cell, bit), in one pass (no copy). Returns the first invalid index (the
+// reports before it were used) or end.
+template <class Use>
+std::size_t for_each_checked_report(const ReportColumns& in, std::size_t begin, std::size_t end,
+                                    const GroupMap& map, std::int64_t* group_counts, Use&& use) {
+  if (!in.group) {
+    const std::uint64_t rows = map.group_rows[0], base = map.cell_base[0];
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::uint32_t row = read_once(in.row + i);
+      const std::int8_t bit = read_once(in.bits + i);
+      if (__builtin_expect((row >= rows) | bad_bit(bit), 0)) return i;
+      use(base + row, bit);
+    }
+    if (group_counts) group_counts[0] += static_cast<std::int64_t>(end - begin);
+    return end;
+  }
+  for (std::size_t i = begin; i < end; ++i) {
+    const std::uint32_t g = read_once(in.group + i);
+    const std::uint32_t row = read_once(in.row + i);
+    const std::int8_t bit = read_once(in.bits + i);
+    const bool g_bad = g >= map.n_groups;
+    if (__builtin_expect(g_bad | (row >= map.group_rows[g_bad ? 0 : g]) | bad_bit(bit), 0)) return i;
+    use(map.cell_base[g] + row, bit);
+    if (group_counts) ++group_counts[g];
+  }
+  return end;
+}
+
 // True when one of the kUnroll reports from i (single group) has row > max_row or a bit
 // other than +-1.
 inline bool block_invalid(const std::uint32_t* row, const std::int8_t* bits, std::size_t i,
@@ -228,11 +265,14 @@ std::size_t for_each_checked_block(const ReportColumns& in, std::size_t begin, s
 
 template <class T, class Add>
 std::size_t fill(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map, T* t,
-                 bool prefetch, std::int64_t* group_counts, Add&& add) {
+                 TableAccess access, std::int64_t* group_counts, Add&& add) {
+  if (access == TableAccess::kDirect)
+    return for_each_checked_report(in, begin, end, map, group_counts,
+                                   [&](std::uint64_t cell, std::int8_t bit) { add(t, cell, bit); });
   return for_each_checked_block(
       in, begin, end, map, group_counts,
       [&](const std::uint32_t* group, const ReportBlock& blk, std::size_t, std::size_t count) {
-        if (prefetch)
+        if (access == TableAccess::kPrefetch)
           scatter<true>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
         else
           scatter<false>(group, blk.row, blk.bits, 0, count, map.cell_base, t, add);
@@ -240,8 +280,8 @@ std::size_t fill(const ReportColumns& in, std::size_t begin, std::size_t end, co
 }
 
 std::size_t fill32(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                   std::int32_t* t, bool prefetch, std::int64_t* group_counts) {
-  return fill(in, begin, end, map, t, prefetch, group_counts,
+                   std::int32_t* t, TableAccess access, std::int64_t* group_counts) {
+  return fill(in, begin, end, map, t, access, group_counts,
               [](std::int32_t* table, std::uint64_t cell, std::int8_t bit) { table[cell] += bit; });
 }
 
@@ -272,10 +312,10 @@ overflow:
 }
 
 std::size_t fill16(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                   std::int16_t* t, bool prefetch, SpillLog* spill, std::int64_t* group_counts) {
+                   std::int16_t* t, TableAccess access, SpillLog* spill, std::int64_t* group_counts) {
   SpillLog log = *spill;
   const std::size_t bad = fill(
-      in, begin, end, map, t, prefetch, group_counts,
+      in, begin, end, map, t, access, group_counts,
       [&log](std::int16_t* table, std::uint64_t cell, std::int8_t bit) { add_spilling(table, cell, bit, log); });
   spill->count = log.count;
   return bad;

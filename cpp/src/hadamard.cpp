@@ -21,6 +21,7 @@ constexpr std::size_t kScanChunk = 1 << 18;     // validation: reports per task
 constexpr std::size_t kReduceChunk = 1 << 15;   // cells per reduction task
 constexpr std::size_t kMaxCachedScratch = std::size_t{1} << 26;  // 64 MiB
 constexpr std::size_t kPrefetchTableBytes = std::size_t{1} << 20;
+constexpr std::size_t kL1TableBytes = std::size_t{1} << 15;
 constexpr std::size_t kInt32TableReports = std::size_t{1} << 30;
 constexpr std::size_t kMaxInt32PartialCells = std::size_t{1} << 20;  // 4 MiB int32 table per worker
 constexpr std::size_t kMaxPartialCells = std::size_t{1} << 23;       // 16 MiB int16 table per worker
@@ -143,6 +144,12 @@ class Scratch {
 // L2-resident tables by ~10-15% (measured, bench/hrr_throughput.py --log2d 16 / 20).
 bool prefetch_cells(std::size_t table_bytes) { return table_bytes > kPrefetchTableBytes; }
 
+// How private tables are filled (see TableAccess).
+TableAccess table_access(std::size_t table_bytes) {
+  if (prefetch_cells(table_bytes)) return TableAccess::kPrefetch;
+  return table_bytes > kL1TableBytes ? TableAccess::kDirect : TableAccess::kBlocks;
+}
+
 // int32 tables (no overflow check: at most kInt32TableReports increments of +-1 each)
 // while they are small enough for L2/L3; int16 tables (spilling on overflow, any number of
 // reports) beyond, where halving the footprint wins.
@@ -188,7 +195,7 @@ template <class T>
 std::size_t update_partials(const HadamardKernels& k, const ReportColumns& in, std::size_t n, const GroupMap& map,
                             std::size_t n_cells, std::size_t workers, std::int64_t* z, const UpdateTotals& totals,
                             int threads) {
-  const bool prefetch = prefetch_cells(n_cells * sizeof(T));
+  const TableAccess access = table_access(n_cells * sizeof(T));
   Scratch<T> tables(workers * n_cells);
   // Only int16 tables spill; a range holds <= n / workers + 1 reports.
   const std::size_t spill_capacity = sizeof(T) == 2 ? n / workers / 256 + 2 : 0;
@@ -209,9 +216,9 @@ std::size_t update_partials(const HadamardKernels& k, const ReportColumns& in, s
       const std::size_t ee = std::min(e, bb + kAccumulateBlock);
       std::size_t bad;
       if constexpr (sizeof(T) == 2)
-        bad = k.fill16(in, bb, ee, map, table, prefetch, &spills[w], worker_counts);
+        bad = k.fill16(in, bb, ee, map, table, access, &spills[w], worker_counts);
       else
-        bad = k.fill32(in, bb, ee, map, table, prefetch, worker_counts);
+        bad = k.fill32(in, bb, ee, map, table, access, worker_counts);
       if (bad < ee) {
         first_bad[w] = bad;
         return;

@@ -61,6 +61,13 @@ struct GroupMap {
   std::size_t n_groups;
 };
 
+// How a fill kernel reads the reports it adds to its table: from blocks copied into L1
+// (tables that fit L1: 2^10 int32 cells took 0.8-0.95 ns per report so, 0.95-1.1 direct),
+// straight from the caller's columns (tables that fit L2: one pass, 2^14-2^16 cells 10-25%
+// faster than from copies), or from copied blocks with the cells prefetched ahead (larger
+// tables). AVX2, one thread, bench/hrr_throughput.py --versus-scatter.
+enum class TableAccess { kBlocks, kDirect, kPrefetch };
+
 struct HadamardKernels {
   // Elements [begin, end). group may be null (single group 0); when draw_groups the
   // group is drawn and written, else read. Same for rows with draw_rows.
@@ -72,23 +79,24 @@ struct HadamardKernels {
   std::size_t (*first_invalid)(const std::uint32_t* group, const std::uint32_t* row, const std::int8_t* bits,
                                std::size_t begin, std::size_t end, const std::uint64_t* group_rows,
                                std::size_t n_groups);
-  // The reading kernels below take each report's values from the caller's columns once: a
-  // block at a time is copied into the kernel's own memory, checked there and used from
-  // there, so a column changed by another thread meanwhile yields its old or its new value
-  // for each report, checked either way. They return the first invalid index in
-  // [begin, end), or end when every report was valid and added; group_counts (n_groups
-  // entries, may be null) gains the reports of each group.
+  // The reading kernels below take each report's values from the caller's columns once:
+  // into registers (TableAccess::kDirect) or a block at a time copied into the
+  // kernel's own memory, checked there and used from there, so a column changed by another
+  // thread meanwhile yields its old or its new value for each report, checked either way.
+  // They return the first invalid index in [begin, end), or end when every report was
+  // valid and added; group_counts (n_groups entries, may be null) gains the reports of each
+  // group.
   //
   // Reports [begin, end) into a private int32 table t (the caller bounds the reports so
-  // it cannot overflow). prefetch: prefetch cells ahead (worth it once the table outgrows
-  // the L2 cache). t may be partly updated when an invalid report is found.
+  // it cannot overflow), read as `access` says. t may be partly updated when an invalid
+  // report is found.
   std::size_t (*fill32)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                        std::int32_t* t, bool prefetch, std::int64_t* group_counts);
+                        std::int32_t* t, TableAccess access, std::int64_t* group_counts);
   // The same into a private int16 table that never overflows: a cell whose sum would leave
   // the int16 range is appended to *spill (its exact sum) and reset to 0. Spill capacity
   // needed: (end - begin) / 256 + 1 entries.
   std::size_t (*fill16)(const ReportColumns& in, std::size_t begin, std::size_t end, const GroupMap& map,
-                        std::int16_t* t, bool prefetch, SpillLog* spill, std::int64_t* group_counts);
+                        std::int16_t* t, TableAccess access, SpillLog* spill, std::int64_t* group_counts);
   // The staged path, for packed words P of 32 bits (cells below 2^31) or 64 bits.
   template <class P>
   struct Staged {
