@@ -37,7 +37,9 @@ def test_every_protocol_has_a_row_or_a_reason(tiny_run):
         if match:
             rows.setdefault(match.group(1), []).append(match.groups()[1:])
     not_run = {line.split()[0] for line in tiny_run if " not run: " in line}
-    assert set(rows) | not_run == set(protocols())
+    # the script's own process registers the built-in protocols (the suite's in-process test
+    # doubles, e.g. toy-count, are not there)
+    assert set(rows) | not_run >= {pid for pid, p in protocols().items() if p.builtin}
     assert len(rows["grr"]) == len(rows["oue"]) == len(rows["hrr"]) == 2   # the special rows
     read = float(re.search(r"read bandwidth: (\S+) GB/s", "\n".join(tiny_run)).group(1))
     for pid, measured in rows.items():
@@ -54,8 +56,8 @@ def test_every_protocol_has_a_row_or_a_reason(tiny_run):
 
 def test_rows_are_grouped_by_family(tiny_run):
     headings = [line[3:] for line in tiny_run if line.startswith("-- ")]
-    families = {p.module.split(".")[2] if p.builtin else "plug-in" for p in protocols().values()}
-    assert len(headings) == len(set(headings)) and set(headings) == families
+    families = {p.module.split(".")[2] for p in protocols().values() if p.builtin}
+    assert len(headings) == len(set(headings)) and set(headings) - {"plug-in"} == families
 
 
 def test_an_unknown_only_id_is_refused_by_name():
