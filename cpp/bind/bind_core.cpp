@@ -156,7 +156,8 @@ py::ssize_t plain_columns_length(const py::dict& columns, const py::tuple& names
   const int wanted = py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
   py::ssize_t length = -1;
   const py::ssize_t count = static_cast<py::ssize_t>(names.size());
-  if (static_cast<py::ssize_t>(dtypes.size()) != count || static_cast<py::ssize_t>(ndims.size()) != count) return -1;
+  if (static_cast<py::ssize_t>(dtypes.size()) != count || static_cast<py::ssize_t>(ndims.size()) != count)
+    return -1;
   for (py::ssize_t i = 0; i < count; ++i) {
     PyObject* column = PyDict_GetItem(columns.ptr(), PyTuple_GET_ITEM(names.ptr(), i));  // borrowed
     if (column == nullptr || !api.PyArray_Check_(column)) return -1;

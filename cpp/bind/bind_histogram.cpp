@@ -7,8 +7,8 @@
 namespace ldpfast::bind {
 
 namespace {
-py::tuple py_histogram_update(const py::handle& y_obj, const py::handle& counts_obj, int threads, bool counts_zero,
-                              const py::handle& staging_obj) {
+py::tuple py_histogram_update(const py::handle& y_obj, const py::handle& counts_obj, int threads,
+                              bool counts_zero, const py::handle& staging_obj) {
   auto y = checked_array<std::uint64_t>(y_obj, "y");
   auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
   if (threads < 0)
@@ -50,8 +50,8 @@ void register_histogram(py::module_& m) {
         "unchanged. counts_zero=True promises every counter is 0 (then no staging buffer is needed: a "
         "failed batch is taken back by clearing counts). staging: a uint32 array of at least len(y) values, used "
         "instead of an allocation when the batch is staged (histogram_update_stages).");
-  m.def("histogram_update_stages", &histogram_update_stages, py::arg("n"), py::arg("size"), py::arg("threads") = 0,
-        py::arg("counts_zero") = false,
+  m.def("histogram_update_stages", &histogram_update_stages, py::arg("n"), py::arg("size"),
+        py::arg("threads") = 0, py::arg("counts_zero") = false,
         "True when histogram_update stages n values as uint32 (then a staging buffer replaces its allocation).");
   m.def("histogram_affine", &py_histogram_affine, py::arg("counts"), py::arg("scale"), py::arg("offset"),
         "scale * counts + offset as a new float64 array of counts' shape (each count rounded to the nearest "

@@ -167,8 +167,7 @@ HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64
   HistogramUpdate out{n, 0, false};
   try {
     for_blocks(0, n, kBlock, [&](std::size_t begin, std::size_t end) {
-      if (counted == begin && !out.overflow)
-        counted = count_staged(y, begin, end, counts, size, staged, &out);
+      if (counted == begin && !out.overflow) counted = count_staged(y, begin, end, counts, size, staged, &out);
     });
   } catch (...) {
     take_back();
@@ -216,7 +215,8 @@ void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, 
 }
 
 bool histogram_update_stages(std::size_t n, std::size_t size, int threads, bool counts_zero) {
-  return !counts_zero && table_workers(n, size, threads) == 0 && size - 1 <= std::numeric_limits<std::uint32_t>::max();
+  return !counts_zero && table_workers(n, size, threads) == 0 &&
+         size - 1 <= std::numeric_limits<std::uint32_t>::max();
 }
 
 std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads, bool counts_zero) {

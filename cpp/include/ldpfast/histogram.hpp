@@ -29,6 +29,7 @@ bool histogram_update_stages(std::size_t n, std::size_t size, int threads, bool 
 void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, double offset, double* out);
 
 // Bytes histogram_update allocates for n values into `size` counters.
-std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads, bool counts_zero = false);
+std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads,
+                                           bool counts_zero = false);
 
 }  // namespace ldpfast
