@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "ldpfast/dispatch.hpp"
 #include "ldpfast/parallel.hpp"
+#include "ldpfast/read_once.hpp"
 
 namespace ldpfast::bind {
 
@@ -116,7 +117,7 @@ template <class T>
 void copy_elements(const void* src, void* dst, std::size_t n) {
   const T* from = static_cast<const T*>(src);
   T* to = static_cast<T*>(dst);
-  for (std::size_t i = 0; i < n; ++i) to[i] = __atomic_load_n(from + i, __ATOMIC_RELAXED);
+  for (std::size_t i = 0; i < n; ++i) to[i] = read_once(from + i);
 }
 
 void copy_once(const py::array& src, py::array dst) {

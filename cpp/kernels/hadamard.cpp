@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "ldpfast/read_once.hpp"
+
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include "ldpfast/simd.hpp"
 #endif
@@ -105,12 +107,6 @@ inline void scatter(const std::uint32_t* group, const std::uint32_t* row, const 
     add(t, cell_base[group[i]] + row[i], bits[i]);
   }
   for (; i < end; ++i) add(t, cell_base[group[i]] + row[i], bits[i]);
-}
-
-// The caller's value at p, loaded exactly once (a volatile read is never repeated or split).
-template <class T>
-inline T read_once(const T* p) {
-  return *static_cast<const volatile T*>(p);
 }
 
 inline bool bad_bit(std::int8_t bit) { return (static_cast<std::uint8_t>(bit + 1) & 0xFDu) != 0; }

@@ -1,6 +1,6 @@
 // Symbol histograms (GRR's server state), all or nothing without a copy of the batch.
 //
-// Each value is read from the caller's memory once (a relaxed atomic load: one load the
+// Each value is read from the caller's memory once (read_once.hpp: one load the
 // compiler may not repeat), checked against the histogram size, then counted. Two ways
 // to keep the histogram unchanged until the whole batch is known valid:
 //  * private tables: for batches of several times the histogram's size, each worker counts
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ldpfast/parallel.hpp"
+#include "ldpfast/read_once.hpp"
 
 namespace ldpfast {
 
@@ -37,8 +38,6 @@ constexpr std::size_t kMinWorkerValues = std::size_t{1} << 16;     // fewer per 
 constexpr std::size_t kReduceChunk = std::size_t{1} << 14;         // counters per reduction task
 constexpr std::size_t kMaxNarrowRange = std::size_t{0xFFFFFFFF};  // values a 32-bit table may count
 
-inline std::uint64_t read_once(const std::uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-
 // Private tables for a batch (0: stage). Clearing and adding a table costs, per counter,
 // about what staging 2 to 3 values does (measured at d = 10^5, bench/grr_server.py):
 // tables once each worker gets kTableValuesPerCounter values per counter.
@@ -48,6 +47,9 @@ std::size_t table_workers(std::size_t n, std::size_t size, int threads) {
   const std::size_t threads_n = static_cast<std::size_t>(resolve_threads(threads));
   return std::max<std::size_t>(1, std::min(threads_n, n / per_worker));
 }
+
+// Staged values fit 32 bits when every counter index does.
+bool narrow_staging(std::size_t size) { return size - 1 <= std::numeric_limits<std::uint32_t>::max(); }
 
 // Wider tables when one worker's range could reach 2^32 values.
 bool wide_tables(std::size_t n, std::size_t workers) { return ceil_div(n, workers) > kMaxNarrowRange; }
@@ -177,22 +179,6 @@ HistogramUpdate update_staged(const std::uint64_t* y, std::size_t n, std::uint64
   return out;
 }
 
-}  // namespace
-
-HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
-                                 int threads, bool counts_zero, std::uint32_t* staging) {
-  if (n == 0) return HistogramUpdate{0, 0, false};
-  const std::size_t workers = table_workers(n, size, threads);
-  if (workers == 0 && counts_zero) return update_zero(y, n, counts, size);
-  if (workers == 0)
-    return size - 1 <= std::numeric_limits<std::uint32_t>::max()
-               ? update_staged<std::uint32_t>(y, n, counts, size, staging)
-               : update_staged<std::uint64_t>(y, n, counts, size, nullptr);
-  if (wide_tables(n, workers)) return update_tables<std::uint64_t>(y, n, counts, size, workers);
-  return update_tables<std::uint32_t>(y, n, counts, size, workers);
-}
-
-namespace {
 inline double from_bits(std::uint64_t bits) {
   double value;
   std::memcpy(&value, &bits, sizeof value);
@@ -210,19 +196,30 @@ inline double nearest_double(std::uint64_t c) {
 }
 }  // namespace
 
+HistogramUpdate histogram_update(const std::uint64_t* y, std::size_t n, std::uint64_t* counts, std::size_t size,
+                                 int threads, bool counts_zero, std::uint32_t* staging) {
+  if (n == 0) return HistogramUpdate{0, 0, false};
+  const std::size_t workers = table_workers(n, size, threads);
+  if (workers == 0 && counts_zero) return update_zero(y, n, counts, size);
+  if (workers == 0)
+    return narrow_staging(size) ? update_staged<std::uint32_t>(y, n, counts, size, staging)
+                                : update_staged<std::uint64_t>(y, n, counts, size, nullptr);
+  if (wide_tables(n, workers)) return update_tables<std::uint64_t>(y, n, counts, size, workers);
+  return update_tables<std::uint32_t>(y, n, counts, size, workers);
+}
+
 void histogram_affine(const std::uint64_t* counts, std::size_t n, double scale, double offset, double* out) {
   for (std::size_t i = 0; i < n; ++i) out[i] = scale * nearest_double(counts[i]) + offset;
 }
 
 bool histogram_update_stages(std::size_t n, std::size_t size, int threads, bool counts_zero) {
-  return !counts_zero && table_workers(n, size, threads) == 0 &&
-         size - 1 <= std::numeric_limits<std::uint32_t>::max();
+  return !counts_zero && table_workers(n, size, threads) == 0 && narrow_staging(size);
 }
 
 std::size_t histogram_update_scratch_bytes(std::size_t n, std::size_t size, int threads, bool counts_zero) {
   const std::size_t workers = table_workers(n, size, threads);
   if (workers == 0 && counts_zero) return 0;
-  if (workers == 0) return n * (size - 1 <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8);
+  if (workers == 0) return n * (narrow_staging(size) ? 4 : 8);
   return workers * size * (wide_tables(n, workers) ? 8 : 4);
 }
 
