@@ -202,18 +202,15 @@ class Aggregator:
     def _state_nbytes(self) -> int:
         """Bytes of the state arrays (the memory budget counts them beside a call's
         temporaries)."""
-        attributes = self.__dict__
         state = getattr(self, "_st", None)  # an attribute, or a property (OLH: its inner server's)
         if state is None:
             return 0
-        fixed = attributes.get("_fixed_nbytes")  # known from the parameters, else summed
-        buffers = attributes.get("_column_buffers")
-        if fixed is not None and not buffers:  # the common case, on every update
-            return int(fixed) + (sum(map(_nbytes, vars(state).values())) if state.__dict__ else 0)
-        caches = sum(map(_nbytes, vars(state).values()))
+        held = sum(map(_nbytes, vars(state).values())) if state.__dict__ else 0  # caches
+        buffers = self.__dict__.get("_column_buffers")
         if buffers:
-            caches += sum(map(_nbytes, buffers.values()))
-        return caches + (fixed if fixed is not None else sum(map(_nbytes, state.values())))
+            held += sum(map(_nbytes, buffers.values()))
+        fixed = self.__dict__.get("_fixed_nbytes")  # known from the parameters, else summed
+        return held + (fixed if fixed is not None else sum(map(_nbytes, state.values())))
 
     def _check_call(self, nbytes: int, what: Union[str, Callable[[], str]]) -> None:
         """Refuse (ParameterError) a call whose temporaries, ``nbytes``, would take this
