@@ -205,10 +205,9 @@ def main() -> None:
         measure (a loaded machine slows some processes more than others)."""
         before: dict = {}
         now: dict = {}
+        builds = ((before, base), (now, "")) if base else ((now, ""),)
         for _ in range(args.rounds):
-            for out, path in ((before, base), (now, "")):
-                if path == base and not base:
-                    continue
+            for out, path in builds:
                 got = _run(job, path)
                 for key, value in got.items():
                     if isinstance(value, (int, float)) and key in out and key not in ("n",):
