@@ -326,7 +326,7 @@ def test_validated_update_finds_first_invalid(backend, log2_width, groups):
                 np.testing.assert_array_equal(z, start)
 
 
-@pytest.mark.parametrize("log2_cells, n", [(15, 20_000), (14, 70_000)], ids=["one-table", "two-tables"])
+@pytest.mark.parametrize("log2_cells, n", [(15, 40_000), (14, 70_000)], ids=["one-table", "two-tables"])
 @pytest.mark.parametrize("groups", [1, 3])
 def test_direct_tables_are_all_or_nothing(backend, log2_cells, n, groups):
     """Private int32 tables larger than L1 and at most 1 MiB are filled straight from the
