@@ -315,11 +315,14 @@ class Aggregator:
         """
         batch, n, aligned = self._accepted(reports)
         with self._lock:
-            self._own(batch, aligned)
+            if not (aligned and self._reads_once):
+                self._own(batch, aligned)
             if not self._ingest_validates:
                 self._validate(batch)
             if n:
-                self._commit(self._ingest(batch))
+                change = self._ingest(batch)
+                if change is not None:  # None: committed in place by _ingest
+                    self._commit(change)
         return self
 
     def merge(self: A, other: A) -> A:

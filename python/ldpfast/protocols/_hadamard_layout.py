@@ -364,16 +364,16 @@ class LayoutServer(Aggregator):
             raise ReportError(f"report {i}: bit must be -1 or +1, got {int(bits[i])}")
 
     def _ingest(self, reports: Reports) -> None:
-        layout = self._layout
-        n = len(reports)
+        columns = cast(_BitColumns, reports)  # update checked the type: a reports_type batch
+        rows = columns.rows
+        n = rows.shape[0]
         self._check_call(_core.hadamard_update_scratch_bytes(n, self._n_cells, self._n_groups, self.threads),
                          lambda: f"adding a batch of {n} reports to {self.protocol!r}")
-        columns = cast(_BitColumns, reports)  # update checked the type: a reports_type batch
-        st = self._st
+        layout, st = self._layout, self._st
         st.changed()
         # in place, all or nothing: the kernel reads each report once, checks it and adds the
         # batch with the report counts, or takes back what it added when it fails
-        bad = _core.hadamard_update(columns.groups, columns.rows, columns.bits, layout.group_rows, layout.cell_base,
+        bad = _core.hadamard_update(columns.groups, rows, columns.bits, layout.group_rows, layout.cell_base,
                                     st["z"], self.threads, st["group_sizes"], st["n"])
         if bad < n:
             self._validate(reports)  # names the first bad report
