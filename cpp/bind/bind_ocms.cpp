@@ -157,6 +157,49 @@ void py_ocms_count_list(const FieldSpec& field, const py::handle& z_obj, const p
   });
 }
 
+// Report bits must be 0 or 1. The OR of all bytes exceeds 1 iff one does (a vectorizable
+// pass); only then is the first offender located.
+void check_bits(const std::uint8_t* bits, std::size_t n, std::size_t m) {
+  std::uint8_t any = 0;
+  for (std::size_t k = 0; k < n * m; ++k) any |= bits[k];
+  if (any <= 1) return;
+  std::size_t k = 0;
+  while (bits[k] <= 1) ++k;
+  throw py::value_error("bits must hold 0 or 1, got bits[" + std::to_string(k / m) + ", " +
+                        std::to_string(k % m) + "] = " + std::to_string(bits[k]));
+}
+
+void py_ocms_lookup_list(const FieldSpec& field, const py::handle& bits_obj, const py::handle& a0_obj,
+                         const py::handle& a1_obj, std::uint64_t modulus, const py::handle& xs_obj,
+                         const py::handle& counts_obj, int threads) {
+  auto bits = checked_array<std::uint8_t>(bits_obj, "bits", 2);
+  auto a0 = checked_array<std::uint64_t>(a0_obj, "a0");
+  auto a1 = checked_array<std::uint64_t>(a1_obj, "a1");
+  auto xs = checked_array<std::uint64_t>(xs_obj, "candidates");
+  auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
+  check_same_length(bits.shape(0), a0.size(), "a0");
+  check_same_length(bits.shape(0), a1.size(), "a1");
+  check_same_length(xs.size(), counts.size(), "counts");
+  if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
+  if (static_cast<std::uint64_t>(bits.shape(1)) != modulus)
+    throw py::value_error("bits must have m = " + std::to_string(modulus) + " columns, got " +
+                          std::to_string(bits.shape(1)));
+  const std::uint8_t* pb = bits.data();
+  const std::uint64_t* pa0 = a0.data();
+  const std::uint64_t* pa1 = a1.data();
+  const std::uint64_t* px = xs.data();
+  std::uint64_t* pc = counts.mutable_data();
+  const std::size_t n = static_cast<std::size_t>(a0.size());
+  const std::size_t nx = static_cast<std::size_t>(xs.size());
+  interruptible([&] {
+    check_field_elements(pa0, n, field, "a0");
+    check_field_elements(pa1, n, field, "a1");
+    check_field_elements(px, nx, field, "candidates");
+    check_bits(pb, n, static_cast<std::size_t>(modulus));
+    ocms_lookup_list(field, pb, pa0, pa1, n, modulus, px, nx, pc, threads);
+  });
+}
+
 }  // namespace
 
 void register_ocms(py::module_& m) {
@@ -186,6 +229,10 @@ void register_ocms(py::module_& m) {
         py::arg("m"), py::arg("candidates"), py::arg("counts"), py::arg("threads") = 0,
         "counts[j] += #{i : h_i(candidates[j]) == z[i]} in place. Interrupted (Ctrl-C): counts holds partial "
         "sums.");
+  m.def("ocms_lookup_list", &py_ocms_lookup_list, py::arg("field"), py::arg("bits"), py::arg("a0"), py::arg("a1"),
+        py::arg("m"), py::arg("candidates"), py::arg("counts"), py::arg("threads") = 0,
+        "counts[j] += sum_i bits[i, h_i(candidates[j])] in place; bits: (n, m) uint8 of 0/1, one row per "
+        "report. Interrupted (Ctrl-C): counts holds partial sums.");
 }
 
 }  // namespace ldpfast::bind
