@@ -22,7 +22,8 @@ Protocol (one report per user, eps-LDP):
    :func:`ldpfast.theory.cms_rappor_variance`.
 
 The server streams every batch into per-candidate sums (integral, merged by addition);
-``S(x)`` is counted by the OCMS kernel on one row per set bit.
+``S(x)`` is summed by one OCMS hash per (report, candidate) that reads the report's bit at
+``h_i(x)`` (``_core.ocms_lookup_list``).
 """
 
 from __future__ import annotations
@@ -283,17 +284,15 @@ class CMSRAPPORServer(_base.Aggregator):
         reports.validate(self.params)
 
     def _ingest(self, reports: CMSRAPPORReports) -> _base.Delta:
-        # the set bits' (user, symbol) and their hash coefficients, and one sum per candidate
-        self._check_call(40 * reports.bits.size + 8 * self._sums.size,
+        # one sum per candidate; the kernel reads the batch's columns in place (the
+        # template's copy, C-contiguous)
+        self._check_call(8 * self._sums.size,
                          f"matching a batch of {len(reports)} reports against {self._sums.size} candidates")
-        user, symbol = np.nonzero(reports.bits)
         sums = np.zeros_like(self._sums)
-        if user.size and self._candidates.size:
-            # S(x) = #{(i, b): bits_i[b] = 1 and h_i(x) = b}: OCMS match counting on one row
-            # per set bit.
-            _core.ocms_count_list(_field.core_field(self.params.field_size), symbol.astype(np.uint64),
-                                  reports.a0[user], reports.a1[user], self.params.m, self._candidates,
-                                  sums, self.threads)
+        if len(reports) and self._candidates.size:
+            # S(x) = sum_i bits_i[h_i(x)]: one hash per (report, candidate)
+            _core.ocms_lookup_list(_field.core_field(self.params.field_size), reports.bits, reports.a0,
+                                   reports.a1, self.params.m, self._candidates, sums, self.threads)
         return self._delta().add_nonzero("sums", sums).add("n", [len(reports)])
 
     def merge(self, other: "CMSRAPPORServer") -> "CMSRAPPORServer":
@@ -408,14 +407,12 @@ def _compare_row(epsilon: float, d: int, n: float, variant: str, name: str) -> C
     from ...theory.ocms import affine_l2
 
     rp = CMSRAPPORParams.optimal(epsilon=epsilon, d=d, variant=variant)
-    p_one, q_one = rp.bit_probabilities
-    ones = p_one + (rp.m - 1) * q_one                  # expected set bits per report, each hashed per candidate
 
     def variance(f: RealLike) -> Real:
         return rp.variance(n, f)
     return ComparisonRow(name, rp.m, rp.communication_bits, variance, affine_l2(variance, d),
                          "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)",
-                         server_ops=lambda n_, q: n_ * ones * q, state_bytes=lambda n_, q: 8.0 * q, build=lambda: rp)
+                         server_ops=lambda n_, q: n_ * q, state_bytes=lambda n_, q: 8.0 * q, build=lambda: rp)
 
 
 def _simulations() -> Tuple[Algorithm, ...]:
