@@ -1,7 +1,8 @@
-"""_core.ocms_lookup_list, the CMS-RAPPOR server's kernel: counts[j] += sum_i bits[i, h_i(xs[j])]
-with the hash of ocms_count_list, exact against a reference built from ocms_hash (itself
-checked against big-int and carry-less references in test_kernels_ocms.py) and against the
-server's former formula (one ocms_count_list row per set bit), on every backend and split."""
+"""_core.ocms_lookup_list and ocms_lookup_range, the CMS-RAPPOR server's kernels: counts[j] +=
+sum_i bits[i, h_i(xs[j])] with the hash of ocms_count_list (the range: xs[j] = x_begin + j),
+exact against a reference built from ocms_hash (itself checked against big-int and
+carry-less references in test_kernels_ocms.py) and against the server's former formula
+(one ocms_count_list row per set bit), on every backend and split."""
 
 import numpy as np
 import pytest
@@ -67,6 +68,27 @@ def test_lookup_matches_reference(backend, case):
         np.testing.assert_array_equal(want, set_bit_counts(field, bits, a0, a1, xs))
 
 
+# (field kind, prime or l, m, reports, x_begin, x_count): two counter tiles and a tail; a
+# range shorter than the walk's minimum (4 vectors); the last candidates of the field.
+RANGES = [("prime", PRIME, 227, 261, 10**6, 4096 + 13), ("prime", R1_PRIME, 65536, 12, 0, 3000),
+          ("prime", PRIME, 7, 261, 5, 3), ("prime", 101, 2, 261, 0, 101), ("prime", PRIME, 64, 70, PRIME - 300, 300),
+          ("binary", 16, 64, 130, 2**16 - 1000, 1000)]
+
+
+@pytest.mark.parametrize("case", RANGES, ids=lambda c: f"{c[0]}{c[1] % 1000}-m{c[2]}-x{c[5]}")
+def test_lookup_range_matches_reference(backend, case):
+    kind, param, m, n, x_begin, x_count = case
+    rng = np.random.default_rng([m, n, x_count])
+    field = make_field(kind, param)
+    bits = (rng.random((n, m)) < 0.5).astype(np.uint8)
+    a0, a1 = field_elements(rng, kind, param, n), field_elements(rng, kind, param, n)
+    want = lookup_ref(field, bits, a0, a1, np.arange(x_begin, x_begin + x_count, dtype=np.uint64))
+    for threads in (1, 2):
+        counts = np.full(x_count, 7, dtype=np.uint64)
+        _core.ocms_lookup_range(field, bits, a0, a1, m, x_begin, counts, threads)
+        np.testing.assert_array_equal(counts, want + 7)
+
+
 @pytest.mark.parametrize("n,x_count", [(4096, 1100), (2048, 4096 + 13)], ids=["report-blocks", "both-ways"])
 def test_lookup_thread_split_is_exact(backend, n, x_count):
     """Few candidates split reports into blocks with partial counts; with more, 7 threads
@@ -76,30 +98,41 @@ def test_lookup_thread_split_is_exact(backend, n, x_count):
     xs = field_elements(rng, "prime", PRIME, x_count)
     bits = (rng.random((n, m)) < 0.5).astype(np.uint8)
     a0, a1 = field_elements(rng, "prime", PRIME, n), field_elements(rng, "prime", PRIME, n)
-    results = []
+    x_begin = int(xs[0]) % (PRIME - x_count)
+    results, ranged = [], []
     for threads in (1, 2, 7):
         counts = np.zeros(x_count, dtype=np.uint64)
         _core.ocms_lookup_list(field, bits, a0, a1, m, xs, counts, threads)
         results.append(counts)
+        counts = np.zeros(x_count, dtype=np.uint64)
+        _core.ocms_lookup_range(field, bits, a0, a1, m, x_begin, counts, threads)
+        ranged.append(counts)
     for counts in results[1:]:
         np.testing.assert_array_equal(counts, results[0])
-    pick = np.array([0, 1, x_count // 2, x_count - 1])
+    for counts in ranged[1:]:
+        np.testing.assert_array_equal(counts, ranged[0])
+    pick = np.array([0, 1, x_count // 2, x_count - 1], dtype=np.uint64)
     np.testing.assert_array_equal(results[0][pick], lookup_ref(field, bits, a0, a1, xs[pick]))
+    np.testing.assert_array_equal(ranged[0][pick], lookup_ref(field, bits, a0, a1, np.uint64(x_begin) + pick))
 
 
 @pytest.mark.parametrize("variant", ["symmetric", "asymmetric"])
 def test_server_sums_equal_the_set_bit_count(variant):
     """The server's sums on client reports (a Fortran-ordered bits column: the update's copy
-    makes it C-contiguous) equal the former one-row-per-set-bit count."""
+    makes it C-contiguous) equal the former one-row-per-set-bit count, for candidates that
+    take the list kernel (spaced, or a run out of order) and the range kernel (the whole
+    dictionary, a run from 100)."""
     params = rappor_cms.CMSRAPPORParams(epsilon=1.0, d=5000, m=48, variant=variant)
     values = np.random.default_rng(5).integers(0, params.d, 400)
     reports = rappor_cms.CMSRAPPORClient(params, rng=9).perturb(values)
-    candidates = np.arange(0, params.d, 3, dtype=np.uint64)
-    server = rappor_cms.CMSRAPPORServer(params, candidates=candidates, threads=2)
-    server.update(rappor_cms.CMSRAPPORReports(a0=reports.a0, a1=reports.a1, bits=np.asfortranarray(reports.bits)))
-    want = set_bit_counts(core_field(params.field_size), reports.bits, reports.a0, reports.a1, candidates)
-    np.testing.assert_array_equal(server._sums, want)
-    assert server.n == 400
+    fortran = rappor_cms.CMSRAPPORReports(a0=reports.a0, a1=reports.a1, bits=np.asfortranarray(reports.bits))
+    field = core_field(params.field_size)
+    run = np.arange(100, 3100, dtype=np.uint64)
+    for candidates in (np.arange(0, params.d, 3, dtype=np.uint64), run[::-1].copy(), None, run):
+        server = rappor_cms.CMSRAPPORServer(params, candidates=candidates, threads=2).update(fortran)
+        np.testing.assert_array_equal(server._sums, set_bit_counts(field, reports.bits, reports.a0, reports.a1,
+                                                                   server.candidates))
+        assert server.n == 400
 
 
 def test_binding_rejects_bad_arguments():
@@ -123,6 +156,10 @@ def test_binding_rejects_bad_arguments():
     for error, message, args in bad:
         with pytest.raises(error, match=message):
             _core.ocms_lookup_list(field, *args)
+    with pytest.raises(ValueError, match="x_begin = 99 with 3 candidates"):
+        _core.ocms_lookup_range(field, bits, ok, ok, 5, 99, counts)
+    with pytest.raises(ValueError, match="bits must have m = 6 columns, got 5"):
+        _core.ocms_lookup_range(field, bits, ok, ok, 6, 0, counts)
     readonly = counts.copy()
     readonly.flags.writeable = False
     with pytest.raises(ValueError, match="counts must be writable"):

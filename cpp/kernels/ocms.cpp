@@ -74,7 +74,7 @@ inline u64 prime_value(const PrimeField& f, u64 a0, u64 a1_mont, u64 x) {
 }
 
 // Per-report constants of one block, padded to a multiple of kGroup with reports that
-// never match.
+// never match (z = nullptr: no symbols, for lookup_range).
 struct RangeBlock {
   u64 z[kReportBlock];
   u64 a0[kReportBlock];
@@ -87,7 +87,7 @@ struct RangeBlock {
 void prepare_block(RangeBlock& b, const PrimeField& f, const FastMod& fm, u64 p_mod_m, const u64* z,
                    const u64* a0, const u64* a1, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
-    b.z[i] = z[i];
+    b.z[i] = z != nullptr ? z[i] : kNever;
     b.a0[i] = a0[i];
     b.a1_mont[i] = to_montgomery(a1[i], f);
     b.unit[i] = make_walk(b.a1_mont[i], 1, f, fm, p_mod_m);
@@ -243,6 +243,71 @@ void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u
         for (std::size_t k = 0; k < kGroup; ++k)
           lane_start<kLargeM>(block, g + k, f, fm, x_begin + t0, v0[k], r0[k]);
         walk_group<kLargeM>(block, g, v0, r0, m, f.p, steps, tile);
+      }
+      for (std::size_t j = 0; j < tn; ++j) counts[t0 + j] += tile[j];
+    }
+  }
+}
+
+// lookup_range, prime field: the walk of walk_group (m <= 2^63), each lane's residue
+// indexing its report's row of bits (a scalar load per pair, as in lookup_list_prime).
+// live[k] masks out the padding reports of a block (all ones for a report, else 0).
+void walk_group_lookup(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes],
+                       u64 m, u64 p, std::size_t steps, const std::uint8_t* const* rows, const u64* live,
+                       u64* tile) {
+  Vec v[kGroup], r[kGroup], wrap_at[kGroup], unwrap[kGroup], dstep[kGroup], dwrap[kGroup];
+  for (std::size_t k = 0; k < kGroup; ++k) {
+    const Walk& w = b.lanes[g + k];
+    v[k] = L::ordered(L::load(v0[k]));
+    r[k] = L::ordered(L::load(r0[k]));
+    wrap_at[k] = L::broadcast(L::order(w.wrap_at));
+    unwrap[k] = L::broadcast(0 - w.wrap_at);
+    dstep[k] = L::broadcast(w.dstep);
+    dwrap[k] = L::broadcast(w.dwrap);
+  }
+  const Vec vm = L::broadcast(m), vm_ordered = L::broadcast(L::order(m)), vp = L::broadcast(p);
+  alignas(64) u64 residue[kGroup][kLanes];
+  for (std::size_t s = 0; s < steps; ++s) {
+    for (std::size_t k = 0; k < kGroup; ++k) {
+      L::store(residue[k], r[k]);
+      const auto no_wrap = L::lt(v[k], wrap_at[k]);
+      r[k] = L::reduce_once(L::add_select(no_wrap, r[k], dstep[k], dwrap[k]), vm, vm_ordered);
+      v[k] = L::add_if(no_wrap, L::add(v[k], unwrap[k]), vp);
+    }
+    u64* slot = tile + s * kLanes;
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      u64 sum = slot[j];
+      for (std::size_t k = 0; k < kGroup; ++k) sum += rows[k][L::order(residue[k][j])] & live[k];
+      slot[j] = sum;
+    }
+  }
+}
+
+void lookup_range_prime(const PrimeField& f, const std::uint8_t* bits, const u64* a0, const u64* a1,
+                        std::size_t n, u64 m, u64 x_begin, std::size_t x_count, u64* counts) {
+  const FastMod fm = make_fast_mod(m);
+  const u64 p_mod_m = fast_mod(f.p, fm);
+  RangeBlock block;
+  alignas(64) u64 tile[kTile];
+  alignas(64) u64 v0[kGroup][kLanes];
+  alignas(64) u64 r0[kGroup][kLanes];
+  const std::uint8_t* rows[kGroup];
+  u64 live[kGroup];
+  for (std::size_t rb = 0; rb < n; rb += kReportBlock) {
+    const std::size_t nb = n - rb < kReportBlock ? n - rb : kReportBlock;
+    prepare_block(block, f, fm, p_mod_m, nullptr, a0 + rb, a1 + rb, nb);
+    for (std::size_t t0 = 0; t0 < x_count; t0 += kTile) {
+      const std::size_t tn = x_count - t0 < kTile ? x_count - t0 : kTile;
+      const std::size_t steps = (tn + kLanes - 1) / kLanes;
+      for (std::size_t j = 0; j < steps * kLanes; ++j) tile[j] = 0;
+      for (std::size_t g = 0; g < block.count; g += kGroup) {
+        for (std::size_t k = 0; k < kGroup; ++k) {
+          lane_start<false>(block, g + k, f, fm, x_begin + t0, v0[k], r0[k]);
+          const bool report = g + k < nb;  // padding walks report 0's hash, masked out
+          rows[k] = bits + (rb + (report ? g + k : 0)) * static_cast<std::size_t>(m);
+          live[k] = report ? ~u64{0} : 0;
+        }
+        walk_group_lookup(block, g, v0, r0, m, f.p, steps, rows, live, tile);
       }
       for (std::size_t j = 0; j < tn; ++j) counts[t0 + j] += tile[j];
     }
@@ -426,6 +491,21 @@ void lookup_list(const FieldSpec& field, const std::uint8_t* bits, const u64* a0
   }
 }
 
+void lookup_range(const FieldSpec& field, const std::uint8_t* bits, const u64* a0, const u64* a1, std::size_t n,
+                  u64 m, u64 x_begin, std::size_t x_count, u64* counts) {
+  if (n == 0 || x_count == 0) return;
+  if (!field.binary && x_count >= kWalkMinCandidates) {
+    lookup_range_prime(field.prime, bits, a0, a1, n, m, x_begin, x_count, counts);
+    return;
+  }
+  u64 xs[kTile];  // GF(2^l) and short ranges: the candidates listed, a tile at a time
+  for (std::size_t t0 = 0; t0 < x_count; t0 += kTile) {
+    const std::size_t tn = x_count - t0 < kTile ? x_count - t0 : kTile;
+    for (std::size_t j = 0; j < tn; ++j) xs[j] = x_begin + t0 + j;
+    lookup_list(field, bits, a0, a1, n, m, xs, tn, counts + t0);
+  }
+}
+
 void randomized_response_batch(const RngKey& key, const u64* y, std::size_t begin, std::size_t end, u64 m,
                                u64 flip_threshold, u64* out) {
   for_each_element_rng(key, kStreamRandomizedResponse, begin, end, [&](std::size_t i, ElementRng& rng) {
@@ -435,8 +515,8 @@ void randomized_response_batch(const RngKey& key, const u64* y, std::size_t begi
 
 }  // namespace
 
-extern const OcmsKernels ocms_kernels = {&hash,       &perturb,     &count_range,
-                                         &count_list, &lookup_list, &randomized_response_batch};
+extern const OcmsKernels ocms_kernels = {
+    &hash, &perturb, &count_range, &count_list, &lookup_list, &lookup_range, &randomized_response_batch};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast
