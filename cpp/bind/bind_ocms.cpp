@@ -157,6 +157,78 @@ void py_ocms_count_list(const FieldSpec& field, const py::handle& z_obj, const p
   });
 }
 
+// Report bits must be 0 or 1. The OR of all bytes exceeds 1 iff one does (a vectorizable
+// pass); only then is the first offender located.
+void check_bits(const std::uint8_t* bits, std::size_t n, std::size_t m) {
+  std::uint8_t any = 0;
+  for (std::size_t k = 0; k < n * m; ++k) any |= bits[k];
+  if (any <= 1) return;
+  std::size_t k = 0;
+  while (bits[k] <= 1) ++k;
+  throw py::value_error("bits must hold 0 or 1, got bits[" + std::to_string(k / m) + ", " +
+                        std::to_string(k % m) + "] = " + std::to_string(bits[k]));
+}
+
+// The report columns of a lookup: bits (n, m) uint8, a0 and a1 of length n.
+struct LookupReports {
+  py::array_t<std::uint8_t> bits;
+  py::array_t<std::uint64_t> a0, a1;
+};
+
+LookupReports checked_lookup_reports(const py::handle& bits_obj, const py::handle& a0_obj,
+                                     const py::handle& a1_obj, std::uint64_t modulus) {
+  LookupReports r{checked_array<std::uint8_t>(bits_obj, "bits", 2), checked_array<std::uint64_t>(a0_obj, "a0"),
+                  checked_array<std::uint64_t>(a1_obj, "a1")};
+  check_same_length(r.bits.shape(0), r.a0.size(), "a0");
+  check_same_length(r.bits.shape(0), r.a1.size(), "a1");
+  if (modulus < 2) throw py::value_error("m must be >= 2, got " + std::to_string(modulus));
+  if (static_cast<std::uint64_t>(r.bits.shape(1)) != modulus)
+    throw py::value_error("bits must have m = " + std::to_string(modulus) + " columns, got " +
+                          std::to_string(r.bits.shape(1)));
+  return r;
+}
+
+// Their values, checked with the GIL released.
+void check_lookup_values(const LookupReports& r, const FieldSpec& field) {
+  const std::size_t n = static_cast<std::size_t>(r.a0.size());
+  check_field_elements(r.a0.data(), n, field, "a0");
+  check_field_elements(r.a1.data(), n, field, "a1");
+  check_bits(r.bits.data(), n, static_cast<std::size_t>(r.bits.shape(1)));
+}
+
+void py_ocms_lookup_list(const FieldSpec& field, const py::handle& bits_obj, const py::handle& a0_obj,
+                         const py::handle& a1_obj, std::uint64_t modulus, const py::handle& xs_obj,
+                         const py::handle& counts_obj, int threads) {
+  const LookupReports r = checked_lookup_reports(bits_obj, a0_obj, a1_obj, modulus);
+  auto xs = checked_array<std::uint64_t>(xs_obj, "candidates");
+  auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
+  check_same_length(xs.size(), counts.size(), "counts");
+  const std::uint64_t* px = xs.data();
+  std::uint64_t* pc = counts.mutable_data();
+  const std::size_t n = static_cast<std::size_t>(r.a0.size());
+  const std::size_t nx = static_cast<std::size_t>(xs.size());
+  interruptible([&] {
+    check_lookup_values(r, field);
+    check_field_elements(px, nx, field, "candidates");
+    ocms_lookup_list(field, r.bits.data(), r.a0.data(), r.a1.data(), n, modulus, px, nx, pc, threads);
+  });
+}
+
+void py_ocms_lookup_range(const FieldSpec& field, const py::handle& bits_obj, const py::handle& a0_obj,
+                          const py::handle& a1_obj, std::uint64_t modulus, std::uint64_t x_begin,
+                          const py::handle& counts_obj, int threads) {
+  const LookupReports r = checked_lookup_reports(bits_obj, a0_obj, a1_obj, modulus);
+  auto counts = checked_array<std::uint64_t>(counts_obj, "counts", 1, true);
+  std::uint64_t* pc = counts.mutable_data();
+  const std::size_t n = static_cast<std::size_t>(r.a0.size());
+  const std::size_t nx = static_cast<std::size_t>(counts.size());
+  interruptible([&] {
+    check_lookup_values(r, field);
+    check_range_in_field(x_begin, nx, field);
+    ocms_lookup_range(field, r.bits.data(), r.a0.data(), r.a1.data(), n, modulus, x_begin, nx, pc, threads);
+  });
+}
+
 }  // namespace
 
 void register_ocms(py::module_& m) {
@@ -186,6 +258,14 @@ void register_ocms(py::module_& m) {
         py::arg("m"), py::arg("candidates"), py::arg("counts"), py::arg("threads") = 0,
         "counts[j] += #{i : h_i(candidates[j]) == z[i]} in place. Interrupted (Ctrl-C): counts holds partial "
         "sums.");
+  m.def("ocms_lookup_list", &py_ocms_lookup_list, py::arg("field"), py::arg("bits"), py::arg("a0"), py::arg("a1"),
+        py::arg("m"), py::arg("candidates"), py::arg("counts"), py::arg("threads") = 0,
+        "counts[j] += sum_i bits[i, h_i(candidates[j])] in place; bits: (n, m) uint8 of 0/1, one row per "
+        "report. Interrupted (Ctrl-C): counts holds partial sums.");
+  m.def("ocms_lookup_range", &py_ocms_lookup_range, py::arg("field"), py::arg("bits"), py::arg("a0"),
+        py::arg("a1"), py::arg("m"), py::arg("x_begin"), py::arg("counts"), py::arg("threads") = 0,
+        "ocms_lookup_list over the candidates x_begin + j, j < len(counts) (prime fields: no product per pair). "
+        "Interrupted (Ctrl-C): counts holds partial sums.");
 }
 
 }  // namespace ldpfast::bind

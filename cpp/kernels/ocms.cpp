@@ -14,7 +14,8 @@
 //
 // Other paths: count_list (and count_range over fewer than kWalkMinCandidates
 // candidates) evaluates each pair with a Montgomery product and a Barrett reduction,
-// vectorized over candidates (64x64-bit products emulated where the ISA lacks them).
+// vectorized over candidates (64x64-bit products emulated where the ISA lacks them);
+// lookup_list hashes the same way and reads each pair's report bit with a scalar load.
 // GF(2^l) count_range walks aligned candidate blocks in Gray-code order (see
 // count_range_gf). The vector kernels are written once over the 64-bit lanes of
 // kernels/lanes64.hpp (1, 4 or 8 lanes). Client kernels draw from ChaCha20 blocks
@@ -73,7 +74,7 @@ inline u64 prime_value(const PrimeField& f, u64 a0, u64 a1_mont, u64 x) {
 }
 
 // Per-report constants of one block, padded to a multiple of kGroup with reports that
-// never match.
+// never match (z = nullptr: no symbols, for lookup_range).
 struct RangeBlock {
   u64 z[kReportBlock];
   u64 a0[kReportBlock];
@@ -86,7 +87,7 @@ struct RangeBlock {
 void prepare_block(RangeBlock& b, const PrimeField& f, const FastMod& fm, u64 p_mod_m, const u64* z,
                    const u64* a0, const u64* a1, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
-    b.z[i] = z[i];
+    b.z[i] = z != nullptr ? z[i] : kNever;
     b.a0[i] = a0[i];
     b.a1_mont[i] = to_montgomery(a1[i], f);
     b.unit[i] = make_walk(b.a1_mont[i], 1, f, fm, p_mod_m);
@@ -248,6 +249,71 @@ void count_range_prime(const PrimeField& f, const u64* z, const u64* a0, const u
   }
 }
 
+// lookup_range, prime field: the walk of walk_group (m <= 2^63), each lane's residue
+// indexing its report's row of bits (a scalar load per pair, as in lookup_list_prime).
+// live[k] masks out the padding reports of a block (all ones for a report, else 0).
+void walk_group_lookup(const RangeBlock& b, std::size_t g, const u64 (*v0)[kLanes], const u64 (*r0)[kLanes],
+                       u64 m, u64 p, std::size_t steps, const std::uint8_t* const* rows, const u64* live,
+                       u64* tile) {
+  Vec v[kGroup], r[kGroup], wrap_at[kGroup], unwrap[kGroup], dstep[kGroup], dwrap[kGroup];
+  for (std::size_t k = 0; k < kGroup; ++k) {
+    const Walk& w = b.lanes[g + k];
+    v[k] = L::ordered(L::load(v0[k]));
+    r[k] = L::ordered(L::load(r0[k]));
+    wrap_at[k] = L::broadcast(L::order(w.wrap_at));
+    unwrap[k] = L::broadcast(0 - w.wrap_at);
+    dstep[k] = L::broadcast(w.dstep);
+    dwrap[k] = L::broadcast(w.dwrap);
+  }
+  const Vec vm = L::broadcast(m), vm_ordered = L::broadcast(L::order(m)), vp = L::broadcast(p);
+  alignas(64) u64 residue[kGroup][kLanes];
+  for (std::size_t s = 0; s < steps; ++s) {
+    for (std::size_t k = 0; k < kGroup; ++k) {
+      L::store(residue[k], r[k]);
+      const auto no_wrap = L::lt(v[k], wrap_at[k]);
+      r[k] = L::reduce_once(L::add_select(no_wrap, r[k], dstep[k], dwrap[k]), vm, vm_ordered);
+      v[k] = L::add_if(no_wrap, L::add(v[k], unwrap[k]), vp);
+    }
+    u64* slot = tile + s * kLanes;
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      u64 sum = slot[j];
+      for (std::size_t k = 0; k < kGroup; ++k) sum += rows[k][L::order(residue[k][j])] & live[k];
+      slot[j] = sum;
+    }
+  }
+}
+
+void lookup_range_prime(const PrimeField& f, const std::uint8_t* bits, const u64* a0, const u64* a1,
+                        std::size_t n, u64 m, u64 x_begin, std::size_t x_count, u64* counts) {
+  const FastMod fm = make_fast_mod(m);
+  const u64 p_mod_m = fast_mod(f.p, fm);
+  RangeBlock block;
+  alignas(64) u64 tile[kTile];
+  alignas(64) u64 v0[kGroup][kLanes];
+  alignas(64) u64 r0[kGroup][kLanes];
+  const std::uint8_t* rows[kGroup];
+  u64 live[kGroup];
+  for (std::size_t rb = 0; rb < n; rb += kReportBlock) {
+    const std::size_t nb = n - rb < kReportBlock ? n - rb : kReportBlock;
+    prepare_block(block, f, fm, p_mod_m, nullptr, a0 + rb, a1 + rb, nb);
+    for (std::size_t t0 = 0; t0 < x_count; t0 += kTile) {
+      const std::size_t tn = x_count - t0 < kTile ? x_count - t0 : kTile;
+      const std::size_t steps = (tn + kLanes - 1) / kLanes;
+      for (std::size_t j = 0; j < steps * kLanes; ++j) tile[j] = 0;
+      for (std::size_t g = 0; g < block.count; g += kGroup) {
+        for (std::size_t k = 0; k < kGroup; ++k) {
+          lane_start<false>(block, g + k, f, fm, x_begin + t0, v0[k], r0[k]);
+          const bool report = g + k < nb;  // padding walks report 0's hash, masked out
+          rows[k] = bits + (rb + (report ? g + k : 0)) * static_cast<std::size_t>(m);
+          live[k] = report ? ~u64{0} : 0;
+        }
+        walk_group_lookup(block, g, v0, r0, m, f.p, steps, rows, live, tile);
+      }
+      for (std::size_t j = 0; j < tn; ++j) counts[t0 + j] += tile[j];
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Entry points
 
@@ -273,36 +339,94 @@ void perturb(const FieldSpec& field, const RngKey& key, const u64* x, std::size_
   });
 }
 
-// count_list over one candidate tile, prime field: per pair one Montgomery product and
-// one Barrett reduction.
+// The hash of candidate vectors over a prime field, for one report at a time: per pair one
+// Montgomery product and one Barrett reduction.
+struct PrimeListHash {
+  Vec p, pinv, m, m_ordered, mu;
+
+  PrimeListHash(const PrimeField& f, const FastMod& fm)
+      : p(L::broadcast(f.p)),
+        pinv(L::broadcast(f.pinv)),
+        m(L::broadcast(fm.m)),
+        m_ordered(L::broadcast(L::order(fm.m))),
+        mu(L::broadcast(fm.mu)) {}
+
+  // h(x) per lane, ordered, for the report with a1 in Montgomery form and add_back =
+  // order(p - a0) (v + a0 wraps around p iff v >= p - a0).
+  Vec residues(Vec x, u64 a1_mont, u64 a0, u64 add_back) const {
+    // Montgomery: t = a x, q = t_lo p^-1, v = t_hi - (q p)_hi (+ p on borrow).
+    const Vec a = L::broadcast(a1_mont);
+    const Vec t_hi = L::mulhi(a, x);
+    const Vec qp_hi = L::mulhi(L::mullo(L::mullo(a, x), pinv), p);
+    Vec v = L::add_if(L::lt(L::ordered(t_hi), L::ordered(qp_hi)), L::sub(t_hi, qp_hi), p);
+    v = L::sub_if(L::ge(L::ordered(v), L::broadcast(add_back)), L::add(v, L::broadcast(a0)), p);
+    return fast_mod_ordered(v, m, m_ordered, mu);
+  }
+};
+
+// Per-report constants of PrimeListHash::residues for reports [0, n).
+void prepare_list_reports(const PrimeField& f, const u64* a0, const u64* a1, std::size_t n, u64* a1_mont,
+                          u64* add_back) {
+  for (std::size_t i = 0; i < n; ++i) {
+    a1_mont[i] = to_montgomery(a1[i], f);
+    add_back[i] = L::order(f.p - a0[i]);
+  }
+}
+
+// count_list over one candidate tile, prime field.
 void count_list_prime(const PrimeField& f, const FastMod& fm, const u64* z, const u64* a0, const u64* a1,
                       std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
   constexpr std::size_t kBlock = 256;
   u64 a1_mont[kBlock], add_back[kBlock], target[kBlock];
-  const Vec p = L::broadcast(f.p), pinv = L::broadcast(f.pinv);
-  const Vec m = L::broadcast(fm.m), m_ordered = L::broadcast(L::order(fm.m)), mu = L::broadcast(fm.mu);
+  const PrimeListHash hasher(f, fm);
   for (std::size_t rb = 0; rb < n; rb += kBlock) {
     const std::size_t nb = n - rb < kBlock ? n - rb : kBlock;
-    for (std::size_t i = 0; i < nb; ++i) {
-      a1_mont[i] = to_montgomery(a1[rb + i], f);
-      add_back[i] = L::order(f.p - a0[rb + i]);  // v + a0 wraps around p iff v >= p - a0
-      target[i] = L::order(z[rb + i]);
-    }
+    prepare_list_reports(f, a0 + rb, a1 + rb, nb, a1_mont, add_back);
+    for (std::size_t i = 0; i < nb; ++i) target[i] = L::order(z[rb + i]);
     for (std::size_t j = 0; j < x_count; j += kLanes) {
       const auto live = L::first_lanes(x_count - j);
       const Vec x = L::load_masked(xs + j, live);  // dead lanes compute x = 0, never stored
       Vec cnt = L::load_masked(counts + j, live);
       for (std::size_t i = 0; i < nb; ++i) {
-        // Montgomery: t = a x, q = t_lo p^-1, v = t_hi - (q p)_hi (+ p on borrow).
-        const Vec a = L::broadcast(a1_mont[i]);
-        const Vec t_hi = L::mulhi(a, x);
-        const Vec qp_hi = L::mulhi(L::mullo(L::mullo(a, x), pinv), p);
-        Vec v = L::add_if(L::lt(L::ordered(t_hi), L::ordered(qp_hi)), L::sub(t_hi, qp_hi), p);
-        v = L::sub_if(L::ge(L::ordered(v), L::broadcast(add_back[i])), L::add(v, L::broadcast(a0[rb + i])), p);
-        const Vec r = fast_mod_ordered(v, m, m_ordered, mu);
+        const Vec r = hasher.residues(x, a1_mont[i], a0[rb + i], add_back[i]);
         cnt = L::count_if(L::eq(r, L::broadcast(target[i])), cnt);
       }
       L::store_masked(counts + j, live, cnt);
+    }
+  }
+}
+
+// Rows of report bits a lookup block keeps in cache while every candidate vector visits
+// them (at least one row, at most kListBlock reports).
+constexpr std::size_t kLookupRowBytes = std::size_t{1} << 17;
+constexpr std::size_t kListBlock = 256;
+
+// lookup_list over one candidate tile, prime field: PrimeListHash as in count_list_prime,
+// then one scalar byte load per pair (AVX2 has no byte gather, and a wider one could read past the
+// last row). Dead lanes hash x = 0: their residue is < m, a valid index, never summed.
+void lookup_list_prime(const PrimeField& f, const FastMod& fm, const std::uint8_t* bits, const u64* a0,
+                       const u64* a1, std::size_t n, const u64* xs, std::size_t x_count, u64* counts) {
+  const std::size_t m = static_cast<std::size_t>(fm.m);
+  const std::size_t rows_in_budget = m >= kLookupRowBytes ? 1 : kLookupRowBytes / m;
+  const std::size_t block = rows_in_budget < kListBlock ? rows_in_budget : kListBlock;
+  u64 a1_mont[kListBlock], add_back[kListBlock];
+  alignas(64) u64 residue[kLanes];
+  const PrimeListHash hasher(f, fm);
+  for (std::size_t rb = 0; rb < n; rb += block) {
+    const std::size_t nb = n - rb < block ? n - rb : block;
+    prepare_list_reports(f, a0 + rb, a1 + rb, nb, a1_mont, add_back);
+    const std::uint8_t* rows = bits + rb * m;
+    for (std::size_t j = 0; j < x_count; j += kLanes) {
+      const auto live = L::first_lanes(x_count - j);
+      const Vec x = L::load_masked(xs + j, live);
+      u64 sum[kLanes] = {};
+      for (std::size_t i = 0; i < nb; ++i) {
+        L::store(residue, hasher.residues(x, a1_mont[i], a0[rb + i], add_back[i]));
+        const std::uint8_t* row = rows + i * m;
+        for (std::size_t k = 0; k < kLanes; ++k) sum[k] += row[L::order(residue[k])];
+      }
+      const std::size_t live_count = x_count - j < kLanes ? x_count - j : kLanes;
+      for (std::size_t k = 0; k < live_count; ++k) counts[j + k] += sum[k];
     }
   }
 }
@@ -348,6 +472,40 @@ void count_list(const FieldSpec& field, const u64* z, const u64* a0, const u64* 
   }
 }
 
+void lookup_list(const FieldSpec& field, const std::uint8_t* bits, const u64* a0, const u64* a1, std::size_t n,
+                 u64 m, const u64* xs, std::size_t x_count, u64* counts) {
+  const FastMod fm = make_fast_mod(m);
+  for (std::size_t t0 = 0; t0 < x_count; t0 += kTile) {
+    const std::size_t tn = x_count - t0 < kTile ? x_count - t0 : kTile;
+    const u64* tx = xs + t0;
+    u64* tc = counts + t0;
+    if (!field.binary) {
+      lookup_list_prime(field.prime, fm, bits, a0, a1, n, tx, tn, tc);
+      continue;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint8_t* row = bits + i * static_cast<std::size_t>(m);
+      const u64 a0i = a0[i], a1i = a1[i];
+      for (std::size_t j = 0; j < tn; ++j) tc[j] += row[fast_mod(gf_mul(a1i, tx[j], field.gf) ^ a0i, fm)];
+    }
+  }
+}
+
+void lookup_range(const FieldSpec& field, const std::uint8_t* bits, const u64* a0, const u64* a1, std::size_t n,
+                  u64 m, u64 x_begin, std::size_t x_count, u64* counts) {
+  if (n == 0 || x_count == 0) return;
+  if (!field.binary && x_count >= kWalkMinCandidates) {
+    lookup_range_prime(field.prime, bits, a0, a1, n, m, x_begin, x_count, counts);
+    return;
+  }
+  u64 xs[kTile];  // GF(2^l) and short ranges: the candidates listed, a tile at a time
+  for (std::size_t t0 = 0; t0 < x_count; t0 += kTile) {
+    const std::size_t tn = x_count - t0 < kTile ? x_count - t0 : kTile;
+    for (std::size_t j = 0; j < tn; ++j) xs[j] = x_begin + t0 + j;
+    lookup_list(field, bits, a0, a1, n, m, xs, tn, counts + t0);
+  }
+}
+
 void randomized_response_batch(const RngKey& key, const u64* y, std::size_t begin, std::size_t end, u64 m,
                                u64 flip_threshold, u64* out) {
   for_each_element_rng(key, kStreamRandomizedResponse, begin, end, [&](std::size_t i, ElementRng& rng) {
@@ -357,7 +515,8 @@ void randomized_response_batch(const RngKey& key, const u64* y, std::size_t begi
 
 }  // namespace
 
-extern const OcmsKernels ocms_kernels = {&hash, &perturb, &count_range, &count_list, &randomized_response_batch};
+extern const OcmsKernels ocms_kernels = {
+    &hash, &perturb, &count_range, &count_list, &lookup_list, &lookup_range, &randomized_response_batch};
 
 }  // namespace LDPFAST_ISA_NS
 }  // namespace ldpfast

@@ -231,6 +231,26 @@ void ocms_count_list(const FieldSpec& field, const std::uint64_t* z, const std::
            });
 }
 
+void ocms_lookup_list(const FieldSpec& field, const std::uint8_t* bits, const std::uint64_t* a0,
+                      const std::uint64_t* a1, std::size_t n, std::uint64_t m, const std::uint64_t* xs,
+                      std::size_t x_count, std::uint64_t* counts, int threads) {
+  const auto& k = ocms_kernels_active();
+  run_scan(n, x_count, counts, threads,
+           [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
+             k.lookup_list(field, bits + rb * m, a0 + rb, a1 + rb, re - rb, m, xs + cb, ce - cb, out);
+           });
+}
+
+void ocms_lookup_range(const FieldSpec& field, const std::uint8_t* bits, const std::uint64_t* a0,
+                       const std::uint64_t* a1, std::size_t n, std::uint64_t m, std::uint64_t x_begin,
+                       std::size_t x_count, std::uint64_t* counts, int threads) {
+  const auto& k = ocms_kernels_active();
+  run_scan(n, x_count, counts, threads,
+           [&](std::size_t rb, std::size_t re, std::size_t cb, std::size_t ce, std::uint64_t* out) {
+             k.lookup_range(field, bits + rb * m, a0 + rb, a1 + rb, re - rb, m, x_begin + cb, ce - cb, out);
+           });
+}
+
 void randomized_response(const RngKey& key, const std::uint64_t* y, std::size_t n, std::uint64_t m,
                          std::uint64_t flip_threshold, std::uint64_t* out, int threads) {
   const auto& k = ocms_kernels_active();

@@ -67,6 +67,13 @@ def ocms_count_list(  # in place: counts
     field: Field, z: _U64, a0: _U64, a1: _U64, m: int, candidates: _U64, counts: _U64,
     threads: int = 0,
 ) -> None: ...
+def ocms_lookup_list(  # in place: counts
+    field: Field, bits: _U8, a0: _U64, a1: _U64, m: int, candidates: _U64, counts: _U64,
+    threads: int = 0,
+) -> None: ...
+def ocms_lookup_range(  # in place: counts
+    field: Field, bits: _U8, a0: _U64, a1: _U64, m: int, x_begin: int, counts: _U64, threads: int = 0,
+) -> None: ...
 
 # Hadamard family (HE, RHR, OLH, HRR, CMS+HE, HadaOracle).
 def hadamard_perturb(

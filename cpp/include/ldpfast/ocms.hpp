@@ -37,6 +37,17 @@ void ocms_count_list(const FieldSpec& field, const std::uint64_t* z, const std::
                      const std::uint64_t* a1, std::size_t n, std::uint64_t m, const std::uint64_t* xs,
                      std::size_t x_count, std::uint64_t* counts, int threads);
 
+// counts[j] += sum over reports i of bits[i m + h_i(xs[j])] (bits: n rows of m bytes):
+// the reports' bit vectors read at each candidate's hash.
+void ocms_lookup_list(const FieldSpec& field, const std::uint8_t* bits, const std::uint64_t* a0,
+                      const std::uint64_t* a1, std::size_t n, std::uint64_t m, const std::uint64_t* xs,
+                      std::size_t x_count, std::uint64_t* counts, int threads);
+
+// ocms_lookup_list over the candidates x_begin + j, j < x_count.
+void ocms_lookup_range(const FieldSpec& field, const std::uint8_t* bits, const std::uint64_t* a0,
+                       const std::uint64_t* a1, std::size_t n, std::uint64_t m, std::uint64_t x_begin,
+                       std::size_t x_count, std::uint64_t* counts, int threads);
+
 void randomized_response(const RngKey& key, const std::uint64_t* y, std::size_t n, std::uint64_t m,
                          std::uint64_t flip_threshold, std::uint64_t* out, int threads);
 

@@ -30,6 +30,16 @@ struct OcmsKernels {
   void (*count_list)(const FieldSpec& field, const std::uint64_t* z, const std::uint64_t* a0,
                      const std::uint64_t* a1, std::size_t n, std::uint64_t m, const std::uint64_t* xs,
                      std::size_t x_count, std::uint64_t* counts);
+  // counts[j] += sum over i < n of bits[i m + h_i(xs[j])] for j in [0, x_count): bits holds
+  // n rows of m bytes (each report's bit vector, indexed by its hash).
+  void (*lookup_list)(const FieldSpec& field, const std::uint8_t* bits, const std::uint64_t* a0,
+                      const std::uint64_t* a1, std::size_t n, std::uint64_t m, const std::uint64_t* xs,
+                      std::size_t x_count, std::uint64_t* counts);
+  // lookup_list over candidates x_begin + j, j < x_count (x_begin + x_count <= field
+  // size, m <= 2^63). Prime fields: the walk of count_range, no product per pair.
+  void (*lookup_range)(const FieldSpec& field, const std::uint8_t* bits, const std::uint64_t* a0,
+                       const std::uint64_t* a1, std::size_t n, std::uint64_t m, std::uint64_t x_begin,
+                       std::size_t x_count, std::uint64_t* counts);
   // out[i] = RR_m(y[i]) for i in [begin, end).
   void (*randomized_response)(const RngKey& key, const std::uint64_t* y, std::size_t begin, std::size_t end,
                               std::uint64_t m, std::uint64_t flip_threshold, std::uint64_t* out);

@@ -22,13 +22,15 @@ Protocol (one report per user, eps-LDP):
    :func:`ldpfast.theory.cms_rappor_variance`.
 
 The server streams every batch into per-candidate sums (integral, merged by addition);
-``S(x)`` is counted by the OCMS kernel on one row per set bit.
+``S(x)`` is summed by one OCMS hash per (report, candidate) that reads the report's bit at
+``h_i(x)`` (``_core.ocms_lookup_list``; ``ocms_lookup_range`` walks the hash along a run of
+candidates such as the default dictionary).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -283,18 +285,30 @@ class CMSRAPPORServer(_base.Aggregator):
         reports.validate(self.params)
 
     def _ingest(self, reports: CMSRAPPORReports) -> _base.Delta:
-        # the set bits' (user, symbol) and their hash coefficients, and one sum per candidate
-        self._check_call(40 * reports.bits.size + 8 * self._sums.size,
+        # one sum per candidate and the order check of _range_start; the kernel reads the
+        # batch's columns in place (the template's copy, C-contiguous)
+        self._check_call(9 * self._sums.size,
                          f"matching a batch of {len(reports)} reports against {self._sums.size} candidates")
-        user, symbol = np.nonzero(reports.bits)
         sums = np.zeros_like(self._sums)
-        if user.size and self._candidates.size:
-            # S(x) = #{(i, b): bits_i[b] = 1 and h_i(x) = b}: OCMS match counting on one row
-            # per set bit.
-            _core.ocms_count_list(_field.core_field(self.params.field_size), symbol.astype(np.uint64),
-                                  reports.a0[user], reports.a1[user], self.params.m, self._candidates,
-                                  sums, self.threads)
+        if len(reports) and self._candidates.size:
+            # S(x) = sum_i bits_i[h_i(x)]: one hash per (report, candidate); a run of
+            # candidates walks the hash along x instead (no product per pair)
+            field, start = _field.core_field(self.params.field_size), self._range_start()
+            if start is None:
+                _core.ocms_lookup_list(field, reports.bits, reports.a0, reports.a1, self.params.m, self._candidates,
+                                       sums, self.threads)
+            else:
+                _core.ocms_lookup_range(field, reports.bits, reports.a0, reports.a1, self.params.m, start, sums,
+                                        self.threads)
         return self._delta().add_nonzero("sums", sums).add("n", [len(reports)])
+
+    def _range_start(self) -> Optional[int]:
+        """``x0`` when the candidates are ``x0, x0 + 1, ...`` in this order (the default
+        dictionary), else None. Distinct ascending values spanning ``size - 1`` are a run."""
+        xs = self._candidates
+        if int(xs[-1]) - int(xs[0]) != xs.size - 1 or not bool(np.all(xs[1:] > xs[:-1])):
+            return None
+        return int(xs[0])
 
     def merge(self, other: "CMSRAPPORServer") -> "CMSRAPPORServer":
         """Add ``other``'s sums (exact; ``other`` is unchanged). Parameters and candidates
@@ -408,14 +422,12 @@ def _compare_row(epsilon: float, d: int, n: float, variant: str, name: str) -> C
     from ...theory.ocms import affine_l2
 
     rp = CMSRAPPORParams.optimal(epsilon=epsilon, d=d, variant=variant)
-    p_one, q_one = rp.bit_probabilities
-    ones = p_one + (rp.m - 1) * q_one                  # expected set bits per report, each hashed per candidate
 
     def variance(f: RealLike) -> Real:
         return rp.variance(n, f)
     return ComparisonRow(name, rp.m, rp.communication_bits, variance, affine_l2(variance, d),
                          "m-bit RAPPOR report, m within 1% of its m -> inf error (PAN App. G)",
-                         server_ops=lambda n_, q: n_ * ones * q, state_bytes=lambda n_, q: 8.0 * q, build=lambda: rp)
+                         server_ops=lambda n_, q: n_ * q, state_bytes=lambda n_, q: 8.0 * q, build=lambda: rp)
 
 
 def _simulations() -> Tuple[Algorithm, ...]:
