@@ -88,6 +88,18 @@ def test_every_option_carries_buildable_params_of_its_configuration(epsilon, d):
         assert ldpfast._registry.params_from_json(json.dumps(o.to_dict()["params"])) == params
 
 
+@pytest.mark.parametrize("epsilon, d, cms_rappor", [(7.0, 10_000, {"CMS+aRP", "CMS+sRP"}), (8.0, 10_000, {"CMS+sRP"}),
+                                                   (20.0, 10_000, set()), (1.0, 2**40, {"CMS+aRP", "CMS+sRP"})])
+def test_configurations_that_cannot_be_built_are_left_out_not_fatal(epsilon, d, cms_rappor):
+    """A CMS+RAPPOR variant has no m <= 65536 within 1% of its m -> inf error at large eps
+    (aRP from eps = 8, sRP by eps = 20), and PGR no Params for d >= 2^32: recommend leaves
+    those rows out and ranks the rest (it raised before)."""
+    options = ldpfast.recommend(epsilon, d, 10**6)
+    assert options and options[0].fits
+    assert {o.name for o in options if o.protocol == "cms-rappor"} == cms_rappor
+    assert any(o.protocol == "pgr" for o in options) == (d < 2**32)
+
+
 def test_params_command_prints_the_line_that_builds_the_recommendation(capsys):
     from ldpfast.cli import main
 

@@ -167,7 +167,10 @@ def recommend(epsilon: float, d: int, n: int, *, max_report_bits: Optional[int] 
     Returns:
         Every configuration as an :class:`Option`: first those that fit the constraints
         (within ``tolerance`` of the best error by bits and cost, then the others by
-        error), then those that do not (``why_not`` says why), by error.
+        error), then those that do not (``why_not`` says why), by error. A configuration
+        a protocol cannot take at these parameters is left out (CMS+RAPPOR's variants at
+        large ``epsilon``, where no ``m <= 65536`` comes within 1% of their limit; PGR for
+        ``d >= 2^32``).
 
     Raises:
         ParameterError: an argument out of range.

@@ -359,7 +359,12 @@ def _effective_epsilon(params: PGRParams) -> float:
 
 
 def _compare(epsilon: float, d: int, n: int, f_star: float, **_: Any) -> Sequence[ComparisonRow]:
-    p = PGRParams(epsilon=epsilon, d=d)
+    """PGR's row; none where PGR has no parameters (d beyond its uint32 reports), so the
+    planners leave it out there instead of failing."""
+    try:
+        p = PGRParams(epsilon=epsilon, d=d)
+    except ParameterError:
+        return []
 
     def var(f: Any) -> Any:
         return p.variance(n, f)

@@ -414,8 +414,16 @@ def _audit_plan(params: CMSRAPPORParams) -> Plan:
 
 
 def _compare(epsilon: float, d: int, n: float, f_star: Any, **_: Any) -> List[ComparisonRow]:
-    return [_compare_row(epsilon, d, n, variant, name)
-            for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP"))]
+    """One row per variant; none at an epsilon where no ``m <= 65536`` comes within 1% of the
+    variant's ``m -> inf`` error (large epsilon: ``CMSRAPPORParams.optimal`` refuses), so the
+    planners leave CMS+RAPPOR out there instead of failing."""
+    rows = []
+    for variant, name in (("symmetric", "CMS+sRP"), ("asymmetric", "CMS+aRP")):
+        try:
+            rows.append(_compare_row(epsilon, d, n, variant, name))
+        except ParameterError:
+            pass
+    return rows
 
 
 def _compare_row(epsilon: float, d: int, n: float, variant: str, name: str) -> ComparisonRow:
