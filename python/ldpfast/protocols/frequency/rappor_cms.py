@@ -250,9 +250,18 @@ class CMSRAPPORServer(_base.Aggregator):
             xs = np.arange(params.d, dtype=np.uint64)
         else:
             xs = self._checked_candidates(candidates)
+        self._set_candidates(xs)
+        self._st = _State(sums=np.zeros(xs.size, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
+
+    def _set_candidates(self, xs: np.ndarray) -> None:
+        """Keep ``xs`` (read-only) and, once, whether it is the run ``x0, x0 + 1, ...``
+        (``_run_start``: ``x0``, else None; the default dictionary is one), which batches
+        then sum with ``ocms_lookup_range``. Distinct ascending values spanning
+        ``size - 1`` are a run."""
         xs.flags.writeable = False
         self._candidates = xs
-        self._st = _State(sums=np.zeros(xs.size, dtype=np.uint64), n=np.zeros(1, dtype=np.uint64))
+        run = xs.size > 0 and int(xs[-1]) - int(xs[0]) == xs.size - 1 and bool(np.all(xs[1:] > xs[:-1]))
+        self._run_start: Optional[int] = int(xs[0]) if run else None
 
     @property
     def _sums(self) -> np.ndarray:
@@ -285,15 +294,15 @@ class CMSRAPPORServer(_base.Aggregator):
         reports.validate(self.params)
 
     def _ingest(self, reports: CMSRAPPORReports) -> _base.Delta:
-        # one sum per candidate and the order check of _range_start; the kernel reads the
-        # batch's columns in place (the template's copy, C-contiguous)
-        self._check_call(9 * self._sums.size,
+        # one sum per candidate; the kernel reads the batch's columns in place (the
+        # template's copy, C-contiguous)
+        self._check_call(8 * self._sums.size,
                          f"matching a batch of {len(reports)} reports against {self._sums.size} candidates")
         sums = np.zeros_like(self._sums)
         if len(reports) and self._candidates.size:
             # S(x) = sum_i bits_i[h_i(x)]: one hash per (report, candidate); a run of
             # candidates walks the hash along x instead (no product per pair)
-            field, start = _field.core_field(self.params.field_size), self._range_start()
+            field, start = _field.core_field(self.params.field_size), self._run_start
             if start is None:
                 _core.ocms_lookup_list(field, reports.bits, reports.a0, reports.a1, self.params.m, self._candidates,
                                        sums, self.threads)
@@ -301,14 +310,6 @@ class CMSRAPPORServer(_base.Aggregator):
                 _core.ocms_lookup_range(field, reports.bits, reports.a0, reports.a1, self.params.m, start, sums,
                                         self.threads)
         return self._delta().add_nonzero("sums", sums).add("n", [len(reports)])
-
-    def _range_start(self) -> Optional[int]:
-        """``x0`` when the candidates are ``x0, x0 + 1, ...`` in this order (the default
-        dictionary), else None. Distinct ascending values spanning ``size - 1`` are a run."""
-        xs = self._candidates
-        if int(xs[-1]) - int(xs[0]) != xs.size - 1 or not bool(np.all(xs[1:] > xs[:-1])):
-            return None
-        return int(xs[0])
 
     def merge(self, other: "CMSRAPPORServer") -> "CMSRAPPORServer":
         """Add ``other``'s sums (exact; ``other`` is unchanged). Parameters and candidates
@@ -376,9 +377,7 @@ class CMSRAPPORServer(_base.Aggregator):
             raise FormatError("stored sums exceed the number of reports")
 
     def _set_state(self, state: Mapping[str, np.ndarray]) -> None:
-        candidates = np.array(state["candidates"], dtype=np.uint64)
-        candidates.flags.writeable = False
-        self._candidates = candidates
+        self._set_candidates(np.array(state["candidates"], dtype=np.uint64))
         self._st = _State(sums=np.array(state["sums"], dtype=np.uint64),
                                 n=np.array(state["n"], dtype=np.uint64).reshape(1))
 
